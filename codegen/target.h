@@ -1,0 +1,28 @@
+// Code-generation targets, written as LLVM-style strings:
+//   "llvm"                                  the host CPU (detected), runnable in-process
+//   "llvm -mcpu=NAME"                       a named CPU of the host architecture, runnable here if
+//                                           this CPU supports its features
+//   "llvm -mtriple=TRIPLE -mcpu=NAME"       cross-compilation (export only)
+//   optional "-mattr=+avx2,+fma"            extra features
+#pragma once
+
+#include <string>
+
+namespace kiln::codegen {
+
+struct Target {
+  std::string triple;    // normalized LLVM triple
+  std::string cpu;       // resolved CPU name ("skylake-avx512"; "llvm" resolves to the host)
+  std::string features;  // LLVM feature string ("+avx2,+fma,...")
+  bool runnable = true;  // false for cross-compile targets (export only)
+
+  /// Throws kiln::Error (Usage) for an unknown target string, CPU or triple.
+  static Target parse(const std::string& spec);
+  /// The canonical spec string ("llvm -mcpu=skylake").
+  std::string str() const;
+};
+
+/// The host CPU name LLVM detects ("znver3", "skylake-avx512", ...).
+std::string hostCpuName();
+
+}  // namespace kiln::codegen

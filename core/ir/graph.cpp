@@ -1,0 +1,151 @@
+#include "core/ir/graph.h"
+
+#include <cctype>
+#include <cstring>
+
+#include "core/ir/op_registry.h"
+#include "runtime/error.h"
+
+namespace kiln::core {
+
+std::string TensorType::str() const {
+  return std::string(runtime::dtypeName(dtype)) + runtime::shapeString(shape);
+}
+
+namespace {
+template <typename T>
+const T& getAs(const std::map<std::string, AttrValue>& m, const std::string& name) {
+  auto it = m.find(name);
+  KILN_ASSERT(it != m.end(), "missing attribute '" + name + "'");
+  const T* v = std::get_if<T>(&it->second);
+  KILN_ASSERT(v != nullptr, "attribute '" + name + "' has another type");
+  return *v;
+}
+}  // namespace
+
+int64_t Attrs::getInt(const std::string& name) const { return getAs<int64_t>(m_values, name); }
+int64_t Attrs::getInt(const std::string& name, int64_t fallback) const {
+  return has(name) ? getInt(name) : fallback;
+}
+double Attrs::getFloat(const std::string& name) const {
+  auto it = m_values.find(name);
+  KILN_ASSERT(it != m_values.end(), "missing attribute '" + name + "'");
+  if (const auto* i = std::get_if<int64_t>(&it->second)) return static_cast<double>(*i);
+  return getAs<double>(m_values, name);
+}
+double Attrs::getFloat(const std::string& name, double fallback) const {
+  return has(name) ? getFloat(name) : fallback;
+}
+const std::string& Attrs::getString(const std::string& name) const {
+  return getAs<std::string>(m_values, name);
+}
+const std::vector<int64_t>& Attrs::getInts(const std::string& name) const {
+  return getAs<std::vector<int64_t>>(m_values, name);
+}
+
+std::string Graph::uniqueName(const std::string& stem) {
+  std::string base = stem.empty() ? "v" : stem;
+  for (char& c : base) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') c = '_';
+  }
+  int& next = m_nextSuffix[base];
+  std::string name = base;
+  while (m_usedNames.count(name)) name = base + "_" + std::to_string(++next);
+  m_usedNames.insert(name);
+  return name;
+}
+
+ValueId Graph::newValue(const std::string& name, TensorType type) {
+  Value v;
+  v.name = uniqueName(name);
+  v.type = std::move(type);
+  m_values.push_back(std::move(v));
+  return static_cast<ValueId>(m_values.size() - 1);
+}
+
+ValueId Graph::addInput(const std::string& name, TensorType type) {
+  ValueId id = newValue(name, std::move(type));
+  m_values[id].inputIndex = static_cast<int>(m_inputs.size());
+  m_inputs.push_back(id);
+  return id;
+}
+
+ValueId Graph::addConstant(const std::string& name, runtime::Tensor data) {
+  ValueId id = newValue(name, TensorType{data.dtype(), data.shape()});
+  m_values[id].constant = std::move(data);
+  return id;
+}
+
+std::vector<ValueId> Graph::addNode(const std::string& op, std::vector<ValueId> inputs, Attrs attrs,
+                                    const std::string& location, const std::string& outputName) {
+  std::string where = location.empty() ? "" : " (" + location + ")";
+  const OpDef* def = findOp(op);
+  if (!def) throw Error("operator '" + op + "' is not supported" + where, ErrorKind::Unsupported);
+  int n = static_cast<int>(inputs.size());
+  if (n < def->minInputs || n > def->maxInputs)
+    throw Error(op + ": expected " + std::to_string(def->minInputs) +
+                    (def->maxInputs != def->minInputs ? "-" + std::to_string(def->maxInputs) : "") +
+                    " inputs, got " + std::to_string(n) + where,
+                ErrorKind::InvalidModel);
+  std::vector<TensorType> inTypes;
+  for (ValueId v : inputs) {
+    KILN_ASSERT(v >= 0 && v < static_cast<ValueId>(m_values.size()), "node input is not a graph value");
+    inTypes.push_back(m_values[v].type);
+  }
+  std::vector<TensorType> outTypes;
+  try {
+    outTypes = def->infer(inTypes, attrs);
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error(op + ": " + e.what() + where, ErrorKind::InvalidModel);
+  }
+  Node node;
+  node.op = op;
+  node.inputs = std::move(inputs);
+  node.attrs = std::move(attrs);
+  node.location = location;
+  NodeId nodeId = static_cast<NodeId>(m_nodes.size());
+  for (size_t i = 0; i < outTypes.size(); ++i) {
+    ValueId out = newValue(outputName.empty() ? op : outputName, outTypes[i]);
+    m_values[out].producer = nodeId;
+    m_values[out].outputIndex = static_cast<int>(i);
+    node.outputs.push_back(out);
+  }
+  m_nodes.push_back(std::move(node));
+  return m_nodes.back().outputs;
+}
+
+ValueId Graph::add(const std::string& op, std::vector<ValueId> inputs, Attrs attrs,
+                   const std::string& location) {
+  auto outs = addNode(op, std::move(inputs), std::move(attrs), location);
+  KILN_ASSERT(outs.size() == 1, op + " does not have exactly one output");
+  return outs[0];
+}
+
+void Graph::setOutputs(std::vector<ValueId> outputs) { m_outputs = std::move(outputs); }
+
+bool Graph::operator==(const Graph& other) const {
+  if (m_inputs != other.m_inputs || m_outputs != other.m_outputs) return false;
+  if (m_values.size() != other.m_values.size() || m_nodes.size() != other.m_nodes.size()) return false;
+  for (size_t i = 0; i < m_values.size(); ++i) {
+    const Value& a = m_values[i];
+    const Value& b = other.m_values[i];
+    if (a.name != b.name || !(a.type == b.type) || a.producer != b.producer ||
+        a.outputIndex != b.outputIndex || a.inputIndex != b.inputIndex ||
+        a.isConstant() != b.isConstant())
+      return false;
+    if (a.isConstant() &&
+        std::memcmp(a.constant->raw(), b.constant->raw(), a.constant->nbytes()) != 0)
+      return false;
+  }
+  for (size_t i = 0; i < m_nodes.size(); ++i) {
+    const Node& a = m_nodes[i];
+    const Node& b = other.m_nodes[i];
+    if (a.op != b.op || a.inputs != b.inputs || a.outputs != b.outputs || !(a.attrs == b.attrs))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace kiln::core

@@ -1,0 +1,264 @@
+#include "core/ir/op_registry.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "runtime/error.h"
+
+namespace kiln::core {
+namespace {
+
+using Types = std::vector<TensorType>;
+
+[[noreturn]] void fail(const std::string& msg) { throw Error(msg, ErrorKind::InvalidModel); }
+
+void requireRank(const TensorType& t, int64_t rank, const char* what) {
+  if (t.rank() != rank)
+    fail(std::string(what) + " must have rank " + std::to_string(rank) + ", got " + t.str());
+}
+
+int64_t normAxis(int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1)) fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(rank));
+  return a;
+}
+
+std::vector<int64_t> pair(const Attrs& attrs, const std::string& name, int64_t fallback) {
+  if (!attrs.has(name)) return {fallback, fallback};
+  const auto& v = attrs.getInts(name);
+  if (v.size() == 1) return {v[0], v[0]};
+  if (v.size() != 2) fail("attribute '" + name + "' must have 1 or 2 values");
+  return v;
+}
+
+Types inferUnary(const Types& in, const Attrs&) { return {in[0]}; }
+
+Types inferBinary(const Types& in, const Attrs&) {
+  if (in[0].dtype != in[1].dtype)
+    fail("operand dtypes differ: " + in[0].str() + " vs " + in[1].str());
+  return {TensorType{in[0].dtype, broadcastShapes(in[0].shape, in[1].shape)}};
+}
+
+Types inferConv2d(const Types& in, const Attrs& attrs) {
+  requireRank(in[0], 4, "conv2d input");
+  requireRank(in[1], 4, "conv2d weight");
+  auto stride = pair(attrs, "stride", 1), pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
+  int64_t groups = attrs.getInt("groups", 1);
+  const Shape& x = in[0].shape;
+  const Shape& w = in[1].shape;
+  if (groups <= 0 || x[1] % groups != 0 || w[0] % groups != 0)
+    fail("groups=" + std::to_string(groups) + " does not divide the channels of " + in[0].str());
+  if (w[1] * groups != x[1])
+    fail("weight " + in[1].str() + " does not match input channels " + std::to_string(x[1]) +
+         " with groups=" + std::to_string(groups));
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].shape[0] != w[0]))
+    fail("bias " + in[2].str() + " does not match " + std::to_string(w[0]) + " output channels");
+  int64_t oh = windowOutputSize(x[2], w[2], stride[0], pad[0], dil[0], false);
+  int64_t ow = windowOutputSize(x[3], w[3], stride[1], pad[1], dil[1], false);
+  if (oh <= 0 || ow <= 0) fail("kernel larger than padded input " + in[0].str());
+  return {TensorType{in[0].dtype, {x[0], w[0], oh, ow}}};
+}
+
+Types inferBatchNorm(const Types& in, const Attrs&) {
+  if (in[0].rank() < 2) fail("batch_norm input must have rank >= 2, got " + in[0].str());
+  int64_t c = in[0].shape[1];
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].rank() != 1 || in[i].shape[0] != c)
+      fail("batch_norm parameter " + in[i].str() + " does not match " + std::to_string(c) + " channels");
+  }
+  return {in[0]};
+}
+
+Types inferDense(const Types& in, const Attrs&) {
+  if (in[0].rank() < 1) fail("dense input must have rank >= 1");
+  requireRank(in[1], 2, "dense weight");
+  int64_t k = in[0].shape.back();
+  if (in[1].shape[1] != k) fail("weight " + in[1].str() + " does not match input " + in[0].str());
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].shape[0] != in[1].shape[0]))
+    fail("bias " + in[2].str() + " does not match weight " + in[1].str());
+  Shape out = in[0].shape;
+  out.back() = in[1].shape[0];
+  return {TensorType{in[0].dtype, out}};
+}
+
+Types inferMatmul(const Types& in, const Attrs&) {
+  Shape a = in[0].shape, b = in[1].shape;
+  if (a.empty() || b.empty()) fail("matmul operands must have rank >= 1");
+  bool aVec = a.size() == 1, bVec = b.size() == 1;
+  if (aVec) a.insert(a.begin(), 1);
+  if (bVec) b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    fail("matmul inner dimensions differ: " + in[0].str() + " · " + in[1].str());
+  Shape batchA(a.begin(), a.end() - 2), batchB(b.begin(), b.end() - 2);
+  Shape out = broadcastShapes(batchA, batchB);
+  if (!aVec) out.push_back(a[a.size() - 2]);
+  if (!bVec) out.push_back(b.back());
+  return {TensorType{in[0].dtype, out}};
+}
+
+Types inferReshape(const Types& in, const Attrs& attrs) {
+  Shape shape = attrs.getInts("shape");
+  int64_t known = 1;
+  int inferAt = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (inferAt >= 0) fail("reshape has more than one -1");
+      inferAt = static_cast<int>(i);
+    } else if (shape[i] < 0) {
+      fail("reshape has a negative dimension");
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (inferAt >= 0) {
+    if (known == 0 || in[0].numel() % known != 0) fail("cannot reshape " + in[0].str());
+    shape[inferAt] = in[0].numel() / known;
+  }
+  if (runtime::numElements(shape) != in[0].numel())
+    fail("cannot reshape " + in[0].str() + " to " + runtime::shapeString(shape));
+  return {TensorType{in[0].dtype, shape}};
+}
+
+Types inferTranspose(const Types& in, const Attrs& attrs) {
+  const auto& perm = attrs.getInts("perm");
+  if (static_cast<int64_t>(perm.size()) != in[0].rank()) fail("perm does not match rank of " + in[0].str());
+  std::vector<bool> seen(perm.size(), false);
+  Shape out;
+  for (int64_t p : perm) {
+    int64_t a = normAxis(p, in[0].rank());
+    if (seen[a]) fail("perm repeats an axis");
+    seen[a] = true;
+    out.push_back(in[0].shape[a]);
+  }
+  return {TensorType{in[0].dtype, out}};
+}
+
+Types inferConcat(const Types& in, const Attrs& attrs) {
+  int64_t axis = normAxis(attrs.getInt("axis"), in[0].rank());
+  Shape out = in[0].shape;
+  out[axis] = 0;
+  for (const TensorType& t : in) {
+    if (t.rank() != in[0].rank() || t.dtype != in[0].dtype) fail("concat operands differ in rank or dtype");
+    for (int64_t d = 0; d < t.rank(); ++d) {
+      if (d != axis && t.shape[d] != in[0].shape[d]) fail("concat operands differ outside the axis");
+    }
+    out[axis] += t.shape[axis];
+  }
+  return {TensorType{in[0].dtype, out}};
+}
+
+Types inferPool(const Types& in, const Attrs& attrs) {
+  requireRank(in[0], 4, "pooling input");
+  auto k = pair(attrs, "kernel", 1);
+  auto stride = attrs.has("stride") ? pair(attrs, "stride", 1) : k;
+  auto pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
+  bool ceil = attrs.getInt("ceil_mode", 0) != 0;
+  if (pad[0] * 2 > k[0] || pad[1] * 2 > k[1]) fail("pad should be at most half of the kernel size");
+  const Shape& x = in[0].shape;
+  int64_t oh = windowOutputSize(x[2], k[0], stride[0], pad[0], dil[0], ceil);
+  int64_t ow = windowOutputSize(x[3], k[1], stride[1], pad[1], dil[1], ceil);
+  if (oh <= 0 || ow <= 0) fail("pooling window larger than input " + in[0].str());
+  return {TensorType{in[0].dtype, {x[0], x[1], oh, ow}}};
+}
+
+Types inferAdaptivePool(const Types& in, const Attrs& attrs) {
+  requireRank(in[0], 4, "adaptive pooling input");
+  auto size = pair(attrs, "output_size", 1);
+  if (size[0] <= 0 || size[1] <= 0) fail("output_size must be positive");
+  return {TensorType{in[0].dtype, {in[0].shape[0], in[0].shape[1], size[0], size[1]}}};
+}
+
+Types inferReduce(const Types& in, const Attrs& attrs) {
+  int64_t rank = in[0].rank();
+  std::vector<bool> reduced(rank, false);
+  for (int64_t a : attrs.getInts("axes")) reduced[normAxis(a, rank)] = true;
+  bool keep = attrs.getInt("keepdims", 0) != 0;
+  Shape out;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!reduced[d]) out.push_back(in[0].shape[d]);
+    else if (keep) out.push_back(1);
+  }
+  return {TensorType{in[0].dtype, out}};
+}
+
+Types inferSoftmax(const Types& in, const Attrs& attrs) {
+  normAxis(attrs.getInt("axis"), in[0].rank());
+  return {in[0]};
+}
+
+struct Registry {
+  std::map<std::string, OpDef, std::less<>> ops;
+  void add(std::string name, std::string summary, int minIn, int maxIn, OpPattern pattern,
+           decltype(OpDef::infer) infer) {
+    OpDef def{name, std::move(summary), minIn, maxIn, pattern, std::move(infer)};
+    ops.emplace(std::move(name), std::move(def));
+  }
+};
+
+const Registry& registry() {
+  static const Registry* reg = [] {
+    auto* r = new Registry();
+    using P = OpPattern;
+    r->add("conv2d", "2-D convolution, NCHW input, OIHW weight, optional bias", 2, 3, P::OutEWiseFusable, inferConv2d);
+    r->add("batch_norm", "inference batch normalization over axis 1", 5, 5, P::Broadcast, inferBatchNorm);
+    r->add("dense", "x · wᵀ + b over the last axis", 2, 3, P::OutEWiseFusable, inferDense);
+    r->add("matmul", "numpy-style batched matrix product", 2, 2, P::OutEWiseFusable, inferMatmul);
+    for (const char* u : {"relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp", "log",
+                          "sqrt", "rsqrt", "neg", "abs", "erf", "gelu", "leaky_relu", "clamp", "copy"})
+      r->add(u, std::string("elementwise ") + u, 1, 1, P::ElemWise, inferUnary);
+    for (const char* b : {"add", "sub", "mul", "div", "maximum", "minimum", "pow"})
+      r->add(b, std::string("broadcasting ") + b, 2, 2, P::Broadcast, inferBinary);
+    r->add("reshape", "same elements, new static shape", 1, 1, P::Injective, inferReshape);
+    r->add("transpose", "permute axes", 1, 1, P::Injective, inferTranspose);
+    r->add("concat", "concatenate along an axis", 1, 64, P::Injective, inferConcat);
+    r->add("max_pool2d", "2-D max pooling", 1, 1, P::OutEWiseFusable, inferPool);
+    r->add("avg_pool2d", "2-D average pooling", 1, 1, P::OutEWiseFusable, inferPool);
+    r->add("adaptive_avg_pool2d", "2-D adaptive average pooling", 1, 1, P::OutEWiseFusable, inferAdaptivePool);
+    r->add("mean", "mean over axes", 1, 1, P::CommReduce, inferReduce);
+    r->add("sum", "sum over axes", 1, 1, P::CommReduce, inferReduce);
+    r->add("softmax", "softmax along an axis", 1, 1, P::Opaque, inferSoftmax);
+    return r;
+  }();
+  return *reg;
+}
+
+}  // namespace
+
+const OpDef* findOp(std::string_view name) {
+  const auto& ops = registry().ops;
+  auto it = ops.find(name);
+  return it == ops.end() ? nullptr : &it->second;
+}
+
+std::vector<const OpDef*> allOps() {
+  std::vector<const OpDef*> out;
+  for (const auto& [name, def] : registry().ops) out.push_back(&def);
+  return out;
+}
+
+Shape broadcastShapes(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail("shapes " + runtime::shapeString(a) + " and " + runtime::shapeString(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
+                         bool ceilMode) {
+  if (stride <= 0 || dilation <= 0 || kernel <= 0) fail("kernel, stride and dilation must be positive");
+  int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  // PyTorch: the last window must start inside the input or left padding.
+  if (ceilMode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+}  // namespace kiln::core

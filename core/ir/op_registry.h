@@ -1,0 +1,53 @@
+// The operator registry: one table of Kiln's canonical graph operators with their inputs,
+// attributes, type/shape inference and fusion pattern. Everything that needs to know about an
+// operator by name (the importer, the parser, lowering, fusion) looks it up here.
+//
+// Canonical operators and attributes (inputs in parentheses; [..] optional):
+//   conv2d(x, w[, b])        stride=[sh,sw] padding=[ph,pw] dilation=[dh,dw] groups  (NCHW, OIHW)
+//   batch_norm(x, gamma, beta, mean, var)  epsilon   (inference form, channel axis 1)
+//   dense(x, w[, b])         y = x·wᵀ + b over the last axis (w is [N,K])
+//   matmul(a, b)             numpy-style matmul with batch broadcasting (rank ≥ 1)
+//   unary: relu sigmoid tanh silu hardswish hardsigmoid exp log sqrt rsqrt neg abs erf
+//          gelu(approximate="none"|"tanh")  leaky_relu(alpha)  clamp(min, max)
+//   binary with numpy broadcasting: add sub mul div maximum minimum pow
+//   reshape(shape)  transpose(perm)  concat(axis)  copy()
+//   max_pool2d / avg_pool2d(kernel, stride, padding, dilation, ceil_mode[, count_include_pad])
+//   adaptive_avg_pool2d(output_size=[oh,ow])
+//   mean / sum(axes, keepdims)   softmax(axis)
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ir/graph.h"
+
+namespace kiln::core {
+
+/// How an operator may fuse (TVM's pattern kinds; used from opt level O2).
+enum class OpPattern { ElemWise, Broadcast, Injective, CommReduce, OutEWiseFusable, Opaque };
+
+struct OpDef {
+  std::string name;
+  std::string summary;
+  int minInputs = 1;
+  int maxInputs = 1;
+  OpPattern pattern = OpPattern::Opaque;
+  /// Throws kiln::Error with a short message (the caller adds the location).
+  std::function<std::vector<TensorType>(const std::vector<TensorType>&, const Attrs&)> infer;
+};
+
+/// nullptr when unknown.
+const OpDef* findOp(std::string_view name);
+/// Every registered operator, sorted by name.
+std::vector<const OpDef*> allOps();
+
+/// Numpy broadcasting of two shapes; throws kiln::Error when incompatible.
+Shape broadcastShapes(const Shape& a, const Shape& b);
+
+/// Output extent of a pooling/convolution window along one axis.
+int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
+                         bool ceilMode);
+
+}  // namespace kiln::core

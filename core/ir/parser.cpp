@@ -1,0 +1,312 @@
+#include "core/ir/parser.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include "runtime/error.h"
+
+namespace kiln::core {
+namespace {
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : m_text(text) {}
+
+  Graph parse() {
+    expectWord("graph");
+    expect('(');
+    skipSpace();
+    if (peek() != ')') {
+      for (;;) {
+        std::string name = parseValueName();
+        expect(':');
+        TensorType type = parseType();
+        define(name, m_graph.addInput(name, type));
+        if (!accept(',')) break;
+      }
+    }
+    expect(')');
+    expect('{');
+    for (;;) {
+      skipSpace();
+      if (peekWord("return")) break;
+      parseStatement();
+    }
+    expectWord("return");
+    std::vector<ValueId> outputs;
+    skipSpace();
+    if (peek() == '%') {
+      do outputs.push_back(use(parseValueName()));
+      while (accept(','));
+    }
+    expect('}');
+    skipSpace();
+    if (m_pos != m_text.size()) error("unexpected text after the graph");
+    m_graph.setOutputs(outputs);
+    return std::move(m_graph);
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& msg) const {
+    int line = 1, col = 1;
+    for (size_t i = 0; i < m_pos && i < m_text.size(); ++i) {
+      if (m_text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    }
+    throw Error("line " + std::to_string(line) + ":" + std::to_string(col) + ": " + msg, ErrorKind::InvalidModel);
+  }
+
+  void skipSpace() {
+    while (m_pos < m_text.size()) {
+      if (std::isspace(static_cast<unsigned char>(m_text[m_pos]))) { ++m_pos; continue; }
+      if (m_text[m_pos] == '#') {  // comment to end of line
+        while (m_pos < m_text.size() && m_text[m_pos] != '\n') ++m_pos;
+        continue;
+      }
+      break;
+    }
+  }
+  char peek() const { return m_pos < m_text.size() ? m_text[m_pos] : '\0'; }
+  bool accept(char c) {
+    skipSpace();
+    if (peek() != c) return false;
+    ++m_pos;
+    return true;
+  }
+  void expect(char c) {
+    if (!accept(c)) error(std::string("expected '") + c + "'");
+  }
+  static bool isIdent(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
+  std::string parseIdent() {
+    skipSpace();
+    size_t start = m_pos;
+    while (m_pos < m_text.size() && isIdent(m_text[m_pos])) ++m_pos;
+    if (start == m_pos) error("expected a name");
+    return std::string(m_text.substr(start, m_pos - start));
+  }
+  bool peekWord(std::string_view w) {
+    skipSpace();
+    return m_text.substr(m_pos, w.size()) == w &&
+           (m_pos + w.size() >= m_text.size() || !isIdent(m_text[m_pos + w.size()]));
+  }
+  void expectWord(std::string_view w) {
+    if (!peekWord(w)) error("expected '" + std::string(w) + "'");
+    m_pos += w.size();
+  }
+  std::string parseValueName() {
+    expect('%');
+    return parseIdent();
+  }
+  void define(const std::string& name, ValueId id) {
+    if (m_graph.value(id).name != name) error("value %" + name + " is defined twice");
+    m_names[name] = id;
+  }
+  ValueId use(const std::string& name) {
+    auto it = m_names.find(name);
+    if (it == m_names.end()) error("use of undefined value %" + name);
+    return it->second;
+  }
+
+  TensorType parseType() {
+    std::string dt = parseIdent();
+    auto dtype = runtime::parseDType(dt);
+    if (!dtype) error("unknown dtype '" + dt + "'");
+    TensorType t{*dtype, {}};
+    expect('[');
+    skipSpace();
+    if (peek() != ']') {
+      do t.shape.push_back(parseInt());
+      while (accept(','));
+    }
+    expect(']');
+    return t;
+  }
+
+  int64_t parseInt() {
+    skipSpace();
+    size_t start = m_pos;
+    if (peek() == '-' || peek() == '+') ++m_pos;
+    while (std::isdigit(static_cast<unsigned char>(peek()))) ++m_pos;
+    if (start == m_pos) error("expected an integer");
+    try {
+      return std::stoll(std::string(m_text.substr(start, m_pos - start)));
+    } catch (const std::exception&) {
+      error("integer out of range");
+    }
+  }
+
+  // A number token; sets isFloat when it has a '.', an exponent or is nan/inf.
+  double parseNumber(bool& isFloat, int64_t& asInt) {
+    skipSpace();
+    size_t start = m_pos;
+    if (peek() == '-' || peek() == '+') ++m_pos;
+    if (m_text.substr(m_pos, 3) == "nan" || m_text.substr(m_pos, 3) == "inf") {
+      bool neg = m_text[start] == '-';
+      bool nan = m_text.substr(m_pos, 3) == "nan";
+      m_pos += 3;
+      isFloat = true;
+      if (nan) return std::numeric_limits<double>::quiet_NaN();
+      return neg ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    }
+    while (m_pos < m_text.size() && (std::isdigit(static_cast<unsigned char>(m_text[m_pos])) ||
+                                     std::strchr(".eE+-", m_text[m_pos]))) {
+      if ((m_text[m_pos] == '+' || m_text[m_pos] == '-') && !(m_text[m_pos - 1] == 'e' || m_text[m_pos - 1] == 'E')) break;
+      ++m_pos;
+    }
+    std::string tok(m_text.substr(start, m_pos - start));
+    if (tok.empty() || tok == "-" || tok == "+") error("expected a number");
+    isFloat = tok.find_first_of(".eE") != std::string::npos;
+    try {
+      if (!isFloat) {
+        asInt = std::stoll(tok);
+        return static_cast<double>(asInt);
+      }
+      return std::stod(tok);
+    } catch (const std::exception&) {
+      error("malformed number '" + tok + "'");
+    }
+  }
+
+  std::string parseString() {
+    expect('"');
+    std::string s;
+    while (m_pos < m_text.size() && m_text[m_pos] != '"') {
+      if (m_text[m_pos] == '\\' && m_pos + 1 < m_text.size()) ++m_pos;
+      s += m_text[m_pos++];
+    }
+    if (m_pos >= m_text.size()) error("unterminated string");
+    ++m_pos;
+    return s;
+  }
+
+  AttrValue parseAttrValue() {
+    skipSpace();
+    if (peek() == '"') return parseString();
+    if (peek() == '[') {
+      ++m_pos;
+      std::vector<int64_t> ints;
+      std::vector<double> floats;
+      bool anyFloat = false;
+      skipSpace();
+      if (peek() != ']') {
+        do {
+          bool isFloat = false;
+          int64_t i = 0;
+          double d = parseNumber(isFloat, i);
+          anyFloat |= isFloat;
+          ints.push_back(i);
+          floats.push_back(d);
+        } while (accept(','));
+      }
+      expect(']');
+      if (anyFloat) return floats;
+      return ints;
+    }
+    bool isFloat = false;
+    int64_t i = 0;
+    double d = parseNumber(isFloat, i);
+    if (isFloat) return d;
+    return i;
+  }
+
+  runtime::Tensor parseConstantData(const TensorType& type) {
+    runtime::Tensor t = runtime::Tensor::zeros(type.dtype, type.shape);
+    if (peekWord("elided")) {
+      m_pos += 6;
+      return t;
+    }
+    expect('[');
+    int64_t n = t.numel();
+    for (int64_t k = 0; k < n; ++k) {
+      if (k) expect(',');
+      bool isFloat = false;
+      int64_t i = 0;
+      double d = parseNumber(isFloat, i);
+      switch (type.dtype) {
+        case DType::Float32: t.data<float>()[k] = static_cast<float>(d); break;
+        case DType::Float64: t.data<double>()[k] = d; break;
+        case DType::Int64: t.data<int64_t>()[k] = i; break;
+        case DType::Int32: t.data<int32_t>()[k] = static_cast<int32_t>(i); break;
+        case DType::Bool: t.data<uint8_t>()[k] = i != 0; break;
+        case DType::Int8: t.data<int8_t>()[k] = static_cast<int8_t>(i); break;
+        case DType::UInt8: t.data<uint8_t>()[k] = static_cast<uint8_t>(i); break;
+      }
+    }
+    expect(']');
+    return t;
+  }
+
+  void parseStatement() {
+    std::vector<std::string> names;
+    do names.push_back(parseValueName());
+    while (accept(','));
+    expect('=');
+    if (peekWord("constant")) {
+      m_pos += 8;
+      if (names.size() != 1) error("a constant defines exactly one value");
+      TensorType type = parseType();
+      define(names[0], m_graph.addConstant(names[0], parseConstantData(type)));
+      return;
+    }
+    std::string op = parseIdent();
+    expect('(');
+    std::vector<ValueId> inputs;
+    skipSpace();
+    if (peek() != ')') {
+      do inputs.push_back(use(parseValueName()));
+      while (accept(','));
+    }
+    expect(')');
+    Attrs attrs;
+    if (accept('{')) {
+      skipSpace();
+      if (peek() != '}') {
+        do {
+          std::string key = parseIdent();
+          expect('=');
+          attrs.set(key, parseAttrValue());
+        } while (accept(','));
+      }
+      expect('}');
+    }
+    expect(':');
+    std::vector<TensorType> declared;
+    do declared.push_back(parseType());
+    while (accept(','));
+    std::string location;
+    if (peekWord("loc")) {
+      m_pos += 3;
+      expect('(');
+      location = parseString();
+      expect(')');
+    }
+    std::vector<ValueId> outs;
+    try {
+      outs = m_graph.addNode(op, inputs, attrs, location, names[0]);
+    } catch (const Error& e) {
+      error(e.what());
+    }
+    if (outs.size() != names.size()) error(op + " defines " + std::to_string(outs.size()) + " values");
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!(m_graph.type(outs[i]) == declared.at(i)))
+        error("declared type " + declared[i].str() + " of %" + names[i] + " differs from inferred " +
+              m_graph.type(outs[i]).str());
+      // Later outputs of a multi-output node were named after the first; rename by re-defining.
+      if (i == 0) define(names[i], outs[i]);
+      else m_names[names[i]] = outs[i];
+    }
+  }
+
+  std::string_view m_text;
+  size_t m_pos = 0;
+  Graph m_graph;
+  std::map<std::string, ValueId> m_names;
+};
+
+}  // namespace
+
+Graph parseGraph(std::string_view text) { return Parser(text).parse(); }
+
+}  // namespace kiln::core

@@ -1,0 +1,78 @@
+#include "runtime/graph_executor.h"
+
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace kiln::runtime {
+
+GraphExecutor::GraphExecutor(GraphPlan plan, std::shared_ptr<KernelLibrary> library)
+    : m_plan(std::move(plan)), m_library(std::move(library)) {
+  m_memory = planMemory(m_plan);
+  std::vector<std::shared_ptr<Storage>> blocks;
+  blocks.reserve(m_memory.blockBytes.size());
+  for (size_t bytes : m_memory.blockBytes) blocks.push_back(std::make_shared<Storage>(bytes));
+
+  m_slotTensors.resize(m_plan.slots.size());
+  for (size_t s = 0; s < m_plan.slots.size(); ++s) {
+    const TensorSlot& slot = m_plan.slots[s];
+    switch (slot.kind) {
+      case SlotKind::Constant: {
+        KILN_ASSERT(slot.index >= 0 && slot.index < static_cast<int>(m_plan.constants.size()),
+                    "constant slot without data");
+        m_slotTensors[s] = m_plan.constants[slot.index];
+        break;
+      }
+      case SlotKind::Input:
+        m_slotTensors[s] = Tensor::zeros(slot.dtype, slot.shape);
+        break;
+      case SlotKind::Intermediate:
+        if (m_memory.slotBlock[s] >= 0)
+          m_slotTensors[s] = Tensor::view(blocks[m_memory.slotBlock[s]], 0, slot.dtype, slot.shape);
+        else
+          m_slotTensors[s] = Tensor::zeros(slot.dtype, slot.shape);
+        break;
+    }
+  }
+  for (const KernelCall& call : m_plan.calls) {
+    KilnKernelFn fn = m_library->lookup(call.kernel);
+    if (!fn) throw Error("kernel '" + call.kernel + "' is missing from the compiled library");
+    m_fns.push_back(fn);
+    std::vector<void*> args;
+    for (int slot : call.args) args.push_back(m_slotTensors[slot].raw());
+    m_callArgs.push_back(std::move(args));
+  }
+  m_inputBound.assign(m_plan.inputs.size(), false);
+}
+
+void GraphExecutor::setInput(int index, const Tensor& tensor) {
+  if (index < 0 || index >= numInputs())
+    throw Error("input index " + std::to_string(index) + " out of range: the model takes " +
+                std::to_string(numInputs()) + " input(s)");
+  const TensorSlot& slot = inputSlot(index);
+  if (tensor.dtype() != slot.dtype)
+    throw Error("input " + std::to_string(index) + " ('" + slot.name + "') has dtype " +
+                std::string(dtypeName(tensor.dtype())) + ", expected " + std::string(dtypeName(slot.dtype)));
+  if (tensor.shape() != slot.shape)
+    throw Error("input " + std::to_string(index) + " ('" + slot.name + "') has shape " +
+                shapeString(tensor.shape()) + ", expected " + shapeString(slot.shape));
+  Tensor& dst = m_slotTensors[m_plan.inputs[index]];
+  if (tensor.nbytes()) std::memcpy(dst.raw(), tensor.raw(), tensor.nbytes());
+  m_inputBound[index] = true;
+}
+
+void GraphExecutor::run() {
+  for (size_t i = 0; i < m_inputBound.size(); ++i) {
+    if (!m_inputBound[i]) throw Error("input " + std::to_string(i) + " was not set");
+  }
+  for (size_t c = 0; c < m_fns.size(); ++c) m_fns[c](m_callArgs[c].data());
+}
+
+void GraphExecutor::runCall(int index) { m_fns.at(index)(m_callArgs.at(index).data()); }
+
+Tensor GraphExecutor::output(int index) const {
+  if (index < 0 || index >= numOutputs()) throw Error("output index out of range");
+  return m_slotTensors[m_plan.outputs[index]].clone();
+}
+
+}  // namespace kiln::runtime

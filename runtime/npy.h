@@ -1,0 +1,14 @@
+// Reading and writing NumPy .npy files (format versions 1.0-3.0, little-endian, C order).
+// Used by `kiln run` for inputs and outputs. Malformed files raise kiln::Error naming the file.
+#pragma once
+
+#include <string>
+
+#include "runtime/tensor.h"
+
+namespace kiln::runtime {
+
+Tensor readNpy(const std::string& path);
+void writeNpy(const std::string& path, const Tensor& tensor);
+
+}  // namespace kiln::runtime
