@@ -1,0 +1,137 @@
+#include "profiler/torch_baseline.h"
+
+#include <torch/script.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/version.h>
+#include <ATen/Parallel.h>
+
+#include <climits>
+#include <cstring>
+#include <fstream>
+
+#include "runtime/error.h"
+
+namespace kiln::profiler {
+namespace {
+
+using runtime::DType;
+
+at::ScalarType toTorch(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return at::kFloat;
+    case DType::Float64: return at::kDouble;
+    case DType::Int64: return at::kLong;
+    case DType::Int32: return at::kInt;
+    case DType::Bool: return at::kBool;
+    case DType::Int8: return at::kChar;
+    case DType::UInt8: return at::kByte;
+  }
+  return at::kFloat;
+}
+
+DType fromTorch(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return DType::Float32;
+    case at::kDouble: return DType::Float64;
+    case at::kLong: return DType::Int64;
+    case at::kInt: return DType::Int32;
+    case at::kBool: return DType::Bool;
+    case at::kChar: return DType::Int8;
+    case at::kByte: return DType::UInt8;
+    default: throw Error(std::string("unsupported output dtype ") + c10::toString(t));
+  }
+}
+
+at::Tensor toTorchTensor(const runtime::Tensor& t) {
+  std::vector<int64_t> sizes(t.shape().begin(), t.shape().end());
+  return torch::from_blob(t.raw(), sizes, torch::TensorOptions().dtype(toTorch(t.dtype()))).clone();
+}
+
+runtime::Tensor fromTorchTensor(const at::Tensor& src) {
+  at::Tensor c = src.contiguous();
+  runtime::Shape shape(c.sizes().begin(), c.sizes().end());
+  runtime::Tensor t = runtime::Tensor::zeros(fromTorch(c.scalar_type()), shape);
+  if (t.nbytes()) std::memcpy(t.raw(), c.data_ptr(), t.nbytes());
+  return t;
+}
+
+void flatten(const c10::IValue& v, std::vector<runtime::Tensor>& out) {
+  if (v.isTensor()) {
+    out.push_back(fromTorchTensor(v.toTensor()));
+  } else if (v.isTuple()) {
+    for (const auto& e : v.toTupleRef().elements()) flatten(e, out);
+  } else if (v.isList()) {
+    for (const auto& e : v.toListRef()) flatten(e, out);
+  } else {
+    throw Error("model returned a " + v.tagKind() + ", expected tensors");
+  }
+}
+
+}  // namespace
+
+const char* torchModeName(TorchMode mode) {
+  return mode == TorchMode::Eager ? "pytorch-eager" : "pytorch-compiled";
+}
+
+struct TorchModel::Impl {
+  torch::jit::Module module;
+  TorchMode mode;
+  int threads;
+};
+
+TorchModel::TorchModel(const std::string& path, TorchMode mode, int threads)
+    : m_impl(std::make_unique<Impl>()) {
+  m_impl->mode = mode;
+  m_impl->threads = threads;
+  try {
+    torch::jit::Module m = torch::jit::load(path);
+    m.eval();
+    if (mode == TorchMode::Compiled) {
+      torch::jit::Module frozen = torch::jit::freeze(m);
+      m = torch::jit::optimize_for_inference(frozen);
+    }
+    m_impl->module = std::move(m);
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    throw Error(path + ": " + msg.substr(0, msg.find('\n')), ErrorKind::InvalidModel);
+  }
+}
+
+TorchModel::~TorchModel() = default;
+
+std::vector<runtime::Tensor> TorchModel::run(const std::vector<runtime::Tensor>& inputs) {
+  if (m_impl->threads > 0) at::set_num_threads(m_impl->threads);
+  torch::NoGradGuard noGrad;
+  torch::jit::GraphOptimizerEnabledGuard optimize(m_impl->mode == TorchMode::Compiled);
+  std::vector<c10::IValue> args;
+  for (const auto& t : inputs) args.emplace_back(toTorchTensor(t));
+  std::vector<runtime::Tensor> out;
+  try {
+    flatten(m_impl->module.forward(args), out);
+  } catch (const c10::Error& e) {
+    std::string msg = e.what_without_backtrace();
+    throw Error("pytorch: " + msg.substr(0, msg.find('\n')), ErrorKind::InvalidInput);
+  }
+  return out;
+}
+
+std::string torchVersion() { return TORCH_VERSION; }
+
+std::string torchBlasLibrary() {
+  // The BLAS that libtorch's libblas.so.3 dependency resolved to in this process.
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    std::string path = line.substr(slash);
+    if (path.find("blas") != std::string::npos) {
+      char resolved[PATH_MAX];
+      if (realpath(path.c_str(), resolved)) return resolved;
+      return path;
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace kiln::profiler

@@ -1,0 +1,118 @@
+// The `kiln` command line run as a user would: real processes, real files. Bad input must give
+// one clear line on stderr and a non-zero exit, never a crash.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/npy.h"
+
+namespace {
+
+struct Outcome {
+  int exitCode = -1;
+  bool signaled = false;
+  std::string out, err;
+};
+
+std::string tempDir() {
+  auto d = std::filesystem::temp_directory_path() / ("kiln_cli_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+Outcome runKiln(const std::string& args) {
+  std::string errFile = tempDir() + "/stderr.txt";
+  std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>" + errFile;
+  Outcome o;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
+  int status = pclose(p);
+  o.signaled = WIFSIGNALED(status);
+  o.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(errFile);
+  o.err.assign(std::istreambuf_iterator<char>(e), {});
+  return o;
+}
+
+std::string models() { return KILN_MODELS_DIR; }
+
+void expectCleanError(const Outcome& o, const std::string& needle) {
+  EXPECT_FALSE(o.signaled) << "crashed: " << o.err;
+  EXPECT_NE(o.exitCode, 0);
+  EXPECT_NE(o.err.find("error: "), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find(needle), std::string::npos) << o.err;
+  // One line.
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+}
+
+std::string writeInput(const std::string& name, kiln::runtime::Shape shape) {
+  kiln::runtime::Tensor t = kiln::runtime::Tensor::zeros(kiln::runtime::DType::Float32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>((i * 37 % 101) - 50) / 25.0f;
+  std::string path = tempDir() + "/" + name;
+  kiln::runtime::writeNpy(path, t);
+  return path;
+}
+
+}  // namespace
+
+TEST(Cli, RunWritesOutputsThatMatchTheInputBatch) {
+  std::string in = writeInput("x.npy", {2, 8, 16, 16});
+  std::string out = tempDir() + "/y.npy";
+  Outcome o = runKiln("run " + models() + "/ops/relu.pt --input " + in + " --output " + out + " -O3");
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  kiln::runtime::Tensor x = kiln::runtime::readNpy(in);
+  kiln::runtime::Tensor y = kiln::runtime::readNpy(out);
+  ASSERT_EQ(y.shape(), x.shape());
+  for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.data<float>()[i], std::max(0.0f, x.data<float>()[i]));
+}
+
+TEST(Cli, TruncatedModel) {
+  std::string in = writeInput("x1.npy", {1, 3, 224, 224});
+  expectCleanError(runKiln("run " + models() + "/bad/truncated.pt --input " + in), "PytorchStreamReader");
+}
+
+TEST(Cli, NotAModel) {
+  std::string in = writeInput("x2.npy", {1, 3, 8, 8});
+  expectCleanError(runKiln("run " + models() + "/bad/not_a_model.pt --input " + in), "not_a_model.pt");
+}
+
+TEST(Cli, UnsupportedOpIsNamed) {
+  auto o = runKiln("ir " + models() + "/bad/unsupported_op.pt --stage graph");
+  expectCleanError(o, "aten::grid_sampler");
+  EXPECT_EQ(o.exitCode, 4);  // ErrorKind::Unsupported
+}
+
+TEST(Cli, MissingFileAndBadFlags) {
+  expectCleanError(runKiln("ir /nonexistent/model.pt"), "no such file");
+  expectCleanError(runKiln("ir " + models() + "/ops/relu.pt --stage nonsense"), "unknown stage");
+  expectCleanError(runKiln("ir " + models() + "/ops/relu.pt --stage llvm --target 'llvm -mcpu=nonsense'"), "nonsense");
+}
+
+TEST(Cli, WrongInputShapeOrCount) {
+  std::string bad = writeInput("bad.npy", {1, 5, 16, 16});
+  auto o = runKiln("run " + models() + "/ops/conv2d_plain.pt --input " + bad);
+  EXPECT_NE(o.exitCode, 0);
+  EXPECT_FALSE(o.signaled);
+  std::ofstream(tempDir() + "/garbage.npy") << "not numpy";
+  expectCleanError(runKiln("run " + models() + "/ops/relu.pt --input " + tempDir() + "/garbage.npy"), "garbage.npy");
+}
+
+TEST(Cli, IrStagesPrint) {
+  auto graph = runKiln("ir " + models() + "/ops/conv_bn_relu.pt --stage graph");
+  ASSERT_EQ(graph.exitCode, 0) << graph.err;
+  EXPECT_NE(graph.out.find("conv2d("), std::string::npos);
+  EXPECT_NE(graph.out.find("batch_norm("), std::string::npos);
+  auto lowered = runKiln("ir " + models() + "/ops/conv_bn_relu.pt --stage lowered");
+  ASSERT_EQ(lowered.exitCode, 0) << lowered.err;
+  EXPECT_NE(lowered.out.find("func conv2d"), std::string::npos) << lowered.out.substr(0, 500);
+  auto llvm = runKiln("ir " + models() + "/ops/relu.pt --stage llvm");
+  ASSERT_EQ(llvm.exitCode, 0) << llvm.err;
+  EXPECT_NE(llvm.out.find("define"), std::string::npos);
+}

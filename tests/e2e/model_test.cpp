@@ -1,0 +1,127 @@
+// End to end: every model in the exported manifest is imported, compiled, run through Kiln and
+// compared with libtorch's own output on the same input, at the model's batch and at a larger
+// one. Networks are named Networks/<name>, op modules Ops/<name>.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/facade.h"
+#include "profiler/torch_baseline.h"
+
+using namespace kiln;
+
+namespace {
+
+struct Case {
+  std::string name;
+  std::string file;
+  std::string kind;
+  double rtol = 1e-4, atol = 1e-4;
+};
+
+std::vector<Case> loadManifest() {
+  std::ifstream in(std::string(KILN_MODELS_DIR) + "/manifest.json");
+  if (!in) return {};
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<Case> cases;
+  for (const auto& m : j["models"]) {
+    cases.push_back({m["name"], std::string(KILN_MODELS_DIR) + "/" + m["file"].get<std::string>(), m["kind"],
+                     m["rtol"], m["atol"]});
+  }
+  return cases;
+}
+
+// Returns "" when every element satisfies |k - t| <= atol + rtol |t|, else a description.
+std::string compareOutputs(const std::vector<runtime::Tensor>& kiln, const std::vector<runtime::Tensor>& torch,
+                           double rtol, double atol) {
+  if (kiln.size() != torch.size())
+    return "output count " + std::to_string(kiln.size()) + " vs " + std::to_string(torch.size());
+  for (size_t o = 0; o < kiln.size(); ++o) {
+    const auto& k = kiln[o];
+    const auto& t = torch[o];
+    if (k.shape() != t.shape())
+      return "output " + std::to_string(o) + " shape " + runtime::shapeString(k.shape()) + " vs " +
+             runtime::shapeString(t.shape());
+    if (k.dtype() != runtime::DType::Float32) continue;
+    int64_t bad = 0, first = -1;
+    double worst = 0;
+    for (int64_t i = 0; i < k.numel(); ++i) {
+      double kv = k.data<float>()[i], tv = t.data<float>()[i];
+      double err = std::fabs(kv - tv);
+      if (!(err <= atol + rtol * std::fabs(tv))) {
+        if (first < 0) first = i;
+        ++bad;
+      }
+      if (!(err <= worst)) worst = err;
+    }
+    if (bad)
+      return "output " + std::to_string(o) + ": " + std::to_string(bad) + "/" + std::to_string(k.numel()) +
+             " elements differ, max |diff| " + std::to_string(worst) + ", first at " + std::to_string(first) +
+             " (kiln " + std::to_string(k.data<float>()[first]) + " vs torch " +
+             std::to_string(t.data<float>()[first]) + ")";
+  }
+  return "";
+}
+
+void checkModel(const Case& c, int64_t batch) {
+  app::OpenOptions open;
+  open.batch = batch;
+  auto model = app::openModel(c.file, open);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  std::vector<runtime::Tensor> inputs = app::randomInputs(*model.value(), 42);
+
+  std::vector<runtime::Tensor> reference;
+  try {
+    profiler::TorchModel torchModel(c.file, profiler::TorchMode::Eager, 2);
+    reference = torchModel.run(inputs);
+  } catch (const Error& e) {
+    if (batch > 0) GTEST_SKIP() << "libtorch itself cannot run this module at batch " << batch << ": " << e.what();
+    FAIL() << e.what();
+  }
+
+  for (int opt : {3}) {
+    app::BuildOptions options;
+    options.optLevel = opt;
+    options.threads = 2;
+    auto compiled = app::build(model.value(), options);
+    ASSERT_TRUE(compiled.ok()) << compiled.error().message;
+    auto outputs = app::run(*compiled.value(), inputs);
+    ASSERT_TRUE(outputs.ok()) << outputs.error().message;
+    std::string diff = compareOutputs(outputs.value(), reference, c.rtol, c.atol);
+    EXPECT_EQ(diff, "") << c.name << " at -O" << opt << " batch " << (batch ? batch : 1);
+  }
+}
+
+class ModelTest : public testing::Test {
+ public:
+  ModelTest(Case c, int64_t batch) : m_case(std::move(c)), m_batch(batch) {}
+  void TestBody() override { checkModel(m_case, m_batch); }
+
+ private:
+  Case m_case;
+  int64_t m_batch;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  std::vector<Case> cases = loadManifest();
+  if (cases.empty()) {
+    std::fprintf(stderr, "no manifest in %s: export the sample models first\n", KILN_MODELS_DIR);
+    return 1;
+  }
+  for (const Case& c : cases) {
+    std::string suite = c.kind == "network" ? "Networks" : "Ops";
+    // The model's own batch (1), and a larger one.
+    for (int64_t batch : {int64_t{0}, c.kind == "network" ? int64_t{2} : int64_t{3}}) {
+      std::string name = c.name + (batch ? "_batch" + std::to_string(batch) : "_batch1");
+      testing::RegisterTest(suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
+                            [c, batch]() -> testing::Test* { return new ModelTest(c, batch); });
+    }
+  }
+  return RUN_ALL_TESTS();
+}
