@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -189,6 +191,14 @@ double maxAbsDiff(const std::vector<runtime::Tensor>& a, const std::vector<runti
   return worst;
 }
 
+void describeOutputs(BackendResult& r, const std::vector<runtime::Tensor>& out) {
+  if (out.empty() || out[0].dtype() != runtime::DType::Float32 || out[0].numel() == 0) return;
+  const runtime::Tensor& t = out[0];
+  for (int64_t i = 0; i < std::min<int64_t>(5, t.numel()); ++i) r.preview.push_back(t.data<float>()[i]);
+  int64_t row = t.shape().empty() ? 1 : t.shape().back();
+  r.top1 = static_cast<int>(std::max_element(t.data<float>(), t.data<float>() + row) - t.data<float>());
+}
+
 BackendResult fromTiming(const std::string& name, const profiler::Timing& t) {
   BackendResult r;
   r.backend = name;
@@ -233,6 +243,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
       BackendResult r = fromTiming(profiler::torchModeName(mode), profiler::timeIt([&] { torchModel.run(inputs); }, timing));
       if (mode == profiler::TorchMode::Eager) reference = out;
       r.maxAbsDiff = maxAbsDiff(out, reference);
+      describeOutputs(r, out);
       result.backends.push_back(std::move(r));
     }
     result.blas = profiler::torchBlasLibrary();
@@ -248,6 +259,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     double diff = maxAbsDiff(out, reference);
     BackendResult k = fromTiming("kiln", profiler::timeIt(runOnce, timing));
     k.maxAbsDiff = diff;
+    describeOutputs(k, out);
     result.backends.push_back(std::move(k));
     return result;
   });
@@ -278,6 +290,8 @@ std::string compareJson(const CompareResult& r) {
     e["stddev_ms"] = b.stddevMs;
     e["samples"] = b.samplesMs;
     e["max_abs_diff_vs_eager"] = b.maxAbsDiff;
+    e["output_preview"] = b.preview;
+    e["top1"] = b.top1;
     j["backends"].push_back(std::move(e));
   }
   return j.dump(2);

@@ -106,6 +106,8 @@ struct BackendResult {
   double medianMs = 0, minMs = 0, maxMs = 0, meanMs = 0, stddevMs = 0;
   std::vector<double> samplesMs;
   double maxAbsDiff = 0;  // of the outputs vs PyTorch eager
+  std::vector<float> preview;  // the first few values of output 0
+  int top1 = -1;               // argmax of output 0's first row
 };
 
 struct CompareResult {

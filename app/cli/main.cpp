@@ -124,6 +124,12 @@ int cmdCompare(const std::string& modelPath, const CommonFlags& flags, const std
     std::printf("%-18s %10.3f %10.3f %10.3f %9zu %14.3g\n", b.backend.c_str(), b.medianMs, b.minMs, b.maxMs,
                 b.samplesMs.size(), b.maxAbsDiff);
   }
+  std::printf("\n%-18s %6s  %s\n", "backend", "top-1", "first outputs");
+  for (const auto& b : r.backends) {
+    std::printf("%-18s %6d ", b.backend.c_str(), b.top1);
+    for (float v : b.preview) std::printf(" %10.5f", v);
+    std::printf("\n");
+  }
   if (!jsonPath.empty()) {
     std::ofstream out(jsonPath);
     if (!out) return fail(jsonPath + ": cannot write file", ErrorKind::Io);
