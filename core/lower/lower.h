@@ -5,6 +5,17 @@
 // and output types) share one kernel. Naive-but-sane schedules: loops in memory order, the
 // outermost data-parallel loop marked Parallel when there is enough work, contiguous innermost
 // loops left for LLVM's vectorizer.
+//
+// Details the rest of the compiler can rely on:
+// - Parameter buffers are named after the graph values (sanitized to C identifiers, unique in
+//   the function); loop variables and local buffers never reuse a parameter's name.
+// - Every loop binds its own Var. Parallel loops may sit inside serial loops (a small batch
+//   loop around a parallel innermost copy) and a function may hold several in sequence (concat).
+//   Local accumulators are Allocate'd inside the parallel loop body (one per worker iteration),
+//   or at the top of the function when there is no parallel loop.
+// - Adaptive pooling uses loop bounds computed from the enclosing loop variables.
+// - PrimFunc::attrs holds "workload_key" (workloadKey) and "op".
+// - core/lower/interpreter.h runs any PrimFunc directly, as the numerical reference.
 #pragma once
 
 #include <string>

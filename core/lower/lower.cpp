@@ -1,0 +1,245 @@
+// Lowering entry points: operator dispatch, workload keys, PrimFunc assembly and the graph plan.
+#include "core/lower/lower.h"
+
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "core/ir/printer.h"
+#include "core/lower/lower_internal.h"
+#include "core/tir/simplify.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+using namespace tir;
+
+namespace {
+
+const std::map<std::string, OpLowering, std::less<>>& lowerings() {
+  static const auto* table = [] {
+    auto* t = new std::map<std::string, OpLowering, std::less<>>();
+    for (const char* u : {"relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp", "log", "sqrt",
+                          "rsqrt", "neg", "abs", "erf", "gelu", "leaky_relu", "clamp"})
+      (*t)[u] = lowerUnary;
+    for (const char* b : {"add", "sub", "mul", "div", "maximum", "minimum", "pow"}) (*t)[b] = lowerBinary;
+    (*t)["copy"] = lowerCopy;
+    (*t)["reshape"] = lowerCopy;
+    (*t)["transpose"] = lowerTranspose;
+    (*t)["concat"] = lowerConcat;
+    (*t)["batch_norm"] = lowerBatchNorm;
+    (*t)["conv2d"] = lowerConv2d;
+    (*t)["dense"] = lowerDense;
+    (*t)["matmul"] = lowerMatmul;
+    (*t)["max_pool2d"] = lowerPool2d;
+    (*t)["avg_pool2d"] = lowerPool2d;
+    (*t)["adaptive_avg_pool2d"] = lowerAdaptiveAvgPool2d;
+    (*t)["mean"] = lowerReduce;
+    (*t)["sum"] = lowerReduce;
+    (*t)["softmax"] = lowerSoftmax;
+    return t;
+  }();
+  return *table;
+}
+
+/// A C identifier derived from a graph value name.
+std::string sanitize(const std::string& name) {
+  std::string s;
+  for (char c : name) s += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "v" + s;
+  return s;
+}
+
+std::string makeKey(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& inTypes,
+                    const std::vector<TensorType>& outTypes) {
+  std::string key = op;
+  if (!attrs.values().empty()) {
+    key += "{";
+    bool first = true;
+    for (const auto& [name, value] : attrs.values()) {
+      key += (first ? "" : ",") + name + "=" + printAttrValue(value);
+      first = false;
+    }
+    key += "}";
+  }
+  auto types = [](const std::vector<TensorType>& ts) {
+    std::string s;
+    for (size_t i = 0; i < ts.size(); ++i) s += (i ? "," : "") + ts[i].str();
+    return s;
+  };
+  return key + "(" + types(inTypes) + ")->" + types(outTypes);
+}
+
+/// Everything needed to lower one operator application, independent of a Graph node (output
+/// copies in lowerGraph have no node).
+struct OpApplication {
+  std::string op;
+  Attrs attrs;
+  std::vector<TensorType> inTypes, outTypes;
+  std::vector<std::string> inNames, outNames;  // graph value names (become parameter names)
+  std::string where;                           // diagnostics suffix
+};
+
+OpApplication fromNode(const Graph& graph, NodeId id) {
+  const Node& node = graph.node(id);
+  OpApplication app{node.op, node.attrs, {}, {}, {}, {}, {}};
+  for (ValueId v : node.inputs) {
+    app.inTypes.push_back(graph.type(v));
+    app.inNames.push_back(graph.value(v).name);
+  }
+  for (ValueId v : node.outputs) {
+    app.outTypes.push_back(graph.type(v));
+    app.outNames.push_back(graph.value(v).name);
+  }
+  std::string label = node.outputs.empty() ? node.op : "%" + graph.value(node.outputs[0]).name;
+  app.where = " (" + label + (node.location.empty() ? "" : " at " + node.location) + ")";
+  return app;
+}
+
+PrimFunc lowerApplication(const OpApplication& app, const std::string& funcName) {
+  auto it = lowerings().find(app.op);
+  if (it == lowerings().end())
+    throw Error("operator '" + app.op + "' is not supported" + app.where, ErrorKind::Unsupported);
+
+  OpContext ctx{app.op, app.attrs, app.inTypes, app.outTypes, {}, {}, app.where};
+  std::set<std::string> used;
+  auto param = [&used](const std::string& valueName, const TensorType& type) {
+    std::string base = sanitize(valueName), name = base;
+    for (int i = 1; used.count(name); ++i) name = base + "_" + std::to_string(i);
+    used.insert(name);
+    return makeBuffer(name, Type::fromDType(type.dtype), type.shape);
+  };
+  for (size_t i = 0; i < app.inTypes.size(); ++i) ctx.in.push_back(param(app.inNames[i], app.inTypes[i]));
+  for (size_t i = 0; i < app.outTypes.size(); ++i) ctx.out.push_back(param(app.outNames[i], app.outTypes[i]));
+
+  PrimFunc func;
+  func.name = funcName;
+  func.params = ctx.in;
+  func.params.insert(func.params.end(), ctx.out.begin(), ctx.out.end());
+  func.numOutputs = static_cast<int>(ctx.out.size());
+  func.body = renameClashes(it->second(ctx), func.params);
+  func = simplify(func);
+  func.attrs["workload_key"] = makeKey(app.op, app.attrs, app.inTypes, app.outTypes);
+  func.attrs["op"] = app.op;
+  return func;
+}
+
+std::string nodeLabel(const Graph& graph, const Node& node) {
+  std::string label;
+  for (size_t i = 0; i < node.outputs.size(); ++i) label += (i ? ", %" : "%") + graph.value(node.outputs[i]).name;
+  label += " = " + node.op;
+  if (!node.location.empty()) label += " (" + node.location + ")";
+  return label;
+}
+
+/// Builds the plan and the deduplicated kernels.
+class GraphLowering {
+ public:
+  explicit GraphLowering(const Graph& graph) : m_graph(graph) {}
+
+  LoweredModule run() {
+    createSlots();
+    for (NodeId id = 0; id < static_cast<NodeId>(m_graph.nodes().size()); ++id) {
+      const Node& node = m_graph.node(id);
+      runtime::KernelCall call;
+      call.kernel = kernelFor(fromNode(m_graph, id));
+      for (ValueId v : node.inputs) call.args.push_back(m_slotOf.at(v));
+      for (ValueId v : node.outputs) call.args.push_back(m_slotOf.at(v));
+      call.numOutputs = static_cast<int>(node.outputs.size());
+      call.node = nodeLabel(m_graph, node);
+      m_module.plan.calls.push_back(std::move(call));
+    }
+    planOutputs();
+    return std::move(m_module);
+  }
+
+ private:
+  int addSlot(const Value& v, runtime::SlotKind kind, int index) {
+    m_module.plan.slots.push_back(runtime::TensorSlot{v.name, v.type.dtype, v.type.shape, kind, index});
+    return static_cast<int>(m_module.plan.slots.size() - 1);
+  }
+
+  // One slot per graph input, used constant and node output, in value order.
+  void createSlots() {
+    std::vector<bool> used(m_graph.values().size(), false);
+    for (const Node& n : m_graph.nodes())
+      for (ValueId v : n.inputs) used[v] = true;
+    for (ValueId v : m_graph.outputs()) used[v] = true;
+    m_slotOf.assign(m_graph.values().size(), -1);
+    auto& plan = m_module.plan;
+    for (ValueId id = 0; id < static_cast<ValueId>(m_graph.values().size()); ++id) {
+      const Value& v = m_graph.value(id);
+      if (v.inputIndex >= 0) {
+        m_slotOf[id] = addSlot(v, runtime::SlotKind::Input, v.inputIndex);
+      } else if (v.isConstant()) {
+        if (!used[id]) continue;
+        m_slotOf[id] = addSlot(v, runtime::SlotKind::Constant, static_cast<int>(plan.constants.size()));
+        plan.constants.push_back(*v.constant);
+      } else {
+        m_slotOf[id] = addSlot(v, runtime::SlotKind::Intermediate, -1);
+      }
+    }
+    for (ValueId v : m_graph.inputs()) plan.inputs.push_back(m_slotOf[v]);
+  }
+
+  // Outputs that are inputs or constants, or that repeat an earlier output, are copied into a
+  // fresh slot so every output slot is written by a call and distinct.
+  void planOutputs() {
+    std::set<ValueId> seen;
+    auto& plan = m_module.plan;
+    for (size_t i = 0; i < m_graph.outputs().size(); ++i) {
+      ValueId id = m_graph.outputs()[i];
+      const Value& v = m_graph.value(id);
+      bool needsCopy = v.producer < 0 || !seen.insert(id).second;
+      if (!needsCopy) {
+        plan.outputs.push_back(m_slotOf[id]);
+        continue;
+      }
+      Value copyValue = v;
+      copyValue.name = v.name + "_out" + std::to_string(i);
+      int slot = addSlot(copyValue, runtime::SlotKind::Intermediate, -1);
+      OpApplication app{"copy", {}, {v.type}, {v.type}, {v.name}, {copyValue.name}, " (output " + std::to_string(i) + ")"};
+      runtime::KernelCall call;
+      call.kernel = kernelFor(app);
+      call.args = {m_slotOf[id], slot};
+      call.numOutputs = 1;
+      call.node = "%" + copyValue.name + " = copy (output " + std::to_string(i) + ")";
+      plan.calls.push_back(std::move(call));
+      plan.outputs.push_back(slot);
+    }
+  }
+
+  // The kernel computing `app`, lowered on first use of its workload key.
+  std::string kernelFor(const OpApplication& app) {
+    std::string key = makeKey(app.op, app.attrs, app.inTypes, app.outTypes);
+    auto it = m_funcByKey.find(key);
+    if (it != m_funcByKey.end()) return it->second;
+    std::string name = app.op + "_" + std::to_string(m_opCount[app.op]++);
+    m_module.funcs.push_back(lowerApplication(app, name));
+    m_funcByKey.emplace(key, name);
+    return name;
+  }
+
+  const Graph& m_graph;
+  LoweredModule m_module;
+  std::vector<int> m_slotOf;
+  std::map<std::string, std::string> m_funcByKey;
+  std::map<std::string, int> m_opCount;
+};
+
+}  // namespace
+
+bool canLower(const std::string& op) { return lowerings().count(op) != 0; }
+
+tir::PrimFunc lowerNode(const Graph& graph, NodeId node, const std::string& funcName) {
+  return lowerApplication(fromNode(graph, node), funcName);
+}
+
+std::string workloadKey(const Graph& graph, NodeId node) {
+  OpApplication app = fromNode(graph, node);
+  return makeKey(app.op, app.attrs, app.inTypes, app.outTypes);
+}
+
+LoweredModule lowerGraph(const Graph& graph) { return GraphLowering(graph).run(); }
+
+}  // namespace kiln::core::lower

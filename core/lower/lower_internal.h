@@ -1,0 +1,131 @@
+// Internal helpers shared by the per-operator lowerings (core/lower/ops_*.cpp). Not a public
+// header: only core/lower includes it.
+//
+// Each lowering receives an OpContext (the operator, its attributes, input/output types and the
+// PrimFunc's parameter buffers) and returns the function body. lower.cpp builds the context from
+// a graph node, simplifies the body and fills in the PrimFunc.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/ir/graph.h"
+#include "core/tir/stmt.h"
+
+namespace kiln::core::lower {
+
+/// Outputs with at least this many elements get a Parallel outermost loop.
+inline constexpr int64_t kParallelMinElements = 4096;
+/// Leading loops are fused until the fused (parallel) loop has at least this many iterations.
+inline constexpr int64_t kParallelMinExtent = 16;
+
+struct OpContext {
+  std::string op;
+  Attrs attrs;
+  std::vector<TensorType> inTypes, outTypes;
+  std::vector<tir::Buffer> in, out;  // parameter buffers, in the PrimFunc's order
+  std::string where;                 // " (%y at model.py:3)", for diagnostics
+
+  /// Throws kiln::Error (Unsupported): "<op>: <what> is not supported (<where>)".
+  [[noreturn]] void unsupported(const std::string& what) const;
+  /// Unsupported unless every input and output has a floating-point dtype.
+  void requireFloat() const;
+  /// An integer-pair attribute ([v] means [v,v]), or `fallback` when absent.
+  std::vector<int64_t> pairAttr(const std::string& name, int64_t fallback) const;
+};
+
+using OpLowering = tir::Stmt (*)(const OpContext&);
+
+// Per-operator lowerings (each returns the PrimFunc body before simplification).
+tir::Stmt lowerUnary(const OpContext& ctx);          // ops_elementwise.cpp
+tir::Stmt lowerBinary(const OpContext& ctx);         // ops_elementwise.cpp
+tir::Stmt lowerBatchNorm(const OpContext& ctx);      // ops_elementwise.cpp
+tir::Stmt lowerConv2d(const OpContext& ctx);         // ops_nn.cpp
+tir::Stmt lowerDense(const OpContext& ctx);          // ops_nn.cpp
+tir::Stmt lowerMatmul(const OpContext& ctx);         // ops_nn.cpp
+tir::Stmt lowerPool2d(const OpContext& ctx);         // ops_pool.cpp (max and avg)
+tir::Stmt lowerAdaptiveAvgPool2d(const OpContext& ctx);  // ops_pool.cpp
+tir::Stmt lowerCopy(const OpContext& ctx);           // ops_shape.cpp (copy, reshape)
+tir::Stmt lowerTranspose(const OpContext& ctx);      // ops_shape.cpp
+tir::Stmt lowerConcat(const OpContext& ctx);         // ops_shape.cpp
+tir::Stmt lowerReduce(const OpContext& ctx);         // ops_reduce.cpp (mean, sum)
+tir::Stmt lowerSoftmax(const OpContext& ctx);        // ops_reduce.cpp
+
+// ---- loop-building helpers (lower_util.cpp) --------------------------------------------------
+
+/// Row-major strides of `shape` in elements.
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& shape);
+
+/// How LoopNest picks its parallel loop.
+enum class ParallelPolicy {
+  /// The nest's last axis is the contiguous innermost loop: fuse only the leading axes; when they
+  /// hold too little work, run them serially and make the innermost loop parallel instead.
+  KeepInnermost,
+  /// The nest covers outer axes only (its body holds more loops): fuse from the first axis on.
+  FuseAll,
+};
+
+/// A rectangular loop nest over `extents` (outermost first). When `parallel`, leading loops are
+/// fused into one Parallel loop until its extent reaches kParallelMinExtent (indices of fused
+/// axes are recovered with / and %; extent-1 axes are skipped). Extent-1 loops disappear in
+/// simplification. Every loop binds its own fresh Var.
+class LoopNest {
+ public:
+  LoopNest(std::vector<int64_t> extents, std::vector<std::string> names, bool parallel,
+           ParallelPolicy policy = ParallelPolicy::KeepInnermost);
+
+  size_t rank() const { return m_extents.size(); }
+  const tir::Expr& operator[](size_t d) const { return m_index.at(d); }
+  /// Σ index[d]·strides[d]; uses the fused variable directly where the strides allow it, so a
+  /// contiguous buffer is addressed without divisions.
+  tir::Expr offset(const std::vector<int64_t>& strides) const;
+  /// The loops around `body`. `locals` are allocated once per iteration of the parallel loop
+  /// (private to a worker), or once around the whole nest when there is none.
+  tir::Stmt wrap(tir::Stmt body, const std::vector<tir::Buffer>& locals = {}) const;
+
+ private:
+  std::vector<int64_t> m_extents;
+  std::vector<tir::Expr> m_vars;   // one per axis (unused for fused axes)
+  std::vector<tir::Expr> m_index;  // the index expression of each axis
+  size_t m_fuseEnd = 0;            // axes [0, m_fuseEnd) are covered by the fused loop
+  std::vector<size_t> m_chain;     // the non-unit axes among them
+  tir::Expr m_fused;               // the fused loop's variable when m_fuseEnd > 0
+  bool m_innermostParallel = false;  // the last axis alone is the parallel loop
+};
+
+/// Outputs with fewer elements still get a parallel loop when their total work (elements ×
+/// work per element, e.g. the reduction length) reaches this: a 1×1000 dense layer over 2048
+/// inputs is worth spreading over threads.
+inline constexpr int64_t kParallelMinWork = int64_t{1} << 18;
+
+/// True when an output of `numel` elements, each costing `workPerElement` inner iterations, is
+/// worth a parallel loop.
+inline bool wantParallel(int64_t numel, int64_t workPerElement = 1) {
+  return numel >= kParallelMinElements || (numel >= 2 && numel * workPerElement >= kParallelMinWork);
+}
+
+/// A one-element local buffer (an accumulator).
+tir::Buffer makeLocal(const std::string& name, tir::Type type);
+/// buffer[0]
+tir::Expr loadLocal(const tir::Buffer& local);
+tir::Stmt storeLocal(const tir::Buffer& local, tir::Expr value);
+
+/// A serial loop `for (var, min, extent) body`.
+tir::Stmt serialFor(const tir::Expr& var, int64_t min, int64_t extent, tir::Stmt body);
+
+/// A literal of the (scalar) buffer element type `t`.
+tir::Expr literal(tir::Type t, double value);
+/// The lowest value of `t` (-inf for floats), the identity of max.
+tir::Expr lowestValue(tir::Type t);
+
+/// `count` as a literal of float type `t` (divisors of mean/avg).
+inline tir::Expr countLiteral(tir::Type t, int64_t count) { return literal(t, static_cast<double>(count)); }
+
+/// Renames loop/let variables and local buffers whose names equal a parameter's name (e.g. a
+/// loop `m` in a function whose output value is `%m`), so the printed IR is unambiguous.
+tir::Stmt renameClashes(const tir::Stmt& body, const std::vector<tir::Buffer>& params);
+
+/// Normalizes a possibly negative axis against `rank`.
+int64_t normalizeAxis(int64_t axis, int64_t rank);
+
+}  // namespace kiln::core::lower

@@ -1,0 +1,228 @@
+// Loop-building helpers shared by the per-operator lowerings.
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "core/lower/lower_internal.h"
+#include "core/tir/functor.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+using namespace tir;
+
+void OpContext::unsupported(const std::string& what) const {
+  throw Error(op + ": " + what + " is not supported" + where, ErrorKind::Unsupported);
+}
+
+void OpContext::requireFloat() const {
+  for (const auto* types : {&inTypes, &outTypes}) {
+    for (const TensorType& t : *types) {
+      if (t.dtype != DType::Float32 && t.dtype != DType::Float64)
+        unsupported("dtype " + std::string(runtime::dtypeName(t.dtype)));
+    }
+  }
+}
+
+std::vector<int64_t> OpContext::pairAttr(const std::string& name, int64_t fallback) const {
+  if (!attrs.has(name)) return {fallback, fallback};
+  const auto& v = attrs.getInts(name);
+  if (v.size() == 1) return {v[0], v[0]};
+  KILN_ASSERT(v.size() == 2, op + ": attribute '" + name + "' must have 1 or 2 values");
+  return v;
+}
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+LoopNest::LoopNest(std::vector<int64_t> extents, std::vector<std::string> names, bool parallel,
+                   ParallelPolicy policy)
+    : m_extents(std::move(extents)) {
+  size_t rank = m_extents.size();
+  for (size_t d = names.size(); d < rank; ++d) names.push_back("i" + std::to_string(d));
+  for (size_t d = 0; d < rank; ++d) m_vars.push_back(Var::make(names[d]));
+  m_index = m_vars;
+  if (!parallel || rank == 0) return;
+
+  // Fuse axes [0, k] until the fused extent is large enough to spread over threads.
+  size_t limit = policy == ParallelPolicy::KeepInnermost && rank > 1 ? rank - 1 : rank;
+  size_t k = 0;
+  int64_t product = m_extents[0];
+  while (product < kParallelMinExtent && k + 1 < limit) product *= m_extents[++k];
+  if (product < kParallelMinExtent && limit < rank) {
+    m_innermostParallel = true;
+    return;
+  }
+  m_fuseEnd = k + 1;
+  std::string fusedName;
+  for (size_t d = 0; d < m_fuseEnd; ++d) {
+    if (m_extents[d] == 1) {
+      m_index[d] = i64(0);
+      continue;
+    }
+    m_chain.push_back(d);
+    fusedName += (fusedName.empty() ? "" : "_") + names[d];
+  }
+  if (m_chain.size() == 1) {
+    m_fused = m_vars[m_chain[0]];
+    return;
+  }
+  m_fused = Var::make(fusedName.empty() ? names[0] : fusedName);
+  int64_t inner = 1;
+  for (size_t j = m_chain.size(); j-- > 0;) {
+    size_t d = m_chain[j];
+    Expr e = inner == 1 ? m_fused : m_fused / i64(inner);
+    if (j > 0) e = e % i64(m_extents[d]);
+    m_index[d] = e;
+    inner *= m_extents[d];
+  }
+}
+
+Expr LoopNest::offset(const std::vector<int64_t>& strides) const {
+  KILN_ASSERT(strides.size() == rank(), "LoopNest::offset: stride count differs from the rank");
+  Expr sum;
+  auto addTerm = [&sum](Expr term) { sum = sum.defined() ? sum + term : term; };
+  std::vector<bool> done(rank(), false);
+  if (m_chain.size() > 1) {
+    bool contiguous = true;
+    for (size_t j = 0; j + 1 < m_chain.size(); ++j)
+      contiguous &= strides[m_chain[j]] == strides[m_chain[j + 1]] * m_extents[m_chain[j + 1]];
+    if (contiguous) {
+      if (strides[m_chain.back()] != 0) addTerm(m_fused * i64(strides[m_chain.back()]));
+      for (size_t d : m_chain) done[d] = true;
+    }
+  }
+  for (size_t d = 0; d < rank(); ++d) {
+    if (!done[d] && strides[d] != 0 && m_extents[d] != 1) addTerm(m_index[d] * i64(strides[d]));
+  }
+  return sum.defined() ? sum : i64(0);
+}
+
+Stmt LoopNest::wrap(Stmt body, const std::vector<Buffer>& locals) const {
+  auto allocate = [&locals](Stmt s) {
+    for (size_t i = locals.size(); i-- > 0;) s = Allocate::make(locals[i], s);
+    return s;
+  };
+  auto loop = [&](size_t d, ForKind kind, Stmt s) {
+    return For::make(m_vars[d], i64(0), i64(m_extents[d]), kind, std::move(s));
+  };
+  size_t r = rank();
+  if (m_innermostParallel) {
+    body = loop(r - 1, ForKind::Parallel, allocate(body));
+    for (size_t d = r - 1; d-- > 0;) body = loop(d, ForKind::Serial, body);
+    return body;
+  }
+  for (size_t d = r; d > m_fuseEnd; --d) body = loop(d - 1, ForKind::Serial, body);
+  if (m_fuseEnd == 0) return allocate(body);
+  int64_t fusedExtent = 1;
+  for (size_t d = 0; d < m_fuseEnd; ++d) fusedExtent *= m_extents[d];
+  return For::make(m_fused, i64(0), i64(fusedExtent), ForKind::Parallel, allocate(body));
+}
+
+Buffer makeLocal(const std::string& name, Type type) { return makeBuffer(name, type, {1}); }
+
+Expr loadLocal(const Buffer& local) { return Load::make(local, i64(0)); }
+
+Stmt storeLocal(const Buffer& local, Expr value) { return Store::make(local, i64(0), std::move(value)); }
+
+Stmt serialFor(const Expr& var, int64_t min, int64_t extent, Stmt body) {
+  return For::make(var, i64(min), i64(extent), ForKind::Serial, std::move(body));
+}
+
+Expr literal(Type t, double value) {
+  if (t.isFloat()) return FloatImm::make(t.element(), value);
+  return IntImm::make(t.element(), static_cast<int64_t>(value));
+}
+
+Expr lowestValue(Type t) {
+  if (t.isFloat()) return FloatImm::make(t.element(), -std::numeric_limits<double>::infinity());
+  if (t.code == Type::Code::UInt || t.isBool()) return IntImm::make(t.element(), 0);
+  return IntImm::make(t.element(), t.bits >= 64 ? std::numeric_limits<int64_t>::min()
+                                                 : -(int64_t{1} << (t.bits - 1)));
+}
+
+namespace {
+
+class ClashRenamer : public IRMutator {
+ public:
+  explicit ClashRenamer(std::set<std::string> taken) : m_taken(std::move(taken)) {}
+
+ protected:
+  using IRMutator::visit;
+
+  Expr visit(const Var* op, const Expr& self) override {
+    auto it = m_vars.find(op);
+    return it == m_vars.end() ? self : it->second;
+  }
+  Expr visit(const Load* op, const Expr& self) override {
+    Expr index = mutate(op->index);
+    Buffer buffer = renamed(op->buffer);
+    if (index.same(op->index) && buffer == op->buffer) return self;
+    return Load::make(buffer, index);
+  }
+  Stmt visit(const Store* op, const Stmt& self) override {
+    Expr index = mutate(op->index), value = mutate(op->value);
+    Buffer buffer = renamed(op->buffer);
+    if (index.same(op->index) && value.same(op->value) && buffer == op->buffer) return self;
+    return Store::make(buffer, index, value);
+  }
+  Stmt visit(const For* op, const Stmt& self) override {
+    Expr var = bind(op->var);
+    if (var.same(op->var)) return IRMutator::visit(op, self);
+    return For::make(var, mutate(op->min), mutate(op->extent), op->forKind, mutate(op->body));
+  }
+  Stmt visit(const LetStmt* op, const Stmt& self) override {
+    Expr var = bind(op->var);
+    if (var.same(op->var)) return IRMutator::visit(op, self);
+    return LetStmt::make(var, mutate(op->value), mutate(op->body));
+  }
+  Stmt visit(const Allocate* op, const Stmt& self) override {
+    if (!m_taken.count(op->buffer->name)) return IRMutator::visit(op, self);
+    Buffer fresh = makeBuffer(freshName(op->buffer->name), op->buffer->elemType, op->buffer->shape);
+    m_buffers[op->buffer.get()] = fresh;
+    return Allocate::make(fresh, mutate(op->body));
+  }
+
+ private:
+  std::string freshName(const std::string& name) {
+    std::string candidate = name;
+    for (int i = 1; m_taken.count(candidate); ++i) candidate = name + "_" + std::to_string(i);
+    m_taken.insert(candidate);
+    return candidate;
+  }
+  Expr bind(const Expr& var) {
+    const auto* v = var.as<Var>();
+    if (!m_taken.count(v->name)) return var;
+    Expr fresh = Var::make(freshName(v->name), v->type);
+    m_vars[v] = fresh;
+    return fresh;
+  }
+  Buffer renamed(const Buffer& b) const {
+    auto it = m_buffers.find(b.get());
+    return it == m_buffers.end() ? b : it->second;
+  }
+
+  std::set<std::string> m_taken;
+  std::map<const Var*, Expr> m_vars;
+  std::map<const BufferNode*, Buffer> m_buffers;
+};
+
+}  // namespace
+
+Stmt renameClashes(const Stmt& body, const std::vector<Buffer>& params) {
+  std::set<std::string> names;
+  for (const Buffer& b : params) names.insert(b->name);
+  return ClashRenamer(std::move(names)).mutate(body);
+}
+
+int64_t normalizeAxis(int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  KILN_ASSERT(a >= 0 && a < std::max<int64_t>(rank, 1), "axis out of range");
+  return a;
+}
+
+}  // namespace kiln::core::lower
