@@ -111,6 +111,13 @@ std::vector<runtime::Tensor> TorchModel::run(const std::vector<runtime::Tensor>&
   } catch (const c10::Error& e) {
     std::string msg = e.what_without_backtrace();
     throw Error("pytorch: " + msg.substr(0, msg.find('\n')), ErrorKind::InvalidInput);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // TorchScript interpreter errors (JITException) carry a traceback; keep its last line.
+    std::string msg = e.what();
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    throw Error("pytorch: " + msg.substr(msg.rfind('\n') + 1), ErrorKind::InvalidInput);
   }
   return out;
 }

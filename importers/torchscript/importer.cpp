@@ -1,1 +1,508 @@
+// TorchScript import: loading and freezing with libtorch, input specs, and the graph walker that
+// binds every TorchScript value to a Kiln value or an import-time constant (context.h). The
+// per-operator mappings live in aten_ops.cpp.
 #include "importers/torchscript.h"
+
+#include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/ir/alias_analysis.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/freeze_module.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
+#include <torch/csrc/jit/serialization/import.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "importers/torchscript/context.h"
+
+namespace kiln::importers {
+namespace {
+
+using ts::ImportContext;
+using ts::Item;
+using core::ValueId;
+namespace jit = torch::jit;
+
+constexpr const char* kSpecFile = "kiln.json";
+constexpr const char* kControlFlowHint =
+    "data-dependent control flow (trace the model with torch.jit.trace instead)";
+
+std::string firstLine(const std::string& text) {
+  size_t begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string::npos) return "unknown error";
+  size_t end = text.find('\n', begin);
+  std::string line = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '.')) line.pop_back();
+  return line;
+}
+
+std::string torchMessage(const std::exception& e) {
+  if (const auto* c10Error = dynamic_cast<const c10::Error*>(&e)) return firstLine(c10Error->what_without_backtrace());
+  return firstLine(e.what());
+}
+
+void requireFile(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path + ": no such file", ErrorKind::Io);
+}
+
+// --- input specs -----------------------------------------------------------------------------
+
+runtime::DType parseSpecDType(const std::string& name, const std::string& where) {
+  static const std::map<std::string, runtime::DType> kNames = {
+      {"float32", runtime::DType::Float32}, {"float", runtime::DType::Float32},
+      {"float64", runtime::DType::Float64}, {"double", runtime::DType::Float64},
+      {"int64", runtime::DType::Int64},     {"long", runtime::DType::Int64},
+      {"int32", runtime::DType::Int32},     {"int", runtime::DType::Int32},
+      {"bool", runtime::DType::Bool},       {"int8", runtime::DType::Int8},
+      {"uint8", runtime::DType::UInt8}};
+  auto it = kNames.find(name);
+  if (it != kNames.end()) return it->second;
+  if (auto short_ = runtime::parseDType(name)) return *short_;
+  throw Error(where + ": unknown input dtype '" + name + "'", ErrorKind::InvalidModel);
+}
+
+std::vector<InputSpec> parseSpecs(const std::string& text, const std::string& where, std::string* source) {
+  try {
+    nlohmann::json doc = nlohmann::json::parse(text);
+    std::vector<InputSpec> specs;
+    for (const auto& entry : doc.at("inputs")) {
+      InputSpec spec;
+      spec.name = entry.value("name", std::string());
+      spec.dtype = parseSpecDType(entry.value("dtype", std::string("float32")), where);
+      for (const auto& d : entry.at("shape")) spec.shape.push_back(d.get<int64_t>());
+      specs.push_back(std::move(spec));
+    }
+    if (source && doc.contains("source")) {
+      const auto& s = doc["source"];
+      *source = s.is_string() ? s.get<std::string>() : s.dump();
+    }
+    return specs;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + ": malformed " + kSpecFile + ": " + firstLine(e.what()), ErrorKind::InvalidModel);
+  }
+}
+
+std::string specString(const InputSpec& spec) {
+  return spec.name + ":" + std::string(runtime::dtypeName(spec.dtype)) + runtime::shapeString(spec.shape);
+}
+
+// --- loading ---------------------------------------------------------------------------------
+
+jit::Module loadModule(const std::string& path, jit::ExtraFilesMap& extra) {
+  requireFile(path);
+  try {
+    return jit::load(path, c10::Device(c10::kCPU), extra);
+  } catch (const std::exception& e) {
+    throw Error(path + ": " + torchMessage(e), ErrorKind::InvalidModel);
+  }
+}
+
+/// eval → freeze (no numeric optimizations: no conv-bn folding) → inline → structural cleanups.
+std::shared_ptr<jit::Graph> prepareGraph(jit::Module& module, const std::string& path) {
+  try {
+    module.eval();
+    jit::Module frozen = jit::freeze_module(module);
+    std::shared_ptr<jit::Graph> graph = frozen.get_method("forward").graph()->copy();
+    jit::Inline(*graph);
+    jit::LowerSimpleTuples(graph);
+    jit::ConstantPropagationImmutableTypes(graph);
+    // In-place ops whose mutation no alias can observe become functional; the rest are checked
+    // by the walker.
+    jit::RemoveTensorMutation(graph);
+    jit::EliminateDeadCode(graph);
+    return graph;
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(path + ": cannot freeze the module: " + torchMessage(e), ErrorKind::InvalidModel);
+  }
+}
+
+bool containsTensor(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  for (const c10::TypePtr& t : type->containedTypes()) {
+    if (containsTensor(t)) return true;
+  }
+  return false;
+}
+
+// --- the walker ------------------------------------------------------------------------------
+
+class Walker {
+ public:
+  Walker(ImportContext& ctx, std::shared_ptr<jit::Graph> graph) : m_ctx(ctx), m_graph(std::move(graph)) {}
+
+  void walk(const jit::Block* block) {
+    for (const jit::Node* node : block->nodes()) visit(node);
+  }
+
+ private:
+  void visit(const jit::Node* node);
+  bool visitStructural(const jit::Node* node);
+  bool visitSequence(const jit::Node* node);
+  bool visitShapeQuery(const jit::Node* node);
+  bool visitControl(const jit::Node* node);
+  bool tryFold(const jit::Node* node);
+  void visitOp(const jit::Node* node);
+  void checkInPlace(const jit::Node* node);
+  std::string kindName(const jit::Node* node) const { return node->kind().toQualString(); }
+
+  ImportContext& m_ctx;
+  std::shared_ptr<jit::Graph> m_graph;
+  std::unique_ptr<jit::AliasDb> m_aliasDb;
+};
+
+void Walker::visit(const jit::Node* node) {
+  if (node->kind() == c10::prim::Constant) {
+    auto value = jit::toIValue(node->output());
+    if (!value) ImportContext::notSupported(node, "constant of type " + node->output()->type()->repr_str());
+    m_ctx.bind(node->output(), Item::ofConstant(*value));
+    return;
+  }
+  if (visitStructural(node)) return;
+  if (tryFold(node)) return;
+  visitOp(node);
+}
+
+/// The elements of a list or tuple item, constant or not; nullopt for anything else.
+std::optional<std::vector<Item>> elementsOf(const Item& item) {
+  if (item.kind == Item::Kind::List || item.kind == Item::Kind::Tuple) return item.elements;
+  if (!item.isConstant() || !(item.constant.isList() || item.constant.isTuple())) return std::nullopt;
+  std::vector<Item> out;
+  if (item.constant.isList()) {
+    for (const c10::IValue& e : item.constant.toListRef()) out.push_back(Item::ofConstant(e));
+  } else {
+    for (const c10::IValue& e : item.constant.toTupleRef().elements()) out.push_back(Item::ofConstant(e));
+  }
+  return out;
+}
+
+/// The prim:: plumbing between operators: sequences, shape queries, control flow.
+bool Walker::visitStructural(const jit::Node* node) {
+  return visitSequence(node) || visitShapeQuery(node) || visitControl(node);
+}
+
+bool Walker::visitSequence(const jit::Node* node) {
+  const c10::Symbol kind = node->kind();
+  if (kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) {
+    bool tuple = kind == c10::prim::TupleConstruct;
+    std::vector<Item> elements;
+    bool constant = true;
+    for (const jit::Value* v : node->inputs()) {
+      elements.push_back(m_ctx.item(v));
+      constant = constant && elements.back().isConstant();
+    }
+    if (!constant) {
+      m_ctx.bind(node->output(), Item::ofSequence(std::move(elements), tuple));
+      return true;
+    }
+    std::vector<c10::IValue> values;
+    for (Item& e : elements) values.push_back(std::move(e.constant));
+    if (tuple) {
+      m_ctx.bind(node->output(), Item::ofConstant(c10::ivalue::Tuple::create(std::move(values))));
+      return true;
+    }
+    c10::impl::GenericList list(node->output()->type()->expectRef<c10::ListType>().getElementType());
+    for (c10::IValue& v : values) list.push_back(std::move(v));
+    m_ctx.bind(node->output(), Item::ofConstant(std::move(list)));
+    return true;
+  }
+  bool unpack = kind == c10::prim::ListUnpack || kind == c10::prim::TupleUnpack;
+  bool index = kind == c10::prim::TupleIndex || kind == c10::aten::__getitem__;
+  if (!unpack && !index && kind != c10::aten::len) return false;
+  auto elements = elementsOf(m_ctx.input(node, 0));
+  if (!elements) return false;  // e.g. indexing a string or a dict: folded by libtorch
+  auto n = static_cast<int64_t>(elements->size());
+  if (unpack) {
+    if (elements->size() != node->outputs().size())
+      ImportContext::fail(node, "expected " + std::to_string(node->outputs().size()) + " elements, got " +
+                                    std::to_string(n), ErrorKind::InvalidModel);
+    for (size_t i = 0; i < node->outputs().size(); ++i) m_ctx.bind(node->output(i), (*elements)[i]);
+  } else if (index) {
+    int64_t i = m_ctx.toInt(node, 1);
+    if (i < -n || i >= n) ImportContext::fail(node, "index out of range", ErrorKind::InvalidModel);
+    m_ctx.bind(node->output(), (*elements)[i < 0 ? i + n : i]);
+  } else {
+    m_ctx.bind(node->output(), Item::ofConstant(n));
+  }
+  return true;
+}
+
+/// Shape queries on tensors computed by the model, answered from their static types.
+bool Walker::visitShapeQuery(const jit::Node* node) {
+  static const c10::Symbol kNumel = c10::Symbol::fromQualString("aten::numel");
+  const c10::Symbol kind = node->kind();
+  if (kind != c10::aten::size && kind != c10::aten::dim && kind != kNumel && kind != c10::prim::dtype &&
+      kind != c10::prim::device && kind != c10::prim::is_cuda)
+    return false;
+  if (!m_ctx.isGraphTensor(node, 0)) return false;  // constant tensors are folded by libtorch
+  const core::TensorType type = m_ctx.type(m_ctx.input(node, 0).tensor);
+  c10::IValue result;
+  if (kind == c10::aten::size && node->inputs().size() == 1) {
+    result = c10::IValue(c10::List<int64_t>(type.shape));
+  } else if (kind == c10::aten::size) {
+    int64_t dim = m_ctx.toInt(node, 1), rank = type.rank();
+    if (dim < -rank || dim >= rank) ImportContext::fail(node, "dimension out of range", ErrorKind::InvalidModel);
+    result = type.shape[dim < 0 ? dim + rank : dim];
+  } else if (kind == c10::aten::dim) {
+    result = type.rank();
+  } else if (kind == kNumel) {
+    result = type.numel();
+  } else if (kind == c10::prim::dtype) {
+    result = static_cast<int64_t>(ts::toTorchDType(type.dtype));
+  } else if (kind == c10::prim::device) {
+    result = c10::Device(c10::kCPU);
+  } else {
+    result = false;  // prim::is_cuda
+  }
+  m_ctx.bind(node->output(), Item::ofConstant(std::move(result)));
+  return true;
+}
+
+/// prim::If on a condition known at import time takes its branch; anything data-dependent
+/// (a computed condition, prim::Loop) is rejected.
+bool Walker::visitControl(const jit::Node* node) {
+  const c10::Symbol kind = node->kind();
+  if (kind == c10::prim::If) {
+    const Item& cond = m_ctx.input(node, 0);
+    if (!cond.isConstant() || !(cond.constant.isBool() || cond.constant.isInt()))
+      ImportContext::notSupported(node, kControlFlowHint);
+    const jit::Block* block = node->blocks()[m_ctx.toBool(node, 0) ? 0 : 1];
+    walk(block);
+    for (size_t i = 0; i < node->outputs().size(); ++i) m_ctx.bind(node->output(i), m_ctx.item(block->outputs()[i]));
+    return true;
+  }
+  if (kind == c10::prim::Loop) ImportContext::notSupported(node, kControlFlowHint);
+  if (kind == c10::prim::RaiseException)
+    ImportContext::fail(node, "the model raises an exception for these input shapes", ErrorKind::InvalidInput);
+  if (kind == c10::aten::warn || kind == c10::prim::Print) return true;
+  if (kind == c10::prim::unchecked_cast || kind == c10::aten::detach) {
+    m_ctx.bind(node->output(), m_ctx.input(node, 0));
+    return true;
+  }
+  if (kind == c10::prim::GetAttr || kind == c10::prim::SetAttr || kind == c10::prim::CallMethod ||
+      kind == c10::prim::CallFunction)
+    ImportContext::notSupported(node, "left in the graph after freezing and inlining");
+  return false;
+}
+
+/// Evaluates a node at import time with libtorch when all its inputs are constants: integer and
+/// list arithmetic, scalar conversions, shape computations on constant tensors. Numeric tensor
+/// work on weights is left to Kiln's passes (only tensors of at most one element are folded).
+bool Walker::tryFold(const jit::Node* node) {
+  if (!node->blocks().empty() || node->hasSideEffects() || node->isNondeterministic()) return false;
+  const jit::Operator* op = node->maybeOperator();
+  if (!op || op->schema().is_mutable()) return false;
+  bool bigTensorInput = false;
+  for (const jit::Value* v : node->inputs()) {
+    const Item& it = m_ctx.item(v);
+    if (!it.isConstant()) return false;
+    if (it.constant.isTensor() && it.constant.toTensor().numel() > 1) bigTensorInput = true;
+    if (it.constant.isTensorList()) bigTensorInput = true;
+  }
+  if (bigTensorInput) {
+    for (const jit::Value* v : node->outputs()) {
+      if (containsTensor(v->type())) return false;
+    }
+  }
+  jit::Stack stack;
+  for (const jit::Value* v : node->inputs()) stack.push_back(m_ctx.item(v).constant);
+  try {
+    op->getOperation(node)(stack);
+  } catch (const std::exception& e) {
+    ImportContext::fail(node, torchMessage(e), ErrorKind::InvalidModel);
+  }
+  KILN_ASSERT(stack.size() == node->outputs().size(), kindName(node) + ": folding produced a wrong number of results");
+  for (size_t i = 0; i < stack.size(); ++i) m_ctx.bind(node->output(i), Item::ofConstant(std::move(stack[i])));
+  return true;
+}
+
+void Walker::visitOp(const jit::Node* node) {
+  std::string kind = kindName(node);
+  const ts::OpHandler* handler = ts::findOpHandler(kind);
+  if (!handler) ImportContext::notSupported(node);
+  try {
+    (*handler)(m_ctx, node);
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).substr(0, kind.size()) == kind) throw;
+    ImportContext::fail(node, e.what(), e.kind());  // keep the operator first
+  } catch (const std::exception& e) {
+    ImportContext::fail(node, torchMessage(e), ErrorKind::InvalidModel);
+  }
+  for (const jit::Value* out : node->outputs()) {
+    KILN_ASSERT(m_ctx.isBound(out), kind + " left an output unbound");
+  }
+  checkInPlace(node);
+}
+
+/// An in-place op maps onto its functional form. Later uses of the mutated tensor then read the
+/// new value; that is only right when nothing else aliases it, and a caller-visible mutation of a
+/// graph input cannot be reproduced, so both are rejected.
+void Walker::checkInPlace(const jit::Node* node) {
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema || schema->arguments().empty() || node->inputs().empty() || node->outputs().empty()) return;
+  const c10::AliasInfo* alias = schema->arguments()[0].alias_info();
+  if (!alias || !alias->isWrite()) return;
+  const jit::Value* self = node->input(0);
+  const Item& before = m_ctx.item(self);
+  const Item& after = m_ctx.item(node->output(0));
+  if (before.isTensor() && after.isTensor() && before.tensor == after.tensor) return;  // no-op (dropout_)
+  if (self->node()->kind() == c10::prim::Param)
+    ImportContext::notSupported(node, "it updates the model input %" + self->debugNameBase() + " in place");
+  if (!m_aliasDb) m_aliasDb = std::make_unique<jit::AliasDb>(m_graph, /*isFrozen=*/true);
+  const jit::Block* block = node->owningBlock();
+  for (const jit::Node* next = node->next();; next = next->next()) {
+    for (const jit::Value* v : next->inputs()) {
+      if (v == self) continue;
+      bool definedBefore = v->node()->kind() == c10::prim::Param || v->node()->isBefore(node);
+      if (definedBefore && m_aliasDb->mayAlias(v, self))
+        ImportContext::notSupported(node, "the tensor it updates in place is also used through an alias (a view)");
+    }
+    if (next == block->return_node()) break;
+  }
+  m_ctx.bind(self, after);
+}
+
+// --- inputs and outputs ----------------------------------------------------------------------
+
+std::vector<InputSpec> specsFromTypes(const std::vector<const jit::Value*>& args) {
+  std::vector<InputSpec> specs;
+  for (const jit::Value* arg : args) {
+    auto type = arg->type()->cast<c10::TensorType>();
+    if (!type) return {};
+    auto sizes = type->sizes().concrete_sizes();
+    auto dtype = type->scalarType();
+    if (!sizes || !dtype) return {};
+    specs.push_back(InputSpec{arg->debugNameBase(), ts::toKilnDType(*dtype), *sizes});
+  }
+  return specs;
+}
+
+void flattenOutputs(ImportContext& ctx, const Item& item, std::vector<ValueId>& out) {
+  switch (item.kind) {
+    case Item::Kind::Tensor: out.push_back(item.tensor); return;
+    case Item::Kind::List:
+    case Item::Kind::Tuple:
+      for (const Item& e : item.elements) flattenOutputs(ctx, e, out);
+      return;
+    case Item::Kind::Constant: break;
+  }
+  const c10::IValue& v = item.constant;
+  if (v.isTensor()) {
+    out.push_back(ctx.constant(v.toTensor(), "output"));
+  } else if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements()) flattenOutputs(ctx, Item::ofConstant(e), out);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) flattenOutputs(ctx, Item::ofConstant(e), out);
+  } else {
+    throw Error("the model returns a " + v.tagKind() + "; only tensors (or tuples and lists of tensors) can be outputs",
+                ErrorKind::Unsupported);
+  }
+}
+
+core::Graph buildGraph(const std::shared_ptr<jit::Graph>& tsGraph, const std::vector<const jit::Value*>& args,
+                       std::vector<InputSpec>& specs) {
+  core::Graph graph;
+  ImportContext ctx(graph);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const jit::Value* arg = args[i];
+    if (!arg->type()->cast<c10::TensorType>())
+      throw Error("forward argument '" + arg->debugNameBase() + "' has type " + arg->type()->repr_str() +
+                      "; only tensor arguments are supported",
+                  ErrorKind::Unsupported);
+    if (specs[i].name.empty()) specs[i].name = arg->debugNameBase();
+    ValueId id = graph.addInput(specs[i].name, core::TensorType{specs[i].dtype, specs[i].shape});
+    ctx.bind(arg, Item::ofTensor(id));
+  }
+  Walker walker(ctx, tsGraph);
+  walker.walk(tsGraph->block());
+
+  std::vector<ValueId> outputs;
+  for (const jit::Value* v : tsGraph->outputs()) flattenOutputs(ctx, ctx.item(v), outputs);
+  // Every output is a node result of its own: copy graph inputs, constants and repeats.
+  std::set<ValueId> seen;
+  for (ValueId& id : outputs) {
+    std::string name = graph.value(id).name;
+    if (graph.value(id).producer < 0 || !seen.insert(id).second)
+      id = graph.addNode("copy", {id}, {}, {}, name + "_copy")[0];
+    seen.insert(id);
+  }
+  graph.setOutputs(std::move(outputs));
+  return graph;
+}
+
+}  // namespace
+
+std::vector<InputSpec> readInputSpecs(const std::string& path) {
+  requireFile(path);
+  std::string text;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    std::string record = std::string("extra/") + kSpecFile;
+    if (!reader.hasRecord(record)) return {};
+    auto [data, size] = reader.getRecord(record);
+    text.assign(static_cast<const char*>(data.get()), size);
+  } catch (const std::exception& e) {
+    throw Error(path + ": " + torchMessage(e), ErrorKind::InvalidModel);
+  }
+  if (text.empty()) return {};
+  return parseSpecs(text, path, nullptr);
+}
+
+ImportedModel importTorchScript(const std::string& path, const ImportOptions& options) {
+  jit::ExtraFilesMap extra{{kSpecFile, ""}};
+  jit::Module module = loadModule(path, extra);
+  ImportedModel result;
+  std::vector<InputSpec> fileSpecs;
+  if (!extra[kSpecFile].empty()) fileSpecs = parseSpecs(extra[kSpecFile], path, &result.description);
+
+  std::shared_ptr<jit::Graph> tsGraph = prepareGraph(module, path);
+  std::vector<const jit::Value*> args;
+  for (const jit::Value* v : tsGraph->inputs()) {
+    if (v->type()->kind() == c10::TypeKind::ClassType) continue;  // %self, unused once frozen
+    args.push_back(v);
+  }
+
+  std::vector<InputSpec> specs = !options.inputs.empty() ? options.inputs
+                                 : !fileSpecs.empty()    ? fileSpecs
+                                                         : specsFromTypes(args);
+  if (specs.empty() && !args.empty())
+    throw Error(path + ": input shapes are unknown (the file has no " + std::string(kSpecFile) +
+                    " and its graph no complete tensor types); pass the input shapes explicitly",
+                ErrorKind::InvalidInput);
+  if (specs.size() != args.size()) {
+    std::string names;
+    for (const jit::Value* a : args) names += (names.empty() ? "" : ", ") + a->debugNameBase();
+    throw Error(path + ": the model takes " + std::to_string(args.size()) + " input" + (args.size() == 1 ? "" : "s") +
+                    " (" + names + ") but " + std::to_string(specs.size()) + " input spec" +
+                    (specs.size() == 1 ? " was" : "s were") + " given",
+                ErrorKind::InvalidInput);
+  }
+  for (const InputSpec& spec : specs) {
+    for (int64_t d : spec.shape) {
+      if (d < 0) throw Error(path + ": input " + specString(spec) + " has a negative dimension", ErrorKind::InvalidInput);
+    }
+  }
+
+  try {
+    result.graph = buildGraph(tsGraph, args, specs);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(path + ": " + torchMessage(e), ErrorKind::InvalidModel);
+  }
+  result.inputs = std::move(specs);
+  return result;
+}
+
+}  // namespace kiln::importers

@@ -1,0 +1,134 @@
+// A test-only reference evaluator: runs a Kiln graph with ATen operators, following the operator
+// semantics documented in core/ir/op_registry.h. Comparing it with the TorchScript module's own
+// output checks that the importer's mapping (operand order, scaling, attributes) is faithful,
+// independently of Kiln's lowering.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include "core/ir/graph.h"
+#include "importer_test_util.h"
+#include "importers/torchscript.h"
+
+namespace kiln::importers::testing {
+
+inline at::ScalarType torchDType(runtime::DType t) {
+  switch (t) {
+    case runtime::DType::Float32: return at::kFloat;
+    case runtime::DType::Float64: return at::kDouble;
+    case runtime::DType::Int64: return at::kLong;
+    case runtime::DType::Int32: return at::kInt;
+    case runtime::DType::Bool: return at::kBool;
+    case runtime::DType::Int8: return at::kChar;
+    case runtime::DType::UInt8: return at::kByte;
+  }
+  throw std::logic_error("dtype");
+}
+
+inline at::Tensor fromKiln(const runtime::Tensor& t) {
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  return at::from_blob(t.raw(), shape, at::TensorOptions().dtype(torchDType(t.dtype()))).clone();
+}
+
+inline at::Tensor evalNode(const core::Node& n, const std::vector<at::Tensor>& in) {
+  const core::Attrs& a = n.attrs;
+  auto ints = [&](const char* name) { return a.getInts(name); };
+  auto opt = [&](size_t i) { return in.size() > i ? c10::optional<at::Tensor>(in[i]) : c10::nullopt; };
+  const std::string& op = n.op;
+  if (op == "conv2d")
+    return at::conv2d(in[0], in[1], opt(2), ints("stride"), ints("padding"), ints("dilation"), a.getInt("groups"));
+  if (op == "batch_norm")
+    return at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 0.0, a.getFloat("epsilon"), false);
+  if (op == "dense") return at::linear(in[0], in[1], opt(2));
+  if (op == "matmul") return at::matmul(in[0], in[1]);
+  if (op == "relu") return at::relu(in[0]);
+  if (op == "sigmoid") return at::sigmoid(in[0]);
+  if (op == "tanh") return at::tanh(in[0]);
+  if (op == "silu") return at::silu(in[0]);
+  if (op == "hardswish") return at::hardswish(in[0]);
+  if (op == "hardsigmoid") return at::hardsigmoid(in[0]);
+  if (op == "exp") return at::exp(in[0]);
+  if (op == "log") return at::log(in[0]);
+  if (op == "sqrt") return at::sqrt(in[0]);
+  if (op == "rsqrt") return at::rsqrt(in[0]);
+  if (op == "neg") return at::neg(in[0]);
+  if (op == "abs") return at::abs(in[0]);
+  if (op == "erf") return at::erf(in[0]);
+  if (op == "gelu") return at::gelu(in[0], a.getString("approximate"));
+  if (op == "leaky_relu") return at::leaky_relu(in[0], a.getFloat("alpha"));
+  if (op == "clamp") return at::clamp(in[0], a.getFloat("min"), a.getFloat("max"));
+  if (op == "add") return at::add(in[0], in[1]);
+  if (op == "sub") return at::sub(in[0], in[1]);
+  if (op == "mul") return at::mul(in[0], in[1]);
+  if (op == "div") return at::div(in[0], in[1]);
+  if (op == "maximum") return at::maximum(in[0], in[1]);
+  if (op == "minimum") return at::minimum(in[0], in[1]);
+  if (op == "pow") return at::pow(in[0], in[1]);
+  if (op == "reshape") return in[0].reshape(ints("shape"));
+  if (op == "transpose") return in[0].permute(ints("perm")).contiguous();
+  if (op == "concat") return at::cat(in, a.getInt("axis"));
+  if (op == "copy") return in[0].clone();
+  if (op == "max_pool2d")
+    return at::max_pool2d(in[0], ints("kernel"), ints("stride"), ints("padding"), ints("dilation"),
+                          a.getInt("ceil_mode") != 0);
+  if (op == "avg_pool2d") {
+    if (a.has("dilation") && ints("dilation") != std::vector<int64_t>{1, 1}) throw std::logic_error("dilated avg_pool2d");
+    return at::avg_pool2d(in[0], ints("kernel"), ints("stride"), ints("padding"), a.getInt("ceil_mode") != 0,
+                          a.getInt("count_include_pad", 1) != 0);
+  }
+  if (op == "adaptive_avg_pool2d") return at::adaptive_avg_pool2d(in[0], ints("output_size"));
+  if (op == "mean") return at::mean(in[0], ints("axes"), a.getInt("keepdims") != 0);
+  if (op == "sum") return at::sum(in[0], ints("axes"), a.getInt("keepdims") != 0);
+  if (op == "softmax") return at::softmax(in[0], a.getInt("axis"));
+  throw std::logic_error("reference evaluator: unknown op " + op);
+}
+
+/// Evaluates `graph` on `inputs` (graph-input order); returns the outputs.
+inline std::vector<at::Tensor> evalWithTorch(const core::Graph& graph, const std::vector<at::Tensor>& inputs) {
+  torch::NoGradGuard noGrad;
+  std::map<core::ValueId, at::Tensor> env;
+  for (size_t i = 0; i < graph.inputs().size(); ++i) env[graph.inputs()[i]] = inputs.at(i);
+  for (size_t id = 0; id < graph.values().size(); ++id) {
+    const core::Value& v = graph.values()[id];
+    if (v.isConstant()) env[static_cast<core::ValueId>(id)] = fromKiln(*v.constant);
+  }
+  for (const core::Node& n : graph.nodes()) {
+    std::vector<at::Tensor> in;
+    for (core::ValueId v : n.inputs) in.push_back(env.at(v));
+    at::Tensor out = evalNode(n, in);
+    if (std::vector<int64_t>(out.sizes().begin(), out.sizes().end()) != graph.type(n.outputs[0]).shape)
+      throw std::logic_error(n.op + ": Kiln's inferred shape differs from ATen's");
+    env[n.outputs[0]] = out;
+  }
+  std::vector<at::Tensor> outs;
+  for (core::ValueId v : graph.outputs()) outs.push_back(env.at(v));
+  return outs;
+}
+
+/// Runs the TorchScript file with libtorch and the imported graph with the reference evaluator on
+/// the same random inputs; expects equal output shapes, dtypes and values.
+inline void expectMatchesLibtorch(const std::string& path, const ImportedModel& model, double rtol = 1e-4,
+                                  double atol = 1e-4) {
+  std::vector<at::Tensor> inputs = randomInputs(model.inputs);
+  std::vector<at::Tensor> expected = runWithLibtorch(path, inputs);
+  std::vector<at::Tensor> actual;
+  try {
+    actual = evalWithTorch(model.graph, inputs);
+  } catch (const std::exception& e) {
+    FAIL() << "reference evaluation failed: " << e.what();
+  }
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_EQ(actual[i].sizes(), expected[i].sizes()) << "output " << i;
+    ASSERT_EQ(actual[i].scalar_type(), expected[i].scalar_type()) << "output " << i;
+    double maxDiff = (actual[i].to(at::kDouble) - expected[i].to(at::kDouble)).abs().max().item<double>();
+    EXPECT_TRUE(at::allclose(actual[i], expected[i], rtol, atol)) << "output " << i << ": max |diff| " << maxDiff;
+  }
+}
+
+}  // namespace kiln::importers::testing
