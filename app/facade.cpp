@@ -1,5 +1,7 @@
 #include "app/facade.h"
 
+#include "app/facade_internal.h"
+
 #include <chrono>
 #include <filesystem>
 #include <algorithm>
@@ -22,25 +24,6 @@
 
 namespace kiln::app {
 namespace {
-
-double secondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Runs `fn`, turning every exception into a Diagnostic: exceptions stop here.
-template <typename T, typename Fn>
-Result<T> guarded(const std::string& context, Fn&& fn) {
-  std::string prefix = context.empty() ? "" : context + ": ";
-  try {
-    return Result<T>(fn());
-  } catch (const Error& e) {
-    return Diagnostic{prefix + e.what(), e.kind()};
-  } catch (const std::bad_alloc&) {
-    return Diagnostic{prefix + "out of memory", ErrorKind::Internal};
-  } catch (const std::exception& e) {
-    return Diagnostic{prefix + "internal error: " + e.what(), ErrorKind::Internal};
-  }
-}
 
 struct Lowered {
   core::lower::LoweredModule module;
@@ -172,129 +155,6 @@ std::string cpuModelName() {
     }
   }
   return "unknown";
-}
-
-// ---- compare ----------------------------------------------------------------------------------
-
-namespace {
-
-double maxAbsDiff(const std::vector<runtime::Tensor>& a, const std::vector<runtime::Tensor>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].shape() != b[i].shape() || a[i].dtype() != runtime::DType::Float32 ||
-        b[i].dtype() != runtime::DType::Float32)
-      return INFINITY;
-    for (int64_t k = 0; k < a[i].numel(); ++k)
-      worst = std::max(worst, static_cast<double>(std::fabs(a[i].data<float>()[k] - b[i].data<float>()[k])));
-  }
-  return worst;
-}
-
-void describeOutputs(BackendResult& r, const std::vector<runtime::Tensor>& out) {
-  if (out.empty() || out[0].dtype() != runtime::DType::Float32 || out[0].numel() == 0) return;
-  const runtime::Tensor& t = out[0];
-  for (int64_t i = 0; i < std::min<int64_t>(5, t.numel()); ++i) r.preview.push_back(t.data<float>()[i]);
-  int64_t row = t.shape().empty() ? 1 : t.shape().back();
-  r.top1 = static_cast<int>(std::max_element(t.data<float>(), t.data<float>() + row) - t.data<float>());
-}
-
-BackendResult fromTiming(const std::string& name, const profiler::Timing& t) {
-  BackendResult r;
-  r.backend = name;
-  r.medianMs = t.medianMs;
-  r.minMs = t.minMs;
-  r.maxMs = t.maxMs;
-  r.meanMs = t.meanMs;
-  r.stddevMs = t.stddevMs;
-  r.samplesMs = t.samplesMs;
-  return r;
-}
-
-}  // namespace
-
-Result<CompareResult> compare(const std::string& path, const CompareOptions& options) {
-  OpenOptions open;
-  open.batch = options.batch;
-  auto model = openModel(path, open);
-  if (!model) return model.error();
-  auto compiled = build(model.value(), options.build);
-  if (!compiled) return compiled.error();
-  return guarded<CompareResult>(path, [&] {
-    CompareResult result;
-    const Model& m = *model.value();
-    result.model = m.name;
-    result.batch = m.inputs.empty() || m.inputs[0].shape.empty() ? 1 : m.inputs[0].shape[0];
-    result.threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
-    runtime::setNumThreads(result.threads);
-    result.target = compiled.value()->targetString;
-    result.optLevel = options.build.optLevel;
-    result.torchVersion = profiler::torchVersion();
-    result.cpu = cpuModelName();
-    result.compileSeconds = compiled.value()->compileSeconds;
-
-    std::vector<runtime::Tensor> inputs = randomInputs(m);
-    profiler::TimingOptions timing{options.warmup, 1, options.repeat, options.minRepeatMs};
-
-    std::vector<runtime::Tensor> reference;
-    for (profiler::TorchMode mode : {profiler::TorchMode::Eager, profiler::TorchMode::Compiled}) {
-      profiler::TorchModel torchModel(path, mode, result.threads);
-      std::vector<runtime::Tensor> out = torchModel.run(inputs);
-      BackendResult r = fromTiming(profiler::torchModeName(mode), profiler::timeIt([&] { torchModel.run(inputs); }, timing));
-      if (mode == profiler::TorchMode::Eager) reference = out;
-      r.maxAbsDiff = maxAbsDiff(out, reference);
-      describeOutputs(r, out);
-      result.backends.push_back(std::move(r));
-    }
-    result.blas = profiler::torchBlasLibrary();
-
-    CompiledModel& c = *compiled.value();
-    std::vector<runtime::Tensor> out;
-    auto runOnce = [&] {
-      auto r = run(c, inputs);
-      if (!r) throw Error(r.error().message, r.error().kind);
-      out = std::move(r.value());
-    };
-    runOnce();
-    double diff = maxAbsDiff(out, reference);
-    BackendResult k = fromTiming("kiln", profiler::timeIt(runOnce, timing));
-    k.maxAbsDiff = diff;
-    describeOutputs(k, out);
-    result.backends.push_back(std::move(k));
-    return result;
-  });
-}
-
-std::string compareJson(const CompareResult& r) {
-  nlohmann::json j;
-  j["model"] = r.model;
-  j["batch"] = r.batch;
-  j["threads"] = r.threads;
-  j["target"] = r.target;
-  j["opt_level"] = r.optLevel;
-  j["cpu"] = r.cpu;
-  j["torch_version"] = r.torchVersion;
-  j["blas"] = r.blas;
-  j["kiln_version"] = version();
-  j["compile_seconds"] = r.compileSeconds;
-  j["backends"] = nlohmann::json::array();
-  for (const auto& b : r.backends) {
-    nlohmann::json e;
-    e["backend"] = b.backend;
-    e["available"] = b.available;
-    if (!b.available) e["reason"] = b.reason;
-    e["median_ms"] = b.medianMs;
-    e["min_ms"] = b.minMs;
-    e["max_ms"] = b.maxMs;
-    e["mean_ms"] = b.meanMs;
-    e["stddev_ms"] = b.stddevMs;
-    e["samples"] = b.samplesMs;
-    e["max_abs_diff_vs_eager"] = b.maxAbsDiff;
-    e["output_preview"] = b.preview;
-    e["top1"] = b.top1;
-    j["backends"].push_back(std::move(e));
-  }
-  return j.dump(2);
 }
 
 }  // namespace kiln::app

@@ -1,0 +1,60 @@
+// kiln compare MODEL [--batch N] [--threads N] [--json FILE] [-O] [--target] [--repeat N]
+#include <cstdio>
+#include <fstream>
+
+#include "app/cli/commands.h"
+
+namespace kiln::cli {
+namespace {
+
+struct CompareArgs {
+  std::string model, json;
+  int repeat = 15;
+  BuildFlags flags;
+};
+
+int compareCommand(const CompareArgs& a) {
+  app::CompareOptions options;
+  options.build = buildOptions(a.flags);
+  options.batch = a.flags.batch;
+  options.repeat = a.repeat;
+  auto result = app::compare(a.model, options);
+  if (!result) return fail(result.error());
+  const auto& r = result.value();
+  std::printf("%s  batch %lld  threads %d  target %s  -O%d\n", r.model.c_str(), static_cast<long long>(r.batch),
+              r.threads, r.target.c_str(), r.optLevel);
+  std::printf("cpu: %s   torch %s, blas %s   kiln compile %.2f s\n", r.cpu.c_str(), r.torchVersion.c_str(),
+              r.blas.c_str(), r.compileSeconds);
+  std::printf("%-18s %10s %10s %10s %9s %14s\n", "backend", "median ms", "min ms", "max ms", "samples", "max |diff|");
+  for (const auto& b : r.backends) {
+    std::printf("%-18s %10.3f %10.3f %10.3f %9zu %14.3g\n", b.backend.c_str(), b.medianMs, b.minMs, b.maxMs,
+                b.samplesMs.size(), b.maxAbsDiff);
+  }
+  std::printf("\n%-18s %6s  %s\n", "backend", "top-1", "first outputs");
+  for (const auto& b : r.backends) {
+    std::printf("%-18s %6d ", b.backend.c_str(), b.top1);
+    for (float v : b.preview) std::printf(" %10.5f", v);
+    std::printf("\n");
+  }
+  if (!a.json.empty()) {
+    std::ofstream out(a.json);
+    if (!out) return fail(a.json + ": cannot write file", ErrorKind::Io);
+    out << app::compareJson(r) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void registerCompare(CLI::App& cli, Action& action) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* cmd = cli.add_subcommand("compare", "measure PyTorch eager, compiled PyTorch and Kiln side by side");
+  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  addBatchFlag(cmd, args->flags);
+  cmd->add_option("--json", args->json, "write the results as JSON");
+  cmd->add_option("--repeat", args->repeat, "timed repeats per backend")->check(CLI::PositiveNumber);
+  addBuildFlags(cmd, args->flags);
+  cmd->callback([args, &action] { action = [args] { return compareCommand(*args); }; });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,78 @@
+// kiln run MODEL --input IN.npy [--input ...] --output OUT.npy [--output ...] [-O] [--target]
+#include <iostream>
+
+#include "app/cli/commands.h"
+#include "runtime/npy.h"
+
+namespace kiln::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs, outputs;
+  BuildFlags flags;
+};
+
+int runCommand(const RunArgs& a) {
+  std::vector<runtime::Tensor> inputs;
+  for (const auto& p : a.inputs) {
+    try {
+      inputs.push_back(runtime::readNpy(p));
+    } catch (const Error& e) {
+      return fail(e.what(), e.kind());
+    }
+  }
+  // Input shapes come from the given arrays; names from the model's metadata when present.
+  app::OpenOptions open;
+  std::vector<app::InputSpec> declared;
+  try {
+    declared = importers::readInputSpecs(a.model);
+  } catch (const Error&) {
+    // The import below reports unreadable files.
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    app::InputSpec spec;
+    spec.name = i < declared.size() ? declared[i].name : "input" + std::to_string(i);
+    spec.dtype = inputs[i].dtype();
+    spec.shape = inputs[i].shape();
+    open.inputs.push_back(spec);
+  }
+  auto model = app::openModel(a.model, open);
+  if (!model) return fail(model.error());
+  auto compiled = app::build(model.value(), buildOptions(a.flags));
+  if (!compiled) return fail(compiled.error());
+  auto outputs = app::run(*compiled.value(), inputs);
+  if (!outputs) return fail(outputs.error());
+  if (!a.outputs.empty() && a.outputs.size() != outputs.value().size())
+    return fail("the model has " + std::to_string(outputs.value().size()) + " output(s), got " +
+                    std::to_string(a.outputs.size()) + " --output path(s)",
+                ErrorKind::Usage);
+  for (size_t i = 0; i < a.outputs.size(); ++i) {
+    try {
+      runtime::writeNpy(a.outputs[i], outputs.value()[i]);
+    } catch (const Error& e) {
+      return fail(e.what(), e.kind());
+    }
+  }
+  if (a.outputs.empty()) {
+    for (size_t i = 0; i < outputs.value().size(); ++i) {
+      const auto& t = outputs.value()[i];
+      std::cout << "output " << i << ": " << runtime::dtypeName(t.dtype()) << runtime::shapeString(t.shape()) << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void registerRun(CLI::App& cli, Action& action) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = cli.add_subcommand("run", "compile a model and run it on .npy inputs");
+  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  cmd->add_option("--input,-i", args->inputs, "input .npy file, in forward-argument order (repeatable)")->required();
+  cmd->add_option("--output,-o", args->outputs, "output .npy file (repeatable; a returned tuple is flattened)");
+  addBuildFlags(cmd, args->flags);
+  cmd->callback([args, &action] { action = [args] { return runCommand(*args); }; });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,37 @@
+// The `kiln` subcommands. Each lives in its own cmd_*.cpp and registers itself on the CLI11 app
+// with a callback that runs when it was chosen; the callback's return value is the exit code.
+// Every command is a thin layer over app/facade.h: parse flags, call the façade, print.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "app/facade.h"
+
+namespace kiln::cli {
+
+/// Set by the chosen subcommand's callback; main() returns it.
+using Action = std::function<int()>;
+
+/// Flags shared by every command that builds a model.
+struct BuildFlags {
+  std::string target = "llvm";
+  int optLevel = 3;
+  int threads = 0;
+  int64_t batch = 0;
+};
+void addBuildFlags(CLI::App* cmd, BuildFlags& flags);
+void addBatchFlag(CLI::App* cmd, BuildFlags& flags);
+app::BuildOptions buildOptions(const BuildFlags& flags);
+
+/// Prints "error: <message>" on stderr and returns the exit code of its kind.
+int fail(const app::Diagnostic& d);
+int fail(const std::string& message, ErrorKind kind);
+
+void registerRun(CLI::App& cli, Action& action);
+void registerIr(CLI::App& cli, Action& action);
+void registerCompare(CLI::App& cli, Action& action);
+
+}  // namespace kiln::cli
