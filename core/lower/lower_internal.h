@@ -6,6 +6,7 @@
 // a graph node, simplifies the body and fills in the PrimFunc.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,18 @@ struct OpContext {
   std::vector<TensorType> inTypes, outTypes;
   std::vector<tir::Buffer> in, out;  // parameter buffers, in the PrimFunc's order
   std::string where;                 // " (%y at model.py:3)", for diagnostics
+
+  /// Fused epilogue (set by fused-function lowering, core/lower/fused.cpp; empty when the op is
+  /// lowered alone). Anchor lowerings (conv2d, dense, matmul, pooling, ...) apply it to every
+  /// computed output value right before the final store: `value` is the anchor's result (scalar
+  /// or vector), `index` its output index, one Expr per axis of the anchor's output type (the
+  /// innermost may be a Ramp when the store is vectorized). It returns the value to store; it may
+  /// load other buffers (bias, residual) that the fused lowering appended to the parameters.
+  std::function<tir::Expr(tir::Expr value, const std::vector<tir::Expr>& index)> epilogue;
+  /// `epilogue(value, index)` when set, else `value`.
+  tir::Expr applyEpilogue(tir::Expr value, const std::vector<tir::Expr>& index) const {
+    return epilogue ? epilogue(std::move(value), index) : value;
+  }
 
   /// Throws kiln::Error (Unsupported): "<op>: <what> is not supported (<where>)".
   [[noreturn]] void unsupported(const std::string& what) const;
