@@ -15,7 +15,9 @@
 #include "codegen/llvm/jit.h"
 #include "codegen/target.h"
 #include "core/ir/printer.h"
+#include "profiler/context.h"
 #include "core/lower/lower.h"
+#include "core/lower/schedule.h"
 #include "core/tir/printer.h"
 #include "profiler/time_evaluator.h"
 #include "profiler/torch_baseline.h"
@@ -23,21 +25,37 @@
 #include "runtime/thread_pool.h"
 
 namespace kiln::app {
-namespace {
 
-struct Lowered {
-  core::lower::LoweredModule module;
-  codegen::Target target;
-};
-
-Lowered lowerFor(const Model& model, const BuildOptions& options) {
-  if (options.optLevel < 0 || options.optLevel > 3)
-    throw Error("opt level must be 0-3, got " + std::to_string(options.optLevel), ErrorKind::Usage);
-  Lowered l{core::lower::lowerGraph(model.graph), codegen::Target::parse(options.target)};
-  return l;
+Optimized optimizeFor(const Model& model, const BuildOptions& options) {
+  // The packed layout's channel block is the target's f32 vector width (schedule.h).
+  codegen::Target target = codegen::Target::parse(options.target);
+  int lanes = core::lower::lowerOptionsFor(target.cpu, target.features).vectorLanes;
+  std::string text = options.passes ? *options.passes : core::passes::defaultPipelineText(options.optLevel, lanes);
+  core::passes::PassManagerOptions pm;
+  pm.verify = options.verifyPasses;
+  pm.keepIr = options.keepPassIr;
+  pm.skip.insert(options.skipPasses.begin(), options.skipPasses.end());
+  Optimized o{model.graph, {}, text};
+  o.passes = core::passes::PassManager(core::passes::parsePipeline(text), pm).run(o.graph);
+  return o;
 }
 
-}  // namespace
+Lowered lowerFor(const Model& model, const BuildOptions& options) {
+  if (options.optLevel < 0 || options.optLevel > core::passes::kMaxOptLevel)
+    throw Error("opt level must be 0-" + std::to_string(core::passes::kMaxOptLevel) + ", got " +
+                    std::to_string(options.optLevel),
+                ErrorKind::Usage);
+  codegen::Target target = codegen::Target::parse(options.target);
+  Optimized optimized = optimizeFor(model, options);
+  // Schedules pick vector widths and register tiles from the target (schedule.h).
+  core::lower::LowerOptions lowerOptions = core::lower::lowerOptionsFor(target.cpu, target.features);
+  Lowered l{core::lower::lowerGraph(optimized.graph, lowerOptions), target, std::move(optimized.graph),
+            std::move(optimized.passes), std::move(optimized.pipeline)};
+  // O4: let code generation reassociate, ignore signed zeros, contract and approximate functions.
+  if (options.optLevel >= 4)
+    for (auto& f : l.module.funcs) f.attrs["fast_math"] = "reassoc,nsz,contract,afn";
+  return l;
+}
 
 std::optional<IrStage> parseIrStage(const std::string& name) {
   if (name == "graph") return IrStage::Graph;
@@ -88,7 +106,9 @@ Result<std::shared_ptr<CompiledModel>> build(std::shared_ptr<const Model> model,
     compiled->model = model;
     compiled->options = options;
     compiled->targetString = lowered.target.str();
-    compiled->graph = model->graph;
+    compiled->graph = std::move(lowered.graph);
+    compiled->numFusedFunctions = static_cast<int>(compiled->graph.groups().size());
+    compiled->pipeline = lowered.pipeline;
     compiled->numKernels = static_cast<int>(lowered.module.funcs.size());
     compiled->numCalls = static_cast<int>(lowered.module.plan.calls.size());
     compiled->executor = std::make_shared<runtime::GraphExecutor>(std::move(lowered.module.plan), library);
@@ -117,7 +137,8 @@ Result<std::vector<runtime::Tensor>> run(CompiledModel& compiled, const std::vec
 Result<std::string> irText(std::shared_ptr<const Model> model, IrStage stage, const BuildOptions& options) {
   return guarded<std::string>(model ? model->path : "", [&]() -> std::string {
     KILN_ASSERT(model != nullptr, "irText() needs a model");
-    if (stage == IrStage::Graph || stage == IrStage::Optimized) return core::printGraph(model->graph);
+    if (stage == IrStage::Graph) return core::printGraph(model->graph);
+    if (stage == IrStage::Optimized) return core::printGraph(optimizeFor(*model, options).graph);
     Lowered lowered = lowerFor(*model, options);
     if (stage == IrStage::Lowered) {
       std::string text;
@@ -145,16 +166,6 @@ std::vector<runtime::Tensor> randomInputs(const Model& model, uint64_t seed) {
 
 std::string version() { return "0.1.0"; }
 
-std::string cpuModelName() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
+std::string cpuModelName() { return profiler::cpuModelName(); }
 
 }  // namespace kiln::app

@@ -4,6 +4,7 @@
 // a value or a one-line Diagnostic with an ErrorKind that front ends map to exit codes.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 
 namespace kiln::runtime {
 class GraphExecutor;
+class Module;
 }
 
 namespace kiln::app {
@@ -60,8 +62,12 @@ struct OpenOptions {
 
 struct BuildOptions {
   std::string target = "llvm";
-  int optLevel = 3;
+  int optLevel = 3;  // 0-4: the default pass pipeline (core/passes/pipeline.h); 4 adds fast math
   int threads = 0;  // 0: KILN_NUM_THREADS or all hardware threads
+  std::optional<std::string> passes;     // a pass pipeline replacing the -O level's ("" runs none)
+  std::vector<std::string> skipPasses;   // pass names not to run
+  bool verifyPasses = false;             // run the graph verifier after every pass
+  bool keepPassIr = false;               // optimize(): keep the graph text after each changing pass
 };
 
 struct CompiledModel {
@@ -69,6 +75,8 @@ struct CompiledModel {
   BuildOptions options;
   std::string targetString;   // canonical, e.g. "llvm -mcpu=znver3"
   core::Graph graph;          // the graph that was lowered (after passes)
+  std::string pipeline;       // the pass pipeline that ran
+  int numFusedFunctions = 0;  // fused groups in `graph`
   int numKernels = 0;         // distinct compiled functions
   int numCalls = 0;           // kernel calls per inference
   size_t planBytes = 0;       // intermediate memory after planning
@@ -86,10 +94,95 @@ Result<std::shared_ptr<CompiledModel>> build(std::shared_ptr<const Model> model,
 Result<std::vector<runtime::Tensor>> run(CompiledModel& compiled, const std::vector<runtime::Tensor>& inputs);
 Result<std::string> irText(std::shared_ptr<const Model> model, IrStage stage, const BuildOptions& options);
 
+// ---- exported modules (kiln compile) -----------------------------------------------------------
+
+struct ExportedFile {
+  std::string name;  // inside the module directory: graph.txt, params.bin, kernels.so or kernels.o
+  uint64_t bytes = 0;
+};
+
+struct ExportResult {
+  std::string path;          // the module directory (format: runtime/module.h)
+  std::string targetString;  // canonical
+  bool linked = false;       // kernels.so was written; false: a cross target's kernels.o only
+  std::string linker;        // the compiler driver that linked kernels.so
+  std::string note;          // why the kernels were not linked
+  int numKernels = 0;
+  int numCalls = 0;
+  std::vector<ExportedFile> files;
+  double compileSeconds = 0;
+};
+
+/// Compiles the model for options.target, exactly as build() does, and writes a module directory
+/// at `outPath` that runtime/ alone can load and run (runtime::Module, runtime/c_api.h). An
+/// existing directory is reused only when it is empty or holds an earlier module.
+Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const BuildOptions& options,
+                                 const std::string& outPath);
+/// True when `path` is a directory holding a module's graph.txt.
+bool isModuleDirectory(const std::string& path);
+/// Loads an exported module (checks version, architecture, CPU features, files). threads > 0 sets
+/// the runtime's thread count.
+Result<std::shared_ptr<runtime::Module>> loadModule(const std::string& path, int threads = 0);
+/// Runs one inference of a loaded module; inputs in forward-argument order.
+Result<std::vector<runtime::Tensor>> runModule(runtime::Module& module, const std::vector<runtime::Tensor>& inputs);
+
+// ---- what the optimizer did (kiln ir --stats) ------------------------------------------------
+
+struct PassRun {
+  std::string name;        // "fuse-ops"
+  std::string invocation;  // "fuse-ops{max-depth=64}"
+  bool skipped = false;
+  bool changed = false;
+  double ms = 0;
+  int nodesBefore = 0, nodesAfter = 0;
+  std::map<std::string, int64_t> counters;  // what the pass reported ("folded" → 12)
+  std::string irAfter;  // the graph after the pass, when it changed it and keepPassIr was set
+};
+
+struct FusedFunctionInfo {
+  std::string name;              // "fused_conv2d_add_relu_3"
+  std::string kernel;            // the kernel it runs (groups with equal workload keys share one)
+  std::vector<std::string> ops;  // in order
+  std::string workloadKey;
+};
+
+struct OptimizeReport {
+  std::string model;
+  int optLevel = 3;
+  std::string pipeline;
+  std::vector<PassRun> passes;
+  double passMs = 0;
+  int nodesBefore = 0, nodesAfter = 0;
+  std::vector<FusedFunctionInfo> functions;
+  int numKernels = 0;  // distinct kernels after lowering
+  int numCalls = 0;    // kernel calls per inference
+  core::Graph graph;   // the optimized graph
+};
+
+/// Runs the pass pipeline of the options and lowering (no code generation) and reports.
+Result<OptimizeReport> optimize(std::shared_ptr<const Model> model, const BuildOptions& options);
+/// The report as text: pipeline, per-pass table, fused functions with their ops.
+std::string optimizeReportText(const OptimizeReport& report);
+/// The registered passes (name, -O level, summary, options) and the default pipeline per -O.
+std::string passListText();
+
 /// Deterministic pseudo-random inputs (normal(0,1), fixed seed) matching the model's specs.
 std::vector<runtime::Tensor> randomInputs(const Model& model, uint64_t seed = 0);
 
 // ---- measuring against PyTorch --------------------------------------------------------------
+
+/// Where measurements are kept (profiler/store.h): every compare, profile and sweep is stored.
+struct StoreOptions {
+  bool enabled = true;
+  std::string dbPath;   // empty: $XDG_DATA_HOME/kiln/kiln.db (~/.local/share/kiln/kiln.db)
+  int64_t session = 0;  // 0: the model's latest session; -1: a new session; > 0: that session
+};
+
+/// What a stored result was filed under (all 0 when not stored).
+struct StoredIds {
+  std::string dbPath;
+  int64_t sessionId = 0, runId = 0, buildId = 0;
+};
 
 struct CompareOptions {
   BuildOptions build;
@@ -97,6 +190,9 @@ struct CompareOptions {
   int warmup = 3;
   int repeat = 15;
   double minRepeatMs = 20;
+  bool torchCompile = true;  // also try torch.compile (Python subprocess; unavailable with a reason)
+  std::string python;        // its interpreter; empty: python3, then /usr/bin/python3
+  StoreOptions store;
 };
 
 struct BackendResult {
@@ -121,6 +217,7 @@ struct CompareResult {
   std::string cpu;
   double compileSeconds = 0;
   std::vector<BackendResult> backends;
+  StoredIds stored;
 };
 
 Result<CompareResult> compare(const std::string& path, const CompareOptions& options);
@@ -131,3 +228,6 @@ std::string version();
 std::string cpuModelName();
 
 }  // namespace kiln::app
+
+// Profiles, sweeps, the session store and reports.
+#include "app/measure.h"

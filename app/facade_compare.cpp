@@ -6,8 +6,10 @@
 
 #include "app/facade.h"
 #include "app/facade_internal.h"
+#include "app/measure_internal.h"
 #include "profiler/time_evaluator.h"
 #include "profiler/torch_baseline.h"
+#include "profiler/torch_compile.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::app {
@@ -49,9 +51,28 @@ BackendResult fromTiming(const std::string& name, const profiler::Timing& t) {
   return r;
 }
 
+/// The stored form of a backend's result.
+profiler::Measurement measurementOf(const BackendResult& b, int64_t batch, int warmup) {
+  profiler::Measurement m;
+  m.backend = b.backend;
+  m.batch = batch;
+  m.status = b.available ? profiler::Status::Ok : profiler::Status::Unavailable;
+  m.reason = b.reason;
+  m.timing = profiler::timingFromSamples(b.samplesMs);
+  m.timing.warmup = warmup;
+  m.maxAbsDiff = b.available ? b.maxAbsDiff : -1;
+  return m;
+}
+
 }  // namespace
 
 Result<CompareResult> compare(const std::string& path, const CompareOptions& options) {
+  std::unique_ptr<profiler::Store> store;
+  auto opened = guarded<bool>(path, [&] {
+    store = openStoreFor(options.store);
+    return true;
+  });
+  if (!opened) return opened.error();
   OpenOptions open;
   open.batch = options.batch;
   auto model = openModel(path, open);
@@ -86,6 +107,25 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     }
     result.blas = profiler::torchBlasLibrary();
 
+    if (options.torchCompile) {
+      profiler::TorchCompileOptions tc;
+      tc.python = options.python;
+      tc.modelPath = path;
+      tc.batch = result.batch;
+      tc.threads = result.threads;
+      tc.warmup = options.warmup;
+      tc.repeat = options.repeat;
+      tc.minRepeatMs = options.minRepeatMs;
+      profiler::Measurement tcm = profiler::measureTorchCompile(tc);
+      BackendResult r = fromTiming("torch-compile", tcm.timing);
+      r.available = tcm.ok();
+      if (tcm.status != profiler::Status::Ok && tcm.status != profiler::Status::Unavailable)
+        r.reason = std::string(profiler::statusName(tcm.status)) + ": " + tcm.reason;
+      else
+        r.reason = tcm.reason;
+      result.backends.push_back(std::move(r));
+    }
+
     CompiledModel& c = *compiled.value();
     std::vector<runtime::Tensor> out;
     auto runOnce = [&] {
@@ -99,6 +139,18 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     k.maxAbsDiff = diff;
     describeOutputs(k, out);
     result.backends.push_back(std::move(k));
+
+    if (store) {
+      result.stored = store->transaction([&] {
+        profiler::RunContext context = runContextFor(options.build, result.threads, result.target, result.compileSeconds);
+        StoredIds ids = beginStoredRun(*store, options.store, path, m.name, "compare", context);
+        ids.buildId = store->addBuild(ids.runId, buildRecordOf(c, result.threads, result.batch));
+        for (const BackendResult& b : result.backends)
+          store->addMeasurement(ids.runId, b.backend == "kiln" ? ids.buildId : 0, 0,
+                                measurementOf(b, result.batch, options.warmup));
+        return ids;
+      });
+    }
     return result;
   });
 }
@@ -115,12 +167,22 @@ std::string compareJson(const CompareResult& r) {
   j["blas"] = r.blas;
   j["kiln_version"] = version();
   j["compile_seconds"] = r.compileSeconds;
+  if (r.stored.sessionId)
+    j["stored"] = {{"db", r.stored.dbPath}, {"session", r.stored.sessionId}, {"run", r.stored.runId},
+                   {"build", r.stored.buildId}};
   j["backends"] = nlohmann::json::array();
   for (const auto& b : r.backends) {
     nlohmann::json e;
     e["backend"] = b.backend;
     e["available"] = b.available;
-    if (!b.available) e["reason"] = b.reason;
+    if (!b.available) {
+      // Never a made-up number: an unavailable backend has its reason and null timings.
+      e["reason"] = b.reason;
+      for (const char* k : {"median_ms", "min_ms", "max_ms", "mean_ms", "stddev_ms"}) e[k] = nullptr;
+      e["samples"] = nlohmann::json::array();
+      j["backends"].push_back(std::move(e));
+      continue;
+    }
     e["median_ms"] = b.medianMs;
     e["min_ms"] = b.minMs;
     e["max_ms"] = b.maxMs;

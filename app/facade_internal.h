@@ -7,8 +7,33 @@
 #include <string>
 
 #include "app/facade.h"
+#include "codegen/target.h"
+#include "core/lower/lower.h"
+#include "core/passes/pass_manager.h"
 
 namespace kiln::app {
+
+/// A model lowered for a target: what build() JIT-compiles and exportModel() writes to disk, so
+/// both run the same kernels on the same plan.
+struct Lowered {
+  core::lower::LoweredModule module;
+  codegen::Target target;
+  core::Graph graph;                    // the optimized graph that was lowered
+  core::passes::PipelineResult passes;  // what the pass pipeline did
+  std::string pipeline;                 // the pipeline's text
+};
+
+/// Validates the options, parses the target, runs the pass pipeline of options.optLevel (or
+/// options.passes) and lowers the optimized graph. Throws kiln::Error.
+Lowered lowerFor(const Model& model, const BuildOptions& options);
+
+/// A copy of the model's graph after the pass pipeline of the options (no lowering).
+struct Optimized {
+  core::Graph graph;
+  core::passes::PipelineResult passes;
+  std::string pipeline;
+};
+Optimized optimizeFor(const Model& model, const BuildOptions& options);
 
 inline double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <llvm/ADT/StringMap.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/TargetParser/Host.h>
@@ -118,6 +119,8 @@ SpecOptions tokenize(const std::string& spec) {
 }  // namespace
 
 std::string hostCpuName() { return llvm::sys::getHostCPUName().str(); }
+
+std::string llvmVersion() { return LLVM_VERSION_STRING; }
 
 Target Target::parse(const std::string& spec) {
   SpecOptions opts = tokenize(spec);

@@ -25,4 +25,7 @@ struct Target {
 /// The host CPU name LLVM detects ("znver3", "skylake-avx512", ...).
 std::string hostCpuName();
 
+/// The version of the LLVM that generates code ("19.1.7").
+std::string llvmVersion();
+
 }  // namespace kiln::codegen

@@ -1,6 +1,8 @@
-// Timing of a repeated callable: warm-up, `number` calls per repeat, `repeat` repeats, with
-// `number` grown until one repeat lasts at least `minRepeatMs`. Keeps every repeat's per-call
-// time (the raw record) and derives min/median/mean/max/stddev/CV from it.
+// Timing of a repeated callable, after Google Benchmark's runner: warm-up, `number` calls per
+// repeat, `repeat` repeats, with `number` grown until one repeat lasts at least `minRepeatMs`.
+// Every repeat's per-call time is kept (the raw record); min/median/mean/max/stddev/CV are
+// derived from it. An optional time budget stops the repeats early (the result says so) so a
+// sweep can give up on a backend cleanly instead of running for hours.
 #pragma once
 
 #include <functional>
@@ -13,18 +15,31 @@ struct TimingOptions {
   int number = 1;
   int repeat = 10;
   double minRepeatMs = 0.0;
+  /// > 0: stop starting new repeats once this much time (warm-up included) has been spent.
+  double budgetMs = 0.0;
+  /// Coefficient of variation above which a result is flagged noisy.
+  double noisyCv = 0.05;
 };
 
 struct Timing {
-  std::vector<double> samplesMs;  // per-call time of each repeat
+  std::vector<double> samplesMs;  // per-call time of each repeat (raw record)
   int number = 1;                 // calls per repeat actually used
+  int warmup = 0;
   double minMs = 0, medianMs = 0, meanMs = 0, maxMs = 0, stddevMs = 0;
+  double noisyCv = 0.05;
+  bool budgetExceeded = false;  // fewer repeats than asked because of TimingOptions::budgetMs
+  double elapsedMs = 0;         // wall time spent, warm-up included
+
   double cv() const { return meanMs > 0 ? stddevMs / meanMs : 0; }
-  bool noisy() const { return cv() > 0.1; }
+  bool noisy() const { return samplesMs.size() > 1 && cv() > noisyCv; }
 };
 
 Timing timeIt(const std::function<void()>& fn, const TimingOptions& options = {});
 /// Fills the derived statistics from samplesMs.
 void summarize(Timing& timing);
+/// A Timing whose statistics are derived from the given samples.
+Timing timingFromSamples(std::vector<double> samplesMs, int number = 1);
+/// Median of a sample set (0 when empty).
+double medianOf(std::vector<double> samples);
 
 }  // namespace kiln::profiler

@@ -1,4 +1,5 @@
 // kiln compare MODEL [--batch N] [--threads N] [--json FILE] [-O] [--target] [--repeat N]
+//                    [--python PY] [--no-torch-compile] [--db FILE] [--no-store] [--session ID]
 #include <cstdio>
 #include <fstream>
 
@@ -10,7 +11,10 @@ namespace {
 struct CompareArgs {
   std::string model, json;
   int repeat = 15;
+  std::string python;
+  bool noTorchCompile = false;
   BuildFlags flags;
+  StoreFlags store;
 };
 
 int compareCommand(const CompareArgs& a) {
@@ -18,6 +22,9 @@ int compareCommand(const CompareArgs& a) {
   options.build = buildOptions(a.flags);
   options.batch = a.flags.batch;
   options.repeat = a.repeat;
+  options.python = a.python;
+  options.torchCompile = !a.noTorchCompile;
+  options.store = storeOptions(a.store);
   auto result = app::compare(a.model, options);
   if (!result) return fail(result.error());
   const auto& r = result.value();
@@ -27,11 +34,16 @@ int compareCommand(const CompareArgs& a) {
               r.blas.c_str(), r.compileSeconds);
   std::printf("%-18s %10s %10s %10s %9s %14s\n", "backend", "median ms", "min ms", "max ms", "samples", "max |diff|");
   for (const auto& b : r.backends) {
+    if (!b.available) {
+      std::printf("%-18s unavailable: %s\n", b.backend.c_str(), b.reason.c_str());
+      continue;
+    }
     std::printf("%-18s %10.3f %10.3f %10.3f %9zu %14.3g\n", b.backend.c_str(), b.medianMs, b.minMs, b.maxMs,
                 b.samplesMs.size(), b.maxAbsDiff);
   }
   std::printf("\n%-18s %6s  %s\n", "backend", "top-1", "first outputs");
   for (const auto& b : r.backends) {
+    if (!b.available) continue;
     std::printf("%-18s %6d ", b.backend.c_str(), b.top1);
     for (float v : b.preview) std::printf(" %10.5f", v);
     std::printf("\n");
@@ -41,6 +53,9 @@ int compareCommand(const CompareArgs& a) {
     if (!out) return fail(a.json + ": cannot write file", ErrorKind::Io);
     out << app::compareJson(r) << "\n";
   }
+  if (r.stored.sessionId)
+    std::printf("\nstored: session %lld, run %lld, build %lld in %s\n", static_cast<long long>(r.stored.sessionId),
+                static_cast<long long>(r.stored.runId), static_cast<long long>(r.stored.buildId), r.stored.dbPath.c_str());
   return 0;
 }
 
@@ -53,7 +68,10 @@ void registerCompare(CLI::App& cli, Action& action) {
   addBatchFlag(cmd, args->flags);
   cmd->add_option("--json", args->json, "write the results as JSON");
   cmd->add_option("--repeat", args->repeat, "timed repeats per backend")->check(CLI::PositiveNumber);
+  cmd->add_option("--python", args->python, "python with torch >= 2 for the torch.compile baseline");
+  cmd->add_flag("--no-torch-compile", args->noTorchCompile, "skip the torch.compile baseline");
   addBuildFlags(cmd, args->flags);
+  addStoreFlags(cmd, args->store);
   cmd->callback([args, &action] { action = [args] { return compareCommand(*args); }; });
 }
 

@@ -1,4 +1,6 @@
 // kiln ir MODEL --stage graph|optimized|lowered|llvm|asm [--batch N] [-O] [--target]
+//               [--passes PIPELINE] [--skip-pass NAME] [--verify] [--stats] [--print-changes]
+//               [--list-passes]
 #include <iostream>
 
 #include "app/cli/commands.h"
@@ -10,17 +12,44 @@ struct IrArgs {
   std::string model;
   std::string stage = "graph";
   BuildFlags flags;
+  std::string passes;
+  bool passesGiven = false;
+  std::vector<std::string> skip;
+  bool verify = false;
+  bool stats = false;
+  bool printChanges = false;
+  bool listPasses = false;
 };
 
 int irCommand(const IrArgs& a) {
+  if (a.listPasses) {
+    std::cout << app::passListText();
+    return 0;
+  }
+  if (a.model.empty()) return fail("a model is required", ErrorKind::Usage);
   auto stage = app::parseIrStage(a.stage);
   if (!stage)
-    return fail("unknown stage '" + a.stage + "' (expected graph, optimized, lowered, llvm or asm)", ErrorKind::Usage);
+    return fail("unknown stage '" + a.stage + "' (expected graph, optimized, lowered, llvm or asm)",
+                ErrorKind::Usage);
   app::OpenOptions open;
   open.batch = a.flags.batch;
   auto model = app::openModel(a.model, open);
   if (!model) return fail(model.error());
-  auto text = app::irText(model.value(), *stage, buildOptions(a.flags));
+  app::BuildOptions options = buildOptions(a.flags);
+  if (a.passesGiven) options.passes = a.passes;
+  options.skipPasses = a.skip;
+  options.verifyPasses = a.verify;
+  if (a.stats || a.printChanges) {
+    options.keepPassIr = a.printChanges;
+    auto report = app::optimize(model.value(), options);
+    if (!report) return fail(report.error());
+    for (const app::PassRun& p : report->passes) {
+      if (!p.irAfter.empty()) std::cout << "// after " << p.invocation << "\n" << p.irAfter << "\n";
+    }
+    if (a.stats) std::cout << app::optimizeReportText(report.value());
+    return 0;
+  }
+  auto text = app::irText(model.value(), *stage, options);
   if (!text) return fail(text.error());
   std::cout << text.value();
   return 0;
@@ -30,11 +59,20 @@ int irCommand(const IrArgs& a) {
 
 void registerIr(CLI::App& cli, Action& action) {
   auto args = std::make_shared<IrArgs>();
-  CLI::App* cmd = cli.add_subcommand("ir", "print a stage of the compilation");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  CLI::App* cmd = cli.add_subcommand("ir", "print a stage of the compilation, or what the optimizer did");
+  cmd->add_option("model", args->model, "TorchScript model file (.pt)");
   cmd->add_option("--stage", args->stage, "graph | optimized | lowered | llvm | asm");
   addBatchFlag(cmd, args->flags);
   addBuildFlags(cmd, args->flags);
+  cmd->add_option("--passes", args->passes,
+                  "pass pipeline replacing the -O level's, e.g. \"fold-constants,fuse-ops{max-depth=8}\"")
+      ->each([args](const std::string&) { args->passesGiven = true; });
+  cmd->add_option("--skip-pass", args->skip, "do not run this pass (repeatable)");
+  cmd->add_flag("--verify", args->verify, "run the graph verifier after every pass");
+  cmd->add_flag("--stats", args->stats,
+                "print pass timings and changes, fused functions and ops per function");
+  cmd->add_flag("--print-changes", args->printChanges, "print the graph after every pass that changed it");
+  cmd->add_flag("--list-passes", args->listPasses, "print the registered passes and the default pipelines");
   cmd->callback([args, &action] { action = [args] { return irCommand(*args); }; });
 }
 

@@ -1,4 +1,6 @@
 // kiln run MODEL --input IN.npy [--input ...] --output OUT.npy [--output ...] [-O] [--target]
+// MODEL may also be a module directory from `kiln compile`: it then runs with the runtime alone.
+#include <filesystem>
 #include <iostream>
 
 #include "app/cli/commands.h"
@@ -13,6 +15,8 @@ struct RunArgs {
   BuildFlags flags;
 };
 
+int writeOutputs(const RunArgs& a, const std::vector<runtime::Tensor>& outputs);
+
 int runCommand(const RunArgs& a) {
   std::vector<runtime::Tensor> inputs;
   for (const auto& p : a.inputs) {
@@ -21,6 +25,13 @@ int runCommand(const RunArgs& a) {
     } catch (const Error& e) {
       return fail(e.what(), e.kind());
     }
+  }
+  if (std::filesystem::is_directory(a.model)) {
+    auto module = app::loadModule(a.model, a.flags.threads);
+    if (!module) return fail(module.error());
+    auto outputs = app::runModule(*module.value(), inputs);
+    if (!outputs) return fail(outputs.error());
+    return writeOutputs(a, outputs.value());
   }
   // Input shapes come from the given arrays; names from the model's metadata when present.
   app::OpenOptions open;
@@ -43,20 +54,24 @@ int runCommand(const RunArgs& a) {
   if (!compiled) return fail(compiled.error());
   auto outputs = app::run(*compiled.value(), inputs);
   if (!outputs) return fail(outputs.error());
-  if (!a.outputs.empty() && a.outputs.size() != outputs.value().size())
-    return fail("the model has " + std::to_string(outputs.value().size()) + " output(s), got " +
+  return writeOutputs(a, outputs.value());
+}
+
+int writeOutputs(const RunArgs& a, const std::vector<runtime::Tensor>& outputs) {
+  if (!a.outputs.empty() && a.outputs.size() != outputs.size())
+    return fail("the model has " + std::to_string(outputs.size()) + " output(s), got " +
                     std::to_string(a.outputs.size()) + " --output path(s)",
                 ErrorKind::Usage);
   for (size_t i = 0; i < a.outputs.size(); ++i) {
     try {
-      runtime::writeNpy(a.outputs[i], outputs.value()[i]);
+      runtime::writeNpy(a.outputs[i], outputs[i]);
     } catch (const Error& e) {
       return fail(e.what(), e.kind());
     }
   }
   if (a.outputs.empty()) {
-    for (size_t i = 0; i < outputs.value().size(); ++i) {
-      const auto& t = outputs.value()[i];
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const auto& t = outputs[i];
       std::cout << "output " << i << ": " << runtime::dtypeName(t.dtype()) << runtime::shapeString(t.shape()) << "\n";
     }
   }
@@ -68,7 +83,7 @@ int runCommand(const RunArgs& a) {
 void registerRun(CLI::App& cli, Action& action) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = cli.add_subcommand("run", "compile a model and run it on .npy inputs");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  cmd->add_option("model", args->model, "TorchScript model file (.pt), or a module directory from `kiln compile`")->required();
   cmd->add_option("--input,-i", args->inputs, "input .npy file, in forward-argument order (repeatable)")->required();
   cmd->add_option("--output,-o", args->outputs, "output .npy file (repeatable; a returned tuple is flattened)");
   addBuildFlags(cmd, args->flags);

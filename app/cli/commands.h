@@ -26,6 +26,16 @@ void addBuildFlags(CLI::App* cmd, BuildFlags& flags);
 void addBatchFlag(CLI::App* cmd, BuildFlags& flags);
 app::BuildOptions buildOptions(const BuildFlags& flags);
 
+/// Flags of every command that stores results (--db, --no-store, --session, --new-session).
+struct StoreFlags {
+  std::string db;
+  bool noStore = false;
+  int64_t session = 0;
+  bool newSession = false;
+};
+void addStoreFlags(CLI::App* cmd, StoreFlags& flags, bool writes = true);
+app::StoreOptions storeOptions(const StoreFlags& flags);
+
 /// Prints "error: <message>" on stderr and returns the exit code of its kind.
 int fail(const app::Diagnostic& d);
 int fail(const std::string& message, ErrorKind kind);
@@ -33,5 +43,10 @@ int fail(const std::string& message, ErrorKind kind);
 void registerRun(CLI::App& cli, Action& action);
 void registerIr(CLI::App& cli, Action& action);
 void registerCompare(CLI::App& cli, Action& action);
+void registerProfile(CLI::App& cli, Action& action);
+void registerSweep(CLI::App& cli, Action& action);
+void registerSessions(CLI::App& cli, Action& action);
+void registerReport(CLI::App& cli, Action& action);
+void registerCompile(CLI::App& cli, Action& action);
 
 }  // namespace kiln::cli

@@ -13,7 +13,7 @@ int fail(const std::string& message, ErrorKind kind) { return fail(app::Diagnost
 
 void addBuildFlags(CLI::App* cmd, BuildFlags& f) {
   cmd->add_option("--target", f.target, "LLVM-style target: llvm, llvm -mcpu=NAME, llvm -mtriple=T -mcpu=NAME");
-  cmd->add_option("-O,--opt-level", f.optLevel, "optimization level 0-3")->check(CLI::Range(0, 3));
+  cmd->add_option("-O,--opt-level", f.optLevel, "optimization level 0-4 (4: O3 plus fast math)")->check(CLI::Range(0, 4));
   cmd->add_option("--threads", f.threads, "worker threads (default: KILN_NUM_THREADS or all cores)")
       ->check(CLI::NonNegativeNumber);
 }

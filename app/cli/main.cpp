@@ -11,6 +11,11 @@ int main(int argc, char** argv) {
   cli::registerRun(cli, action);
   cli::registerIr(cli, action);
   cli::registerCompare(cli, action);
+  cli::registerProfile(cli, action);
+  cli::registerSweep(cli, action);
+  cli::registerSessions(cli, action);
+  cli::registerReport(cli, action);
+  cli::registerCompile(cli, action);
 
   try {
     cli.parse(argc, argv);

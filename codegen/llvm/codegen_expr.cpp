@@ -4,6 +4,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include "codegen/llvm/function_codegen.h"
+#include "codegen/llvm/vector_math.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -270,6 +271,11 @@ FunctionCodeGen::Value* FunctionCodeGen::visit(const Call* op) {
     unary = llvm::Intrinsic::ceil;
   else if (n == "round")
     unary = llvm::Intrinsic::round;  // C round: ties away from zero
+  // f32 vectors: exp, tanh and sigmoid as vector code (vector_math.h) instead of a libm call
+  // per lane.
+  const bool f32Vector = op->type.isFloat() && op->type.bits == 32 && op->type.lanes > 1;
+  if (f32Vector && n == "exp") return emitVectorExpF32(m_b, x);
+  if (f32Vector && n == "tanh") return emitVectorTanhF32(m_b, x);
   if (unary != llvm::Intrinsic::not_intrinsic) return m_b.CreateUnaryIntrinsic(unary, x);
   if (n == "pow") {
     if (args.size() != 2) fail("pow takes two arguments");
@@ -278,7 +284,8 @@ FunctionCodeGen::Value* FunctionCodeGen::visit(const Call* op) {
   if (n == "tanh" || n == "erf") return libmCall(n, x, op->type);
   if (n == "sigmoid") {
     llvm::Constant* one = llvm::ConstantFP::get(x->getType(), 1.0);
-    Value* e = m_b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, m_b.CreateFNeg(x));
+    Value* e = f32Vector ? emitVectorExpF32(m_b, m_b.CreateFNeg(x))
+                         : m_b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, m_b.CreateFNeg(x));
     return m_b.CreateFDiv(one, m_b.CreateFAdd(one, e));
   }
   fail("unknown intrinsic '" + n + "'");

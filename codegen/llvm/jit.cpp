@@ -7,7 +7,6 @@
 #include <sstream>
 #include <unordered_map>
 
-#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -16,8 +15,6 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
-#include <llvm/Passes/OptimizationLevel.h>
-#include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Triple.h>
@@ -38,31 +35,6 @@ std::vector<std::string> splitFeatures(const std::string& features) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
-}
-
-/// Runs the O3 pipeline with the target's cost model (TargetIRAnalysis) so the vectorizers see
-/// the real vector widths and costs.
-void optimizeModule(llvm::Module& module, llvm::TargetMachine& tm) {
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PipelineTuningOptions tuning;
-  tuning.LoopVectorization = true;
-  tuning.SLPVectorization = true;
-  tuning.LoopUnrolling = true;
-  tuning.LoopInterleaving = true;
-  llvm::PassBuilder pb(&tm, tuning);
-  llvm::TargetLibraryInfoImpl libraryInfo(llvm::Triple(module.getTargetTriple()));
-  fam.registerPass([&] { return tm.getTargetIRAnalysis(); });
-  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(libraryInfo); });
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-  mpm.run(module, mam);
 }
 
 std::string printModule(const llvm::Module& module) {

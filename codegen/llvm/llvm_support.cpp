@@ -2,16 +2,21 @@
 
 #include <mutex>
 
+#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/IR/DiagnosticHandler.h>
 #include <llvm/IR/DiagnosticInfo.h>
 #include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Error.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Triple.h>
 
 #include "runtime/error.h"
 
@@ -40,6 +45,29 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const Target& target) {
                                       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   if (!tm) throw InternalError("cannot create an LLVM target machine for '" + target.str() + "'");
   return tm;
+}
+
+void optimizeModule(llvm::Module& module, llvm::TargetMachine& tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  tuning.LoopUnrolling = true;
+  tuning.LoopInterleaving = true;
+  llvm::PassBuilder pb(&tm, tuning);
+  llvm::TargetLibraryInfoImpl libraryInfo(llvm::Triple(module.getTargetTriple()));
+  fam.registerPass([&] { return tm.getTargetIRAnalysis(); });
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(libraryInfo); });
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(module, mam);
 }
 
 namespace {

@@ -10,6 +10,7 @@
 namespace llvm {
 class Error;
 class LLVMContext;
+class Module;
 class TargetMachine;
 }  // namespace llvm
 
@@ -20,6 +21,10 @@ void initializeLLVM();
 
 /// A TargetMachine for `target` (CPU, features, aggressive codegen, PIC). Throws kiln::Error.
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const Target& target);
+
+/// Runs LLVM's O3 pipeline with the target's cost model (TargetIRAnalysis), so the vectorizers
+/// see the real vector widths and costs. The JIT and export share it: same code either way.
+void optimizeModule(llvm::Module& module, llvm::TargetMachine& tm);
 
 /// Errors LLVM reports through a context's diagnostic handler (backend failures). Warnings and
 /// remarks, e.g. "loop not vectorized" for a Vectorized loop LLVM could not vectorize, are

@@ -125,6 +125,22 @@ ValueId Graph::add(const std::string& op, std::vector<ValueId> inputs, Attrs att
 
 void Graph::setOutputs(std::vector<ValueId> outputs) { m_outputs = std::move(outputs); }
 
+int Graph::addGroup(const std::string& name, NodeId first, NodeId end) {
+  KILN_ASSERT(!name.empty(), "a fused group needs a name");
+  KILN_ASSERT(first >= 0 && first < end && end <= static_cast<NodeId>(m_nodes.size()),
+              "fused group @" + name + ": node range [" + std::to_string(first) + ", " + std::to_string(end) +
+                  ") is empty or out of range");
+  for (const FusedGroup& g : m_groups) KILN_ASSERT(g.name != name, "fused group @" + name + " is defined twice");
+  int index = static_cast<int>(m_groups.size());
+  for (NodeId n = first; n < end; ++n) {
+    KILN_ASSERT(m_nodes[n].group < 0, "fused group @" + name + ": node " + std::to_string(n) + " is already in @" +
+                                          m_groups[m_nodes[n].group].name);
+    m_nodes[n].group = index;
+  }
+  m_groups.push_back(FusedGroup{name, first, end});
+  return index;
+}
+
 bool Graph::operator==(const Graph& other) const {
   if (m_inputs != other.m_inputs || m_outputs != other.m_outputs) return false;
   if (m_values.size() != other.m_values.size() || m_nodes.size() != other.m_nodes.size()) return false;
@@ -142,10 +158,11 @@ bool Graph::operator==(const Graph& other) const {
   for (size_t i = 0; i < m_nodes.size(); ++i) {
     const Node& a = m_nodes[i];
     const Node& b = other.m_nodes[i];
-    if (a.op != b.op || a.inputs != b.inputs || a.outputs != b.outputs || !(a.attrs == b.attrs))
+    if (a.op != b.op || a.inputs != b.inputs || a.outputs != b.outputs || !(a.attrs == b.attrs) ||
+        a.group != b.group)
       return false;
   }
-  return true;
+  return m_groups == other.m_groups;
 }
 
 }  // namespace kiln::core

@@ -10,6 +10,10 @@
 // - Attributes are a sorted name → value map; integers also encode booleans.
 // - Op names are Kiln's own canonical operators ("conv2d", "add", ...), not aten:: names; the
 //   registry lists them with their attributes.
+// - Fused groups (from the fuse-ops pass, core/passes/fuse_ops.h) annotate runs of consecutive
+//   nodes that lower to one kernel, a "fused primitive function". Only the group's last node (its
+//   root) may have outputs used outside the group or returned; the others feed the group only.
+//   Groups do not change what the graph computes; a graph without groups lowers node by node.
 //
 // Text form (see printer.h / parser.h): deterministic, parses back to an equal graph.
 #pragma once
@@ -82,6 +86,17 @@ struct Node {
   std::vector<ValueId> outputs;
   Attrs attrs;
   std::string location;  // source location, e.g. "model.py:42" (may be empty)
+  int group = -1;        // index into Graph::groups(), -1 when not fused
+};
+
+/// A fused primitive function: nodes [first, end) of the graph, lowered as one kernel.
+struct FusedGroup {
+  std::string name;  // "fused_conv2d_add_relu_3", unique within the graph
+  NodeId first = 0;
+  NodeId end = 0;    // one past the root (the last node)
+  NodeId root() const { return end - 1; }
+  int size() const { return end - first; }
+  bool operator==(const FusedGroup&) const = default;
 };
 
 class Graph {
@@ -97,6 +112,10 @@ class Graph {
   ValueId add(const std::string& op, std::vector<ValueId> inputs, Attrs attrs = {},
               const std::string& location = {});
   void setOutputs(std::vector<ValueId> outputs);
+  /// Marks nodes [first, end) as one fused group and returns its index. Throws InternalError
+  /// when the range is empty or out of range, a node is already grouped, or the name is taken.
+  /// (That only the root's outputs escape is checked by the verifier, core/passes/verifier.h.)
+  int addGroup(const std::string& name, NodeId first, NodeId end);
 
   const Value& value(ValueId id) const { return m_values.at(id); }
   const Node& node(NodeId id) const { return m_nodes.at(id); }
@@ -104,6 +123,7 @@ class Graph {
   const std::vector<Node>& nodes() const { return m_nodes; }
   const std::vector<ValueId>& inputs() const { return m_inputs; }
   const std::vector<ValueId>& outputs() const { return m_outputs; }
+  const std::vector<FusedGroup>& groups() const { return m_groups; }
   const TensorType& type(ValueId id) const { return m_values.at(id).type; }
 
   /// A fresh value name with the given stem ("x" → "x", "x_1", ...).
@@ -119,6 +139,7 @@ class Graph {
   std::vector<Node> m_nodes;
   std::vector<ValueId> m_inputs;
   std::vector<ValueId> m_outputs;
+  std::vector<FusedGroup> m_groups;
   std::set<std::string> m_usedNames;
   std::map<std::string, int> m_nextSuffix;
 };

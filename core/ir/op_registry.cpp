@@ -148,8 +148,20 @@ Types inferConcat(const Types& in, const Attrs& attrs) {
   return {TensorType{in[0].dtype, out}};
 }
 
+/// Pooling runs on NCHW or packed NCHW[x]c inputs (rank 5, the channel block last).
+void requirePoolRank(const TensorType& t, const char* what) {
+  if (t.rank() != 4 && t.rank() != 5) fail(std::string(what) + " must have rank 4 (NCHW) or 5 (NCHW[x]c), got " + t.str());
+}
+
+/// `shape` with its spatial axes (2, 3) replaced.
+Shape withSpatial(Shape shape, int64_t h, int64_t w) {
+  shape[2] = h;
+  shape[3] = w;
+  return shape;
+}
+
 Types inferPool(const Types& in, const Attrs& attrs) {
-  requireRank(in[0], 4, "pooling input");
+  requirePoolRank(in[0], "pooling input");
   auto k = pair(attrs, "kernel", 1);
   auto stride = attrs.has("stride") ? pair(attrs, "stride", 1) : k;
   auto pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
@@ -159,14 +171,14 @@ Types inferPool(const Types& in, const Attrs& attrs) {
   int64_t oh = windowOutputSize(x[2], k[0], stride[0], pad[0], dil[0], ceil);
   int64_t ow = windowOutputSize(x[3], k[1], stride[1], pad[1], dil[1], ceil);
   if (oh <= 0 || ow <= 0) fail("pooling window larger than input " + in[0].str());
-  return {TensorType{in[0].dtype, {x[0], x[1], oh, ow}}};
+  return {TensorType{in[0].dtype, withSpatial(x, oh, ow)}};
 }
 
 Types inferAdaptivePool(const Types& in, const Attrs& attrs) {
-  requireRank(in[0], 4, "adaptive pooling input");
+  requirePoolRank(in[0], "adaptive pooling input");
   auto size = pair(attrs, "output_size", 1);
   if (size[0] <= 0 || size[1] <= 0) fail("output_size must be positive");
-  return {TensorType{in[0].dtype, {in[0].shape[0], in[0].shape[1], size[0], size[1]}}};
+  return {TensorType{in[0].dtype, withSpatial(in[0].shape, size[0], size[1])}};
 }
 
 Types inferReduce(const Types& in, const Attrs& attrs) {
@@ -185,6 +197,63 @@ Types inferReduce(const Types& in, const Attrs& attrs) {
 Types inferSoftmax(const Types& in, const Attrs& attrs) {
   normAxis(attrs.getInt("axis"), in[0].rank());
   return {in[0]};
+}
+
+// ---- packed layouts (the O3 alter-layout pass, core/passes/alter_layout.h) --------------------
+
+/// The channel block of a layout string: "NCHW" → 0, "NCHW16c" → 16; fails otherwise.
+int64_t layoutBlock(const Attrs& attrs, const std::string& name) {
+  const std::string& layout = attrs.getString(name);
+  if (layout == "NCHW") return 0;
+  auto digits = layout.size() > 5 ? layout.substr(4, layout.size() - 5) : std::string();
+  if (layout.rfind("NCHW", 0) != 0 || layout.back() != 'c' || digits.empty() ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    fail("layout '" + layout + "' is neither NCHW nor NCHW<x>c");
+  int64_t block = std::stoll(digits);
+  if (block <= 0) fail("layout '" + layout + "' has a zero channel block");
+  return block;
+}
+
+Types inferLayoutTransform(const Types& in, const Attrs& attrs) {
+  int64_t src = layoutBlock(attrs, "src"), dst = layoutBlock(attrs, "dst");
+  requireRank(in[0], src ? 5 : 4, "layout_transform input");
+  Shape x = in[0].shape;
+  if (src && x[4] != src) fail("input " + in[0].str() + " does not have channel block " + std::to_string(src));
+  int64_t channels = src ? x[1] * src : x[1];
+  Shape out = {x[0], channels, x[2], x[3]};
+  if (dst) {
+    if (channels % dst != 0) fail(std::to_string(channels) + " channels do not split into blocks of " + std::to_string(dst));
+    out = {x[0], channels / dst, x[2], x[3], dst};
+  }
+  return {TensorType{in[0].dtype, out}};
+}
+
+// x [N, C/ib, H, W, ib] · w [O/ob, Cg/wib, KH, KW, wib, ob] (+ bias [O]) → [N, O/L, OH, OW, L]
+// with L the block of out_layout. groups is 1 (wib = ib) or the channel count (depthwise: wib =
+// 1, one weight input channel per output channel).
+Types inferConv2dNchwc(const Types& in, const Attrs& attrs) {
+  requireRank(in[0], 5, "conv2d_nchwc input");
+  requireRank(in[1], 6, "conv2d_nchwc weight");
+  auto stride = pair(attrs, "stride", 1), pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
+  int64_t groups = attrs.getInt("groups", 1);
+  int64_t outBlock = layoutBlock(attrs, "out_layout");
+  const Shape& x = in[0].shape;
+  const Shape& w = in[1].shape;
+  int64_t channels = x[1] * x[4], oc = w[0] * w[5];
+  if (outBlock == 0 || w[5] % outBlock != 0)
+    fail("weight " + in[1].str() + " does not match out_layout " + attrs.getString("out_layout"));
+  if (groups == 1) {
+    if (w[1] != x[1] || w[4] != x[4]) fail("weight " + in[1].str() + " does not match input " + in[0].str());
+  } else if (groups != channels || oc != channels || w[1] != 1 || w[4] != 1) {
+    fail("conv2d_nchwc supports groups=1 or depthwise, got groups=" + std::to_string(groups) + " for " +
+         in[0].str() + " and weight " + in[1].str());
+  }
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].shape[0] != oc))
+    fail("bias " + in[2].str() + " does not match " + std::to_string(oc) + " output channels");
+  int64_t oh = windowOutputSize(x[2], w[2], stride[0], pad[0], dil[0], false);
+  int64_t ow = windowOutputSize(x[3], w[3], stride[1], pad[1], dil[1], false);
+  if (oh <= 0 || ow <= 0) fail("kernel larger than padded input " + in[0].str());
+  return {TensorType{in[0].dtype, {x[0], oc / outBlock, oh, ow, outBlock}}};
 }
 
 struct Registry {
@@ -218,6 +287,10 @@ const Registry& registry() {
     r->add("mean", "mean over axes", 1, 1, P::CommReduce, inferReduce);
     r->add("sum", "sum over axes", 1, 1, P::CommReduce, inferReduce);
     r->add("softmax", "softmax along an axis", 1, 1, P::Opaque, inferSoftmax);
+    r->add("layout_transform", "NCHW <-> packed NCHW[x]c (src, dst layouts)", 1, 1, P::Injective,
+           inferLayoutTransform);
+    r->add("conv2d_nchwc", "2-D convolution in the packed NCHW[x]c layout with a pre-packed weight", 2, 3,
+           P::OutEWiseFusable, inferConv2dNchwc);
     return r;
   }();
   return *reg;

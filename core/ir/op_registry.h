@@ -14,6 +14,12 @@
 //   max_pool2d / avg_pool2d(kernel, stride, padding, dilation, ceil_mode[, count_include_pad])
 //   adaptive_avg_pool2d(output_size=[oh,ow])
 //   mean / sum(axes, keepdims)   softmax(axis)
+//   max_pool2d / avg_pool2d / adaptive_avg_pool2d also take packed NCHW[x]c inputs (rank 5).
+// Packed layouts (introduced by the O3 alter-layout pass, core/passes/alter_layout.h):
+//   layout_transform(x)      src="NCHW"|"NCHW<x>c" dst="NCHW"|"NCHW<y>c"
+//   conv2d_nchwc(x, w[, b])  x [N,C/x,H,W,x], w [O/y,C/x,KH,KW,x,y] (depthwise: [O/y,1,KH,KW,1,y]),
+//                            b [O]; stride padding dilation groups (1 or C) out_layout="NCHW<z>c"
+//                            (y a multiple of z); informative data_layout, kernel_layout
 #pragma once
 
 #include <functional>

@@ -33,6 +33,10 @@ class Parser {
     for (;;) {
       skipSpace();
       if (peekWord("return")) break;
+      if (peekWord("group")) {
+        parseGroup();
+        continue;
+      }
       parseStatement();
     }
     expectWord("return");
@@ -236,6 +240,27 @@ class Parser {
     }
     expect(']');
     return t;
+  }
+
+  // group @name { statements }: the nodes defined inside form one fused group.
+  void parseGroup() {
+    expectWord("group");
+    expect('@');
+    std::string name = parseIdent();
+    expect('{');
+    NodeId first = static_cast<NodeId>(m_graph.nodes().size());
+    for (;;) {
+      skipSpace();
+      if (peek() == '}') break;
+      if (peek() != '%') error("expected a statement or '}' in group @" + name);
+      parseStatement();
+    }
+    expect('}');
+    NodeId end = static_cast<NodeId>(m_graph.nodes().size());
+    if (end == first) error("group @" + name + " has no nodes");
+    for (const FusedGroup& g : m_graph.groups())
+      if (g.name == name) error("group @" + name + " is defined twice");
+    m_graph.addGroup(name, first, end);
   }
 
   void parseStatement() {

@@ -82,10 +82,13 @@ std::string printGraph(const Graph& graph, const PrintOptions& options) {
   }
   os << ") {\n";
   // Values in creation order: constants and node results interleave as they were built, so
-  // parsing the text back reproduces the same value ids.
+  // parsing the text back reproduces the same value ids. A fused group's nodes are consecutive;
+  // they print inside a `group @name { ... }` block.
+  int openGroup = -1;
+  auto indent = [&openGroup] { return openGroup >= 0 ? "    " : "  "; };
   for (const Value& v : graph.values()) {
     if (v.isConstant()) {
-      os << "  %" << v.name << " = constant " << v.type.str();
+      os << indent() << "%" << v.name << " = constant " << v.type.str();
       if (options.fullConstants || v.type.numel() <= options.inlineLimit)
         printElements(os, *v.constant);
       else
@@ -95,7 +98,11 @@ std::string printGraph(const Graph& graph, const PrintOptions& options) {
     }
     if (v.producer < 0 || v.outputIndex != 0) continue;
     const Node& n = graph.node(v.producer);
-    os << "  ";
+    if (n.group >= 0 && n.group != openGroup) {
+      openGroup = n.group;
+      os << "  group @" << graph.groups()[n.group].name << " {\n";
+    }
+    os << indent();
     for (size_t i = 0; i < n.outputs.size(); ++i) os << (i ? ", " : "") << "%" << graph.value(n.outputs[i]).name;
     os << " = " << n.op << "(";
     for (size_t i = 0; i < n.inputs.size(); ++i) os << (i ? ", " : "") << "%" << graph.value(n.inputs[i]).name;
@@ -113,6 +120,10 @@ std::string printGraph(const Graph& graph, const PrintOptions& options) {
     for (size_t i = 0; i < n.outputs.size(); ++i) os << (i ? ", " : "") << graph.type(n.outputs[i]).str();
     if (options.locations && !n.location.empty()) os << " loc(" << quote(n.location) << ")";
     os << "\n";
+    if (n.group >= 0 && v.producer == graph.groups()[n.group].root()) {
+      os << "  }\n";
+      openGroup = -1;
+    }
   }
   os << "  return";
   for (size_t i = 0; i < graph.outputs().size(); ++i) os << (i ? ", " : " ") << "%" << graph.value(graph.outputs()[i]).name;

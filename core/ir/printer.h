@@ -7,6 +7,13 @@
 //     return %conv2d
 //   }
 //
+// Fused groups (graph.h) wrap their consecutive nodes:
+//
+//     group @fused_conv2d_relu_0 {
+//       %conv2d = conv2d(%x, %w) {...} : f32[1,2,8,8]
+//       %relu = relu(%conv2d) : f32[1,2,8,8]
+//     }
+//
 // Large constants print as `constant f32[...] elided` unless PrintOptions::fullConstants; an
 // elided constant parses back as zeros.
 #pragma once

@@ -7,6 +7,7 @@
 
 #include "core/ir/printer.h"
 #include "core/lower/lower_internal.h"
+#include "core/lower/vectorize.h"
 #include "core/tir/simplify.h"
 #include "runtime/error.h"
 
@@ -37,6 +38,8 @@ const std::map<std::string, OpLowering, std::less<>>& lowerings() {
     (*t)["mean"] = lowerReduce;
     (*t)["sum"] = lowerReduce;
     (*t)["softmax"] = lowerSoftmax;
+    (*t)["conv2d_nchwc"] = lowerConv2dNchwc;
+    (*t)["layout_transform"] = lowerLayoutTransform;
     return t;
   }();
   return *table;
@@ -96,12 +99,18 @@ OpApplication fromNode(const Graph& graph, NodeId id) {
   return app;
 }
 
-PrimFunc lowerApplication(const OpApplication& app, const std::string& funcName) {
+PrimFunc lowerApplication(const OpApplication& app, const std::string& funcName, const LowerOptions& options) {
   auto it = lowerings().find(app.op);
   if (it == lowerings().end())
     throw Error("operator '" + app.op + "' is not supported" + app.where, ErrorKind::Unsupported);
 
-  OpContext ctx{app.op, app.attrs, app.inTypes, app.outTypes, {}, {}, app.where};
+  OpContext ctx;
+  ctx.op = app.op;
+  ctx.attrs = app.attrs;
+  ctx.inTypes = app.inTypes;
+  ctx.outTypes = app.outTypes;
+  ctx.where = app.where;
+  ctx.options = options;
   std::set<std::string> used;
   auto param = [&used](const std::string& valueName, const TensorType& type) {
     std::string base = sanitize(valueName), name = base;
@@ -119,8 +128,10 @@ PrimFunc lowerApplication(const OpApplication& app, const std::string& funcName)
   func.numOutputs = static_cast<int>(ctx.out.size());
   func.body = renameClashes(it->second(ctx), func.params);
   func = simplify(func);
+  func.body = simplify(vectorizeInnermostLoops(func.body, options.vectorLanes));
   func.attrs["workload_key"] = makeKey(app.op, app.attrs, app.inTypes, app.outTypes);
   func.attrs["op"] = app.op;
+  if (!ctx.schedule.empty()) func.attrs["schedule"] = ctx.schedule;
   return func;
 }
 
@@ -135,12 +146,16 @@ std::string nodeLabel(const Graph& graph, const Node& node) {
 /// Builds the plan and the deduplicated kernels.
 class GraphLowering {
  public:
-  explicit GraphLowering(const Graph& graph) : m_graph(graph) {}
+  GraphLowering(const Graph& graph, const LowerOptions& options) : m_graph(graph), m_options(options) {}
 
   LoweredModule run() {
     createSlots();
     for (NodeId id = 0; id < static_cast<NodeId>(m_graph.nodes().size()); ++id) {
       const Node& node = m_graph.node(id);
+      if (node.group >= 0) {
+        if (id == m_graph.groups()[node.group].root()) m_module.plan.calls.push_back(groupCall(node.group));
+        continue;
+      }
       runtime::KernelCall call;
       call.kernel = kernelFor(fromNode(m_graph, id));
       for (ValueId v : node.inputs) call.args.push_back(m_slotOf.at(v));
@@ -159,7 +174,34 @@ class GraphLowering {
     return static_cast<int>(m_module.plan.slots.size() - 1);
   }
 
-  // One slot per graph input, used constant and node output, in value order.
+  // One call per fused group: its inputs, then the root's outputs.
+  runtime::KernelCall groupCall(int group) {
+    const FusedGroup& g = m_graph.groups()[group];
+    const Node& root = m_graph.node(g.root());
+    runtime::KernelCall call;
+    call.kernel = kernelForGroup(group);
+    for (ValueId v : groupInputs(m_graph, group)) call.args.push_back(m_slotOf.at(v));
+    for (ValueId v : root.outputs) call.args.push_back(m_slotOf.at(v));
+    call.numOutputs = static_cast<int>(root.outputs.size());
+    call.node = nodeLabel(m_graph, root);
+    call.node.replace(call.node.find(" = ") + 3, root.op.size(), "@" + g.name);
+    return call;
+  }
+
+  std::string kernelForGroup(int group) {
+    std::string key = groupWorkloadKey(m_graph, group);
+    auto it = m_funcByKey.find(key);
+    if (it != m_funcByKey.end()) return it->second;
+    std::string name = m_graph.groups()[group].name;
+    tir::PrimFunc func = lowerGroup(m_graph, group, name, m_options);
+    func.body = simplify(vectorizeInnermostLoops(func.body, m_options.vectorLanes));
+    m_module.funcs.push_back(std::move(func));
+    m_funcByKey.emplace(key, name);
+    return name;
+  }
+
+  // One slot per graph input, used constant and node output, in value order. Values computed
+  // inside a fused group (all but its root's) never reach memory and get no slot.
   void createSlots() {
     std::vector<bool> used(m_graph.values().size(), false);
     for (const Node& n : m_graph.nodes())
@@ -176,6 +218,8 @@ class GraphLowering {
         m_slotOf[id] = addSlot(v, runtime::SlotKind::Constant, static_cast<int>(plan.constants.size()));
         plan.constants.push_back(*v.constant);
       } else {
+        int group = m_graph.node(v.producer).group;
+        if (group >= 0 && v.producer != m_graph.groups()[group].root()) continue;
         m_slotOf[id] = addSlot(v, runtime::SlotKind::Intermediate, -1);
       }
     }
@@ -215,12 +259,13 @@ class GraphLowering {
     auto it = m_funcByKey.find(key);
     if (it != m_funcByKey.end()) return it->second;
     std::string name = app.op + "_" + std::to_string(m_opCount[app.op]++);
-    m_module.funcs.push_back(lowerApplication(app, name));
+    m_module.funcs.push_back(lowerApplication(app, name, m_options));
     m_funcByKey.emplace(key, name);
     return name;
   }
 
   const Graph& m_graph;
+  LowerOptions m_options;
   LoweredModule m_module;
   std::vector<int> m_slotOf;
   std::map<std::string, std::string> m_funcByKey;
@@ -231,8 +276,16 @@ class GraphLowering {
 
 bool canLower(const std::string& op) { return lowerings().count(op) != 0; }
 
-tir::PrimFunc lowerNode(const Graph& graph, NodeId node, const std::string& funcName) {
-  return lowerApplication(fromNode(graph, node), funcName);
+OpLowering findLowering(const std::string& op) {
+  auto it = lowerings().find(op);
+  return it == lowerings().end() ? nullptr : it->second;
+}
+
+std::string sanitizeName(const std::string& name) { return sanitize(name); }
+
+tir::PrimFunc lowerNode(const Graph& graph, NodeId node, const std::string& funcName,
+                        const LowerOptions& options) {
+  return lowerApplication(fromNode(graph, node), funcName, options);
 }
 
 std::string workloadKey(const Graph& graph, NodeId node) {
@@ -240,6 +293,8 @@ std::string workloadKey(const Graph& graph, NodeId node) {
   return makeKey(app.op, app.attrs, app.inTypes, app.outTypes);
 }
 
-LoweredModule lowerGraph(const Graph& graph) { return GraphLowering(graph).run(); }
+LoweredModule lowerGraph(const Graph& graph, const LowerOptions& options) {
+  return GraphLowering(graph, options).run();
+}
 
 }  // namespace kiln::core::lower

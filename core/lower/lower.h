@@ -1,10 +1,14 @@
 // Lowering: graph operators → loop-IR PrimFuncs, and a whole graph → kernels + a runtime plan.
 //
 // Each node lowers to one PrimFunc whose buffer parameters are the node's inputs (graph values,
-// in order) followed by its outputs. Nodes with equal workload keys (same op, attributes, input
-// and output types) share one kernel. Naive-but-sane schedules: loops in memory order, the
-// outermost data-parallel loop marked Parallel when there is enough work, contiguous innermost
-// loops left for LLVM's vectorizer.
+// in order) followed by its outputs; a fused group (from fuse-ops, O2+) lowers to one PrimFunc
+// for all its nodes (see "fused groups" below). Nodes with equal workload keys (same op,
+// attributes, input and output types) share one kernel, and so do groups with equal keys.
+//
+// Schedules are explicit and target-aware (LowerOptions: vector lanes and registers):
+// convolutions, dense, matmul and pooling are register-tiled with vector TIR (schedule.h picks
+// the knobs and records them in attrs["schedule"]); every other op's innermost loop is vectorized
+// by vectorize.h; the outermost data-parallel loop is Parallel when there is enough work.
 //
 // Details the rest of the compiler can rely on:
 // - Parameter buffers are named after the graph values (sanitized to C identifiers, unique in
@@ -14,7 +18,8 @@
 //   Local accumulators are Allocate'd inside the parallel loop body (one per worker iteration),
 //   or at the top of the function when there is no parallel loop.
 // - Adaptive pooling uses loop bounds computed from the enclosing loop variables.
-// - PrimFunc::attrs holds "workload_key" (workloadKey) and "op".
+// - PrimFunc::attrs holds "workload_key" (workloadKey) and "op", and "schedule" (the knobs,
+//   "oc_vecs=2,ow_block=14") for ops with a tunable schedule.
 // - core/lower/interpreter.h runs any PrimFunc directly, as the numerical reference.
 #pragma once
 
@@ -27,23 +32,60 @@
 
 namespace kiln::core::lower {
 
+/// What lowering needs to know about the target (filled by the façade from codegen::Target;
+/// the defaults suit any x86-64 with AVX2). Schedules pick their knobs from it (schedule.h).
+struct LowerOptions {
+  int vectorLanes = 8;               // f32 lanes of a vector register: 8 (AVX2), 16 (AVX-512)
+  int vectorRegisters = 16;          // architectural vector registers: 16 (AVX2), 32 (AVX-512)
+  int64_t l1Bytes = 32 * 1024;       // per-core data caches
+  int64_t l2Bytes = 1024 * 1024;
+};
+
 /// True when lowerNode knows the operator.
 bool canLower(const std::string& op);
 
 /// Lowers one node to a PrimFunc named `funcName`. Throws kiln::Error (Unsupported) when the
 /// operator or one of its attribute combinations has no lowering.
-tir::PrimFunc lowerNode(const Graph& graph, NodeId node, const std::string& funcName);
+tir::PrimFunc lowerNode(const Graph& graph, NodeId node, const std::string& funcName,
+                        const LowerOptions& options = {});
 
 /// Stable text key of a node's computation: op, sorted attributes, input and output types.
 std::string workloadKey(const Graph& graph, NodeId node);
+
+// ---- fused groups (core/lower/fused.cpp) -----------------------------------------------------
+//
+// A fused group (graph.h FusedGroup, formed by core/passes/fuse_ops.h) lowers to one PrimFunc.
+// Its parameters are the group's inputs (groupInputs: values used inside but computed outside,
+// the anchor's inputs first) followed by the root's output. With an anchor (conv2d, dense, ...)
+// the anchor's own lowering runs with OpContext::epilogue set to the chain of elementwise and
+// broadcast ops after it; otherwise one loop nest over the root's output inlines every op's
+// per-element expression (a concat root gets one loop nest per input).
+
+/// How `op` can take part in a fused group: as its anchor (an out-elementwise-fusable op whose
+/// lowering applies an epilogue), as a per-element expression, or not at all.
+enum class FusedRole { None, Anchor, Element };
+FusedRole fusedRole(const std::string& op);
+
+/// The group's inputs in parameter order: the anchor's inputs first, then the other values read
+/// inside the group in order of first use (each once).
+std::vector<ValueId> groupInputs(const Graph& graph, int group);
+/// Stable text key of a group's computation: every member's op, attributes and types, with its
+/// operands named by position (%k: member k, $j: input j), so groups with equal keys share a
+/// kernel.
+std::string groupWorkloadKey(const Graph& graph, int group);
+/// Lowers fused group `group` to one PrimFunc named `funcName` (attrs: "workload_key", "op" =
+/// "fused", "ops" = "conv2d,add,relu").
+tir::PrimFunc lowerGroup(const Graph& graph, int group, const std::string& funcName,
+                         const LowerOptions& options = {});
 
 struct LoweredModule {
   std::vector<tir::PrimFunc> funcs;  // one per distinct workload, in first-use order
   runtime::GraphPlan plan;           // calls reference funcs by name
 };
 
-/// Lowers every node; graph outputs that are inputs or constants get copy kernels so the plan's
+/// Lowers every node, or every fused group as one kernel (named after the first group with its
+/// workload key); graph outputs that are inputs or constants get copy kernels so the plan's
 /// outputs are always written by a call.
-LoweredModule lowerGraph(const Graph& graph);
+LoweredModule lowerGraph(const Graph& graph, const LowerOptions& options = {});
 
 }  // namespace kiln::core::lower

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/ir/graph.h"
+#include "core/lower/lower.h"
 #include "core/tir/stmt.h"
 
 namespace kiln::core::lower {
@@ -26,6 +27,10 @@ struct OpContext {
   std::vector<TensorType> inTypes, outTypes;
   std::vector<tir::Buffer> in, out;  // parameter buffers, in the PrimFunc's order
   std::string where;                 // " (%y at model.py:3)", for diagnostics
+  LowerOptions options;              // the target's vector width and caches (schedule knobs)
+  /// Set by lowerings that pick schedule knobs ("oc_vecs=2,ow_block=14"); lower.cpp records it
+  /// as PrimFunc::attrs["schedule"].
+  mutable std::string schedule;
 
   /// Fused epilogue (set by fused-function lowering, core/lower/fused.cpp; empty when the op is
   /// lowered alone). Anchor lowerings (conv2d, dense, matmul, pooling, ...) apply it to every
@@ -63,6 +68,37 @@ tir::Stmt lowerTranspose(const OpContext& ctx);      // ops_shape.cpp
 tir::Stmt lowerConcat(const OpContext& ctx);         // ops_shape.cpp
 tir::Stmt lowerReduce(const OpContext& ctx);         // ops_reduce.cpp (mean, sum)
 tir::Stmt lowerSoftmax(const OpContext& ctx);        // ops_reduce.cpp
+tir::Stmt lowerConv2dNchwc(const OpContext& ctx);    // ops_conv_packed.cpp
+tir::Stmt lowerLayoutTransform(const OpContext& ctx);  // ops_conv_packed.cpp
+
+// ---- per-element expressions (ops_elementwise.cpp), shared with fused lowering (fused.cpp) ---
+
+/// Throw Unsupported when the unary/binary op `ctx.op` cannot run on its dtypes.
+void checkUnary(const OpContext& ctx);
+void checkBinary(const OpContext& ctx);
+/// Unary op `ctx.op` (with ctx.attrs) applied to `x`, a scalar or vector value.
+tir::Expr unaryExpr(const OpContext& ctx, const tir::Expr& x);
+/// Binary op `op` on two values of equal type.
+tir::Expr binaryExpr(const std::string& op, const tir::Expr& a, const tir::Expr& b);
+/// Inference batch norm: gamma / sqrt(var + epsilon), and (x - mean) * scale + beta.
+tir::Expr batchNormScale(const tir::Expr& gamma, const tir::Expr& var, double epsilon);
+tir::Expr batchNormExpr(const tir::Expr& x, const tir::Expr& gamma, const tir::Expr& beta, const tir::Expr& mean,
+                        const tir::Expr& var, double epsilon);
+/// Strides (in elements, 0 along broadcast axes) to read an operand of shape `in` at the index
+/// of a numpy-broadcast output of shape `out`.
+std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out);
+
+// ---- lowering table and naming (lower.cpp) ---------------------------------------------------
+
+/// The lowering of `op`, or nullptr.
+OpLowering findLowering(const std::string& op);
+/// A C identifier derived from a graph value name (parameter buffer names).
+std::string sanitizeName(const std::string& name);
+
+// ---- fused groups (fused.cpp) -----------------------------------------------------------------
+
+/// OpContext of node `n` of `graph` without buffers (types, attributes, diagnostics).
+OpContext nodeContext(const Graph& graph, NodeId n);
 
 // ---- loop-building helpers (lower_util.cpp) --------------------------------------------------
 

@@ -1,6 +1,9 @@
 // Lowerings of elementwise operators: unary math, broadcasting binary operators and inference
 // batch normalization.
 //
+// The per-element expression of each operator (unaryExpr, binaryExpr, batchNormExpr) is shared
+// with fused-group lowering (core/lower/fused.cpp), which inlines chains of them.
+//
 // Unary operators run one flat loop over the elements. Binary operators run one loop per output
 // axis and read each operand through broadcast strides (0 along broadcast axes); operands that
 // already have the output's shape are read with the flat loop too.
@@ -18,6 +21,34 @@ namespace {
 
 /// Unary operators that are exact on integers too.
 bool worksOnIntegers(const std::string& op) { return op == "relu" || op == "neg" || op == "abs" || op == "clamp"; }
+
+}  // namespace
+
+std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out) {
+  std::vector<int64_t> inStrides = contiguousStrides(in);
+  std::vector<int64_t> strides(out.size(), 0);
+  size_t lead = out.size() - in.size();
+  for (size_t d = lead; d < out.size(); ++d) {
+    size_t id = d - lead;
+    strides[d] = in[id] == 1 ? 0 : inStrides[id];
+  }
+  return strides;
+}
+
+void checkUnary(const OpContext& ctx) {
+  DType dtype = ctx.inTypes[0].dtype;
+  if (dtype == DType::Bool) ctx.unsupported("dtype bool");
+  if (dtype != DType::Float32 && dtype != DType::Float64 && !worksOnIntegers(ctx.op))
+    ctx.unsupported("dtype " + std::string(runtime::dtypeName(dtype)));
+}
+
+void checkBinary(const OpContext& ctx) {
+  DType dtype = ctx.outTypes[0].dtype;
+  bool isFloat = dtype == DType::Float32 || dtype == DType::Float64;
+  if (dtype == DType::Bool) ctx.unsupported("dtype bool");
+  if (!isFloat && (ctx.op == "div" || ctx.op == "pow"))
+    ctx.unsupported("integer " + ctx.op + " (dtype " + std::string(runtime::dtypeName(dtype)) + ")");
+}
 
 Expr unaryExpr(const OpContext& ctx, const Expr& x) {
   const std::string& op = ctx.op;
@@ -71,25 +102,17 @@ Expr binaryExpr(const std::string& op, const Expr& a, const Expr& b) {
   return a;
 }
 
-/// Strides to read an operand of shape `in` at the index of a broadcast output of shape `out`.
-std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out) {
-  std::vector<int64_t> inStrides = contiguousStrides(in);
-  std::vector<int64_t> strides(out.size(), 0);
-  size_t lead = out.size() - in.size();
-  for (size_t d = lead; d < out.size(); ++d) {
-    size_t id = d - lead;
-    strides[d] = in[id] == 1 ? 0 : inStrides[id];
-  }
-  return strides;
+Expr batchNormScale(const Expr& gamma, const Expr& var, double epsilon) {
+  return gamma / call("sqrt", {var + literal(var.type(), epsilon)});
 }
 
-}  // namespace
+Expr batchNormExpr(const Expr& x, const Expr& gamma, const Expr& beta, const Expr& mean, const Expr& var,
+                   double epsilon) {
+  return (x - mean) * batchNormScale(gamma, var, epsilon) + beta;
+}
 
 Stmt lowerUnary(const OpContext& ctx) {
-  DType dtype = ctx.inTypes[0].dtype;
-  if (dtype == DType::Bool) ctx.unsupported("dtype bool");
-  if (dtype != DType::Float32 && dtype != DType::Float64 && !worksOnIntegers(ctx.op))
-    ctx.unsupported("dtype " + std::string(runtime::dtypeName(dtype)));
+  checkUnary(ctx);
   int64_t numel = ctx.outTypes[0].numel();
   LoopNest nest({numel}, {"i"}, wantParallel(numel));
   Expr x = Load::make(ctx.in[0], nest.offset({1}));
@@ -97,12 +120,7 @@ Stmt lowerUnary(const OpContext& ctx) {
 }
 
 Stmt lowerBinary(const OpContext& ctx) {
-  DType dtype = ctx.outTypes[0].dtype;
-  bool isFloat = dtype == DType::Float32 || dtype == DType::Float64;
-  if (dtype == DType::Bool) ctx.unsupported("dtype bool");
-  if (!isFloat && (ctx.op == "div" || ctx.op == "pow"))
-    ctx.unsupported("integer " + ctx.op + " (dtype " + std::string(runtime::dtypeName(dtype)) + ")");
-
+  checkBinary(ctx);
   const Shape& outShape = ctx.outTypes[0].shape;
   int64_t numel = ctx.outTypes[0].numel();
   bool parallel = wantParallel(numel);
@@ -135,7 +153,7 @@ Stmt lowerBatchNorm(const OpContext& ctx) {
   LoopNest outer({n, c}, {"n", "c"}, wantParallel(ctx.outTypes[0].numel()), ParallelPolicy::FuseAll);
   Expr ch = outer[1];
   Expr scale = Var::make("scale", t);
-  Expr scaleValue = Load::make(gamma, ch) / call("sqrt", {Load::make(var, ch) + literal(t, eps)});
+  Expr scaleValue = batchNormScale(Load::make(gamma, ch), Load::make(var, ch), eps);
   Expr i = Var::make("i");
   Expr index = outer.offset({c * inner, inner}) + i;
   Expr y = (Load::make(x, index) - Load::make(mean, ch)) * scale + Load::make(beta, ch);

@@ -1,26 +1,26 @@
-// Lowerings of the contraction operators: conv2d, dense and matmul.
+// Lowering of conv2d in plain NCHW (opt levels O0–O2, and convolutions alter-layout leaves
+// alone): a register-tiled direct convolution vectorized over output columns.
 //
-// Each output element is computed by a reduction loop nest innermost, accumulating into a
-// one-element local buffer that is allocated once per worker (inside the parallel loop).
+// Input x [N, C, H, W], weight w [O, C/G, KH, KW] (G groups), optional bias [O], output
+// y [N, O, OH, OW]. A register tile holds B output channels (of one group) × a list of column
+// vectors (each of L lanes, or narrower at the ends of a row):
 //
-// conv2d (NCHW input, OIHW weight, groups, stride, padding, dilation, optional bias):
+//   parallel (n, o-tile, oh)
+//     for each column tile                     interior tiles (V vectors of L) in a loop; border
+//       acc[b][v] = bias[o0 + b]               columns and leftovers at constant positions
+//       for ic in [0, C/G)
+//         for kh in taps(oh)                   bounds from oh: rows never read padding
+//           for kw (loop, or unrolled with taps that read padding dropped)
+//             x_v = x[n, g·C/G + ic, ih, iw(v) : +lanes]   (a vector; strided when stride > 1)
+//             acc[b][v] += broadcast(w[o0 + b, ic, kh, kw]) · x_v
+//       y[n, o0 + b, oh, columns of v] = epilogue(acc[b][v])
 //
-//   parallel (n_oc, 0, N*OC)                 fused batch × output channel
-//     for oh in [0, ohLo) ∪ [ohHi, OH)        border rows: kh taps check ih against 0 and/or H
-//     for oh in [ohLo, ohHi)                  interior rows: no ih checks
-//       for ow in border columns              kw taps check iw against 0 and/or W
-//       for ow in [owLo, owHi)                interior columns: no checks
-//         acc = bias[oc] (or 0)
-//         for ic, kh, kw: acc += x[n, g·Cg + ic, ih, iw] · w[oc, ic, kh, kw]
-//         y[n, oc, oh, ow] = acc
-//
-// The interior ranges are the output positions whose whole window lies inside the input; they
-// are compile-time constants, so the common case runs without bounds checks. Every loop binds a
-// fresh variable (no Var is bound twice in a function).
+// Columns whose window reaches into the padding are scalar "vectors" of one lane so that their
+// taps can be pruned while building the IR; there are no bounds checks in any loop.
 #include <algorithm>
-#include <utility>
 
 #include "core/lower/lower_internal.h"
+#include "core/lower/schedule.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -29,181 +29,220 @@ using namespace tir;
 
 namespace {
 
-/// Output positions [lo, hi) along one axis whose window lies inside [0, in).
-std::pair<int64_t, int64_t> interiorRange(int64_t in, int64_t out, int64_t kernel, int64_t stride,
-                                          int64_t pad, int64_t dilation) {
-  int64_t lo = (pad + stride - 1) / stride;
-  int64_t last = in - 1 + pad - (kernel - 1) * dilation;  // largest valid o·stride
-  int64_t hi = last < 0 ? 0 : last / stride + 1;
-  lo = std::min(lo, out);
-  hi = std::clamp(hi, lo, out);
-  return {lo, hi};
-}
-
-struct ConvShape {
-  int64_t n, c, h, w;      // input
-  int64_t oc, cg, kh, kw;  // weight (cg = input channels per group)
-  int64_t oh, ow;          // output
-  int64_t groups, ocg;     // groups and output channels per group
-  std::vector<int64_t> stride, pad, dil;
+struct NchwConvShape {
+  int64_t n = 0, c = 0, h = 0, w = 0;  // input
+  int64_t oc = 0, cg = 0, kh = 0, kw = 0;
+  int64_t oh = 0, ow = 0;
+  int64_t groups = 1, ocg = 0;
+  WindowAxis rows, cols;
 };
 
-/// Which window bounds a range of output positions must check along one axis.
-struct Checks {
-  bool low = false, high = false;  // index >= 0, index < extent
+/// One vector of a column tile: `lanes` consecutive output columns starting `offset` columns
+/// into the tile.
+struct ColumnVector {
+  int64_t offset = 0;
+  int lanes = 1;
 };
 
-/// The checks needed by output positions [begin, end) along one axis.
-Checks checksFor(int64_t begin, int64_t end, int64_t in, int64_t kernel, int64_t stride, int64_t pad,
-                 int64_t dilation) {
-  return {begin * stride - pad < 0, (end - 1) * stride - pad + (kernel - 1) * dilation >= in};
+/// A column tile: vectors at `start` (+ tile · width for `count` > 1 tiles in a loop).
+struct ColumnTile {
+  int64_t start = 0, width = 0, count = 1;
+  bool interior = true;
+  std::vector<ColumnVector> vectors;
+};
+
+/// The tiles of one output row: scalar border columns, interior tiles of `vecs` × `lanes`
+/// columns in a loop, and the leftover interior columns in vectors of halving width.
+std::vector<ColumnTile> planNchwColumns(const WindowAxis& cols, int lanes, int vecs) {
+  std::vector<ColumnTile> tiles;
+  auto [lo, hi] = cols.interior();
+  auto scalarTile = [&](int64_t begin, int64_t end) {
+    for (int64_t start = begin; start < end; start += vecs) {
+      ColumnTile t{start, std::min<int64_t>(vecs, end - start), 1, false, {}};
+      for (int64_t j = 0; j < t.width; ++j) t.vectors.push_back({j, 1});
+      tiles.push_back(t);
+    }
+  };
+  scalarTile(0, lo);
+  int64_t full = int64_t{lanes} * vecs;
+  int64_t count = (hi - lo) / full;
+  if (count > 0) {
+    ColumnTile t{lo, full, count, true, {}};
+    for (int v = 0; v < vecs; ++v) t.vectors.push_back({int64_t{v} * lanes, lanes});
+    tiles.push_back(t);
+  }
+  // Leftover interior columns: vectors of lanes, lanes/2, ..., 1, at most `vecs` per tile.
+  int64_t start = lo + count * full;
+  ColumnTile rest{start, 0, 1, true, {}};
+  for (int l = lanes; l >= 1 && start < hi; l /= 2) {
+    while (hi - start >= l) {
+      if (static_cast<int>(rest.vectors.size()) == vecs) {
+        tiles.push_back(rest);
+        rest = ColumnTile{start, 0, 1, true, {}};
+      }
+      rest.vectors.push_back({start - rest.start, l});
+      rest.width += l;
+      start += l;
+    }
+  }
+  if (!rest.vectors.empty()) tiles.push_back(rest);
+  scalarTile(hi, cols.out);
+  return tiles;
 }
 
-/// `v >= 0 && v < extent`, keeping only the requested halves; undefined when neither.
-Expr boundsCondition(const Expr& v, int64_t extent, Checks checks) {
-  Expr lo = checks.low ? v >= 0 : Expr(), hi = checks.high ? v < extent : Expr();
-  if (lo.defined() && hi.defined()) return lo && hi;
-  return lo.defined() ? lo : hi;
-}
-
-class ConvBuilder {
+class NchwConvBuilder {
  public:
-  /// `yBase` is the offset of y[n, oc, 0, 0].
-  ConvBuilder(const OpContext& ctx, ConvShape s, Expr n, Expr oc, Expr yBase, Buffer acc)
-      : m_ctx(ctx), m_s(std::move(s)), m_n(std::move(n)), m_oc(std::move(oc)), m_yBase(std::move(yBase)),
-        m_acc(std::move(acc)) {}
+  NchwConvBuilder(const OpContext& ctx, NchwConvShape s, ConvKnobs knobs, int lanes)
+      : m_ctx(ctx), m_s(std::move(s)), m_knobs(knobs), m_lanes(lanes) {}
 
   Stmt build() {
-    auto [lo, hi] = interiorRange(m_s.h, m_s.oh, m_s.kh, m_s.stride[0], m_s.pad[0], m_s.dil[0]);
-    return Seq::make({rowLoop(0, lo), rowLoop(lo, hi), rowLoop(hi, m_s.oh)});
+    const NchwConvShape& s = m_s;
+    int64_t tilesPerRow = s.oc / m_knobs.ocBlock;
+    bool parallel = wantParallel(m_ctx.outTypes[0].numel(), s.cg * s.kh * s.kw);
+    Expr f = Var::make("n_oc_oh");
+    m_oh = s.oh == 1 ? Expr(i64(0)) : f % s.oh;
+    Expr rest = s.oh == 1 ? f : f / s.oh;
+    Expr tile = tilesPerRow == 1 ? Expr(i64(0)) : (s.n == 1 ? rest : rest % tilesPerRow);
+    m_n = s.n == 1 ? Expr(i64(0)) : (tilesPerRow == 1 ? rest : rest / tilesPerRow);
+    m_oc0 = tile * m_knobs.ocBlock;
+    m_group = s.groups == 1 ? Expr(i64(0)) : m_oc0 / s.ocg;
+
+    std::vector<ColumnTile> tiles = planNchwColumns(s.cols, m_lanes, m_knobs.owVecs);
+    int64_t maxWidth = 1;
+    for (const ColumnTile& t : tiles) maxWidth = std::max(maxWidth, t.width);
+    m_tileWidth = maxWidth;
+    m_acc = makeBuffer("acc", m_ctx.out[0]->elemType, {m_knobs.ocBlock * maxWidth});
+
+    std::vector<Stmt> body;
+    for (const ColumnTile& t : tiles) {
+      if (t.count == 1) {
+        body.push_back(tileCode(t, i64(t.start)));
+        continue;
+      }
+      Expr blk = Var::make("owb");
+      Expr ow0 = blk * t.width;
+      if (t.start != 0) ow0 = ow0 + t.start;
+      body.push_back(serialFor(blk, 0, t.count, tileCode(t, ow0)));
+    }
+    Stmt inner = Allocate::make(m_acc, Seq::make(std::move(body)));
+    int64_t extent = s.n * tilesPerRow * s.oh;
+    return For::make(f, i64(0), i64(extent), parallel ? ForKind::Parallel : ForKind::Serial, inner);
   }
 
  private:
-  Stmt rowLoop(int64_t begin, int64_t end) {
-    if (begin >= end) return Stmt();
-    Checks hChecks = checksFor(begin, end, m_s.h, m_s.kh, m_s.stride[0], m_s.pad[0], m_s.dil[0]);
-    Expr oh = Var::make("oh");
-    auto [lo, hi] = interiorRange(m_s.w, m_s.ow, m_s.kw, m_s.stride[1], m_s.pad[1], m_s.dil[1]);
-    std::vector<Stmt> cols;
-    for (auto [b, e] : {std::pair{int64_t{0}, lo}, std::pair{lo, hi}, std::pair{hi, m_s.ow}}) {
-      if (b >= e) continue;
-      Checks wChecks = checksFor(b, e, m_s.w, m_s.kw, m_s.stride[1], m_s.pad[1], m_s.dil[1]);
-      Expr ow = Var::make("ow");
-      cols.push_back(serialFor(ow, b, e - b, point(oh, ow, hChecks, wChecks)));
-    }
-    return serialFor(oh, begin, end - begin, Seq::make(std::move(cols)));
-  }
+  Expr accOffset(int b, const ColumnVector& v) const { return i64(b * m_tileWidth + v.offset); }
+  Expr accGet(int b, const ColumnVector& v) const { return vload(m_acc, accOffset(b, v), v.lanes); }
+  Stmt accSet(int b, const ColumnVector& v, Expr value) const { return vstore(m_acc, accOffset(b, v), std::move(value)); }
 
-  // One output element: acc = bias; acc += x·w over (ic, kh, kw); y = acc.
-  Stmt point(const Expr& oh, const Expr& ow, Checks hChecks, Checks wChecks) {
+  Stmt tileCode(const ColumnTile& t, const Expr& ow0) {
+    const NchwConvShape& s = m_s;
     const Buffer &x = m_ctx.in[0], &w = m_ctx.in[1], &y = m_ctx.out[0];
-    Type t = y->elemType;
-    Expr ic = Var::make("ic"), kh = Var::make("kh"), kw = Var::make("kw");
-    Expr ih = oh * m_s.stride[0] - m_s.pad[0] + kh * m_s.dil[0];
-    Expr iw = ow * m_s.stride[1] - m_s.pad[1] + kw * m_s.dil[1];
-    Expr channel = m_n * m_s.c + ic;
-    if (m_s.groups > 1) channel = channel + m_oc / m_s.ocg * m_s.cg;
-    Expr xIndex = (channel * m_s.h + ih) * m_s.w + iw;
-    Expr wIndex = ((m_oc * m_s.cg + ic) * m_s.kh + kh) * m_s.kw + kw;
-    Stmt mac = storeLocal(m_acc, loadLocal(m_acc) + Load::make(x, xIndex) * Load::make(w, wIndex));
-    if (Expr cond = boundsCondition(iw, m_s.w, wChecks); cond.defined()) mac = IfThenElse::make(cond, mac);
-    Stmt kwLoop = serialFor(kw, 0, m_s.kw, mac);
-    if (Expr cond = boundsCondition(ih, m_s.h, hChecks); cond.defined()) kwLoop = IfThenElse::make(cond, kwLoop);
-    Stmt reduce = serialFor(ic, 0, m_s.cg, serialFor(kh, 0, m_s.kh, kwLoop));
+    Type elem = y->elemType;
+    int ob = m_knobs.ocBlock;
+    std::vector<Stmt> init;
+    for (int b = 0; b < ob; ++b) {
+      Expr bias = m_ctx.in.size() == 3 ? Load::make(m_ctx.in[2], m_oc0 + b) : literal(elem, 0);
+      for (const ColumnVector& v : t.vectors) init.push_back(accSet(b, v, splat(bias, v.lanes)));
+    }
 
-    Expr init = m_ctx.in.size() == 3 ? Load::make(m_ctx.in[2], m_oc) : literal(t, 0);
-    Expr yIndex = m_yBase + oh * m_s.ow + ow;
-    return Seq::make({storeLocal(m_acc, init), reduce, Store::make(y, yIndex, loadLocal(m_acc))});
+    Expr ic = Var::make("ic"), kh = Var::make("kh");
+    auto [khFirst, khExtent] = s.rows.tapRange(m_oh);
+    Expr ih = s.rows.inputIndex(m_oh, kh);
+    Expr channel = m_n * s.c + ic;
+    if (s.groups > 1) channel = channel + m_group * s.cg;
+    Expr xRow = (channel * s.h + ih) * s.w;
+    Expr wTap = ((m_oc0 * s.cg + ic) * s.kh + kh) * s.kw;  // w[o0, ic, kh, 0]
+    int64_t wStride = s.cg * s.kh * s.kw;                  // next output channel
+
+    const int64_t* start = asConstInt(ow0);
+    auto step = [&](const Expr& kwE, bool prune) {
+      std::vector<Stmt> fmas;
+      for (const ColumnVector& v : t.vectors) {
+        if (prune && v.lanes == 1 && !s.cols.tapInside(*start + v.offset, *asConstInt(kwE))) continue;
+        Expr iw = s.cols.inputIndex(ow0 + v.offset, kwE);
+        Expr xIndex = v.lanes == 1 ? xRow + iw : Ramp::make(xRow + iw, i64(s.cols.stride), v.lanes);
+        Expr xv = Var::make("x" + std::to_string(v.offset), elem.withLanes(static_cast<uint16_t>(v.lanes)));
+        std::vector<Stmt> per;
+        for (int b = 0; b < ob; ++b) {
+          Expr wb = Load::make(w, wTap + kwE + int64_t{b} * wStride);
+          per.push_back(accSet(b, v, accGet(b, v) + splat(wb, v.lanes) * xv));
+        }
+        fmas.push_back(LetStmt::make(xv, Load::make(x, xIndex), Seq::make(std::move(per))));
+      }
+      return fmas.empty() ? Stmt() : Seq::make(std::move(fmas));
+    };
+    Stmt taps;
+    if (t.interior) {
+      Expr kw = Var::make("kw");
+      taps = serialFor(kw, 0, s.kw, step(kw, false));
+    } else {
+      std::vector<Stmt> all;
+      for (int64_t k = 0; k < s.kw; ++k)
+        if (Stmt st = step(i64(k), true); st.defined()) all.push_back(st);
+      taps = all.empty() ? Stmt() : Seq::make(std::move(all));
+    }
+    Stmt reduce = taps.defined() ? serialFor(ic, 0, s.cg, For::make(kh, khFirst, khExtent, ForKind::Serial, taps))
+                                 : Stmt();
+
+    std::vector<Stmt> stores;
+    for (int b = 0; b < ob; ++b) {
+      Expr oc = m_oc0 + b;
+      Expr rowBase = ((m_n * s.oc + oc) * s.oh + m_oh) * s.ow;
+      for (const ColumnVector& v : t.vectors) {
+        Expr col = ow0 + v.offset;
+        Expr value = m_ctx.applyEpilogue(accGet(b, v), {m_n, oc, m_oh, vramp(col, v.lanes)});
+        stores.push_back(vstore(y, rowBase + col, value));
+      }
+    }
+    return Seq::make({Seq::make(std::move(init)), reduce, Seq::make(std::move(stores))});
   }
 
   const OpContext& m_ctx;
-  ConvShape m_s;
-  Expr m_n, m_oc, m_yBase;
+  NchwConvShape m_s;
+  ConvKnobs m_knobs;
+  int m_lanes;
+  Expr m_n, m_oc0, m_oh, m_group;
   Buffer m_acc;
+  int64_t m_tileWidth = 1;
 };
+
+/// NCHW tile: output channels per tile (dividing the channels of a group) and column vectors.
+ConvKnobs nchwConvKnobs(const NchwConvShape& s, int lanes, const LowerOptions& options) {
+  ConvKnobs k;
+  int budget = accumulatorBudget(options);
+  // Columns: enough vectors to cover a row when it is narrow, else 3-4.
+  int64_t interior = std::max<int64_t>(1, s.cols.interior().second - s.cols.interior().first);
+  k.owVecs = static_cast<int>(std::clamp<int64_t>((interior + lanes - 1) / lanes, 1, budget >= 24 ? 3 : 2));
+  int maxBlock = std::max(1, (budget - k.owVecs) / (k.owVecs + 1));
+  for (int b : {8, 6, 4, 3, 2, 1}) {
+    if (b <= maxBlock && s.ocg % b == 0) {
+      k.ocBlock = b;
+      break;
+    }
+  }
+  if (s.ocg == 1) k.owVecs = std::clamp(budget / 3, 1, 8);  // depthwise: only columns to tile
+  return k;
+}
 
 }  // namespace
 
 Stmt lowerConv2d(const OpContext& ctx) {
   ctx.requireFloat();
   const Shape &xs = ctx.inTypes[0].shape, &ws = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
-  ConvShape s;
+  NchwConvShape s;
   s.n = xs[0], s.c = xs[1], s.h = xs[2], s.w = xs[3];
   s.oc = ws[0], s.cg = ws[1], s.kh = ws[2], s.kw = ws[3];
   s.oh = ys[2], s.ow = ys[3];
   s.groups = ctx.attrs.getInt("groups", 1);
   s.ocg = s.oc / s.groups;
-  s.stride = ctx.pairAttr("stride", 1);
-  s.pad = ctx.pairAttr("padding", 0);
-  s.dil = ctx.pairAttr("dilation", 1);
-
-  bool parallel = wantParallel(ctx.outTypes[0].numel(), s.cg * s.kh * s.kw);
-  LoopNest outer({s.n, s.oc}, {"n", "oc"}, parallel, ParallelPolicy::FuseAll);
-  Buffer acc = makeLocal("acc", ctx.out[0]->elemType);
-  Expr yBase = outer.offset({s.oc * s.oh * s.ow, s.oh * s.ow});
-  ConvBuilder builder(ctx, s, outer[0], outer[1], yBase, acc);
-  return outer.wrap(builder.build(), {acc});
-}
-
-// y[m, n] = bias[n] + Σ_k x[m, k] · w[n, k] with x flattened to [M, K].
-Stmt lowerDense(const OpContext& ctx) {
-  ctx.requireFloat();
-  const Shape& xs = ctx.inTypes[0].shape;
-  int64_t k = xs.back(), n = ctx.inTypes[1].shape[0];
-  int64_t m = 1;
-  for (size_t d = 0; d + 1 < xs.size(); ++d) m *= xs[d];
-  Type t = ctx.out[0]->elemType;
-
-  LoopNest nest({m, n}, {"m", "n"}, wantParallel(ctx.outTypes[0].numel(), k));
-  Buffer acc = makeLocal("acc", t);
-  Expr kv = Var::make("k");
-  Expr product = Load::make(ctx.in[0], nest.offset({k, 0}) + kv) * Load::make(ctx.in[1], nest.offset({0, k}) + kv);
-  Expr init = ctx.in.size() == 3 ? Load::make(ctx.in[2], nest[1]) : literal(t, 0);
-  Stmt body = Seq::make({storeLocal(acc, init), serialFor(kv, 0, k, storeLocal(acc, loadLocal(acc) + product)),
-                         Store::make(ctx.out[0], nest.offset({n, 1}), loadLocal(acc))});
-  return nest.wrap(body, {acc});
-}
-
-// Numpy matmul: a [..., M, K] (or [K]) · b [..., K, N] (or [K]) with broadcast batch axes. The
-// loop nest runs over the output's axes; each operand is read through strides that are 0 along
-// broadcast batch axes and along the other operand's matrix axis.
-Stmt lowerMatmul(const OpContext& ctx) {
-  ctx.requireFloat();
-  const Shape &as = ctx.inTypes[0].shape, &bs = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
-  bool aVec = as.size() == 1, bVec = bs.size() == 1;
-  int64_t k = as.back();
-  int64_t n = bVec ? 1 : bs.back();
-  size_t batchRank = ys.size() - (aVec ? 0 : 1) - (bVec ? 0 : 1);
-  std::vector<int64_t> aFull = contiguousStrides(as), bFull = contiguousStrides(bs);
-
-  // Per output axis: the stride of each operand.
-  std::vector<int64_t> aStrides(ys.size(), 0), bStrides(ys.size(), 0);
-  auto batchStrides = [&](const Shape& shape, bool vec, const std::vector<int64_t>& full, std::vector<int64_t>& out) {
-    size_t opBatch = vec ? 0 : shape.size() - 2;
-    size_t lead = batchRank - opBatch;
-    for (size_t d = lead; d < batchRank; ++d) out[d] = shape[d - lead] == 1 ? 0 : full[d - lead];
-  };
-  batchStrides(as, aVec, aFull, aStrides);
-  batchStrides(bs, bVec, bFull, bStrides);
-  std::vector<std::string> names;
-  for (size_t d = 0; d < batchRank; ++d) names.push_back("b" + std::to_string(d));
-  if (!aVec) {
-    aStrides[batchRank] = k;  // the m axis
-    names.push_back("m");
-  }
-  if (!bVec) {
-    bStrides[ys.size() - 1] = 1;  // the n axis
-    names.push_back("n");
-  }
-
-  Type t = ctx.out[0]->elemType;
-  LoopNest nest(ys, names, wantParallel(ctx.outTypes[0].numel(), k));
-  Buffer acc = makeLocal("acc", t);
-  Expr kv = Var::make("k");
-  Expr product = Load::make(ctx.in[0], nest.offset(aStrides) + kv) * Load::make(ctx.in[1], nest.offset(bStrides) + kv * n);
-  Stmt body = Seq::make({storeLocal(acc, literal(t, 0)), serialFor(kv, 0, k, storeLocal(acc, loadLocal(acc) + product)),
-                         Store::make(ctx.out[0], nest.offset(contiguousStrides(ys)), loadLocal(acc))});
-  return nest.wrap(body, {acc});
+  auto stride = ctx.pairAttr("stride", 1), pad = ctx.pairAttr("padding", 0), dil = ctx.pairAttr("dilation", 1);
+  s.rows = WindowAxis{s.h, s.oh, s.kh, stride[0], pad[0], dil[0]};
+  s.cols = WindowAxis{s.w, s.ow, s.kw, stride[1], pad[1], dil[1]};
+  // f64 gets half the lanes per register.
+  int lanes = ctx.out[0]->elemType.bits == 64 ? std::max(1, ctx.options.vectorLanes / 2) : ctx.options.vectorLanes;
+  ConvKnobs knobs = nchwConvKnobs(s, lanes, ctx.options);
+  ctx.schedule = knobs.str(false);
+  return NchwConvBuilder(ctx, s, knobs, lanes).build();
 }
 
 }  // namespace kiln::core::lower

@@ -2,18 +2,63 @@
 //
 // Reductions loop over the kept axes outside (in the output's memory order, parallel when large)
 // and over the reduced axes inside, accumulating into a local buffer. The output has the same
-// flat layout with or without keepdims, so the loop nest runs over the keepdims shape.
+// flat layout with or without keepdims, so the loop nest runs over the keepdims shape. When the
+// reduced axes are the trailing ones (a contiguous span per output: mean over H, W of NCHW, the
+// last axis of a sequence) the span is summed in vectors — a few independent vector accumulators,
+// combined and reduced across lanes at the end, then the scalar tail — which reassociates the
+// sum (within float rounding).
 //
 // softmax is numerically stable: m = max_l x[l]; e[l] = exp(x[l] − m) written to the output
-// while summing s; then y[l] = e[l] / s.
+// while summing s; then y[l] = e[l] / s. Along a contiguous axis (the last) each pass runs in
+// vectors of the target's width with lane reductions for the max and the sum.
 #include <set>
 
 #include "core/lower/lower_internal.h"
+#include "core/lower/schedule.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
 
 using namespace tir;
+
+namespace {
+
+int lanesFor(const OpContext& ctx) {
+  Type t = ctx.out[0]->elemType;
+  return std::max(1, ctx.options.vectorLanes * 32 / std::max<int>(32, t.bits));
+}
+
+/// Σ x[base + k] for k in [0, span), vectorized (see the file comment). Returns the statements
+/// and the scalar sum, readable after them; `locals` receives the local buffers to allocate.
+std::pair<Stmt, Expr> vectorSum(const Buffer& x, const Expr& base, int64_t span, int lanes, Type t,
+                                std::vector<Buffer>& locals) {
+  int64_t vecs = span / lanes;
+  int accs = static_cast<int>(std::clamp<int64_t>(vecs, 1, 4));
+  RegisterTile acc("acc", t, accs, lanes);
+  Buffer scratch = makeBuffer("lanes", t, {lanes}), sum = makeLocal("sum", t);
+  locals.insert(locals.end(), {acc.buffer(), scratch, sum});
+  std::vector<Stmt> body;
+  for (int a = 0; a < accs; ++a) body.push_back(acc.set(a, splat(literal(t, 0), lanes)));
+  int64_t rounds = vecs / accs;
+  Expr r = Var::make("r");
+  std::vector<Stmt> step;
+  for (int a = 0; a < accs; ++a) step.push_back(acc.set(a, acc.get(a) + vload(x, base + (r * accs + a) * lanes, lanes)));
+  body.push_back(serialFor(r, 0, rounds, Seq::make(std::move(step))));
+  for (int64_t v = rounds * accs; v < vecs; ++v) {
+    int a = static_cast<int>(v % accs);
+    body.push_back(acc.set(a, acc.get(a) + vload(x, base + v * lanes, lanes)));
+  }
+  Expr total = acc.get(0);
+  for (int a = 1; a < accs; ++a) total = total + acc.get(a);
+  auto [reduce, lanesSum] = horizontalSum(total, scratch);
+  body.push_back(reduce);
+  body.push_back(storeLocal(sum, lanesSum));
+  Expr k = Var::make("k");
+  body.push_back(serialFor(k, vecs * lanes, span - vecs * lanes, storeLocal(sum, loadLocal(sum) + Load::make(x, base + k))));
+  return {Seq::make(std::move(body)), loadLocal(sum)};
+}
+
+}  // namespace
 
 Stmt lowerReduce(const OpContext& ctx) {
   bool isMean = ctx.op == "mean";
@@ -39,6 +84,17 @@ Stmt lowerReduce(const OpContext& ctx) {
   }
 
   Type t = ctx.out[0]->elemType;
+  int lanes = lanesFor(ctx);
+  bool trailing = !axes.empty() && *axes.begin() + static_cast<int64_t>(axes.size()) == rank;
+  if (trailing && count >= lanes && lanes > 1) {
+    int64_t kept = runtime::numElements(keptShape);
+    LoopNest nest({kept}, {"o"}, wantParallel(kept, count));
+    std::vector<Buffer> locals;
+    auto [sumCode, sum] = vectorSum(ctx.in[0], nest[0] * count, count, lanes, t, locals);
+    Expr result = isMean ? sum / countLiteral(t, count) : sum;
+    return nest.wrap(Seq::make({sumCode, Store::make(ctx.out[0], nest[0], result)}), locals);
+  }
+
   LoopNest nest(keptShape, {}, wantParallel(ctx.outTypes[0].numel(), count));
   Buffer acc = makeLocal("acc", t);
   Stmt reduce = storeLocal(acc, loadLocal(acc) + Load::make(ctx.in[0], nest.offset(xStrides) + reduceOffset));
@@ -61,21 +117,56 @@ Stmt lowerSoftmax(const OpContext& ctx) {
 
   const Buffer &x = ctx.in[0], &y = ctx.out[0];
   Type t = y->elemType;
+  int lanes = lanesFor(ctx);
   LoopNest nest({outer, inner}, {"o", "i"}, wantParallel(ctx.outTypes[0].numel()));
   Expr base = nest.offset({len * inner, 1});
   Buffer maxBuf = makeLocal("row_max", t), sumBuf = makeLocal("row_sum", t);
+  int64_t vecs = inner == 1 && lanes > 1 ? len / lanes : 0;
 
-  Expr l0 = Var::make("l"), l1 = Var::make("l"), l2 = Var::make("l");
-  Expr e = Var::make("e", t);
-  Stmt findMax = serialFor(l0, 0, len, storeLocal(maxBuf, max(loadLocal(maxBuf), Load::make(x, base + l0 * inner))));
-  Expr expValue = call("exp", {Load::make(x, base + l1 * inner) - loadLocal(maxBuf)});
-  Stmt expSum = serialFor(l1, 0, len,
-                          LetStmt::make(e, expValue,
-                                        Seq::make({Store::make(y, base + l1 * inner, e),
-                                                   storeLocal(sumBuf, loadLocal(sumBuf) + e)})));
-  Stmt normalize = serialFor(l2, 0, len, Store::make(y, base + l2 * inner, Load::make(y, base + l2 * inner) / loadLocal(sumBuf)));
-  Stmt body = Seq::make({storeLocal(maxBuf, lowestValue(t)), findMax, storeLocal(sumBuf, literal(t, 0)), expSum, normalize});
-  return nest.wrap(body, {maxBuf, sumBuf});
+  // Scalar passes over [from, len) (the whole row, or the tail after the vectors).
+  auto scalarPasses = [&](int64_t from, std::vector<Stmt>& maxPart, std::vector<Stmt>& expPart,
+                          std::vector<Stmt>& normPart) {
+    Expr l0 = Var::make("l"), l1 = Var::make("l"), l2 = Var::make("l");
+    Expr e = Var::make("e", t);
+    maxPart.push_back(serialFor(l0, from, len - from,
+                                storeLocal(maxBuf, max(loadLocal(maxBuf), Load::make(x, base + l0 * inner)))));
+    Expr expValue = call("exp", {Load::make(x, base + l1 * inner) - loadLocal(maxBuf)});
+    expPart.push_back(serialFor(
+        l1, from, len - from,
+        LetStmt::make(e, expValue, Seq::make({Store::make(y, base + l1 * inner, e), storeLocal(sumBuf, loadLocal(sumBuf) + e)}))));
+    normPart.push_back(serialFor(l2, from, len - from,
+                                 Store::make(y, base + l2 * inner, Load::make(y, base + l2 * inner) / loadLocal(sumBuf))));
+  };
+
+  std::vector<Stmt> maxPart = {storeLocal(maxBuf, lowestValue(t))}, expPart = {storeLocal(sumBuf, literal(t, 0))},
+                    normPart;
+  std::vector<Buffer> locals = {maxBuf, sumBuf};
+  if (vecs > 0) {
+    RegisterTile acc("acc", t, 1, lanes);
+    Buffer scratch = makeBuffer("lanes", t, {lanes});
+    locals.insert(locals.end(), {acc.buffer(), scratch});
+    Expr v0 = Var::make("v"), v1 = Var::make("v"), v2 = Var::make("v");
+    maxPart.push_back(acc.set(0, splat(lowestValue(t), lanes)));
+    maxPart.push_back(serialFor(v0, 0, vecs, acc.set(0, max(acc.get(0), vload(x, base + v0 * lanes, lanes)))));
+    auto [maxCode, maxValue] = horizontalReduce(acc.get(0), scratch, [](const Expr& a, const Expr& b) { return max(a, b); });
+    maxPart.push_back(maxCode);
+    maxPart.push_back(storeLocal(maxBuf, maxValue));
+    Expr e = Var::make("e", t.withLanes(static_cast<uint16_t>(lanes)));
+    expPart.push_back(acc.set(0, splat(literal(t, 0), lanes)));
+    Expr expValue = call("exp", {vload(x, base + v1 * lanes, lanes) - splat(loadLocal(maxBuf), lanes)});
+    expPart.push_back(serialFor(v1, 0, vecs,
+                                LetStmt::make(e, expValue, Seq::make({vstore(y, base + v1 * lanes, e), acc.set(0, acc.get(0) + e)}))));
+    auto [sumCode, sumValue] = horizontalSum(acc.get(0), scratch);
+    expPart.push_back(sumCode);
+    expPart.push_back(storeLocal(sumBuf, sumValue));
+    normPart.push_back(serialFor(v2, 0, vecs,
+                                 vstore(y, base + v2 * lanes, vload(y, base + v2 * lanes, lanes) / splat(loadLocal(sumBuf), lanes))));
+  }
+  // The tail's max must be folded in before any exp: reorder as max(vec), max(tail), exp(vec),
+  // exp(tail), norm(vec), norm(tail).
+  scalarPasses(vecs * lanes, maxPart, expPart, normPart);
+  Stmt body = Seq::make({Seq::make(std::move(maxPart)), Seq::make(std::move(expPart)), Seq::make(std::move(normPart))});
+  return nest.wrap(body, locals);
 }
 
 }  // namespace kiln::core::lower

@@ -3,9 +3,20 @@
 // keeps elementwise/broadcast ops that follow in the packed layout, and inserts layout
 // transforms only where a packed tensor meets an op that needs plain NCHW (graph edges, dense,
 // reshape). Lanes come from the target's vector width (8 for AVX2 f32, 16 for AVX-512).
+//
+// Which ops stay packed (the rest are barriers that read plain NCHW):
+// - conv2d with a constant weight, groups 1 or depthwise (groups = C = O) → conv2d_nchwc;
+// - elementwise unary ops and copies of a packed value;
+// - broadcasting binary ops whose operands are packed, per-channel or channel-free constants
+//   (repacked at compile time), or rank-4 values (transformed or reshaped to the packed form);
+// - max/avg/adaptive-avg pooling (their lowerings accept rank 5);
+// - concat along channels when every input and the result use the same channel block.
+// Channel blocks depend only on the channel count (core/lower/schedule.h channelBlock), so a
+// producer and all its consumers agree; odd counts use block 1 (same memory order as NCHW).
 #pragma once
 
 #include "core/ir/graph.h"
+#include "core/passes/pass_registry.h"
 
 namespace kiln::core::passes {
 
@@ -14,7 +25,18 @@ struct AlterLayoutOptions {
 };
 
 /// Returns true when the graph changed. The graph computes the same values (up to float
-/// reassociation) at its outputs, in the same layouts.
-bool alterLayout(Graph& graph, const AlterLayoutOptions& options = {});
+/// reassociation) at its outputs, in the same layouts. Counters: "convs" (convolutions packed),
+/// "packed-ops" (other ops kept packed), "transforms" (layout_transform nodes inserted).
+bool alterLayout(Graph& graph, const AlterLayoutOptions& options = {}, PassCounters* counters = nullptr);
+
+// ---- compile-time repacking (also used by tests and benchmarks) ----------------------------
+
+/// [N, C, H, W] → [N, C/block, H, W, block]; C must be a multiple of block.
+runtime::Tensor packChannels(const runtime::Tensor& nchw, int64_t block);
+/// [N, C/x, H, W, x] → [N, C, H, W].
+runtime::Tensor unpackChannels(const runtime::Tensor& packed);
+/// OIHW → [O/outBlock, I/inBlock, KH, KW, inBlock, outBlock]; depthwise [O, 1, KH, KW] →
+/// [O/outBlock, 1, KH, KW, 1, outBlock].
+runtime::Tensor packConvWeight(const runtime::Tensor& oihw, int64_t inBlock, int64_t outBlock, bool depthwise);
 
 }  // namespace kiln::core::passes

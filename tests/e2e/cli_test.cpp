@@ -104,6 +104,25 @@ TEST(Cli, WrongInputShapeOrCount) {
   expectCleanError(runKiln("run " + models() + "/ops/relu.pt --input " + tempDir() + "/garbage.npy"), "garbage.npy");
 }
 
+TEST(Cli, IrShowsTheOptimizedGraphAndPassStats) {
+  auto optimized = runKiln("ir " + models() + "/ops/conv_bn_relu.pt --stage optimized -O2");
+  ASSERT_EQ(optimized.exitCode, 0) << optimized.err;
+  EXPECT_EQ(optimized.out.find("batch_norm("), std::string::npos) << optimized.out;
+  EXPECT_NE(optimized.out.find("group @fused_conv2d_mul_add_relu_0 {"), std::string::npos) << optimized.out;
+  auto stats = runKiln("ir " + models() + "/ops/conv_bn_relu.pt --stats -O3");
+  ASSERT_EQ(stats.exitCode, 0) << stats.err;
+  for (const char* text : {"fold-scale-axis", "fuse-ops", "fused functions", "ops per function", "calls per inference"})
+    EXPECT_NE(stats.out.find(text), std::string::npos) << text << " in:\n" << stats.out;
+  auto custom = runKiln("ir " + models() + "/ops/conv_bn_relu.pt --stage optimized --passes fuse-ops{max-depth=2}");
+  ASSERT_EQ(custom.exitCode, 0) << custom.err;
+  EXPECT_NE(custom.out.find("group @fused_conv2d_batch_norm_0 {"), std::string::npos) << custom.out;
+  expectCleanError(runKiln("ir " + models() + "/ops/relu.pt --stage optimized --passes fold,fuse-ops"), "unknown pass 'fold'");
+  auto list = runKiln("ir --list-passes");
+  ASSERT_EQ(list.exitCode, 0) << list.err;
+  EXPECT_NE(list.out.find("fold-constants"), std::string::npos);
+  EXPECT_NE(list.out.find("-O2  simplify-inference"), std::string::npos);
+}
+
 TEST(Cli, IrStagesPrint) {
   auto graph = runKiln("ir " + models() + "/ops/conv_bn_relu.pt --stage graph");
   ASSERT_EQ(graph.exitCode, 0) << graph.err;
@@ -111,7 +130,13 @@ TEST(Cli, IrStagesPrint) {
   EXPECT_NE(graph.out.find("batch_norm("), std::string::npos);
   auto lowered = runKiln("ir " + models() + "/ops/conv_bn_relu.pt --stage lowered");
   ASSERT_EQ(lowered.exitCode, 0) << lowered.err;
-  EXPECT_NE(lowered.out.find("func conv2d"), std::string::npos) << lowered.out.substr(0, 500);
+  // A kernel computing the convolution (alone, or fused with its epilogue at -O2 and above).
+  EXPECT_NE(lowered.out.find("func "), std::string::npos) << lowered.out.substr(0, 500);
+  EXPECT_NE(lowered.out.find("conv2d"), std::string::npos) << lowered.out.substr(0, 500);
+  auto unfused = runKiln("ir " + models() + "/ops/conv_bn_relu.pt --stage lowered -O0");
+  ASSERT_EQ(unfused.exitCode, 0) << unfused.err;
+  EXPECT_NE(unfused.out.find("func conv2d"), std::string::npos) << unfused.out.substr(0, 500);
+  EXPECT_NE(unfused.out.find("func batch_norm"), std::string::npos) << unfused.out.substr(0, 500);
   auto llvm = runKiln("ir " + models() + "/ops/relu.pt --stage llvm");
   ASSERT_EQ(llvm.exitCode, 0) << llvm.err;
   EXPECT_NE(llvm.out.find("define"), std::string::npos);

@@ -1,0 +1,129 @@
+// kiln profile MODEL [--repeat N] [--warmup N] [--top N] [--by call|op] [--trace FILE] [--json FILE]
+//                    [--batch N] [-O] [--target] [--threads] [--db FILE] [--no-store] [--session ID]
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "app/cli/commands.h"
+
+namespace kiln::cli {
+namespace {
+
+struct ProfileArgs {
+  std::string model, json, trace, by = "call";
+  int repeat = 20, warmup = 3, top = 20;
+  BuildFlags flags;
+  StoreFlags store;
+};
+
+std::string clip(const std::string& s, size_t width) {
+  return s.size() <= width ? s : s.substr(0, width - 3) + "...";
+}
+
+std::string opsText(const std::vector<std::string>& ops) {
+  std::string s;
+  for (size_t i = 0; i < ops.size(); ++i) s += (i ? "+" : "") + ops[i];
+  return s;
+}
+
+bool writeFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  if (!out) return false;
+  out << text << "\n";
+  return static_cast<bool>(out);
+}
+
+void printRows(const std::vector<profiler::OpRecord>& rows, int top, bool grouped) {
+  std::printf("%4s %-44s %-22s %10s %6s %6s %6s %8s %9s  %s\n", grouped ? "" : "#",
+              grouped ? "operator" : "call", "ops", "time us", "%", "cum %", "calls", "GFLOP/s", "MB moved",
+              grouped ? "" : "output");
+  double cum = 0;
+  int shown = 0;
+  for (const auto& op : rows) {
+    if (top > 0 && shown++ >= top) break;
+    cum += op.percent;
+    std::printf("%4s %-44s %-22s %10.1f %6.1f %6.1f %6d %8.2f %9.2f  %s\n",
+                grouped ? "" : std::to_string(op.index).c_str(), clip(op.name, 44).c_str(),
+                clip(opsText(op.ops), 22).c_str(), op.timeUs, op.percent, cum, op.calls, op.gflops(),
+                op.bytes / 1e6, grouped ? "" : op.outputShape.c_str());
+  }
+  if (top > 0 && static_cast<int>(rows.size()) > top)
+    std::printf("     ... %zu more (--top 0 shows all)\n", rows.size() - static_cast<size_t>(top));
+}
+
+int profileCommand(const ProfileArgs& a) {
+  if (a.by != "call" && a.by != "op")
+    return fail("--by must be 'call' or 'op', got '" + a.by + "'", ErrorKind::Usage);
+  app::ProfileOptions options;
+  options.build = buildOptions(a.flags);
+  options.batch = a.flags.batch;
+  options.repeat = a.repeat;
+  options.warmup = a.warmup;
+  options.store = storeOptions(a.store);
+  auto result = app::profile(a.model, options);
+  if (!result) return fail(result.error());
+  const auto& r = result.value();
+  const auto& p = r.profile;
+  const auto& c = r.context;
+  std::printf("%s  batch %lld  threads %d  target %s  -O%d  (%d calls, %d kernels, %d fused functions)\n",
+              r.model.c_str(), static_cast<long long>(r.build.batch), c.threads, c.target.c_str(), c.optLevel,
+              r.build.numCalls, r.build.numKernels, r.numFusedFunctions);
+  std::printf("cpu: %s (%d cores, %d threads)   kiln %s, llvm %s   compile %.2f s\n", c.cpu.c_str(),
+              c.physicalCores, c.hardwareThreads, c.kilnVersion.c_str(), c.llvmVersion.c_str(),
+              c.compileSeconds);
+  std::printf("end-to-end: median %.3f ms, mean %.3f ms (%zu runs, CV %.1f %%)\n", p.endToEnd.medianMs,
+              p.endToEnd.meanMs, p.endToEnd.samplesMs.size(), 100 * p.endToEnd.cv());
+  std::printf(
+      "calls (%d passes): sum of medians %.3f ms, sum of means %.3f ms   gap vs end-to-end mean %+.1f %%\n\n",
+      p.repeat, p.sumMs, p.sumMeanMs, p.gapPercent());
+
+  std::vector<profiler::OpRecord> rows = p.ops;
+  if (a.by == "op") {
+    rows = app::operatorSummary(p);
+  } else {
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const auto& x, const auto& y) { return x.timeUs > y.timeUs; });
+  }
+  printRows(rows, a.top, a.by == "op");
+
+  std::fflush(stdout);
+  if (p.endToEnd.noisy())
+    std::fprintf(stderr,
+                 "warning: the end-to-end times vary (CV %.1f %% > %.0f %%): other load on the machine?\n",
+                 100 * p.endToEnd.cv(), 100 * p.endToEnd.noisyCv);
+  if (std::abs(p.gapPercent()) > 15)
+    std::fprintf(stderr, "warning: the calls' sum differs from the end-to-end time by %.1f %%\n",
+                 p.gapPercent());
+  if (!a.trace.empty() && !writeFile(a.trace, app::profileTraceJson(r)))
+    return fail(a.trace + ": cannot write file", ErrorKind::Io);
+  if (!a.json.empty() && !writeFile(a.json, app::profileResultJson(r)))
+    return fail(a.json + ": cannot write file", ErrorKind::Io);
+  if (!a.trace.empty()) std::printf("\ntrace: %s (open in Perfetto or chrome://tracing)\n", a.trace.c_str());
+  if (r.stored.sessionId)
+    std::printf("stored: session %lld, run %lld, build %lld in %s\n",
+                static_cast<long long>(r.stored.sessionId), static_cast<long long>(r.stored.runId),
+                static_cast<long long>(r.stored.buildId), r.stored.dbPath.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void registerProfile(CLI::App& cli, Action& action) {
+  auto args = std::make_shared<ProfileArgs>();
+  CLI::App* cmd =
+      cli.add_subcommand("profile", "time every fused function of a compiled model (debug executor)");
+  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  cmd->add_option("--repeat", args->repeat, "timed passes (call by call, and end to end)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", args->warmup, "untimed passes first")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top", args->top, "rows to print, by time (0: all)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--by", args->by, "call: one row per fused function; op: grouped by operator kind");
+  cmd->add_option("--trace", args->trace, "write one pass as Chrome trace-event JSON (Perfetto)");
+  cmd->add_option("--json", args->json, "write the profile as JSON");
+  addBatchFlag(cmd, args->flags);
+  addBuildFlags(cmd, args->flags);
+  addStoreFlags(cmd, args->store);
+  cmd->callback([args, &action] { action = [args] { return profileCommand(*args); }; });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,115 @@
+// kiln sweep MODEL [--batches 1,4,16,64] [--backends kiln,pytorch-eager,pytorch-compiled]
+//                  [--repeat N] [--budget SECONDS] [--python PY] [--json FILE] [-O] [--target]
+//                  [--threads] [--db FILE] [--no-store] [--session ID]
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "app/cli/commands.h"
+
+namespace kiln::cli {
+namespace {
+
+struct SweepArgs {
+  std::string model, json, python;
+  std::vector<int64_t> batches{1, 4, 16, 64};
+  std::vector<std::string> backends{"kiln", "pytorch-eager", "pytorch-compiled"};
+  int repeat = 10;
+  double budget = 60;
+  BuildFlags flags;
+  StoreFlags store;
+};
+
+int sweepCommand(const SweepArgs& a) {
+  app::SweepOptions options;
+  options.build = buildOptions(a.flags);
+  options.batches = a.batches;
+  options.backends = a.backends;
+  options.repeat = a.repeat;
+  options.budgetSeconds = a.budget;
+  options.python = a.python;
+  options.store = storeOptions(a.store);
+  auto result = app::sweep(a.model, options, [](const std::string& step) {
+    std::fprintf(stderr, "  measuring %s\n", step.c_str());
+    return true;
+  });
+  if (!result) return fail(result.error());
+  const auto& r = result.value();
+  const auto& c = r.context;
+  std::printf("%s  threads %d  target %s  -O%d\n", r.model.c_str(), c.threads, c.target.c_str(), c.optLevel);
+  std::printf("cpu: %s   torch %s, blas %s, llvm %s\n\n", c.cpu.c_str(), c.torchVersion.c_str(),
+              c.blas.c_str(), c.llvmVersion.c_str());
+
+  std::map<std::string, std::map<int64_t, const profiler::Measurement*>> grid;
+  for (const auto& m : r.points) grid[m.backend][m.batch] = &m;
+  for (const char* what : {"median latency (ms)", "throughput (items/s)"}) {
+    bool latency = what[0] == 'm';
+    std::printf("%-18s", what);
+    for (int64_t b : r.batches) std::printf(" %12s", ("batch " + std::to_string(b)).c_str());
+    std::printf("\n");
+    for (const auto& backend : r.backends) {
+      std::printf("%-18s", backend.c_str());
+      for (int64_t b : r.batches) {
+        const profiler::Measurement* m = grid[backend][b];
+        if (!m)
+          std::printf(" %12s", "-");
+        else if (!m->ok())
+          std::printf(" %12s", profiler::statusName(m->status));
+        else
+          std::printf(" %11.3f%s", latency ? m->timing.medianMs : m->throughput(),
+                      m->timing.noisy() ? "~" : " ");
+      }
+      std::printf("\n");
+    }
+    std::printf("\n");
+  }
+  // One note per backend and reason, naming the batch sizes it applies to.
+  bool noisy = false;
+  std::vector<std::pair<std::string, std::string>> notes;  // (backend + reason, batches)
+  for (const auto& m : r.points) {
+    noisy = noisy || (m.ok() && m.timing.noisy());
+    if (m.reason.empty()) continue;
+    std::string what =
+        m.backend + ": " + (m.ok() ? "" : std::string(profiler::statusName(m.status)) + ": ") + m.reason;
+    auto it = std::find_if(notes.begin(), notes.end(), [&](const auto& n) { return n.first == what; });
+    if (it == notes.end())
+      notes.emplace_back(what, std::to_string(m.batch));
+    else
+      it->second += ", " + std::to_string(m.batch);
+  }
+  for (const auto& [what, batches] : notes)
+    std::printf("note (batch %s) %s\n", batches.c_str(), what.c_str());
+  if (noisy) std::printf("note: ~ marks noisy results (coefficient of variation above 5 %%)\n");
+  if (!a.json.empty()) {
+    std::ofstream out(a.json);
+    if (!out || !(out << app::sweepJson(r) << "\n"))
+      return fail(a.json + ": cannot write file", ErrorKind::Io);
+  }
+  if (r.stored.sessionId)
+    std::printf("stored: session %lld, run %lld in %s\n", static_cast<long long>(r.stored.sessionId),
+                static_cast<long long>(r.stored.runId), r.stored.dbPath.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void registerSweep(CLI::App& cli, Action& action) {
+  auto args = std::make_shared<SweepArgs>();
+  CLI::App* cmd = cli.add_subcommand("sweep", "latency and throughput per backend over batch sizes");
+  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  cmd->add_option("--batches", args->batches, "batch sizes (default 1,4,16,64)")->delimiter(',');
+  cmd->add_option("--backends", args->backends,
+                  "kiln, pytorch-eager, pytorch-compiled, torch-compile (default: the first three)")
+      ->delimiter(',');
+  cmd->add_option("--repeat", args->repeat, "timed repeats per point")->check(CLI::PositiveNumber);
+  cmd->add_option("--budget", args->budget, "seconds per backend and batch size before it is stopped")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--python", args->python, "python with torch >= 2 for the torch-compile backend");
+  cmd->add_option("--json", args->json, "write the results as JSON");
+  addBuildFlags(cmd, args->flags);
+  addStoreFlags(cmd, args->store);
+  cmd->callback([args, &action] { action = [args] { return sweepCommand(*args); }; });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,118 @@
+// The measurement half of the façade: per-operator profiles, batch-size sweeps, the session store
+// (sessions list/show/diff) and reports. Included by app/facade.h; same rules: plain value
+// results, a Diagnostic instead of an exception, progress through a callback that can cancel.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "app/facade.h"
+#include "profiler/records.h"
+#include "profiler/store.h"
+
+namespace kiln::app {
+
+/// Called with a one-line status before each step; return false to cancel the operation.
+using ProgressFn = std::function<bool(const std::string& message)>;
+
+/// The store path the options mean (the default when empty).
+std::string resolveDbPath(const std::string& dbPath);
+
+// ---- kiln profile ------------------------------------------------------------------------------
+
+struct ProfileOptions {
+  BuildOptions build;
+  int64_t batch = 0;  // 0: the model's own batch
+  int warmup = 3;
+  int repeat = 20;  // timed passes (call by call, and end to end)
+  double minRepeatMs = 20;
+  StoreOptions store;
+};
+
+struct ProfileResult {
+  std::string model;
+  std::string modelPath;
+  profiler::RunContext context;
+  profiler::BuildRecord build;
+  int numFusedFunctions = 0;
+  profiler::ProfileRecord profile;
+  StoredIds stored;
+};
+
+Result<ProfileResult> profile(const std::string& path, const ProfileOptions& options);
+/// Calls grouped by operator kind (the anchor op of each call), largest total time first.
+std::vector<profiler::OpRecord> operatorSummary(const profiler::ProfileRecord& profile);
+/// Summary, context and one object per call.
+std::string profileResultJson(const ProfileResult& result);
+/// The timeline of one pass in Chrome trace-event JSON (Perfetto, chrome://tracing).
+std::string profileTraceJson(const ProfileResult& result);
+
+// ---- kiln sweep --------------------------------------------------------------------------------
+
+/// Backend names a sweep accepts: kiln, pytorch-eager, pytorch-compiled, torch-compile.
+const std::vector<std::string>& sweepBackendNames();
+
+struct SweepOptions {
+  BuildOptions build;
+  std::vector<int64_t> batches{1, 4, 16, 64};
+  std::vector<std::string> backends{"kiln", "pytorch-eager", "pytorch-compiled"};
+  int warmup = 2;
+  int repeat = 10;
+  double minRepeatMs = 10;
+  /// Per backend and batch size, compilation excluded. A backend over budget, out of memory or
+  /// failing is stopped: its larger batches are recorded as skipped.
+  double budgetSeconds = 60;
+  std::string python;  // for torch-compile
+  StoreOptions store;
+};
+
+struct SweepResult {
+  std::string model;
+  profiler::RunContext context;
+  std::vector<int64_t> batches;
+  std::vector<std::string> backends;
+  std::vector<profiler::Measurement> points;  // batch-major, in the order run
+  StoredIds stored;
+};
+
+Result<SweepResult> sweep(const std::string& path, const SweepOptions& options,
+                          const ProgressFn& progress = {});
+std::string sweepJson(const SweepResult& result);
+
+/// Context and stored ids as JSON objects (shared by the JSON writers).
+std::string contextJson(const profiler::RunContext& context);
+
+// ---- kiln sessions -----------------------------------------------------------------------------
+
+/// Every session in the store (empty when the store does not exist yet).
+Result<std::vector<profiler::SessionSummary>> listSessions(const std::string& dbPath);
+Result<profiler::SessionData> loadSession(const std::string& dbPath, int64_t sessionId);
+
+/// One operator (matched by its output value names) in two builds' latest profiles.
+struct OpDiffRow {
+  std::string key;
+  std::string opsA, opsB;  // "conv2d+add+relu"; empty when absent from that build
+  std::string kernelA, kernelB;
+  double timeUsA = -1, timeUsB = -1;  // < 0: absent
+  std::string change;                 // "", "only in A", "only in B", "fused differently", "kernel renamed"
+};
+
+struct BuildDiff {
+  int64_t buildA = 0, buildB = 0;
+  profiler::BuildRecord a, b;
+  double endToEndMsA = 0, endToEndMsB = 0;
+  double sumMsA = 0, sumMsB = 0;
+  std::vector<OpDiffRow> rows;  // in B's execution order, then operators only in A
+};
+
+/// Needs a stored profile of each build (kiln profile).
+Result<BuildDiff> diffBuilds(const std::string& dbPath, int64_t buildA, int64_t buildB);
+
+// ---- kiln report -------------------------------------------------------------------------------
+
+enum class ReportFormat { Html, Csv };
+Result<std::string> sessionReport(const std::string& dbPath, int64_t sessionId, ReportFormat format,
+                                  int topN = 15);
+
+}  // namespace kiln::app

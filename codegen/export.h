@@ -1,0 +1,55 @@
+// Ahead-of-time compilation for export: loop-IR functions → one object file for a target (the
+// same LLVM module and O3 pipeline as the JIT, so the kernels compute the same bits) → a shared
+// library linked by the system's C compiler driver. Cross targets get the object file, and a
+// library only when a cross compiler driver for them is installed.
+//
+// The library exports one `void NAME(void* const* args)` per function (runtime/kernel_abi.h) and
+// the C string runtime::kModuleSignatureSymbol; it needs libm and leaves kiln_parallel_launch
+// undefined, to be resolved from the process that loads it (the runtime defines it).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/target.h"
+#include "core/tir/stmt.h"
+
+namespace kiln::codegen {
+
+/// Compiles `funcs` into a relocatable object file at `path`, defining the module signature
+/// symbol as the C string `signature`. Throws kiln::Error (Io) when the file cannot be written.
+void emitObjectFile(const std::vector<core::tir::PrimFunc>& funcs, const Target& target, const std::string& path,
+                    const std::string& signature);
+
+/// Every instruction-set and tuning feature LLVM enables for the target (the CPU's implied ones
+/// included), by LLVM name, sorted: what the runtime checks a machine against before loading.
+std::vector<std::string> targetFeatures(const Target& target);
+
+/// True when `target` has this machine's architecture and OS, so the host driver can link it
+/// (whether this CPU can also run it is Target::runnable).
+bool isHostSystem(const Target& target);
+
+/// The compiler driver that links shared libraries for `target`: $KILN_CC when set, else `cc`
+/// for the host system, else `ARCH-linux-gnu-gcc` for a cross target when it is on PATH. Empty
+/// when there is none.
+std::string findLinkerDriver(const Target& target);
+
+/// Runs `driver -shared -o library object -lm` (no shell). Throws kiln::Error with the driver's
+/// first error line when it fails, or when the driver cannot be started.
+void linkSharedLibrary(const std::string& driver, const std::string& object, const std::string& library);
+
+struct ExportedLibrary {
+  std::string objectPath;   // the object file, kept only when it could not be linked
+  std::string libraryPath;  // the shared library; empty when not linked
+  std::string linker;       // the driver used
+  std::string note;         // why there is no library (a cross target without a driver)
+  std::vector<std::string> cpuFeatures;
+};
+
+/// emitObjectFile, then linkSharedLibrary when a driver exists (the object is then removed).
+/// `objectPath` and `libraryPath` are the files to write.
+ExportedLibrary exportLibrary(const std::vector<core::tir::PrimFunc>& funcs, const Target& target,
+                              const std::string& objectPath, const std::string& libraryPath,
+                              const std::string& signature);
+
+}  // namespace kiln::codegen

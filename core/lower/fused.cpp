@@ -1,0 +1,483 @@
+// Lowering of fused groups (core/lower/lower.h, "fused groups"): one PrimFunc per group.
+//
+// Every member of a group except the anchor is an element op: its value at an output index is
+// an expression of its operands' values at (remapped) indices. GroupEvaluator builds that
+// expression for the group's root, recursively: a value computed outside the group is a Load
+// from its parameter buffer (broadcast operands read through index 0 along size-1 axes), a value
+// computed inside is its op's per-element expression (ops_elementwise.cpp, shared with the
+// standalone lowerings) over its operands. Injective ops remap the index: transpose permutes
+// axes, reshape goes through the flat (row-major) index, layout_transform recovers the channel
+// from its (blocked) output index and splits it again for its (blocked) input.
+//
+// Three shapes of kernel:
+// - Anchored (conv2d, dense, matmul, pooling first): the anchor's own lowering runs with
+//   OpContext::epilogue evaluating the group's root given the anchor's value at an output index,
+//   so the whole chain happens in registers before the single store. The index may end in a
+//   Ramp when the anchor stores vectors: loads along that axis become vector loads (a Ramp
+//   offset), loads constant along it become a scalar Load broadcast to the lanes. Should an
+//   anchor lowering not call the epilogue, a second loop nest applies it in place (correct,
+//   one extra pass over the output).
+// - Element chain: one loop nest over the root's output. When nothing in the group needs
+//   per-axis indices (no broadcasting, transposes or per-channel ops) the nest is one flat loop.
+// - Concat root: one loop nest per concat input, each evaluating that input's expression.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/ir/op_registry.h"
+#include "core/ir/printer.h"
+#include "core/lower/lower.h"
+#include "core/lower/lower_internal.h"
+#include "core/tir/simplify.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+using namespace tir;
+
+namespace {
+
+bool isUnaryElement(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp",        "log",
+      "sqrt", "rsqrt",   "neg",  "abs",  "erf",       "gelu",        "leaky_relu", "clamp"};
+  return ops.count(op) != 0;
+}
+
+bool isBinaryElement(const std::string& op) {
+  static const std::set<std::string> ops = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
+  return ops.count(op) != 0;
+}
+
+/// Where a value is read: one index Expr per axis of `shape` (the innermost may be a Ramp of
+/// `lanes` lanes). `nest`/`fromNest`, when set, say that axis d is the loop nest's axis
+/// fromNest[d] (-1: index 0), which lets loads use the nest's cheaper offsets.
+struct Index {
+  Shape shape;
+  std::vector<Expr> axes;
+  int lanes = 1;
+  const LoopNest* nest = nullptr;
+  std::vector<int> fromNest;
+  bool flat = false;  // shape/axes are the flat view [numel] of every value (see canUseFlat)
+};
+
+/// Σ axes[d]·strides[d], where an axis may be a Ramp: a scalar, or a Ramp when the sum varies
+/// across lanes.
+Expr affineOffset(const std::vector<Expr>& axes, const std::vector<int64_t>& strides) {
+  Expr base = i64(0), laneStride = i64(0);
+  int lanes = 1;
+  for (size_t d = 0; d < axes.size(); ++d) {
+    if (strides[d] == 0) continue;
+    if (const auto* ramp = axes[d].as<Ramp>()) {
+      base = base + ramp->base * strides[d];
+      laneStride = laneStride + ramp->stride * strides[d];
+      lanes = ramp->lanes;
+      continue;
+    }
+    KILN_ASSERT(!axes[d].type().isVector(), "fused epilogue: an index axis is a vector but not a Ramp");
+    base = base + axes[d] * strides[d];
+  }
+  base = simplify(base);
+  laneStride = simplify(laneStride);
+  const int64_t* s = asConstInt(laneStride);
+  if (lanes == 1 || (s && *s == 0)) return base;
+  return Ramp::make(base, laneStride, lanes);
+}
+
+class GroupEvaluator {
+ public:
+  GroupEvaluator(const Graph& graph, const FusedGroup& group, const std::map<ValueId, Buffer>& params)
+      : m_graph(graph), m_group(group), m_params(params) {}
+
+  /// `value` stands for `v` at the index of the next evaluation (the anchor's result).
+  void seed(ValueId v, Expr value) { m_memo[v] = std::move(value); }
+  void clearMemo() { m_memo.clear(); }
+
+  /// The value of `v` at `idx` (an index into v's shape), with idx.lanes lanes. Values at the
+  /// evaluation's primary index (no remapping yet) are computed once and reused.
+  Expr valueAt(ValueId v, const Index& idx, bool primary = true) {
+    if (primary) {
+      auto it = m_memo.find(v);
+      if (it != m_memo.end()) return it->second;
+    }
+    Expr e = compute(v, idx, primary);
+    if (primary) m_memo[v] = e;
+    return e;
+  }
+
+ private:
+  bool inGroup(NodeId n) const { return n >= m_group.first && n < m_group.end; }
+
+  Expr compute(ValueId v, const Index& idx, bool primary) {
+    NodeId p = m_graph.value(v).producer;
+    if (p < 0 || !inGroup(p)) return load(m_params.at(v), m_graph.type(v).shape, idx);
+    const Node& node = m_graph.node(p);
+    OpContext ctx = nodeContext(m_graph, p);
+    const std::string& op = node.op;
+    if (op == "copy") return valueAt(node.inputs[0], idx, primary);
+    if (isUnaryElement(op)) return unaryExpr(ctx, valueAt(node.inputs[0], idx, primary));
+    if (isBinaryElement(op)) {
+      Expr a = valueAt(node.inputs[0], broadcastTo(idx, m_graph.type(node.inputs[0]).shape), primary);
+      Expr b = valueAt(node.inputs[1], broadcastTo(idx, m_graph.type(node.inputs[1]).shape), primary);
+      return binaryExpr(op, a, b);
+    }
+    if (op == "batch_norm") return batchNorm(node, idx, primary);
+    if (op == "reshape")
+      return valueAt(node.inputs[0], reshaped(idx, m_graph.type(node.inputs[0]).shape), false);
+    if (op == "transpose") return valueAt(node.inputs[0], transposed(idx, node), false);
+    if (op == "layout_transform")
+      return valueAt(node.inputs[0], relayouted(idx, node, m_graph.type(node.inputs[0]).shape), false);
+    KILN_ASSERT(false, "fused group @" + m_group.name + ": no per-element lowering of '" + op + "'");
+    return Expr();
+  }
+
+  Expr load(const Buffer& buffer, const Shape& shape, const Index& idx) {
+    Expr offset;
+    if (idx.flat) {
+      offset = idx.axes[0];
+    } else if (idx.nest && !idx.fromNest.empty()) {
+      std::vector<int64_t> nestStrides(idx.nest->rank(), 0);
+      std::vector<int64_t> strides = contiguousStrides(shape);
+      for (size_t d = 0; d < shape.size(); ++d)
+        if (idx.fromNest[d] >= 0) nestStrides[idx.fromNest[d]] += strides[d];
+      offset = idx.nest->offset(nestStrides);
+    } else {
+      offset = affineOffset(idx.axes, contiguousStrides(shape));
+    }
+    Expr value = Load::make(buffer, offset);
+    if (idx.lanes > 1 && !value.type().isVector()) value = Broadcast::make(value, idx.lanes);
+    return value;
+  }
+
+  /// `idx` (an output index) read by an operand of shape `in` under numpy broadcasting.
+  static Index broadcastTo(const Index& idx, const Shape& in) {
+    if (idx.flat || in == idx.shape) {
+      Index same = idx;
+      if (!idx.flat) same.shape = in;
+      return same;
+    }
+    Index r{in, {}, idx.lanes, idx.nest, {}, false};
+    size_t lead = idx.shape.size() - in.size();
+    for (size_t d = 0; d < in.size(); ++d) {
+      bool broadcast = in[d] == 1;
+      r.axes.push_back(broadcast ? i64(0) : idx.axes[d + lead]);
+      if (!idx.fromNest.empty()) r.fromNest.push_back(broadcast ? -1 : idx.fromNest[d + lead]);
+    }
+    return r;
+  }
+
+  /// Input index of transpose(perm): in[perm[d]] = out[d].
+  static Index transposed(const Index& idx, const Node& node) {
+    const auto& perm = node.attrs.getInts("perm");
+    int64_t rank = static_cast<int64_t>(perm.size());
+    Index r{Shape(rank), std::vector<Expr>(rank), idx.lanes, idx.nest, {}, false};
+    if (!idx.fromNest.empty()) r.fromNest.assign(rank, -1);
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t p = normalizeAxis(perm[d], rank);
+      r.shape[p] = idx.shape[d];
+      r.axes[p] = idx.axes[d];
+      if (!idx.fromNest.empty()) r.fromNest[p] = idx.fromNest[d];
+    }
+    return r;
+  }
+
+  /// Input index of a reshape: the same flat position, split over the input's shape.
+  static Index reshaped(const Index& idx, const Shape& in) {
+    if (idx.flat) return idx;
+    KILN_ASSERT(idx.lanes == 1, "fused reshape of a vector index");
+    Expr flat = affineOffset(idx.axes, contiguousStrides(idx.shape));
+    std::vector<int64_t> strides = contiguousStrides(in);
+    Index r{in, {}, 1, nullptr, {}, false};
+    for (size_t d = 0; d < in.size(); ++d) {
+      Expr e = strides[d] == 1 ? flat : flat / i64(strides[d]);
+      if (d > 0) e = e % i64(in[d]);
+      r.axes.push_back(in[d] == 1 ? i64(0) : e);
+    }
+    return r;
+  }
+
+  /// Channel block of a layout attribute: "NCHW" → 0, "NCHW16c" → 16.
+  static int64_t layoutBlock(const std::string& layout) {
+    return layout == "NCHW" ? 0 : std::stoll(layout.substr(4, layout.size() - 5));
+  }
+
+  /// Input index of layout_transform{src, dst}: the channel c is recovered from the output
+  /// index (c = cb·b + ci when dst is blocked) and split again for a blocked src.
+  static Index relayouted(const Index& idx, const Node& node, const Shape& in) {
+    KILN_ASSERT(idx.lanes == 1, "fused layout_transform of a vector index");
+    int64_t src = layoutBlock(node.attrs.getString("src")), dst = layoutBlock(node.attrs.getString("dst"));
+    Expr channel = dst ? idx.axes[1] * dst + idx.axes[4] : idx.axes[1];
+    Index r{in, {idx.axes[0], channel, idx.axes[2], idx.axes[3]}, 1, nullptr, {}, false};
+    if (src) {
+      r.axes[1] = channel / i64(src);
+      r.axes.push_back(channel % i64(src));
+    }
+    return r;
+  }
+
+  // (x - mean[c]) · gamma[c] / sqrt(var[c] + eps) + beta[c], c the index along axis 1.
+  Expr batchNorm(const Node& node, const Index& idx, bool primary) {
+    Expr x = valueAt(node.inputs[0], idx, primary);
+    Index channel{{idx.shape.at(1)}, {idx.axes.at(1)}, idx.lanes, idx.nest, {}, false};
+    if (!idx.fromNest.empty()) channel.fromNest = {idx.fromNest[1]};
+    Expr params[4];
+    for (int i = 0; i < 4; ++i) params[i] = valueAt(node.inputs[i + 1], channel, false);
+    return batchNormExpr(x, params[0], params[1], params[2], params[3], node.attrs.getFloat("epsilon", 1e-5));
+  }
+
+  const Graph& m_graph;
+  const FusedGroup& m_group;
+  const std::map<ValueId, Buffer>& m_params;
+  std::map<ValueId, Expr> m_memo;
+};
+
+/// A nest index over `nest` for a value of the nest's own shape.
+Index nestIndex(const LoopNest& nest, const Shape& shape) {
+  Index idx{shape, {}, 1, &nest, {}, false};
+  for (size_t d = 0; d < nest.rank(); ++d) {
+    idx.axes.push_back(nest[d]);
+    idx.fromNest.push_back(static_cast<int>(d));
+  }
+  return idx;
+}
+
+/// True when every value of the group can be addressed by the root's flat index: only
+/// elementwise ops, reshapes and binary ops without broadcasting.
+bool canUseFlat(const Graph& graph, const FusedGroup& group) {
+  for (NodeId n = group.first; n < group.end; ++n) {
+    const Node& node = graph.node(n);
+    int64_t numel = graph.type(node.outputs[0]).numel();
+    if (node.op == "copy" || node.op == "reshape" || isUnaryElement(node.op)) continue;
+    if (!isBinaryElement(node.op)) return false;
+    for (ValueId v : node.inputs)
+      if (graph.type(v).numel() != numel) return false;
+  }
+  return true;
+}
+
+class GroupLowering {
+ public:
+  GroupLowering(const Graph& graph, int group, const LowerOptions& options)
+      : m_graph(graph), m_groupIndex(group), m_group(graph.groups().at(group)), m_options(options) {
+    const Node& root = graph.node(m_group.root());
+    KILN_ASSERT(root.outputs.size() == 1, "fused group @" + m_group.name + ": the root must have one output");
+    m_out = root.outputs[0];
+    m_where = " (@" + m_group.name + (root.location.empty() ? "" : " at " + root.location) + ")";
+    for (NodeId n = m_group.first; n < m_group.end; ++n) {
+      if (fusedRole(graph.node(n).op) == FusedRole::Anchor) m_anchor = n;
+    }
+  }
+
+  PrimFunc run(const std::string& funcName) {
+    std::set<std::string> used;
+    auto param = [&used](const Value& v) {
+      std::string base = sanitizeName(v.name), name = base;
+      for (int i = 1; used.count(name); ++i) name = base + "_" + std::to_string(i);
+      used.insert(name);
+      return makeBuffer(name, Type::fromDType(v.type.dtype), v.type.shape);
+    };
+    PrimFunc func;
+    func.name = funcName;
+    for (ValueId v : groupInputs(m_graph, m_groupIndex)) {
+      m_params[v] = param(m_graph.value(v));
+      func.params.push_back(m_params[v]);
+    }
+    m_outBuffer = param(m_graph.value(m_out));
+    func.params.push_back(m_outBuffer);
+    func.numOutputs = 1;
+    checkMembers();
+
+    Stmt body;
+    if (m_anchor >= 0)
+      body = lowerAnchored();
+    else if (m_graph.node(m_group.root()).op == "concat")
+      body = lowerConcatRoot();
+    else
+      body = lowerElementNest();
+    func.body = renameClashes(body, func.params);
+    func = simplify(func);
+    std::string ops;
+    for (NodeId n = m_group.first; n < m_group.end; ++n) ops += (ops.empty() ? "" : ",") + m_graph.node(n).op;
+    func.attrs["workload_key"] = groupWorkloadKey(m_graph, m_groupIndex);
+    func.attrs["op"] = "fused";
+    func.attrs["ops"] = ops;
+    if (!m_schedule.empty()) func.attrs["schedule"] = m_schedule;
+    return func;
+  }
+
+ private:
+  /// The dtype checks the standalone lowerings make.
+  void checkMembers() const {
+    for (NodeId n = m_group.first; n < m_group.end; ++n) {
+      if (n == m_anchor) continue;
+      OpContext ctx = nodeContext(m_graph, n);
+      ctx.where = m_where;
+      if (isUnaryElement(ctx.op))
+        checkUnary(ctx);
+      else if (isBinaryElement(ctx.op))
+        checkBinary(ctx);
+      else if (ctx.op == "batch_norm")
+        ctx.requireFloat();
+    }
+  }
+
+  Stmt lowerAnchored() {
+    const Node& anchor = m_graph.node(m_anchor);
+    OpLowering lowering = findLowering(anchor.op);
+    KILN_ASSERT(lowering != nullptr, "fused group @" + m_group.name + ": no lowering of anchor " + anchor.op);
+    OpContext ctx = nodeContext(m_graph, m_anchor);
+    ctx.options = m_options;
+    for (ValueId v : anchor.inputs) ctx.in.push_back(m_params.at(v));
+    ctx.out = {m_outBuffer};
+    ValueId anchorOut = anchor.outputs[0];
+    const Shape& shape = m_graph.type(anchorOut).shape;
+    GroupEvaluator eval(m_graph, m_group, m_params);
+    int calls = 0;
+    ctx.epilogue = [&](Expr value, const std::vector<Expr>& index) {
+      ++calls;
+      KILN_ASSERT(index.size() == shape.size(), "fused group @" + m_group.name + ": " + anchor.op +
+                                                    " passed an epilogue index of the wrong rank");
+      eval.clearMemo();
+      eval.seed(anchorOut, value);
+      return eval.valueAt(m_out, Index{shape, index, value.type().lanes, nullptr, {}, false});
+    };
+    Stmt body = lowering(ctx);
+    m_schedule = ctx.schedule;
+    if (calls > 0) return body;
+    // The anchor stored its plain result: apply the epilogue in place, element by element.
+    LoopNest nest(shape, {}, wantParallel(m_graph.type(anchorOut).numel()));
+    Expr offset = nest.offset(contiguousStrides(shape));
+    eval.clearMemo();
+    eval.seed(anchorOut, Load::make(m_outBuffer, offset));
+    Expr value = eval.valueAt(m_out, nestIndex(nest, shape));
+    return Seq::make({body, nest.wrap(Store::make(m_outBuffer, offset, value))});
+  }
+
+  Stmt lowerElementNest() {
+    const Shape& shape = m_graph.type(m_out).shape;
+    int64_t numel = m_graph.type(m_out).numel();
+    GroupEvaluator eval(m_graph, m_group, m_params);
+    if (canUseFlat(m_graph, m_group)) {
+      LoopNest nest({numel}, {"i"}, wantParallel(numel));
+      Index idx{{numel}, {nest[0]}, 1, nullptr, {}, true};
+      Expr offset = nest.offset({1});
+      idx.axes[0] = offset;
+      return nest.wrap(Store::make(m_outBuffer, offset, eval.valueAt(m_out, idx)));
+    }
+    LoopNest nest(shape, {}, wantParallel(numel));
+    Expr value = eval.valueAt(m_out, nestIndex(nest, shape));
+    return nest.wrap(Store::make(m_outBuffer, nest.offset(contiguousStrides(shape)), value));
+  }
+
+  // out[..., offset_j + i, ...] = input_j[..., i, ...], one loop nest per input.
+  Stmt lowerConcatRoot() {
+    const Node& root = m_graph.node(m_group.root());
+    const Shape& outShape = m_graph.type(m_out).shape;
+    int64_t axis = normalizeAxis(root.attrs.getInt("axis"), static_cast<int64_t>(outShape.size()));
+    std::vector<int64_t> outStrides = contiguousStrides(outShape);
+    GroupEvaluator eval(m_graph, m_group, m_params);
+    std::vector<Stmt> copies;
+    int64_t offset = 0;
+    for (ValueId v : root.inputs) {
+      const Shape& shape = m_graph.type(v).shape;
+      LoopNest nest(shape, {}, wantParallel(m_graph.type(v).numel()));
+      eval.clearMemo();
+      Expr value = eval.valueAt(v, nestIndex(nest, shape));
+      Expr target = nest.offset(outStrides) + offset * outStrides[axis];
+      copies.push_back(nest.wrap(Store::make(m_outBuffer, target, value)));
+      offset += shape[axis];
+    }
+    return Seq::make(std::move(copies));
+  }
+
+  const Graph& m_graph;
+  int m_groupIndex;
+  const FusedGroup& m_group;
+  LowerOptions m_options;
+  ValueId m_out = -1;
+  NodeId m_anchor = -1;
+  std::string m_where;
+  std::map<ValueId, Buffer> m_params;
+  Buffer m_outBuffer;
+  std::string m_schedule;
+};
+
+}  // namespace
+
+OpContext nodeContext(const Graph& graph, NodeId n) {
+  const Node& node = graph.node(n);
+  OpContext ctx;
+  ctx.op = node.op;
+  ctx.attrs = node.attrs;
+  for (ValueId v : node.inputs) ctx.inTypes.push_back(graph.type(v));
+  for (ValueId v : node.outputs) ctx.outTypes.push_back(graph.type(v));
+  std::string label = node.outputs.empty() ? node.op : "%" + graph.value(node.outputs[0]).name;
+  ctx.where = " (" + label + (node.location.empty() ? "" : " at " + node.location) + ")";
+  return ctx;
+}
+
+FusedRole fusedRole(const std::string& op) {
+  const OpDef* def = findOp(op);
+  if (!def) return FusedRole::None;
+  if (def->pattern == OpPattern::OutEWiseFusable) return canLower(op) ? FusedRole::Anchor : FusedRole::None;
+  if (isUnaryElement(op) || isBinaryElement(op) || op == "copy" || op == "batch_norm" || op == "reshape" ||
+      op == "transpose" || op == "concat" || op == "layout_transform")
+    return FusedRole::Element;
+  return FusedRole::None;
+}
+
+std::vector<ValueId> groupInputs(const Graph& graph, int group) {
+  const FusedGroup& g = graph.groups().at(group);
+  std::vector<ValueId> inputs;
+  auto add = [&](ValueId v) {
+    NodeId p = graph.value(v).producer;
+    if (p >= g.first && p < g.end) return;
+    if (std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
+  };
+  for (NodeId n = g.first; n < g.end; ++n) {
+    if (fusedRole(graph.node(n).op) == FusedRole::Anchor)
+      for (ValueId v : graph.node(n).inputs) add(v);
+  }
+  for (NodeId n = g.first; n < g.end; ++n)
+    for (ValueId v : graph.node(n).inputs) add(v);
+  return inputs;
+}
+
+std::string groupWorkloadKey(const Graph& graph, int group) {
+  const FusedGroup& g = graph.groups().at(group);
+  std::vector<ValueId> inputs = groupInputs(graph, group);
+  std::string key = "fused[";
+  for (NodeId n = g.first; n < g.end; ++n) {
+    const Node& node = graph.node(n);
+    key += (n == g.first ? "" : "; ") + node.op;
+    if (!node.attrs.values().empty()) {
+      key += "{";
+      bool first = true;
+      for (const auto& [name, value] : node.attrs.values()) {
+        key += (first ? "" : ",") + name + "=" + printAttrValue(value);
+        first = false;
+      }
+      key += "}";
+    }
+    key += "(";
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      ValueId v = node.inputs[i];
+      NodeId p = graph.value(v).producer;
+      key += i ? "," : "";
+      if (p >= g.first && p < g.end) {
+        key += "%" + std::to_string(p - g.first);
+      } else {
+        auto pos = std::find(inputs.begin(), inputs.end(), v) - inputs.begin();
+        key += "$" + std::to_string(pos) + ":" + graph.type(v).str();
+      }
+    }
+    key += ")->" + graph.type(node.outputs[0]).str();
+  }
+  return key + "]";
+}
+
+PrimFunc lowerGroup(const Graph& graph, int group, const std::string& funcName, const LowerOptions& options) {
+  return GroupLowering(graph, group, options).run(funcName);
+}
+
+}  // namespace kiln::core::lower

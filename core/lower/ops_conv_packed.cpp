@@ -1,0 +1,276 @@
+// Lowerings of the packed-layout operators introduced by alter-layout (O3): conv2d_nchwc and
+// layout_transform.
+//
+// conv2d_nchwc, groups = 1. Input x [N, C/ib, H, W, ib], weight pre-packed at compile time to
+// w [O/ob, C/ib, KH, KW, ib, ob] with ob = V·L (V output vectors of L lanes, L the output block),
+// output y [N, O/L, OH, OW, L]. A register tile holds V × B accumulators (B output columns):
+//
+//   parallel (n, oco, oh)                            oco: a group of V output blocks
+//     for each column run (schedule.h planColumns)   interior tiles in a loop, border tiles at
+//       acc[v][b] = bias (or 0)                      constant columns
+//       for icb in [0, C/ib)
+//         for kh in taps(oh)                         bounds from oh: rows never read padding
+//           for kw, ic                               interior: loops; border: kw unrolled, taps
+//             w_v = w[oco, icb, kh, kw, ic, v·L : v·L+L]     that read padding dropped
+//             for b: x_b = x[n, icb, ih, iw(b, kw), ic]      (a scalar, broadcast)
+//                    acc[v][b] += broadcast(x_b) · w_v       (FMA)
+//       y[n, oco·V + v, oh, ow0 + b, :] = epilogue(acc[v][b])
+//
+// The inner step loads V weight vectors and B scalars for V·B FMAs. The weight vectors are
+// contiguous because of the packing; broadcasts come straight from memory (AVX-512 embedded
+// broadcast). 1×1 convolutions are the same tile without kh/kw loops: a packed GEMM; on narrow
+// rows (7×7) their spatial axes are flattened into one row so that the tiles stay full.
+//
+// Depthwise (groups = C, ib = ob = L): weight [C/L, 1, KH, KW, 1, L]; the tile is B vectors over
+// the channel block: acc[b] += x[n, cb, ih, iw(b, kw), :] · w[cb, 0, kh, kw, 0, :].
+//
+// layout_transform copies between NCHW and NCHW[x]c (or two blocks) element by element in the
+// output's order.
+#include <algorithm>
+
+#include "core/lower/lower_internal.h"
+#include "core/lower/schedule.h"
+#include "core/tir/functor.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+using namespace tir;
+
+namespace {
+
+/// The channel block of a layout attribute: "NCHW" → 0, "NCHW16c" → 16.
+int64_t layoutBlockOf(const std::string& layout) {
+  if (layout == "NCHW") return 0;
+  return std::stoll(layout.substr(4, layout.size() - 5));
+}
+
+struct PackedConvShape {
+  int64_t n = 0, cb = 0, h = 0, w = 0, ib = 0;  // input [N, C/ib, H, W, ib]
+  int64_t oco = 0, kh = 0, kw = 0, ob = 0;      // weight [O/ob, ., KH, KW, ., ob]
+  int64_t lanes = 0, ocb = 0;                   // output block L and O/L
+  int64_t oh = 0, ow = 0;
+  int ocVecs = 1;
+  bool depthwise = false;
+  int64_t flatWidth = 0;  // > 0: spatial axes flattened into one row; the true OW
+  WindowAxis rows, cols;
+};
+
+class PackedConvBuilder {
+ public:
+  PackedConvBuilder(const OpContext& ctx, PackedConvShape s, int owBlock)
+      : m_ctx(ctx), m_s(std::move(s)), m_owBlock(owBlock) {}
+
+  Stmt build() {
+    const PackedConvShape& s = m_s;
+    int64_t work = s.depthwise ? s.kh * s.kw : s.cb * s.ib * s.kh * s.kw;
+    bool parallel = wantParallel(m_ctx.outTypes[0].numel(), work);
+    int64_t extent = s.n * s.oco * s.oh;
+    Expr f = Var::make("n_oc_oh");
+    m_oh = s.oh == 1 ? Expr(i64(0)) : f % s.oh;
+    Expr rest = s.oh == 1 ? f : f / s.oh;
+    m_oco = s.oco == 1 ? Expr(i64(0)) : (s.n == 1 ? rest : rest % s.oco);
+    m_n = s.n == 1 ? Expr(i64(0)) : (s.oco == 1 ? rest : rest / s.oco);
+    m_acc = RegisterTile("acc", m_ctx.out[0]->elemType, s.ocVecs * m_owBlock, static_cast<int>(s.lanes));
+
+    std::vector<Stmt> runs;
+    for (const ColumnRun& run : planColumns(s.cols, m_owBlock)) {
+      if (run.count == 1) {
+        runs.push_back(tile(i64(run.start), run.width, run.interior));
+        continue;
+      }
+      Expr blk = Var::make("owb");
+      Expr ow0 = blk * run.width;
+      if (run.start != 0) ow0 = ow0 + run.start;
+      runs.push_back(serialFor(blk, 0, run.count, tile(ow0, run.width, true)));
+    }
+    Stmt body = Allocate::make(m_acc.buffer(), Seq::make(std::move(runs)));
+    return For::make(f, i64(0), i64(extent), parallel ? ForKind::Parallel : ForKind::Serial, body);
+  }
+
+ private:
+  int lanes() const { return static_cast<int>(m_s.lanes); }
+
+  // One register tile: columns [ow0, ow0 + width); ow0 is a constant unless `interior`.
+  Stmt tile(const Expr& ow0, int64_t width, bool interior) {
+    const PackedConvShape& s = m_s;
+    std::vector<Stmt> init;
+    for (int v = 0; v < s.ocVecs; ++v) {
+      Expr value = m_ctx.in.size() == 3 ? vload(m_ctx.in[2], (m_oco * s.ocVecs + v) * s.lanes, lanes())
+                                        : splat(literal(m_acc.buffer()->elemType, 0), lanes());
+      for (int64_t b = 0; b < width; ++b) init.push_back(m_acc.set(slot(v, b, width), value));
+    }
+    Stmt reduce = s.depthwise ? depthwiseReduction(ow0, width, interior) : denseReduction(ow0, width, interior);
+    return Seq::make({Seq::make(std::move(init)), reduce, store(ow0, width)});
+  }
+
+  int slot(int v, int64_t b, int64_t width) const { return static_cast<int>(v * width + b); }
+
+  /// The columns of the tile whose tap `kw` reads inside the input (all when interior).
+  std::vector<int64_t> liveColumns(const Expr& ow0, int64_t width, int64_t kw, bool interior) const {
+    std::vector<int64_t> live;
+    const int64_t* start = asConstInt(ow0);
+    for (int64_t b = 0; b < width; ++b) {
+      if (interior || start == nullptr || m_s.cols.tapInside(*start + b, kw)) live.push_back(b);
+    }
+    return live;
+  }
+
+  // groups = 1: Σ over icb, kh, kw, ic of broadcast(x) · w.
+  Stmt denseReduction(const Expr& ow0, int64_t width, bool interior) {
+    const PackedConvShape& s = m_s;
+    const Buffer &x = m_ctx.in[0], &w = m_ctx.in[1];
+    Expr icb = Var::make("icb"), kh = Var::make("kh"), ic = Var::make("ic");
+    auto [khFirst, khExtent] = s.rows.tapRange(m_oh);
+    Expr ih = s.rows.inputIndex(m_oh, kh);
+    Expr xRow = ((m_n * s.cb + icb) * s.h + ih) * s.w;          // x[n, icb, ih, 0, 0] / ib
+    Expr wTap = ((m_oco * s.cb + icb) * s.kh + kh) * s.kw;      // w[oco, icb, kh, 0, ..] / (ib·ob)
+
+    // The FMAs of one (kw, ic) step over the given columns.
+    auto step = [&](const Expr& kw, const std::vector<int64_t>& columns) {
+      std::vector<Expr> wv;
+      for (int v = 0; v < s.ocVecs; ++v) wv.push_back(Var::make("w" + std::to_string(v), Type::f32(lanes())));
+      Expr wBase = ((wTap + kw) * s.ib + ic) * s.ob;
+      std::vector<Stmt> fmas;
+      for (int64_t b : columns) {
+        Expr iw = s.cols.inputIndex(ow0 + b, kw);
+        Expr xs = Load::make(x, (xRow + iw) * s.ib + ic);
+        fmas.push_back(letBind("x" + std::to_string(b), xs, [&](const Expr& xv) {
+          std::vector<Stmt> per;
+          for (int v = 0; v < s.ocVecs; ++v) per.push_back(m_acc.fma(slot(v, b, width), splat(xv, lanes()), wv[v]));
+          return Seq::make(std::move(per));
+        }));
+      }
+      Stmt body = Seq::make(std::move(fmas));
+      for (int v = s.ocVecs; v-- > 0;) body = LetStmt::make(wv[v], vload(w, wBase + v * s.lanes, lanes()), body);
+      return body;
+    };
+
+    // kw outside ic: one ic step holds one tap's broadcasts only (reusing them across taps would
+    // keep more values live than the register file has room for next to the tile).
+    Stmt inner;
+    if (interior) {
+      Expr kw = Var::make("kw");
+      inner = serialFor(kw, 0, s.kw, serialFor(ic, 0, s.ib, step(kw, liveColumns(ow0, width, 0, true))));
+    } else {
+      std::vector<Stmt> taps;
+      for (int64_t k = 0; k < s.kw; ++k) {
+        std::vector<int64_t> live = liveColumns(ow0, width, k, false);
+        if (live.empty()) continue;
+        Expr icTap = Var::make("ic");
+        taps.push_back(serialFor(icTap, 0, s.ib, substitute(step(i64(k), live), {{ic, icTap}})));
+      }
+      if (taps.empty()) return Stmt();
+      inner = Seq::make(std::move(taps));
+    }
+    Stmt khLoop = For::make(kh, khFirst, khExtent, ForKind::Serial, inner);
+    return serialFor(icb, 0, s.cb, khLoop);
+  }
+
+  // Depthwise: Σ over kh, kw of x[n, cb, ih, iw, :] · w[cb, 0, kh, kw, 0, :].
+  Stmt depthwiseReduction(const Expr& ow0, int64_t width, bool interior) {
+    const PackedConvShape& s = m_s;
+    const Buffer &x = m_ctx.in[0], &w = m_ctx.in[1];
+    Expr kh = Var::make("kh");
+    auto [khFirst, khExtent] = s.rows.tapRange(m_oh);
+    Expr ih = s.rows.inputIndex(m_oh, kh);
+    Expr xRow = ((m_n * s.cb + m_oco) * s.h + ih) * s.w;
+    Expr wTap = (m_oco * s.kh + kh) * s.kw;
+    auto step = [&](const Expr& kw, const std::vector<int64_t>& columns) {
+      Expr wv = Var::make("w0", Type::f32(lanes()));
+      std::vector<Stmt> fmas;
+      for (int64_t b : columns) {
+        Expr iw = s.cols.inputIndex(ow0 + b, kw);
+        fmas.push_back(m_acc.fma(slot(0, b, width), vload(x, (xRow + iw) * s.lanes, lanes()), wv));
+      }
+      return LetStmt::make(wv, vload(w, (wTap + kw) * s.lanes, lanes()), Seq::make(std::move(fmas)));
+    };
+    Stmt inner;
+    if (interior) {
+      Expr kw = Var::make("kw");
+      inner = serialFor(kw, 0, s.kw, step(kw, liveColumns(ow0, width, 0, true)));
+    } else {
+      std::vector<Stmt> taps;
+      for (int64_t k = 0; k < s.kw; ++k) {
+        std::vector<int64_t> live = liveColumns(ow0, width, k, false);
+        if (!live.empty()) taps.push_back(step(i64(k), live));
+      }
+      if (taps.empty()) return Stmt();
+      inner = Seq::make(std::move(taps));
+    }
+    return For::make(kh, khFirst, khExtent, ForKind::Serial, inner);
+  }
+
+  Stmt store(const Expr& ow0, int64_t width) {
+    const PackedConvShape& s = m_s;
+    std::vector<Stmt> stores;
+    Expr lane = lanes() == 1 ? Expr(i64(0)) : Ramp::make(i64(0), i64(1), lanes());
+    for (int v = 0; v < s.ocVecs; ++v) {
+      Expr block = m_oco * s.ocVecs + v;
+      for (int64_t b = 0; b < width; ++b) {
+        Expr col = ow0 + b;
+        Expr offset = (((m_n * s.ocb + block) * s.oh + m_oh) * s.ow + col) * s.lanes;
+        Expr oh = s.flatWidth ? col / s.flatWidth : m_oh, ow = s.flatWidth ? col % s.flatWidth : col;
+        Expr value = m_ctx.applyEpilogue(m_acc.get(slot(v, b, width)), {m_n, block, oh, ow, lane});
+        stores.push_back(vstore(m_ctx.out[0], offset, value));
+      }
+    }
+    return Seq::make(std::move(stores));
+  }
+
+  const OpContext& m_ctx;
+  PackedConvShape m_s;
+  int m_owBlock;
+  Expr m_n, m_oco, m_oh;
+  RegisterTile m_acc{"acc", Type::f32(), 1, 1};
+};
+
+}  // namespace
+
+Stmt lowerConv2dNchwc(const OpContext& ctx) {
+  ctx.requireFloat();
+  if (ctx.inTypes[0].dtype != DType::Float32) ctx.unsupported("dtype other than f32");
+  const Shape &xs = ctx.inTypes[0].shape, &ws = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
+  PackedConvShape s;
+  s.n = xs[0], s.cb = xs[1], s.h = xs[2], s.w = xs[3], s.ib = xs[4];
+  s.oco = ws[0], s.kh = ws[2], s.kw = ws[3], s.ob = ws[5];
+  s.lanes = ys[4], s.ocb = ys[1], s.oh = ys[2], s.ow = ys[3];
+  s.ocVecs = static_cast<int>(s.ob / s.lanes);
+  s.depthwise = ctx.attrs.getInt("groups", 1) != 1;
+  if (s.depthwise && (s.ib != s.lanes || s.ob != s.lanes))
+    ctx.unsupported("depthwise convolution with input block " + std::to_string(s.ib) + ", weight block " +
+                    std::to_string(s.ob) + " and output block " + std::to_string(s.lanes));
+  auto stride = ctx.pairAttr("stride", 1), pad = ctx.pairAttr("padding", 0), dil = ctx.pairAttr("dilation", 1);
+  if (packedConvFlattens(s.kh, s.kw, stride, pad, s.ow, ctx.options)) {
+    // Pointwise on narrow rows: one row of OH·OW columns (the output index is unflattened for
+    // the epilogue).
+    s.flatWidth = s.ow;
+    s.w = s.h * s.w, s.h = 1;
+    s.ow = s.oh * s.ow, s.oh = 1;
+  }
+  s.rows = WindowAxis{s.h, s.oh, s.kh, stride[0], pad[0], dil[0]};
+  s.cols = WindowAxis{s.w, s.ow, s.kw, stride[1], pad[1], dil[1]};
+
+  ConvKnobs knobs;
+  knobs.ocVecs = s.ocVecs;
+  knobs.owBlock = packedConvOwBlock(s.ow, s.ocVecs, ctx.options);
+  ctx.schedule = knobs.str(true);
+  return PackedConvBuilder(ctx, s, knobs.owBlock).build();
+}
+
+Stmt lowerLayoutTransform(const OpContext& ctx) {
+  int64_t src = layoutBlockOf(ctx.attrs.getString("src")), dst = layoutBlockOf(ctx.attrs.getString("dst"));
+  const Shape& ys = ctx.outTypes[0].shape;
+  const Shape& xs = ctx.inTypes[0].shape;
+  int64_t channels = src ? xs[1] * src : xs[1];
+  int64_t h = xs[2], w = xs[3];
+  LoopNest nest(ys, dst ? std::vector<std::string>{"n", "cb", "h", "w", "ci"} : std::vector<std::string>{"n", "c", "h", "w"},
+                wantParallel(ctx.outTypes[0].numel()));
+  Expr c = dst ? nest[1] * dst + nest[4] : nest[1];
+  Expr spatial = nest[2] * w + nest[3];
+  Expr xIndex = src ? (((nest[0] * (channels / src) + c / src) * h * w + spatial) * src + c % src)
+                    : ((nest[0] * channels + c) * h * w + spatial);
+  return nest.wrap(Store::make(ctx.out[0], nest.offset(contiguousStrides(ys)), Load::make(ctx.in[0], xIndex)));
+}
+
+}  // namespace kiln::core::lower

@@ -1,0 +1,294 @@
+// Lowerings of dense (x · wᵀ + b) and matmul (numpy batched matrix product) with register-tiled,
+// explicitly vectorized schedules.
+//
+// dense, x [M, K] (leading axes flattened), w [N, K] in the graph's own layout (no repacking
+// needed): both operands are contiguous along K, so the tile vectorizes the reduction:
+//
+//   parallel (m-tile, n-tile)                  R rows of x × C rows of w
+//     acc[r][c] = 0 (vectors of L lanes)
+//     for k in [0, K/L): xv_r = x[m0 + r, k·L : +L]; for c: acc[r][c] += xv_r · w[n0 + c, k·L : +L]
+//     s = Σ lanes of acc[r][c] (pairwise halving) + Σ_{k ≥ K/L·L} x·w (scalar tail)
+//     y[m0 + r, n0 + c] = epilogue(s + b[n0 + c])
+//
+// At batch 1 this is a stream over the weight matrix (memory bound): C independent rows keep
+// enough loads in flight. Lane sums change the summation order (within float reassociation).
+//
+// matmul, a [..., M, K] · b [..., K, N]: b is contiguous along N, so the tile vectorizes the
+// output columns: acc[r][v] += broadcast(a[m0 + r, k]) · b[k, n0 + v·L : +L], with the columns
+// of a row cut into full tiles in a loop and leftovers in narrower vectors. A product with one
+// output column (b a vector) uses dense's K-vectorized dot product instead.
+#include <algorithm>
+#include <functional>
+
+#include "core/lower/lower_internal.h"
+#include "core/lower/schedule.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+using namespace tir;
+
+namespace {
+
+int laneCount(const OpContext& ctx) {
+  return ctx.out[0]->elemType.bits == 64 ? std::max(1, ctx.options.vectorLanes / 2) : ctx.options.vectorLanes;
+}
+
+/// Largest of `candidates` that divides n (1 when none does).
+int largestDivisor(int64_t n, std::initializer_list<int> candidates) {
+  for (int c : candidates)
+    if (c >= 1 && n % c == 0) return c;
+  return 1;
+}
+
+/// Σ_k a[aBase(r) + k] · b[bBase(c) + k] for an R × C tile, K-vectorized (dense and 1-column
+/// matmul). `finish(r, c, sum)` makes the store of one result.
+struct DotTile {
+  const OpContext& ctx;
+  Buffer a, b;
+  int64_t k = 0;
+  int lanes = 8;
+
+  Stmt build(const std::vector<Expr>& aBase, const std::vector<Expr>& bBase,
+             const std::function<Stmt(int, int, Expr)>& finish) const {
+    Type elem = ctx.out[0]->elemType;
+    int rows = static_cast<int>(aBase.size()), cols = static_cast<int>(bBase.size());
+    int64_t kv = k / lanes, tail = k % lanes;
+    int vl = kv > 0 ? lanes : 1;
+    RegisterTile acc("acc", elem, rows * cols, vl);
+    Buffer scratch = makeBuffer("lanes", elem, {std::max(vl, 1)});
+    Buffer sums = makeBuffer("sums", elem, {int64_t{rows} * cols});
+    std::vector<Stmt> body;
+    if (kv > 0) {
+      for (int i = 0; i < rows * cols; ++i) body.push_back(acc.set(i, splat(literal(elem, 0), vl)));
+      Expr kb = Var::make("kb");
+      std::vector<Expr> xv;
+      std::vector<Stmt> fmas;
+      for (int r = 0; r < rows; ++r) xv.push_back(Var::make("a" + std::to_string(r), elem.withLanes(static_cast<uint16_t>(vl))));
+      for (int c = 0; c < cols; ++c) {
+        Expr wv = vload(b, bBase[c] + kb * lanes, vl);
+        Expr wVar = Var::make("b" + std::to_string(c), wv.type());
+        std::vector<Stmt> per;
+        for (int r = 0; r < rows; ++r) per.push_back(acc.fma(r * cols + c, xv[r], wVar));
+        fmas.push_back(LetStmt::make(wVar, wv, Seq::make(std::move(per))));
+      }
+      Stmt step = Seq::make(std::move(fmas));
+      for (int r = rows; r-- > 0;) step = LetStmt::make(xv[r], vload(a, aBase[r] + kb * lanes, vl), step);
+      body.push_back(serialFor(kb, 0, kv, step));
+      for (int i = 0; i < rows * cols; ++i) {
+        auto [reduce, sum] = horizontalSum(acc.get(i), scratch);
+        if (reduce.defined()) body.push_back(reduce);
+        body.push_back(Store::make(sums, i64(i), sum));
+      }
+    } else {
+      for (int i = 0; i < rows * cols; ++i) body.push_back(Store::make(sums, i64(i), literal(elem, 0)));
+    }
+    if (tail > 0) {
+      Expr kt = Var::make("kt");
+      std::vector<Stmt> per;
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) {
+          int i = r * cols + c;
+          Expr product = Load::make(a, aBase[r] + kt) * Load::make(b, bBase[c] + kt);
+          per.push_back(Store::make(sums, i64(i), Load::make(sums, i64(i)) + product));
+        }
+      body.push_back(serialFor(kt, kv * lanes, tail, Seq::make(std::move(per))));
+    }
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) body.push_back(finish(r, c, Load::make(sums, i64(r * cols + c))));
+    Stmt s = Seq::make(std::move(body));
+    s = Allocate::make(sums, s);
+    if (kv > 0) s = Allocate::make(scratch, Allocate::make(acc.buffer(), s));
+    return s;
+  }
+};
+
+/// Unflattens row m of a [d0, ..., dr-1, N] output into index expressions.
+std::vector<Expr> rowIndex(const Expr& m, const Shape& leading) {
+  std::vector<Expr> idx(leading.size());
+  Expr rest = m;
+  for (size_t d = leading.size(); d-- > 0;) {
+    idx[d] = d == 0 ? rest : rest % leading[d];
+    if (d > 0) rest = rest / leading[d];
+  }
+  return idx;
+}
+
+}  // namespace
+
+Stmt lowerDense(const OpContext& ctx) {
+  ctx.requireFloat();
+  const Shape& xs = ctx.inTypes[0].shape;
+  int64_t k = xs.back(), n = ctx.inTypes[1].shape[0];
+  int64_t m = 1;
+  Shape leading(xs.begin(), xs.end() - 1);
+  for (int64_t d : leading) m *= d;
+  int lanes = laneCount(ctx);
+  int budget = accumulatorBudget(ctx.options);
+
+  GemmKnobs knobs;
+  // The tile with the most accumulators that fits: R·C accumulators + R x vectors + one w
+  // vector in the registers, R dividing M, at most 8 weight rows.
+  int maxCols = 1, registers = budget + (ctx.options.vectorRegisters >= 32 ? 2 : 1);
+  for (int rows : {4, 3, 2, 1}) {
+    if (m % rows != 0) continue;
+    int cols = std::max(1, std::min(8, (registers - 1 - rows) / rows));
+    if (rows * cols > knobs.rows * maxCols) knobs.rows = rows, maxCols = cols;
+  }
+  knobs.cols = maxCols;
+  for (int c = maxCols; c * 2 > maxCols; --c)
+    if (n % c == 0) {
+      knobs.cols = c;
+      break;
+    }
+  ctx.schedule = knobs.str();
+  int64_t rowTiles = m / knobs.rows, colTiles = n / knobs.cols, colTail = n % knobs.cols;
+
+  DotTile dot{ctx, ctx.in[0], ctx.in[1], k, lanes};
+  // The tiles of rows [m0, m0 + rows) × weight rows starting at n0.
+  auto tile = [&](const Expr& m0, const Expr& n0, int cols) {
+    std::vector<Expr> aBase, bBase;
+    for (int r = 0; r < knobs.rows; ++r) aBase.push_back((m0 + r) * k);
+    for (int c = 0; c < cols; ++c) bBase.push_back((n0 + c) * k);
+    return dot.build(aBase, bBase, [&](int r, int c, Expr sum) {
+      Expr row = m0 + r, col = n0 + c;
+      if (ctx.in.size() == 3) sum = sum + Load::make(ctx.in[2], col);
+      std::vector<Expr> index = rowIndex(row, leading);
+      index.push_back(col);
+      return Store::make(ctx.out[0], row * n + col, ctx.applyEpilogue(sum, index));
+    });
+  };
+
+  bool parallel = wantParallel(ctx.outTypes[0].numel(), k);
+  std::vector<Stmt> parts;
+  if (colTiles > 0) {
+    Expr f = Var::make("m_n");
+    Expr mt = colTiles == 1 ? f : f / colTiles, nt = colTiles == 1 ? Expr(i64(0)) : f % colTiles;
+    Stmt body = tile(mt * knobs.rows, nt * knobs.cols, knobs.cols);
+    parts.push_back(For::make(f, i64(0), i64(rowTiles * colTiles), parallel ? ForKind::Parallel : ForKind::Serial, body));
+  }
+  if (colTail > 0) {
+    Expr mt = Var::make("mt");
+    parts.push_back(serialFor(mt, 0, rowTiles, tile(mt * knobs.rows, i64(colTiles * knobs.cols), static_cast<int>(colTail))));
+  }
+  return Seq::make(std::move(parts));
+}
+
+// Numpy matmul with broadcast batch axes; see the file comment.
+Stmt lowerMatmul(const OpContext& ctx) {
+  ctx.requireFloat();
+  const Shape &as = ctx.inTypes[0].shape, &bs = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  int64_t k = as.back();
+  int64_t n = bVec ? 1 : bs.back();
+  int64_t mRows = aVec ? 1 : as[as.size() - 2];
+  size_t batchRank = ys.size() - (aVec ? 0 : 1) - (bVec ? 0 : 1);
+  Shape batch(ys.begin(), ys.begin() + static_cast<std::ptrdiff_t>(batchRank));
+  int64_t batches = 1;
+  for (int64_t d : batch) batches *= d;
+
+  // Element strides of each operand's matrix along the output's batch axes (0 = broadcast).
+  auto batchStrides = [&](const Shape& shape, bool vec) {
+    std::vector<int64_t> full = contiguousStrides(shape), out(batchRank, 0);
+    size_t opBatch = vec ? 0 : shape.size() - 2;
+    size_t lead = batchRank - opBatch;
+    for (size_t d = lead; d < batchRank; ++d) out[d] = shape[d - lead] == 1 ? 0 : full[d - lead];
+    return out;
+  };
+  std::vector<int64_t> aStrides = batchStrides(as, aVec), bStrides = batchStrides(bs, bVec);
+
+  Type elem = ctx.out[0]->elemType;
+  int lanes = laneCount(ctx);
+  int budget = accumulatorBudget(ctx.options);
+  bool parallel = wantParallel(ctx.outTypes[0].numel(), k);
+
+  // The fused loop over (batch, m-tile); batch offsets of a, b and y from its batch index.
+  GemmKnobs knobs;
+  knobs.rows = largestDivisor(mRows, {4, 3, 2, 1});
+  int64_t rowTiles = mRows / knobs.rows;
+  Expr f = Var::make("b_m");
+  Expr bIndex = rowTiles == 1 ? f : f / rowTiles, m0 = (rowTiles == 1 ? Expr(i64(0)) : f % rowTiles) * knobs.rows;
+  std::vector<Expr> bIdx = rowIndex(bIndex, batch.empty() ? Shape{1} : batch);
+  Expr aBatch = i64(0), bBatch = i64(0);
+  for (size_t d = 0; d < batchRank; ++d) {
+    if (aStrides[d]) aBatch = aBatch + bIdx[d] * aStrides[d];
+    if (bStrides[d]) bBatch = bBatch + bIdx[d] * bStrides[d];
+  }
+  Expr yBatch = bIndex * (mRows * n);
+  auto outIndex = [&](const Expr& row, const Expr& col) {
+    std::vector<Expr> idx = batch.empty() ? std::vector<Expr>{} : bIdx;
+    if (!aVec) idx.push_back(row);
+    if (!bVec) idx.push_back(col);
+    return idx;
+  };
+
+  Stmt body;
+  if (n == 1) {
+    knobs.cols = 1;
+    DotTile dot{ctx, ctx.in[0], ctx.in[1], k, lanes};
+    std::vector<Expr> aBase;
+    for (int r = 0; r < knobs.rows; ++r) aBase.push_back(aBatch + (m0 + r) * k);
+    body = dot.build(aBase, {bBatch}, [&](int r, int, Expr sum) {
+      Expr row = m0 + r;
+      return Store::make(ctx.out[0], yBatch + row, ctx.applyEpilogue(sum, outIndex(row, i64(0))));
+    });
+  } else {
+    // Column vectors of the row block: full tiles of `vecs` vectors in a loop, leftovers in
+    // narrower vectors.
+    int vecs = std::max(1, std::min(4, (budget - 1) / knobs.rows - 1));
+    knobs.cols = vecs;
+    auto tile = [&](const Expr& n0, const std::vector<std::pair<int64_t, int>>& vectors) {
+      int64_t width = 0;
+      for (const auto& [off, l] : vectors) width = std::max<int64_t>(width, off + l);
+      Buffer acc = makeBuffer("acc", elem, {knobs.rows * width});
+      auto slot = [&](int r, int64_t off) { return i64(r * width + off); };
+      std::vector<Stmt> init, stores;
+      for (int r = 0; r < knobs.rows; ++r)
+        for (const auto& [off, l] : vectors) init.push_back(vstore(acc, slot(r, off), splat(literal(elem, 0), l)));
+      Expr kk = Var::make("k");
+      std::vector<Stmt> fmas;
+      for (const auto& [off, l] : vectors) {
+        Expr bv = Var::make("b" + std::to_string(off), elem.withLanes(static_cast<uint16_t>(l)));
+        std::vector<Stmt> per;
+        for (int r = 0; r < knobs.rows; ++r) {
+          Expr av = Load::make(ctx.in[0], aBatch + (m0 + r) * k + kk);
+          per.push_back(vstore(acc, slot(r, off), vload(acc, slot(r, off), l) + splat(av, l) * bv));
+        }
+        fmas.push_back(LetStmt::make(bv, vload(ctx.in[1], bBatch + kk * n + n0 + off, l), Seq::make(std::move(per))));
+      }
+      for (int r = 0; r < knobs.rows; ++r)
+        for (const auto& [off, l] : vectors) {
+          Expr row = m0 + r, col = n0 + off;
+          Expr value = ctx.applyEpilogue(vload(acc, slot(r, off), l), outIndex(row, vramp(col, l)));
+          stores.push_back(vstore(ctx.out[0], yBatch + row * n + col, value));
+        }
+      return Allocate::make(acc, Seq::make({Seq::make(std::move(init)), serialFor(kk, 0, k, Seq::make(std::move(fmas))),
+                                            Seq::make(std::move(stores))}));
+    };
+    std::vector<Stmt> parts;
+    int64_t full = int64_t{vecs} * lanes, count = n / full;
+    if (count > 0) {
+      std::vector<std::pair<int64_t, int>> vectors;
+      for (int v = 0; v < vecs; ++v) vectors.push_back({int64_t{v} * lanes, lanes});
+      Expr nb = Var::make("nb");
+      parts.push_back(serialFor(nb, 0, count, tile(nb * full, vectors)));
+    }
+    // Leftover columns in halving vectors, at most `vecs` per tile.
+    std::vector<std::pair<int64_t, int>> leftovers;  // (absolute column, lanes)
+    int64_t start = count * full;
+    for (int l = lanes; l >= 1; l /= 2)
+      for (; n - start >= l; start += l) leftovers.push_back({start, l});
+    for (size_t i = 0; i < leftovers.size(); i += static_cast<size_t>(vecs)) {
+      int64_t origin = leftovers[i].first;
+      std::vector<std::pair<int64_t, int>> group;
+      for (size_t j = i; j < std::min(leftovers.size(), i + static_cast<size_t>(vecs)); ++j)
+        group.push_back({leftovers[j].first - origin, leftovers[j].second});
+      parts.push_back(tile(i64(origin), group));
+    }
+    body = Seq::make(std::move(parts));
+  }
+  ctx.schedule = knobs.str();
+  return For::make(f, i64(0), i64(batches * rowTiles), parallel ? ForKind::Parallel : ForKind::Serial, body);
+}
+
+}  // namespace kiln::core::lower

@@ -1,0 +1,182 @@
+// Schedule knobs (heuristic defaults) and vector-code helpers; see schedule.h.
+#include "core/lower/schedule.h"
+
+#include <algorithm>
+
+#include "core/lower/lower_internal.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+using namespace tir;
+
+LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features) {
+  // The CPU's own features, then the feature list in order (a later "-avx512f" wins).
+  bool avx512 = false;
+  for (const char* name : {"skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake", "tigerlake",
+                           "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "znver4", "znver5",
+                           "x86-64-v4"})
+    avx512 |= cpu.rfind(name, 0) == 0;
+  size_t start = 0;
+  while (start <= features.size()) {
+    size_t end = features.find(',', start);
+    if (end == std::string::npos) end = features.size();
+    std::string flag = features.substr(start, end - start);
+    if (flag == "+avx512f") avx512 = true;
+    if (flag == "-avx512f") avx512 = false;
+    start = end + 1;
+  }
+  LowerOptions options;
+  options.vectorLanes = avx512 ? 16 : 8;
+  options.vectorRegisters = avx512 ? 32 : 16;
+  return options;
+}
+
+std::string ConvKnobs::str(bool packed) const {
+  if (packed) return "oc_vecs=" + std::to_string(ocVecs) + ",ow_block=" + std::to_string(owBlock);
+  return "oc_block=" + std::to_string(ocBlock) + ",ow_vecs=" + std::to_string(owVecs);
+}
+
+std::string GemmKnobs::str() const { return "rows=" + std::to_string(rows) + ",cols=" + std::to_string(cols); }
+
+int accumulatorBudget(const LowerOptions& options) {
+  // Keep a few registers for the weight vectors and the broadcast input.
+  return std::max(4, options.vectorRegisters - (options.vectorRegisters >= 32 ? 4 : 3));
+}
+
+int64_t channelBlock(int64_t channels, const LowerOptions& options) {
+  int64_t block = std::max(1, options.vectorLanes);
+  while (block > 1 && channels % block != 0) block /= 2;
+  return block;
+}
+
+int packedConvOcVecs(int64_t outChannels, int64_t block, int64_t outWidth, bool depthwise,
+                     const LowerOptions& options) {
+  if (depthwise || block <= 0) return 1;
+  int64_t blocks = outChannels / block;
+  int budget = accumulatorBudget(options);
+  // Narrow rows leave accumulators unused: cover more channels instead.
+  if (outWidth * 2 <= budget / 2 && blocks % 4 == 0) return 4;
+  if (blocks % 2 == 0) return 2;
+  if (blocks % 3 == 0 && budget >= 24) return 3;
+  return 1;
+}
+
+bool packedConvFlattens(int64_t kh, int64_t kw, const std::vector<int64_t>& stride, const std::vector<int64_t>& pad,
+                        int64_t outWidth, const LowerOptions& options) {
+  bool pointwise = kh == 1 && kw == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0;
+  return pointwise && outWidth < accumulatorBudget(options) / 2;
+}
+
+int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options) {
+  int64_t maxWidth = std::clamp<int64_t>(accumulatorBudget(options) / std::max(1, ocVecs), 1, 16);
+  int64_t tiles = (outWidth + maxWidth - 1) / maxWidth;
+  return static_cast<int>((outWidth + tiles - 1) / tiles);
+}
+
+// ---- window geometry ------------------------------------------------------------------------
+
+std::pair<int64_t, int64_t> WindowAxis::interior() const {
+  int64_t lo = (pad + stride - 1) / stride;
+  int64_t last = in - 1 + pad - (kernel - 1) * dilation;  // largest o·stride whose window fits
+  int64_t hi = last < 0 ? 0 : last / stride + 1;
+  lo = std::min(lo, out);
+  hi = std::clamp(hi, lo, out);
+  return {lo, hi};
+}
+
+bool WindowAxis::tapInside(int64_t o, int64_t k) const {
+  int64_t i = o * stride - pad + k * dilation;
+  return i >= 0 && i < in;
+}
+
+Expr WindowAxis::inputIndex(const Expr& o, const Expr& k) const {
+  Expr i = stride == 1 ? o : o * stride;
+  if (pad != 0) i = i - pad;
+  return i + (dilation == 1 ? k : k * dilation);
+}
+
+std::pair<Expr, Expr> WindowAxis::tapRange(const Expr& o) const {
+  auto [lo, hi] = interior();
+  if (lo == 0 && hi == out) return {i64(0), i64(kernel)};
+  // First tap: k·d ≥ pad − o·s; one past the last: k·d < in + pad − o·s.
+  Expr start = pad - (stride == 1 ? o : o * stride);
+  Expr end = in + pad - (stride == 1 ? o : o * stride);
+  Expr first = dilation == 1 ? max(start, 0) : (max(start, 0) + (dilation - 1)) / dilation;
+  Expr last = dilation == 1 ? end : (end + (dilation - 1)) / dilation;
+  first = min(first, kernel);
+  last = min(last, kernel);
+  return {first, max(last - first, 0)};
+}
+
+std::vector<ColumnRun> planColumns(const WindowAxis& axis, int64_t maxWidth) {
+  std::vector<ColumnRun> runs;
+  int64_t out = axis.out;
+  if (out <= 0) return runs;
+  maxWidth = std::max<int64_t>(1, maxWidth);
+  int64_t tiles = (out + maxWidth - 1) / maxWidth;
+  int64_t base = out / tiles, extra = out % tiles;  // the first `extra` tiles are one wider
+  auto [lo, hi] = axis.interior();
+  int64_t start = 0;
+  for (int64_t t = 0; t < tiles; ++t) {
+    int64_t width = base + (t < extra ? 1 : 0);
+    bool interior = start >= lo && start + width <= hi;
+    if (!runs.empty() && runs.back().interior && interior && runs.back().width == width)
+      ++runs.back().count;
+    else
+      runs.push_back(ColumnRun{start, width, 1, interior});
+    start += width;
+  }
+  return runs;
+}
+
+// ---- vector expressions -----------------------------------------------------------------------
+
+Expr vramp(const Expr& base, int lanes) { return lanes == 1 ? base : Ramp::make(base, i64(1), lanes); }
+
+Expr vload(const Buffer& buffer, const Expr& base, int lanes) { return Load::make(buffer, vramp(base, lanes)); }
+
+Stmt vstore(const Buffer& buffer, const Expr& base, Expr value) {
+  int lanes = value.type().lanes;
+  return Store::make(buffer, vramp(base, lanes), std::move(value));
+}
+
+Expr splat(const Expr& v, int lanes) { return lanes == 1 ? v : Broadcast::make(v, lanes); }
+
+RegisterTile::RegisterTile(const std::string& name, Type elem, int count, int lanes)
+    : m_buffer(makeBuffer(name, elem.element(), {int64_t{count} * lanes})), m_lanes(lanes) {}
+
+Expr RegisterTile::get(int i) const { return vload(m_buffer, i64(int64_t{i} * m_lanes), m_lanes); }
+
+Stmt RegisterTile::set(int i, Expr value) const {
+  KILN_ASSERT(value.type().lanes == m_lanes, "RegisterTile::set: lane count differs");
+  return vstore(m_buffer, i64(int64_t{i} * m_lanes), std::move(value));
+}
+
+Stmt RegisterTile::fma(int i, const Expr& a, const Expr& b) const { return set(i, get(i) + a * b); }
+
+std::pair<Stmt, Expr> horizontalReduce(const Expr& v, const Buffer& scratch, const Combine& combine) {
+  int lanes = v.type().lanes;
+  if (lanes == 1) return {Stmt(), v};
+  std::vector<Stmt> steps = {vstore(scratch, i64(0), v)};
+  int width = lanes;
+  while (width > 2 && width % 2 == 0) {
+    width /= 2;
+    steps.push_back(vstore(scratch, i64(0), combine(vload(scratch, i64(0), width), vload(scratch, i64(width), width))));
+  }
+  Expr result = Load::make(scratch, i64(0));
+  for (int i = 1; i < width; ++i) result = combine(result, Load::make(scratch, i64(i)));
+  return {Seq::make(std::move(steps)), result};
+}
+
+std::pair<Stmt, Expr> horizontalSum(const Expr& v, const Buffer& scratch) {
+  return horizontalReduce(v, scratch, [](const Expr& a, const Expr& b) { return a + b; });
+}
+
+Stmt letBind(const std::string& name, const Expr& value, const std::function<Stmt(const Expr&)>& body) {
+  if (value.as<IntImm>() || value.as<FloatImm>() || value.as<Var>()) return body(value);
+  Expr var = Var::make(name, value.type());
+  return LetStmt::make(var, value, body(var));
+}
+
+}  // namespace kiln::core::lower

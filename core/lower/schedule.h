@@ -1,0 +1,138 @@
+// Schedule knobs and vector-code helpers of the fast x86 lowerings (conv2d, conv2d_nchwc, dense,
+// matmul, pooling).
+//
+// Knobs are the named parameters of a schedule: how many output-channel vectors and output
+// columns a register tile holds, how many rows of a dense weight one tile reads, ... Each op has
+// a small struct of them with a heuristic default chosen from the target (LowerOptions: vector
+// lanes, register count, caches). A lowering records the knobs it used in
+// PrimFunc::attrs["schedule"] as "name=value,..." (the autotuner will search these spaces).
+//
+// Register tiles. The loop IR has no mutable scalars, so a tile of accumulators is a local
+// buffer indexed only by constants; LLVM's SROA promotes it to registers (one vector register
+// per accumulator). Tile loops are therefore unrolled in C++ while building the IR.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/lower/lower.h"
+#include "core/tir/stmt.h"
+
+namespace kiln::core::lower {
+
+/// LowerOptions for an LLVM CPU name and feature string ("+avx2,+avx512f,..."): 16 lanes and 32
+/// registers with AVX-512F, else 8 lanes and 16 registers. Named CPUs without an explicit
+/// feature list count as AVX-512 when LLVM knows them as such (skylake-avx512, znver4, ...).
+LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features);
+
+// ---- knobs ----------------------------------------------------------------------------------
+
+/// Direct convolution register tile: `ocVecs` output-channel vectors × `owBlock` output columns.
+/// In the packed layout a vector holds the channel block; in NCHW it holds output columns and the
+/// tile is `ocBlock` channels × `owVecs` column vectors instead.
+struct ConvKnobs {
+  int ocVecs = 1;   // packed: channel-block vectors per tile (fixed by the weight packing)
+  int owBlock = 1;  // packed: output columns per tile
+  int ocBlock = 1;  // NCHW: output channels per tile
+  int owVecs = 1;   // NCHW: column vectors per tile
+  std::string str(bool packed) const;
+};
+
+/// Dense / matmul register tile: `rows` × `cols` accumulators.
+struct GemmKnobs {
+  int rows = 1;  // dense: input rows (M) per tile; matmul: rows of the result
+  int cols = 1;  // dense: weight rows (N) per tile; matmul: column vectors of the result
+  std::string str() const;
+};
+
+/// Vector registers that hold accumulators (the rest hold weights and broadcast inputs).
+int accumulatorBudget(const LowerOptions& options);
+
+/// The channel block used for `channels` channels: the largest power of two ≤ the target's lanes
+/// that divides it (1 for odd counts). Every tensor with that many channels uses this block, so
+/// producers and consumers agree without transforms.
+int64_t channelBlock(int64_t channels, const LowerOptions& options);
+
+/// How many `block`-wide output-channel vectors one packed-conv tile covers (this fixes the
+/// weight packing [O/(v·block), I/x, KH, KW, x, v·block], so alter-layout asks it).
+int packedConvOcVecs(int64_t outChannels, int64_t block, int64_t outWidth, bool depthwise,
+                     const LowerOptions& options);
+
+/// The row a packed conv tiles: a pointwise convolution (1×1, stride 1, no padding) whose output
+/// rows are narrower than a two-vector tile reads and writes its spatial axes as one contiguous
+/// row of OH·OW columns (a plain GEMM), so its tiles stay full; otherwise a row of OW.
+bool packedConvFlattens(int64_t kh, int64_t kw, const std::vector<int64_t>& stride, const std::vector<int64_t>& pad,
+                        int64_t outWidth, const LowerOptions& options);
+
+/// Packed conv tile width for a row of `outWidth` columns with `ocVecs` vectors per column.
+int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options);
+
+// ---- column plans -----------------------------------------------------------------------------
+
+/// How a row of output columns is cut into register tiles. Tiles whose windows lie inside the
+/// input ("interior") run in loops; others are emitted at constant positions so that taps
+/// falling into the padding are pruned while building the IR (no bounds checks anywhere).
+struct ColumnRun {
+  int64_t start = 0;     // first column of the first tile
+  int64_t width = 0;     // columns per tile
+  int64_t count = 1;     // tiles in the run (a loop when > 1)
+  bool interior = true;  // every tap of every column is inside the input
+};
+
+/// Balanced tiles of at most `maxWidth` columns over [0, outWidth); runs of equal-width interior
+/// tiles become loops. `window` gives the input extent and window geometry along the axis.
+struct WindowAxis {
+  int64_t in = 0, out = 0, kernel = 1, stride = 1, pad = 0, dilation = 1;
+  /// Output positions [lo, hi) whose whole window lies inside [0, in).
+  std::pair<int64_t, int64_t> interior() const;
+  /// Whether tap `k` of output position `o` (both constant) reads inside the input.
+  bool tapInside(int64_t o, int64_t k) const;
+  /// Input position of tap `k` at output `o`.
+  tir::Expr inputIndex(const tir::Expr& o, const tir::Expr& k) const;
+  /// The taps [lo, lo + extent) of output `o` that read inside the input, as expressions of `o`
+  /// (constants when every window is interior).
+  std::pair<tir::Expr, tir::Expr> tapRange(const tir::Expr& o) const;
+};
+std::vector<ColumnRun> planColumns(const WindowAxis& axis, int64_t maxWidth);
+
+// ---- vector expressions -----------------------------------------------------------------------
+
+/// Ramp(base, 1, lanes), or `base` when lanes == 1.
+tir::Expr vramp(const tir::Expr& base, int lanes);
+/// A contiguous load of `lanes` elements at `base` (a scalar load when lanes == 1).
+tir::Expr vload(const tir::Buffer& buffer, const tir::Expr& base, int lanes);
+tir::Stmt vstore(const tir::Buffer& buffer, const tir::Expr& base, tir::Expr value);
+/// Broadcast(v, lanes), or `v` when lanes == 1.
+tir::Expr splat(const tir::Expr& v, int lanes);
+
+/// A tile of `count` accumulators of `lanes` lanes in one local buffer.
+class RegisterTile {
+ public:
+  RegisterTile(const std::string& name, tir::Type elem, int count, int lanes);
+  const tir::Buffer& buffer() const { return m_buffer; }
+  int lanes() const { return m_lanes; }
+  tir::Expr get(int i) const;
+  tir::Stmt set(int i, tir::Expr value) const;
+  /// acc[i] = acc[i] + a * b (contracted to an FMA by code generation).
+  tir::Stmt fma(int i, const tir::Expr& a, const tir::Expr& b) const;
+
+ private:
+  tir::Buffer m_buffer;
+  int m_lanes;
+};
+
+/// The lanes of vector `v` combined with `combine` (pairwise halving through `scratch`, a local
+/// buffer of at least v's lanes): the statements to run first, and the scalar result read
+/// afterwards. horizontalSum combines with +.
+using Combine = std::function<tir::Expr(const tir::Expr&, const tir::Expr&)>;
+std::pair<tir::Stmt, tir::Expr> horizontalReduce(const tir::Expr& v, const tir::Buffer& scratch, const Combine& combine);
+std::pair<tir::Stmt, tir::Expr> horizontalSum(const tir::Expr& v, const tir::Buffer& scratch);
+
+/// Binds `value` to a fresh Var named `name` around the statement produced by `body`.
+tir::Stmt letBind(const std::string& name, const tir::Expr& value,
+                  const std::function<tir::Stmt(const tir::Expr&)>& body);
+
+}  // namespace kiln::core::lower

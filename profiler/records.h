@@ -1,0 +1,107 @@
+// The records the measurement layer produces and keeps: plain value structs shared by the
+// profiler, the session store (profiler/store.h), the reports and the application façade.
+// Console, JSON, CSV, HTML and SQLite output are all views over these.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "profiler/time_evaluator.h"
+
+namespace kiln::profiler {
+
+/// Where and with what a result was measured.
+struct RunContext {
+  std::string cpu;  // marketing name from /proc/cpuinfo
+  int physicalCores = 0;
+  int hardwareThreads = 0;
+  int threads = 0;     // threads used by every backend
+  std::string target;  // canonical target string
+  int optLevel = 3;
+  std::string kilnVersion, torchVersion, llvmVersion;
+  std::string blas;  // the BLAS libtorch called (the baseline's)
+  std::string tuningRecords = "none";
+  std::string date;  // ISO 8601, UTC
+  std::string hostname;
+  double compileSeconds = 0;  // Kiln's build time for the (first) build measured
+};
+
+/// Status of one measurement point. Anything but Ok carries a reason and no numbers.
+enum class Status { Ok, Unavailable, Failed, OutOfMemory, Timeout, Skipped };
+const char* statusName(Status status);  // "ok", "unavailable", "failed", "out-of-memory", ...
+Status parseStatus(const std::string& name);
+
+/// One backend at one batch size.
+struct Measurement {
+  std::string backend;  // "kiln", "pytorch-eager", "pytorch-compiled", "torch-compile"
+  int64_t batch = 1;
+  Status status = Status::Ok;
+  std::string reason;
+  Timing timing;
+  double maxAbsDiff = -1;  // of the outputs vs PyTorch eager; < 0: not checked
+  bool ok() const { return status == Status::Ok; }
+  /// Items per second at the median latency.
+  double throughput() const { return ok() && timing.medianMs > 0 ? batch * 1000.0 / timing.medianMs : 0; }
+};
+
+/// One call of the compiled graph (one fused function application) in a per-operator profile.
+struct OpRecord {
+  int index = 0;                 // position in execution order
+  std::string name;              // the call's label ("%x = conv2d (model.py:3)")
+  std::string key;               // output value name(s): matches the same operator across builds
+  std::string kernel;            // compiled function symbol
+  std::vector<std::string> ops;  // original graph operators inside the function
+  double timeUs = 0;             // median over repeats
+  double meanUs = 0, minUs = 0;
+  double percent = 0;       // of the sum of all calls' medians
+  int calls = 1;            // executions per inference
+  std::string outputShape;  // "f32[1,64,112,112]" (several joined by ", ")
+  std::vector<std::string> inputShapes;
+  double flops = 0;                    // per call
+  double bytes = 0;                    // inputs + outputs
+  double startUs = 0, durationUs = 0;  // in the timeline run (the median-total repeat)
+  double gflops() const { return timeUs > 0 ? flops / (timeUs * 1e3) : 0; }
+};
+
+/// A per-operator profile of one build. End-to-end runs and call-by-call passes alternate, so
+/// both see the same machine.
+///
+/// The gap compares means: the mean of a sum is the sum of the means, so Σ per-call means against
+/// the end-to-end mean isolates what per-call timing misses (launch overhead between calls,
+/// clock reads). Medians do not add up that way: under a load that only ever slows calls down,
+/// Σ per-call medians falls below the median pass even when nothing is missing.
+struct ProfileRecord {
+  int64_t batch = 1;
+  int repeat = 0;
+  std::vector<OpRecord> ops;
+  Timing endToEnd;       // whole-graph runs
+  double sumMs = 0;      // Σ per-call medians (what the % column divides by)
+  double sumMeanMs = 0;  // Σ per-call means
+  double gapPercent() const {
+    return endToEnd.meanMs > 0 ? 100.0 * (endToEnd.meanMs - sumMeanMs) / endToEnd.meanMs : 0;
+  }
+};
+
+/// Everything about one Kiln build that a result refers to.
+struct BuildRecord {
+  std::string target;
+  int optLevel = 3;
+  int threads = 0;
+  int64_t batch = 1;
+  std::string tuningRecords = "none";
+  double compileSeconds = 0;
+  int numKernels = 0;
+  int numCalls = 0;
+  int64_t planBytes = 0;
+};
+
+/// A tuning record (for the autotuner; the store keeps them).
+struct TuningRecord {
+  std::string workloadKey;
+  std::string target;
+  std::string config;  // JSON
+  double costMs = 0;
+};
+
+}  // namespace kiln::profiler

@@ -1,0 +1,325 @@
+#include "profiler/report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "profiler/op_profile.h"
+#include "profiler/svg_chart.h"
+
+namespace kiln::profiler {
+namespace {
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string esc(const std::string& s) { return xmlEscape(s); }
+
+std::string td(const std::string& s, bool numeric = false) {
+  return numeric ? "<td class=\"num\">" + esc(s) + "</td>" : "<td>" + esc(s) + "</td>";
+}
+
+std::string th(const std::string& s) { return "<th>" + esc(s) + "</th>"; }
+
+const char* kStyle = R"css(
+body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1100px; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
+td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f4f4f4; }
+.note { color: #666; font-size: 0.9em; }
+.bad { color: #b00; }
+)css";
+
+/// The measurements of one sweep, by backend then batch.
+std::map<std::string, std::map<int64_t, const Measurement*>> sweepGrid(const SessionData& s,
+                                                                       int64_t sweepId) {
+  std::map<std::string, std::map<int64_t, const Measurement*>> grid;
+  for (const auto& m : s.measurements)
+    if (m.sweepId == sweepId) grid[m.measurement.backend][m.measurement.batch] = &m.measurement;
+  return grid;
+}
+
+std::string contextTable(const RunContext& c) {
+  std::string h = "<table>\n";
+  auto row = [&](const std::string& k, const std::string& v) { h += "<tr>" + th(k) + td(v) + "</tr>\n"; };
+  row("CPU", c.cpu);
+  row("cores / hardware threads",
+      std::to_string(c.physicalCores) + " / " + std::to_string(c.hardwareThreads));
+  row("threads used", std::to_string(c.threads));
+  row("target", c.target);
+  row("opt level", "-O" + std::to_string(c.optLevel));
+  row("Kiln", c.kilnVersion);
+  row("libtorch", c.torchVersion);
+  row("LLVM", c.llvmVersion);
+  row("baseline BLAS", c.blas);
+  row("tuning records", c.tuningRecords);
+  row("compile time", fmt("%.2f s", c.compileSeconds));
+  row("date", c.date);
+  row("host", c.hostname);
+  return h + "</table>\n";
+}
+
+std::string sweepSection(const SessionData& s, const StoredSweep& sweep) {
+  auto grid = sweepGrid(s, sweep.id);
+  std::vector<ChartSeries> latency, throughput;
+  for (const auto& backend : sweep.backends) {
+    ChartSeries l{backend, {}}, t{backend, {}};
+    for (const auto& [batch, m] : grid[backend]) {
+      if (!m->ok()) continue;
+      l.points.emplace_back(static_cast<double>(batch), m->timing.medianMs);
+      t.points.emplace_back(static_cast<double>(batch), m->throughput());
+    }
+    latency.push_back(std::move(l));
+    throughput.push_back(std::move(t));
+  }
+  std::string h = "<h2>Batch sweep (run " + std::to_string(sweep.runId) + ")</h2>\n";
+  h += "<div class=\"chart\">" +
+       lineChartSvg("Latency vs batch size", "batch size", "median latency (ms)", latency, true) + "</div>\n";
+  h += "<div class=\"chart\">" +
+       lineChartSvg("Throughput vs batch size", "batch size", "throughput (items/s)", throughput, true) +
+       "</div>\n";
+
+  h += "<table class=\"sweep\">\n<tr>" + th("backend");
+  for (int64_t b : sweep.batches) h += th("batch " + std::to_string(b));
+  h += "</tr>\n";
+  for (const auto& backend : sweep.backends) {
+    h += "<tr class=\"backend\">" + td(backend);
+    for (int64_t b : sweep.batches) {
+      auto it = grid[backend].find(b);
+      if (it == grid[backend].end()) {
+        h += td("—");
+        continue;
+      }
+      const Measurement& m = *it->second;
+      if (m.ok())
+        h += "<td class=\"num\">" + esc(fmt("%.3f ms", m.timing.medianMs)) + "<br/>" +
+             esc(fmt("%.1f/s", m.throughput())) +
+             (m.timing.noisy() ? " <span class=\"bad\">noisy</span>" : "") + "</td>";
+      else
+        h += "<td class=\"bad\" title=\"" + esc(m.reason) + "\">" + esc(statusName(m.status)) + "</td>";
+    }
+    h += "</tr>\n";
+  }
+  h += "</table>\n";
+  std::string reasons;
+  for (const auto& backend : sweep.backends)
+    for (const auto& [batch, m] : grid[backend])
+      if (!m->ok())
+        reasons += "<li>" +
+                   esc(backend + " at batch " + std::to_string(batch) + ": " + statusName(m->status) + " — " +
+                       m->reason) +
+                   "</li>\n";
+  if (!reasons.empty()) h += "<ul class=\"note\">\n" + reasons + "</ul>\n";
+
+  // Speedups of Kiln over each baseline, per batch.
+  std::vector<ChartBar> bars;
+  for (const auto& backend : sweep.backends) {
+    if (backend == "kiln") continue;
+    for (int64_t b : sweep.batches) {
+      auto k = grid["kiln"].find(b);
+      auto o = grid[backend].find(b);
+      if (k == grid["kiln"].end() || o == grid[backend].end() || !k->second->ok() || !o->second->ok())
+        continue;
+      bars.push_back({"vs " + backend + " @" + std::to_string(b),
+                      o->second->timing.medianMs / k->second->timing.medianMs, ""});
+    }
+  }
+  if (!bars.empty())
+    h += "<div class=\"chart\">" + barChartSvg("Kiln speedup (baseline time / Kiln time)", "×", bars, 1.0) +
+         "</div>\n";
+  return h;
+}
+
+std::string compareSection(const SessionData& s) {
+  std::string rows;
+  for (const auto& run : s.runs) {
+    if (run.kind != "compare") continue;
+    const Measurement* kiln = nullptr;
+    for (const auto& m : s.measurements)
+      if (m.runId == run.id && m.measurement.backend == "kiln" && m.measurement.ok()) kiln = &m.measurement;
+    for (const auto& sm : s.measurements) {
+      if (sm.runId != run.id) continue;
+      const Measurement& m = sm.measurement;
+      rows += "<tr class=\"backend\">" + td(std::to_string(run.id)) + td(run.createdAt) + td(m.backend) +
+              td(std::to_string(m.batch), true);
+      if (m.ok()) {
+        rows += td(fmt("%.3f", m.timing.medianMs), true) + td(fmt("%.3f", m.timing.minMs), true) +
+                td(fmt("%.1f %%", 100 * m.timing.cv()), true) +
+                td(std::to_string(m.timing.samplesMs.size()), true) +
+                td(kiln ? fmt("%.2f×", m.timing.medianMs / kiln->timing.medianMs) : "", true);
+      } else {
+        rows += "<td colspan=\"5\" class=\"bad\">" +
+                esc(std::string(statusName(m.status)) + ": " + m.reason) + "</td>";
+      }
+      rows += "</tr>\n";
+    }
+  }
+  if (rows.empty()) return "";
+  return "<h2>Comparisons</h2>\n<table class=\"compare\">\n<tr>" + th("run") + th("date") + th("backend") +
+         th("batch") + th("median ms") + th("min ms") + th("CV") + th("samples") + th("time / Kiln's") +
+         "</tr>\n" + rows + "</table>\n";
+}
+
+std::string profileSection(const SessionData& s, const ReportOptions& options) {
+  if (s.profiles.empty()) return "";
+  const StoredProfile& sp = s.profiles.back();
+  const ProfileRecord& p = sp.profile;
+  std::vector<OpRecord> ops = p.ops;
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const OpRecord& a, const OpRecord& b) { return a.timeUs > b.timeUs; });
+  if (static_cast<int>(ops.size()) > options.topN) ops.resize(options.topN);
+  std::vector<ChartBar> bars;
+  for (const auto& op : ops)
+    bars.push_back({op.key + " " + joinOps(op.ops), op.timeUs, fmt("%.1f %%", op.percent)});
+  std::string h = "<h2>Per-operator profile (build " + std::to_string(sp.buildId) + ", batch " +
+                  std::to_string(p.batch) + ")</h2>\n";
+  h += "<p>end-to-end median " + esc(fmt("%.3f ms", p.endToEnd.medianMs)) + " (mean " +
+       esc(fmt("%.3f ms", p.endToEnd.meanMs)) + "); " + std::to_string(p.ops.size()) +
+       " calls: sum of medians " + esc(fmt("%.3f ms", p.sumMs)) + ", sum of means " +
+       esc(fmt("%.3f ms", p.sumMeanMs)) + "; gap of the means " + esc(fmt("%+.1f %%", p.gapPercent())) +
+       "</p>\n";
+  h += "<div class=\"chart\">" +
+       barChartSvg("Top " + std::to_string(ops.size()) + " operators by time", "µs", bars) + "</div>\n";
+  h += "<table class=\"ops\">\n<tr>" + th("#") + th("call") + th("ops") + th("time µs") + th("%") +
+       th("GFLOP/s") + th("output") + "</tr>\n";
+  for (const auto& op : ops)
+    h += "<tr>" + td(std::to_string(op.index), true) + td(op.name) + td(joinOps(op.ops)) +
+         td(fmt("%.1f", op.timeUs), true) + td(fmt("%.1f", op.percent), true) +
+         td(fmt("%.2f", op.gflops()), true) + td(op.outputShape) + "</tr>\n";
+  return h + "</table>\n";
+}
+
+std::string csvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string csvNumber(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string sessionReportHtml(const SessionData& s, const ReportOptions& options) {
+  const SessionSummary& sum = s.summary;
+  std::string title = "Kiln session " + std::to_string(sum.id) + ": " + sum.model.name;
+  std::string h =
+      "<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n"
+      "<meta charset=\"utf-8\"/>\n<title>" +
+      esc(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  h += "<h1>" + esc(title) + "</h1>\n";
+  h += "<table class=\"summary\">\n<tr>" + th("model") + td(sum.model.name) + "</tr>\n<tr>" + th("file") +
+       td(sum.model.path) + "</tr>\n<tr>" + th("sha256") + td(sum.model.sha256) + "</tr>\n<tr>" +
+       th("session") + td(sum.createdAt + " – " + sum.updatedAt) + "</tr>\n<tr>" + th("runs") +
+       td(std::to_string(sum.runs) + " (" + std::to_string(sum.builds) + " builds, " +
+          std::to_string(sum.measurements) + " measurements, " + std::to_string(sum.profiles) +
+          " profiles, " + std::to_string(sum.sweeps) + " sweeps)") +
+       "</tr>\n</table>\n";
+  if (!s.runs.empty()) h += "<h2>Context (latest run)</h2>\n" + contextTable(s.runs.back().context);
+  if (!s.sweeps.empty()) h += sweepSection(s, s.sweeps.back());
+  h += compareSection(s);
+  h += profileSection(s, options);
+  if (!s.builds.empty()) {
+    h += "<h2>Builds</h2>\n<table class=\"builds\">\n<tr>" + th("build") + th("target") + th("-O") +
+         th("threads") + th("batch") + th("kernels") + th("calls") + th("compile s") + th("tuning") +
+         "</tr>\n";
+    for (const auto& b : s.builds)
+      h += "<tr>" + td(std::to_string(b.id), true) + td(b.build.target) +
+           td(std::to_string(b.build.optLevel), true) + td(std::to_string(b.build.threads), true) +
+           td(std::to_string(b.build.batch), true) + td(std::to_string(b.build.numKernels), true) +
+           td(std::to_string(b.build.numCalls), true) + td(fmt("%.2f", b.build.compileSeconds), true) +
+           td(b.build.tuningRecords) + "</tr>\n";
+    h += "</table>\n";
+  }
+  h += "<p class=\"note\">Medians over repeats after warm-up; every backend ran with the same thread count. "
+       "Generated by Kiln " +
+       esc(s.runs.empty() ? "" : s.runs.back().context.kilnVersion) + ".</p>\n";
+  return h + "</body>\n</html>\n";
+}
+
+const std::vector<std::string>& reportCsvColumns() {
+  static const auto* columns = new std::vector<std::string>{"session_id",
+                                                            "run_id",
+                                                            "run_kind",
+                                                            "date",
+                                                            "model",
+                                                            "sha256",
+                                                            "backend",
+                                                            "batch",
+                                                            "status",
+                                                            "reason",
+                                                            "median_ms",
+                                                            "min_ms",
+                                                            "mean_ms",
+                                                            "max_ms",
+                                                            "stddev_ms",
+                                                            "cv",
+                                                            "throughput_per_s",
+                                                            "samples",
+                                                            "number",
+                                                            "build_id",
+                                                            "threads",
+                                                            "target",
+                                                            "opt_level",
+                                                            "cpu",
+                                                            "kiln_version",
+                                                            "torch_version",
+                                                            "llvm_version",
+                                                            "blas"};
+  return *columns;
+}
+
+std::string sessionReportCsv(const SessionData& s) {
+  std::string out;
+  const auto& cols = reportCsvColumns();
+  for (size_t i = 0; i < cols.size(); ++i) out += (i ? "," : "") + cols[i];
+  out += "\n";
+  for (const auto& sm : s.measurements) {
+    const Measurement& m = sm.measurement;
+    const StoredRun* run = s.run(sm.runId);
+    RunContext c = run ? run->context : RunContext{};
+    std::vector<std::string> f = {std::to_string(s.summary.id),
+                                  std::to_string(sm.runId),
+                                  run ? run->kind : "",
+                                  run ? run->createdAt : "",
+                                  s.summary.model.name,
+                                  s.summary.model.sha256,
+                                  m.backend,
+                                  std::to_string(m.batch),
+                                  statusName(m.status),
+                                  m.reason};
+    if (m.ok()) {
+      for (double v : {m.timing.medianMs, m.timing.minMs, m.timing.meanMs, m.timing.maxMs, m.timing.stddevMs,
+                       m.timing.cv(), m.throughput()})
+        f.push_back(csvNumber(v));
+    } else {
+      for (int i = 0; i < 7; ++i) f.push_back("");
+    }
+    f.push_back(std::to_string(m.timing.samplesMs.size()));
+    f.push_back(std::to_string(m.timing.number));
+    f.push_back(sm.buildId ? std::to_string(sm.buildId) : "");
+    f.push_back(std::to_string(c.threads));
+    f.push_back(c.target);
+    f.push_back(std::to_string(c.optLevel));
+    f.push_back(c.cpu);
+    f.push_back(c.kilnVersion);
+    f.push_back(c.torchVersion);
+    f.push_back(c.llvmVersion);
+    f.push_back(c.blas);
+    for (size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + csvField(f[i]);
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace kiln::profiler

@@ -1,0 +1,189 @@
+#include "profiler/svg_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace kiln::profiler {
+namespace {
+
+constexpr double kWidth = 640, kHeight = 360;
+constexpr double kLeft = 70, kRight = 150, kTop = 40, kBottom = 50;
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+/// A "nice" upper bound and tick step for [0, max].
+std::pair<double, double> niceScale(double max) {
+  if (!(max > 0) || !std::isfinite(max)) return {1, 0.25};
+  double raw = max / 5;
+  double mag = std::pow(10, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    step = m * mag;
+    if (raw <= step) break;
+  }
+  return {std::ceil(max / step) * step, step};
+}
+
+std::string text(double x, double y, const std::string& s, const std::string& extra = "") {
+  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\"" + extra + ">" + xmlEscape(s) + "</text>\n";
+}
+
+std::string line(double x1, double y1, double x2, double y2, const std::string& style) {
+  return "<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" + num(y2) +
+         "\" " + style + "/>\n";
+}
+
+std::string svgOpen(double w, double h, const std::string& title) {
+  return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(w) + "\" height=\"" + num(h) +
+         "\" viewBox=\"0 0 " + num(w) + " " + num(h) + "\" font-family=\"sans-serif\" font-size=\"11\">\n" +
+         "<title>" + xmlEscape(title) + "</title>\n" + "<rect x=\"0\" y=\"0\" width=\"" + num(w) +
+         "\" height=\"" + num(h) + "\" fill=\"#ffffff\"/>\n" +
+         text(w / 2, 20, title, " text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\"");
+}
+
+}  // namespace
+
+const char* chartColor(size_t i) {
+  static const char* colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e",
+                                 "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+  return colors[i % 8];
+}
+
+std::string xmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default:
+        // Control characters are not allowed in XML 1.0.
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          out += ' ';
+        else
+          out += c;
+    }
+  }
+  return out;
+}
+
+std::string shortNumber(double v) {
+  char buf[32];
+  if (v != 0 && (std::fabs(v) >= 1e6 || std::fabs(v) < 1e-3))
+    std::snprintf(buf, sizeof buf, "%.2e", v);
+  else if (std::fabs(v) >= 100)
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  else if (std::fabs(v) >= 10)
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::string lineChartSvg(const std::string& title, const std::string& xLabel, const std::string& yLabel,
+                         const std::vector<ChartSeries>& series, bool logX) {
+  std::string svg = svgOpen(kWidth, kHeight, title);
+  double xMin = INFINITY, xMax = -INFINITY, yMax = 0;
+  for (const auto& s : series)
+    for (auto [x, y] : s.points) {
+      double tx = logX ? std::log2(std::max(x, 1e-9)) : x;
+      xMin = std::min(xMin, tx);
+      xMax = std::max(xMax, tx);
+      yMax = std::max(yMax, y);
+    }
+  double plotW = kWidth - kLeft - kRight, plotH = kHeight - kTop - kBottom;
+  if (!std::isfinite(xMin)) {
+    svg += text(kWidth / 2, kHeight / 2, "no data", " text-anchor=\"middle\"");
+    return svg + "</svg>\n";
+  }
+  if (xMax == xMin) {
+    xMin -= 1;
+    xMax += 1;
+  }
+  auto [yTop, yStep] = niceScale(yMax);
+  auto px = [&](double x) {
+    return kLeft + ((logX ? std::log2(std::max(x, 1e-9)) : x) - xMin) / (xMax - xMin) * plotW;
+  };
+  auto py = [&](double y) { return kTop + plotH - y / yTop * plotH; };
+
+  // Axes, grid and ticks.
+  for (double y = 0; y <= yTop + yStep / 2; y += yStep) {
+    svg += line(kLeft, py(y), kLeft + plotW, py(y), "stroke=\"#e0e0e0\"");
+    svg += text(kLeft - 6, py(y) + 4, shortNumber(y), " text-anchor=\"end\"");
+  }
+  std::vector<double> xs;
+  for (const auto& s : series)
+    for (auto [x, y] : s.points) xs.push_back(x);
+  std::sort(xs.begin(), xs.end());
+  xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+  for (double x : xs) {
+    svg += line(px(x), kTop + plotH, px(x), kTop + plotH + 4, "stroke=\"#333333\"");
+    svg += text(px(x), kTop + plotH + 16, shortNumber(x), " text-anchor=\"middle\"");
+  }
+  svg += line(kLeft, kTop + plotH, kLeft + plotW, kTop + plotH, "stroke=\"#333333\"");
+  svg += line(kLeft, kTop, kLeft, kTop + plotH, "stroke=\"#333333\"");
+  svg += text(kLeft + plotW / 2, kHeight - 12, xLabel, " text-anchor=\"middle\"");
+  svg += text(16, kTop + plotH / 2, yLabel,
+              " text-anchor=\"middle\" transform=\"rotate(-90 16 " + num(kTop + plotH / 2) + ")\"");
+
+  // Series and legend.
+  for (size_t i = 0; i < series.size(); ++i) {
+    const auto& s = series[i];
+    std::string color = chartColor(i);
+    if (!s.points.empty()) {
+      std::string pts;
+      for (auto [x, y] : s.points) pts += num(px(x)) + "," + num(py(y)) + " ";
+      svg += "<polyline class=\"series\" fill=\"none\" stroke=\"" + color +
+             "\" stroke-width=\"2\" points=\"" + pts + "\"/>\n";
+      for (auto [x, y] : s.points)
+        svg += "<circle cx=\"" + num(px(x)) + "\" cy=\"" + num(py(y)) + "\" r=\"3\" fill=\"" + color +
+               "\"><title>" + xmlEscape(s.name + ": " + shortNumber(y) + " at " + shortNumber(x)) +
+               "</title></circle>\n";
+    }
+    double ly = kTop + 10 + 18 * static_cast<double>(i);
+    svg += line(kWidth - kRight + 10, ly, kWidth - kRight + 30, ly,
+                "stroke=\"" + color + "\" stroke-width=\"2\"");
+    svg += text(kWidth - kRight + 35, ly + 4, s.name);
+  }
+  return svg + "</svg>\n";
+}
+
+std::string barChartSvg(const std::string& title, const std::string& unit, const std::vector<ChartBar>& bars,
+                        double reference) {
+  const double rowH = 20, left = 230, right = 110, top = 36;
+  double height = top + rowH * static_cast<double>(std::max<size_t>(bars.size(), 1)) + 30;
+  std::string svg = svgOpen(kWidth + 120, height, title);
+  double max = reference;
+  for (const auto& b : bars) max = std::max(max, b.value);
+  auto [xTop, step] = niceScale(max);
+  double plotW = kWidth + 120 - left - right;
+  auto px = [&](double v) { return left + v / xTop * plotW; };
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const auto& b = bars[i];
+    double y = top + rowH * static_cast<double>(i);
+    std::string label = b.label.size() > 36 ? b.label.substr(0, 35) + "…" : b.label;
+    svg += text(left - 6, y + 14, label, " text-anchor=\"end\"");
+    svg += "<rect class=\"bar\" x=\"" + num(left) + "\" y=\"" + num(y + 3) + "\" width=\"" +
+           num(std::max(0.5, px(b.value) - left)) + "\" height=\"" + num(rowH - 6) + "\" fill=\"" +
+           chartColor(1) + "\"><title>" + xmlEscape(b.label + ": " + shortNumber(b.value) + " " + unit) +
+           "</title></rect>\n";
+    svg += text(px(b.value) + 4, y + 14,
+                shortNumber(b.value) + " " + unit + (b.note.empty() ? "" : "  " + b.note));
+  }
+  double axisY = top + rowH * static_cast<double>(std::max<size_t>(bars.size(), 1));
+  svg += line(left, axisY, left + plotW, axisY, "stroke=\"#333333\"");
+  for (double v = 0; v <= xTop + step / 2; v += step)
+    svg += text(px(v), axisY + 14, shortNumber(v), " text-anchor=\"middle\"");
+  if (reference > 0)
+    svg += line(px(reference), top, px(reference), axisY, "stroke=\"#555555\" stroke-dasharray=\"4 3\"");
+  return svg + "</svg>\n";
+}
+
+}  // namespace kiln::profiler

@@ -1,0 +1,62 @@
+#include "runtime/debug_executor.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace kiln::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double microsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::vector<DebugRepeat> DebugExecutor::run(int warmup, int repeat) {
+  const int calls = numCalls();
+  for (int w = 0; w < warmup; ++w)
+    for (int c = 0; c < calls; ++c) m_executor.runCall(c);
+
+  std::vector<DebugRepeat> repeats(std::max(1, repeat));
+  std::vector<Clock::time_point> stamps(calls + 1);
+  for (DebugRepeat& r : repeats) {
+    // Record raw clock readings only; converting them happens after the pass.
+    stamps[0] = Clock::now();
+    for (int c = 0; c < calls; ++c) {
+      m_executor.runCall(c);
+      stamps[c + 1] = Clock::now();
+    }
+    r.startUs.resize(calls);
+    r.durationUs.resize(calls);
+    for (int c = 0; c < calls; ++c) {
+      r.startUs[c] = microsBetween(stamps[0], stamps[c]);
+      r.durationUs[c] = microsBetween(stamps[c], stamps[c + 1]);
+    }
+    r.totalUs = microsBetween(stamps[0], stamps[calls]);
+  }
+  return repeats;
+}
+
+std::vector<double> medianCallTimesUs(const std::vector<DebugRepeat>& repeats) {
+  if (repeats.empty()) return {};
+  size_t calls = repeats.front().durationUs.size();
+  std::vector<double> out(calls);
+  std::vector<double> samples;
+  for (size_t c = 0; c < calls; ++c) {
+    samples.clear();
+    for (const DebugRepeat& r : repeats) samples.push_back(r.durationUs[c]);
+    out[c] = median(samples);
+  }
+  return out;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,532 @@
+// Exported modules end to end: `exportModel` / `kiln compile` writes a module directory; the
+// runtime alone (runtime::Module, the C API, the C example program linked only against
+// libkiln_runtime_shared.so) loads and runs it; outputs must be bit-identical to the in-process
+// JIT build on the same input. Broken modules (another format version, missing or mixed files,
+// another CPU or architecture) must fail with one clear error.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app/facade.h"
+#include "runtime/c_api.h"
+#include "runtime/module.h"
+#include "runtime/npy.h"
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string tempRoot() {
+  static const fs::path root = fs::temp_directory_path() / ("kiln_export_test_" + std::to_string(::getpid()));
+  fs::create_directories(root);
+  return root.string();
+}
+
+/// Removes the temporary modules (resnet18's alone are ~90 MB) when the run ends.
+class RemoveTempRoot : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(tempRoot(), ec);
+  }
+};
+::testing::Environment* const g_cleanup = ::testing::AddGlobalTestEnvironment(new RemoveTempRoot);
+
+std::string modelPath(const std::string& name) {
+  const std::string models = KILN_MODELS_DIR;
+  return name.find('/') == std::string::npos ? models + "/" + name + ".pt" : models + "/" + name;
+}
+
+std::shared_ptr<const app::Model> open(const std::string& file) {
+  auto model = app::openModel(file);
+  EXPECT_TRUE(model.ok()) << model.error().message;
+  return model.ok() ? model.value() : nullptr;
+}
+
+/// In-process build (JIT) outputs.
+std::vector<runtime::Tensor> inProcess(std::shared_ptr<const app::Model> model, const app::BuildOptions& options,
+                                       const std::vector<runtime::Tensor>& inputs) {
+  auto compiled = app::build(model, options);
+  EXPECT_TRUE(compiled.ok()) << compiled.error().message;
+  if (!compiled.ok()) return {};
+  auto outputs = app::run(*compiled.value(), inputs);
+  EXPECT_TRUE(outputs.ok()) << outputs.error().message;
+  return outputs.ok() ? outputs.value() : std::vector<runtime::Tensor>{};
+}
+
+app::ExportResult exportTo(std::shared_ptr<const app::Model> model, const std::string& dir,
+                           const app::BuildOptions& options = {}) {
+  auto result = app::exportModel(model, options, dir);
+  EXPECT_TRUE(result.ok()) << result.error().message;
+  return result.ok() ? result.value() : app::ExportResult{};
+}
+
+/// "" when identical, else what differs.
+std::string difference(const std::vector<runtime::Tensor>& got, const std::vector<runtime::Tensor>& want) {
+  if (got.size() != want.size()) return "output count " + std::to_string(got.size()) + " vs " + std::to_string(want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    const runtime::Tensor& g = got[o];
+    const runtime::Tensor& w = want[o];
+    if (g.dtype() != w.dtype() || g.shape() != w.shape())
+      return "output " + std::to_string(o) + " is " + runtime::shapeString(g.shape()) + ", expected " +
+             runtime::shapeString(w.shape());
+    if (std::memcmp(g.raw(), w.raw(), g.nbytes()) == 0) continue;
+    double worst = 0;
+    if (g.dtype() == runtime::DType::Float32) {
+      for (int64_t i = 0; i < g.numel(); ++i)
+        worst = std::max(worst, std::fabs(double(g.data<float>()[i]) - w.data<float>()[i]));
+    }
+    return "output " + std::to_string(o) + " differs, max |diff| " + std::to_string(worst);
+  }
+  return "";
+}
+
+struct Outcome {
+  int exitCode = -1;
+  std::string out, err;
+};
+
+Outcome runCommand(const std::string& cmd) {
+  const std::string errFile = tempRoot() + "/stderr.txt";
+  Outcome o;
+  FILE* p = popen((cmd + " 2>" + errFile).c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
+  int status = pclose(p);
+  o.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(errFile);
+  o.err.assign(std::istreambuf_iterator<char>(e), {});
+  return o;
+}
+
+std::string readText(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeText(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+/// A fresh copy of a module directory to break.
+std::string copyModule(const std::string& from, const std::string& name) {
+  const std::string to = tempRoot() + "/" + name;
+  fs::remove_all(to);
+  fs::copy(from, to, fs::copy_options::recursive);
+  return to;
+}
+
+/// The exported conv_bn_relu module, shared by the error tests (exported once).
+const std::string& sharedModule() {
+  static const std::string dir = [] {
+    std::string d = tempRoot() + "/conv_bn_relu";
+    exportTo(open(modelPath("ops/conv_bn_relu.pt")), d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string loadError(const std::string& dir) {
+  try {
+    runtime::Module::load(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// ---- outputs equal the in-process build ------------------------------------------------------
+
+class ExportOps : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExportOps, RuntimeModuleMatchesInProcessBuild) {
+  auto model = open(modelPath("ops/" + GetParam() + ".pt"));
+  ASSERT_TRUE(model);
+  const std::vector<runtime::Tensor> inputs = app::randomInputs(*model, 7);
+  const std::vector<runtime::Tensor> want = inProcess(model, {}, inputs);
+  ASSERT_FALSE(want.empty());
+
+  const std::string dir = tempRoot() + "/op_" + GetParam();
+  app::ExportResult exported = exportTo(model, dir);
+  ASSERT_TRUE(exported.linked) << exported.note;
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "kernels.so"));
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "kernels.o"));
+
+  std::unique_ptr<runtime::Module> module = runtime::Module::load(dir);
+  EXPECT_EQ(module->info().formatVersion, runtime::kModuleFormatVersion);
+  EXPECT_EQ(module->info().kilnVersion, app::version());
+  EXPECT_EQ(difference(module->run(inputs), want), "");
+  // A second run on the same module gives the same again (storage reuse is per run).
+  EXPECT_EQ(difference(module->run(inputs), want), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, ExportOps,
+                         ::testing::Values("conv_bn_relu", "residual_block", "se_block", "add_broadcast",
+                                           "classifier_head", "cat_three", "softmax_last", "gelu",
+                                           "max_pool2d_ceil", "matmul_3d", "mean_keepdim",
+                                           "adaptive_avg_pool2d_2x3"));
+
+class ExportNetworks : public ::testing::TestWithParam<int> {};
+
+TEST_P(ExportNetworks, Resnet18MatchesInProcessBuild) {
+  auto model = open(modelPath("resnet18"));
+  ASSERT_TRUE(model);
+  app::BuildOptions options;
+  options.optLevel = GetParam();
+  const std::vector<runtime::Tensor> inputs = app::randomInputs(*model, 3);
+  const std::vector<runtime::Tensor> want = inProcess(model, options, inputs);
+  ASSERT_FALSE(want.empty());
+  const std::string dir = tempRoot() + "/resnet18_O" + std::to_string(GetParam());
+  app::ExportResult exported = exportTo(model, dir, options);
+  ASSERT_TRUE(exported.linked);
+  std::printf("resnet18 -O%d export: %.2f s, %d kernels, %d calls;", GetParam(), exported.compileSeconds,
+              exported.numKernels, exported.numCalls);
+  for (const auto& f : exported.files) std::printf(" %s %llu B", f.name.c_str(), (unsigned long long)f.bytes);
+  std::printf("\n");
+  std::unique_ptr<runtime::Module> module = runtime::Module::load(dir);
+  EXPECT_EQ(difference(module->run(inputs), want), "");
+  module.reset();
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(OptLevels, ExportNetworks, ::testing::Values(3, 1));
+
+// ---- the C API and the C example program ------------------------------------------------------
+
+TEST(ExportCApi, LoadSetRunGetMatchesInProcessBuild) {
+  auto model = open(modelPath("ops/add_broadcast.pt"));
+  ASSERT_TRUE(model);
+  const std::vector<runtime::Tensor> inputs = app::randomInputs(*model, 11);
+  const std::vector<runtime::Tensor> want = inProcess(model, {}, inputs);
+  const std::string dir = tempRoot() + "/capi_add_broadcast";
+  exportTo(model, dir);
+
+  KilnModule* m = nullptr;
+  char err[256];
+  ASSERT_EQ(kiln_module_load(dir.c_str(), &m, err, sizeof err), KILN_OK) << err;
+  int32_t numInputs = 0, numOutputs = 0;
+  ASSERT_EQ(kiln_module_num_inputs(m, &numInputs), KILN_OK);
+  ASSERT_EQ(kiln_module_num_outputs(m, &numOutputs), KILN_OK);
+  ASSERT_EQ(numInputs, 2);
+  ASSERT_EQ(numOutputs, static_cast<int32_t>(want.size()));
+  for (int32_t i = 0; i < numInputs; ++i) {
+    KilnTensorInfo info;
+    ASSERT_EQ(kiln_module_input_info(m, i, &info), KILN_OK);
+    EXPECT_EQ(info.dtype, KILN_FLOAT32);
+    EXPECT_EQ(runtime::Shape(info.shape, info.shape + info.ndim), inputs[i].shape());
+    EXPECT_EQ(info.nbytes, inputs[i].nbytes());
+    // Wrong sizes and indices are errors with a message, not crashes.
+    EXPECT_EQ(kiln_module_set_input(m, i, inputs[i].raw(), info.nbytes - 1), KILN_ERROR_INVALID_INPUT);
+    EXPECT_NE(std::string(kiln_last_error()).find("bytes"), std::string::npos) << kiln_last_error();
+    ASSERT_EQ(kiln_module_set_input(m, i, inputs[i].raw(), info.nbytes), KILN_OK) << kiln_last_error();
+  }
+  KilnTensorInfo info;
+  EXPECT_EQ(kiln_module_input_info(m, 5, &info), KILN_ERROR_USAGE);
+  EXPECT_EQ(kiln_module_num_inputs(nullptr, &numInputs), KILN_ERROR_USAGE);
+  ASSERT_EQ(kiln_set_num_threads(2), KILN_OK);
+  ASSERT_EQ(kiln_module_run(m), KILN_OK) << kiln_last_error();
+  std::vector<runtime::Tensor> got;
+  for (int32_t i = 0; i < numOutputs; ++i) {
+    ASSERT_EQ(kiln_module_output_info(m, i, &info), KILN_OK);
+    runtime::Tensor t = runtime::Tensor::zeros(static_cast<runtime::DType>(info.dtype),
+                                               runtime::Shape(info.shape, info.shape + info.ndim));
+    ASSERT_EQ(kiln_module_get_output(m, i, t.raw(), t.nbytes()), KILN_OK) << kiln_last_error();
+    got.push_back(t);
+  }
+  EXPECT_EQ(difference(got, want), "");
+  EXPECT_EQ(kiln_module_free(m), KILN_OK);
+  EXPECT_EQ(kiln_module_free(nullptr), KILN_OK);
+}
+
+TEST(ExportCApi, LoadErrorsFillTheBuffer) {
+  KilnModule* m = reinterpret_cast<KilnModule*>(0x1);
+  char err[64];
+  EXPECT_EQ(kiln_module_load("/nonexistent/kiln_module", &m, err, sizeof err), KILN_ERROR_IO);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(err).find("no such module directory"), std::string::npos) << err;
+  EXPECT_LT(std::strlen(err), sizeof err);
+  EXPECT_EQ(kiln_module_load(nullptr, &m, nullptr, 0), KILN_ERROR_USAGE);
+}
+
+TEST(ExportCApi, CExampleProgramMatchesInProcessBuild) {
+  auto model = open(modelPath("ops/conv_bn_relu.pt"));
+  ASSERT_TRUE(model);
+  const std::vector<runtime::Tensor> inputs = app::randomInputs(*model, 5);
+  const std::vector<runtime::Tensor> want = inProcess(model, {}, inputs);
+  const std::string in = tempRoot() + "/c_example_in.raw", out = tempRoot() + "/c_example_out.raw";
+  writeText(in, std::string(static_cast<const char*>(inputs[0].raw()), inputs[0].nbytes()));
+
+  Outcome o = runCommand(std::string(KILN_RUN_MODEL) + " " + sharedModule() + " --threads 2 --input " + in +
+                         " --output " + out);
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_NE(o.out.find("output 0:"), std::string::npos) << o.out;
+  runtime::Tensor got = runtime::Tensor::zeros(want[0].dtype(), want[0].shape());
+  const std::string bytes = readText(out);
+  ASSERT_EQ(bytes.size(), got.nbytes());
+  std::memcpy(got.raw(), bytes.data(), bytes.size());
+  EXPECT_EQ(difference({got}, want), "");
+
+  // A broken module: one error line, the status as exit code.
+  const std::string broken = copyModule(sharedModule(), "c_example_broken");
+  fs::remove(fs::path(broken) / "kernels.so");
+  o = runCommand(std::string(KILN_RUN_MODEL) + " " + broken);
+  EXPECT_EQ(o.exitCode, KILN_ERROR_INVALID_MODEL);
+  EXPECT_NE(o.err.find("kernels.so"), std::string::npos) << o.err;
+}
+
+TEST(ExportCApi, CExampleLinksOnlyTheRuntime) {
+  Outcome o = runCommand("readelf -d " + std::string(KILN_RUN_MODEL));
+  if (o.exitCode != 0) GTEST_SKIP() << "readelf is not available";
+  EXPECT_NE(o.out.find("libkiln_runtime_shared.so"), std::string::npos) << o.out;
+  for (const char* heavy : {"LLVM", "torch", "c10"}) EXPECT_EQ(o.out.find(heavy), std::string::npos) << o.out;
+  // The kernels need at most libc, libm and the runtime's launcher: nothing of the compiler.
+  o = runCommand("readelf -d --dyn-syms " + sharedModule() + "/kernels.so");
+  ASSERT_EQ(o.exitCode, 0);
+  EXPECT_NE(o.out.find("kiln_parallel_launch"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("kiln_module_signature"), std::string::npos) << o.out;
+  for (const char* heavy : {"LLVM", "torch", "stdc++"}) EXPECT_EQ(o.out.find(heavy), std::string::npos) << o.out;
+}
+
+// ---- broken modules ---------------------------------------------------------------------------
+
+TEST(ExportErrors, OtherFormatVersionIsRefused) {
+  const std::string dir = copyModule(sharedModule(), "version");
+  std::string graph = readText(fs::path(dir) / "graph.txt");
+  graph.replace(0, graph.find('\n'), "kiln-module 99");
+  writeText(fs::path(dir) / "graph.txt", graph);
+  const std::string err = loadError(dir);
+  EXPECT_NE(err.find("module format version 99"), std::string::npos) << err;
+  EXPECT_NE(err.find("reads version 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("written by Kiln " + app::version()), std::string::npos) << err;
+
+  KilnModule* m = nullptr;
+  char buf[512];
+  EXPECT_EQ(kiln_module_load(dir.c_str(), &m, buf, sizeof buf), KILN_ERROR_INVALID_MODEL);
+  EXPECT_NE(std::string(buf).find("format version 99"), std::string::npos) << buf;
+}
+
+TEST(ExportErrors, MissingLibraryIsNamed) {
+  const std::string dir = copyModule(sharedModule(), "no_library");
+  fs::remove(fs::path(dir) / "kernels.so");
+  const std::string err = loadError(dir);
+  EXPECT_NE(err.find("kernels.so: no such file"), std::string::npos) << err;
+}
+
+TEST(ExportErrors, LibraryOfAnotherExportIsRefused) {
+  auto model = open(modelPath("ops/conv_bn_relu.pt"));
+  const std::string other = tempRoot() + "/other_export";
+  exportTo(model, other);
+  const std::string dir = copyModule(sharedModule(), "mixed");
+  fs::copy_file(fs::path(other) / "kernels.so", fs::path(dir) / "kernels.so", fs::copy_options::overwrite_existing);
+  const std::string err = loadError(dir);
+  EXPECT_NE(err.find("signature mismatch"), std::string::npos) << err;
+}
+
+TEST(ExportErrors, CorruptOrTruncatedParamsAreRefused) {
+  std::string dir = copyModule(sharedModule(), "corrupt_params");
+  std::string params = readText(fs::path(dir) / "params.bin");
+  ASSERT_GT(params.size(), 100u);
+  params[params.size() - 3] ^= 0x5a;
+  writeText(fs::path(dir) / "params.bin", params);
+  std::string err = loadError(dir);
+  EXPECT_NE(err.find("checksum mismatch"), std::string::npos) << err;
+
+  dir = copyModule(sharedModule(), "truncated_params");
+  writeText(fs::path(dir) / "params.bin", params.substr(0, params.size() / 2));
+  err = loadError(dir);
+  EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+}
+
+TEST(ExportErrors, MalformedGraphNamesTheLine) {
+  const std::string dir = copyModule(sharedModule(), "malformed");
+  std::string graph = readText(fs::path(dir) / "graph.txt");
+  size_t call = graph.find("\ncall ");
+  ASSERT_NE(call, std::string::npos);
+  graph.insert(call + 1, "call k 1 9999 node\n");
+  writeText(fs::path(dir) / "graph.txt", graph);
+  std::string err = loadError(dir);
+  EXPECT_NE(err.find("graph.txt:"), std::string::npos) << err;
+  EXPECT_NE(err.find("not a slot"), std::string::npos) << err;
+
+  writeText(fs::path(dir) / "graph.txt", graph.substr(0, graph.size() / 2));
+  err = loadError(dir);
+  EXPECT_FALSE(err.empty());
+}
+
+TEST(ExportErrors, MissingCpuFeaturesAreReportedNotExecuted) {
+  // A feature this machine lacks, among extensions the runtime can check.
+  std::string lacking;
+  for (const char* f : {"avx512fp16", "amx-tile", "avx512vp2intersect", "xop", "fma4", "avx512f", "avx2", "sve2", "sve"}) {
+    if (!runtime::missingCpuFeatures({f}).empty()) {
+      lacking = f;
+      break;
+    }
+  }
+  if (lacking.empty()) GTEST_SKIP() << "this CPU has every feature the test knows";
+  const std::string dir = copyModule(sharedModule(), "features");
+  std::string graph = readText(fs::path(dir) / "graph.txt");
+  size_t line = graph.find("\nfeatures");
+  ASSERT_NE(line, std::string::npos);
+  graph.insert(graph.find('\n', line + 1), " " + lacking);
+  writeText(fs::path(dir) / "graph.txt", graph);
+  const std::string err = loadError(dir);
+  EXPECT_NE(err.find("need CPU features this machine lacks: " + lacking), std::string::npos) << err;
+}
+
+TEST(ExportErrors, HostExportNeedsNothingThisCpuLacks) {
+  runtime::ModuleContents contents = runtime::readModule(sharedModule());
+  EXPECT_FALSE(contents.info.cpuFeatures.empty());
+  EXPECT_EQ(runtime::missingCpuFeatures(contents.info.cpuFeatures), std::vector<std::string>{});
+}
+
+TEST(ExportErrors, BadOutputPaths) {
+  auto model = open(modelPath("ops/relu.pt"));
+  const std::string file = tempRoot() + "/a_file";
+  writeText(file, "x");
+  auto r = app::exportModel(model, {}, file);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("not a directory"), std::string::npos) << r.error().message;
+
+  const std::string busy = tempRoot() + "/busy_dir";
+  fs::create_directories(busy);
+  writeText(busy + "/notes.txt", "keep me");
+  r = app::exportModel(model, {}, tempRoot() + "/model.so");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("a module is a directory"), std::string::npos) << r.error().message;
+
+  r = app::exportModel(model, {}, busy);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("holds no Kiln module"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(fs::exists(busy + "/notes.txt"));
+
+  EXPECT_NE(loadError(tempRoot()).find("not a Kiln module"), std::string::npos);
+  EXPECT_NE(loadError(file).find("not a module directory"), std::string::npos);
+}
+
+TEST(ExportErrors, PlanRoundTripsWithOddNames) {
+  runtime::GraphPlan plan;
+  runtime::Tensor c = runtime::Tensor::zeros(runtime::DType::Float32, {2, 3});
+  for (int i = 0; i < 6; ++i) c.data<float>()[i] = 0.5f * i - 1;
+  plan.constants.push_back(c);
+  plan.constants.push_back(runtime::Tensor::zeros(runtime::DType::Int64, {}));
+  plan.slots = {{"in put %1", runtime::DType::Float32, {2, 3}, runtime::SlotKind::Input, 0},
+                {"", runtime::DType::Float32, {2, 3}, runtime::SlotKind::Constant, 0},
+                {"ünï\tcode", runtime::DType::Int64, {}, runtime::SlotKind::Constant, 1},
+                {"out", runtime::DType::Float32, {2, 3}, runtime::SlotKind::Intermediate, -1}};
+  plan.calls = {{"k_add", {0, 1, 3}, 1, "node with spaces"}, {"k_touch", {2}, 0, ""}};
+  plan.inputs = {0};
+  plan.outputs = {3};
+  runtime::ModuleInfo info;
+  info.kilnVersion = "9.9.9";
+  info.target = "llvm -mcpu=x86-64 -mattr=+avx2";
+  info.triple = "x86_64-pc-linux-gnu";
+  info.cpu = "x86-64";
+  info.cpuFeatures = {"avx2", "sse2"};
+  info.signature = runtime::newModuleSignature();
+  const std::string dir = tempRoot() + "/roundtrip";
+  runtime::saveModule(dir, plan, info);
+  runtime::ModuleContents back = runtime::readModule(dir);
+  EXPECT_EQ(back.info.target, info.target);
+  EXPECT_EQ(back.info.cpuFeatures, info.cpuFeatures);
+  EXPECT_EQ(back.info.signature, info.signature);
+  ASSERT_EQ(back.plan.slots.size(), plan.slots.size());
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    EXPECT_EQ(back.plan.slots[i].name, plan.slots[i].name);
+    EXPECT_EQ(back.plan.slots[i].shape, plan.slots[i].shape);
+    EXPECT_EQ(back.plan.slots[i].kind, plan.slots[i].kind);
+  }
+  ASSERT_EQ(back.plan.calls.size(), 2u);
+  EXPECT_EQ(back.plan.calls[0].node, "node with spaces");
+  EXPECT_EQ(back.plan.calls[1].args, std::vector<int>{2});
+  EXPECT_EQ(back.plan.calls[1].node, "");
+  EXPECT_EQ(difference(back.plan.constants, plan.constants), "");
+}
+
+// ---- cross-compilation ------------------------------------------------------------------------
+
+TEST(ExportCross, Aarch64ExportWritesAnObjectAndRefusesToLoadHere) {
+  auto model = open(modelPath("ops/conv_bn_relu.pt"));
+  ASSERT_TRUE(model);
+  app::BuildOptions options;
+  options.target = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72";
+  const std::string dir = tempRoot() + "/aarch64";
+  app::ExportResult r = exportTo(model, dir, options);
+  ASSERT_FALSE(r.files.empty());
+  const std::string kernels = (fs::path(dir) / (r.linked ? "kernels.so" : "kernels.o")).string();
+  const std::string elf = readText(kernels);
+  ASSERT_GT(elf.size(), 20u);
+  EXPECT_EQ(elf.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(static_cast<unsigned char>(elf[18]), 183);  // e_machine: EM_AARCH64
+  if (!r.linked) {
+    EXPECT_NE(r.note.find("object file only"), std::string::npos) << r.note;
+  }
+
+  runtime::ModuleContents contents = runtime::readModule(dir);
+  EXPECT_NE(contents.info.triple.find("aarch64"), std::string::npos);
+  EXPECT_EQ(contents.info.cpu, "cortex-a72");
+  EXPECT_NE(std::find(contents.info.cpuFeatures.begin(), contents.info.cpuFeatures.end(), "neon"),
+            contents.info.cpuFeatures.end());
+  if (runtime::hostArchitecture() != "aarch64") {
+    const std::string err = loadError(dir);
+    EXPECT_NE(err.find("compiled for aarch64"), std::string::npos) << err;
+  }
+}
+
+TEST(ExportCross, NewerCpuOfThisArchitectureIsRefusedBeforeRunning) {
+  // Same architecture, so the host driver links it; but this CPU may lack the features.
+  const std::string target = runtime::hostArchitecture() == "x86_64" ? "llvm -mcpu=sapphirerapids" : "llvm -mcpu=neoverse-v2";
+  auto model = open(modelPath("ops/relu.pt"));
+  ASSERT_TRUE(model);
+  app::BuildOptions options;
+  options.target = target;
+  const std::string dir = tempRoot() + "/newer_cpu";
+  app::ExportResult r = exportTo(model, dir, options);
+  EXPECT_TRUE(r.linked) << r.note;
+  runtime::ModuleContents contents = runtime::readModule(dir);
+  std::vector<std::string> missing = runtime::missingCpuFeatures(contents.info.cpuFeatures);
+  if (missing.empty()) GTEST_SKIP() << "this CPU runs " << target;
+  const std::string err = loadError(dir);
+  EXPECT_NE(err.find("need CPU features this machine lacks: " + missing.front()), std::string::npos) << err;
+}
+
+// ---- the command line ---------------------------------------------------------------------------
+
+TEST(ExportCli, CompileThenRunTheDirectoryMatchesRunningTheModel) {
+  const std::string dir = tempRoot() + "/cli_module";
+  const std::string model = modelPath("ops/se_block.pt");
+  Outcome o = runCommand(std::string(KILN_BINARY) + " compile " + model + " -o " + dir);
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_NE(o.out.find("kernels.so"), std::string::npos) << o.out;
+
+  auto m = open(model);
+  ASSERT_TRUE(m);
+  const std::vector<runtime::Tensor> inputs = app::randomInputs(*m, 1);
+  const std::string in = tempRoot() + "/cli_in.npy";
+  runtime::writeNpy(in, inputs[0]);
+  o = runCommand(std::string(KILN_BINARY) + " run " + dir + " --input " + in + " --output " + tempRoot() + "/cli_a.npy");
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  o = runCommand(std::string(KILN_BINARY) + " run " + model + " --input " + in + " --output " + tempRoot() + "/cli_b.npy");
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_EQ(difference({runtime::readNpy(tempRoot() + "/cli_a.npy")}, {runtime::readNpy(tempRoot() + "/cli_b.npy")}), "");
+
+  // Errors are one line.
+  o = runCommand(std::string(KILN_BINARY) + " run " + tempRoot() + " --input " + in);
+  EXPECT_NE(o.exitCode, 0);
+  EXPECT_NE(o.err.find("error: "), std::string::npos) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  o = runCommand(std::string(KILN_BINARY) + " compile " + model);
+  EXPECT_NE(o.exitCode, 0);
+}
+
+}  // namespace

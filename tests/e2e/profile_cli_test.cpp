@@ -1,0 +1,138 @@
+// kiln profile | sweep | sessions | report | compare's store, run as a user would: real processes,
+// a real session store in a temporary directory.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int exitCode = -1;
+  std::string out, err;
+};
+
+class ProfileCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::random_device rd;
+    s_dir = fs::temp_directory_path() / ("kiln_profile_cli_" + std::to_string(rd()));
+    fs::create_directories(s_dir);
+  }
+  static void TearDownTestSuite() { fs::remove_all(s_dir); }
+
+  static std::string file(const std::string& name) { return (s_dir / name).string(); }
+  static std::string db() { return file("kiln.db"); }
+  static std::string model() { return std::string(KILN_MODELS_DIR) + "/ops/conv_bn_relu.pt"; }
+
+  static Outcome kiln(const std::string& args) {
+    std::string errFile = file("stderr.txt");
+    std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>" + errFile;
+    Outcome o;
+    FILE* p = popen(cmd.c_str(), "r");
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
+    int status = pclose(p);
+    o.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream e(errFile);
+    o.err.assign(std::istreambuf_iterator<char>(e), {});
+    return o;
+  }
+  static std::string read(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  static fs::path s_dir;
+};
+
+fs::path ProfileCli::s_dir;
+
+TEST_F(ProfileCli, HelpForEveryMeasuringCommand) {
+  for (const char* cmd : {"profile", "sweep", "sessions", "report", "compare"}) {
+    Outcome o = kiln(std::string(cmd) + " --help");
+    EXPECT_EQ(o.exitCode, 0) << cmd;
+    EXPECT_NE(o.out.find("--db"), std::string::npos) << cmd << ": " << o.out;
+  }
+  for (const char* cmd : {"profile", "sweep", "compare"}) {
+    Outcome o = kiln(std::string(cmd) + " --help");
+    for (const char* flag : {"--target", "--opt-level", "--threads", "--json", "--no-store"})
+      EXPECT_NE(o.out.find(flag), std::string::npos) << cmd << " lacks " << flag;
+  }
+}
+
+TEST_F(ProfileCli, ProfileTwoBuildsThenShowDiffAndReport) {
+  std::string common = " --repeat 3 --threads 2 --db " + db();
+  Outcome o0 = kiln("profile " + model() + common + " -O0 --by op");
+  ASSERT_EQ(o0.exitCode, 0) << o0.err;
+  EXPECT_NE(o0.out.find("operator"), std::string::npos) << o0.out;
+  Outcome o2 = kiln("profile " + model() + common + " -O2 --top 0 --trace " + file("trace.json") +
+                    " --json " + file("profile.json"));
+  ASSERT_EQ(o2.exitCode, 0) << o2.err;
+  EXPECT_NE(o2.out.find("gap vs end-to-end"), std::string::npos) << o2.out;
+  EXPECT_NE(o2.out.find("stored: session 1, run 2, build 2"), std::string::npos) << o2.out;
+
+  nlohmann::json profile = nlohmann::json::parse(read(file("profile.json")));
+  nlohmann::json trace = nlohmann::json::parse(read(file("trace.json")));
+  size_t complete = 0;
+  for (const auto& e : trace["traceEvents"]) complete += e["ph"] == "X";
+  EXPECT_EQ(complete, profile["calls"].size());
+
+  Outcome list = kiln("sessions list --db " + db());
+  ASSERT_EQ(list.exitCode, 0) << list.err;
+  EXPECT_NE(list.out.find("conv_bn_relu"), std::string::npos) << list.out;
+  Outcome show = kiln("sessions show 1 --db " + db());
+  ASSERT_EQ(show.exitCode, 0) << show.err;
+  EXPECT_NE(show.out.find("builds"), std::string::npos);
+  EXPECT_NE(show.out.find("profile"), std::string::npos);
+  Outcome diff = kiln("sessions diff 1 2 --db " + db());
+  ASSERT_EQ(diff.exitCode, 0) << diff.err;
+  EXPECT_NE(diff.out.find("fused differently"), std::string::npos) << diff.out;
+
+  Outcome report = kiln("report 1 --html " + file("r.html") + " --csv " + file("r.csv") + " --db " + db());
+  ASSERT_EQ(report.exitCode, 0) << report.err;
+  EXPECT_NE(read(file("r.html")).find("<svg"), std::string::npos);
+  EXPECT_EQ(read(file("r.csv")).rfind("session_id,run_id,run_kind,date,model,sha256,backend,batch,status", 0),
+            0u);
+}
+
+TEST_F(ProfileCli, SweepPrintsATablePerBackendAndStores) {
+  Outcome o = kiln("sweep " + model() +
+                   " --batches 1,2 --backends kiln,pytorch-eager --repeat 2 --threads 2 --json " +
+                   file("sweep.json") + " --db " + file("sweep.db") + " --new-session");
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_NE(o.out.find("throughput (items/s)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("pytorch-eager"), std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(read(file("sweep.json")));
+  EXPECT_EQ(j["points"].size(), 4u);
+  EXPECT_TRUE(j["context"].contains("llvm_version"));
+  Outcome bad = kiln("sweep " + model() + " --backends kiln,tvm --no-store");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.err.find("unknown backend 'tvm'"), std::string::npos) << bad.err;
+}
+
+TEST_F(ProfileCli, StoreErrorsAreOneClearLine) {
+  std::ofstream(file("notes.txt")) << "not a database, just notes\n";
+  Outcome o = kiln("profile " + model() + " --repeat 1 --db " + file("notes.txt"));
+  EXPECT_EQ(o.exitCode, 6) << o.err;
+  EXPECT_NE(o.err.find("error: "), std::string::npos);
+  EXPECT_NE(o.err.find("not a SQLite database"), std::string::npos) << o.err;
+  EXPECT_EQ(read(file("notes.txt")), "not a database, just notes\n");
+  Outcome missing = kiln("sessions show 1 --db " + file("nowhere.db"));
+  EXPECT_EQ(missing.exitCode, 6);
+  EXPECT_NE(missing.err.find("no session store yet"), std::string::npos) << missing.err;
+  Outcome nothing = kiln("report 1 --db " + db());
+  EXPECT_EQ(nothing.exitCode, 2);
+}
+
+}  // namespace

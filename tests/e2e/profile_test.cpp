@@ -1,0 +1,203 @@
+// The measurement façade end to end on real models: per-operator profiles (sum of calls vs end
+// to end, Chrome trace), batch sweeps (stopping a backend cleanly), the session store and reports.
+// ResNet-18's profile is labelled slow in ctest.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "app/facade.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string modelPath(const std::string& rel) { return std::string(KILN_MODELS_DIR) + "/" + rel; }
+
+class MeasureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    m_dir = fs::temp_directory_path() / ("kiln_measure_test_" + std::to_string(rd()));
+    fs::create_directories(m_dir);
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+  app::StoreOptions store() const {
+    app::StoreOptions s;
+    s.dbPath = (m_dir / "kiln.db").string();
+    return s;
+  }
+  fs::path m_dir;
+};
+
+TEST_F(MeasureTest, ProfileOfAFusedModelWithTraceStoreAndDiff) {
+  app::ProfileOptions o;
+  o.repeat = 5;
+  o.minRepeatMs = 1;
+  o.store = store();
+  o.build.threads = 2;
+  o.build.optLevel = 0;
+  auto plain = app::profile(modelPath("ops/conv_bn_relu.pt"), o);
+  ASSERT_TRUE(plain) << plain.error().message;
+  o.build.optLevel = 2;
+  auto fused = app::profile(modelPath("ops/conv_bn_relu.pt"), o);
+  ASSERT_TRUE(fused) << fused.error().message;
+
+  const auto& r = fused.value();
+  EXPECT_EQ(static_cast<int>(r.profile.ops.size()), r.build.numCalls);
+  EXPECT_LT(r.profile.ops.size(), plain.value().profile.ops.size());  // fusion removed calls
+  double percent = 0, flops = 0;
+  for (const auto& op : r.profile.ops) {
+    EXPECT_FALSE(op.ops.empty());
+    EXPECT_FALSE(op.outputShape.empty());
+    EXPECT_GT(op.bytes, 0);
+    percent += op.percent;
+    flops += op.flops;
+  }
+  EXPECT_NEAR(percent, 100, 1e-6);
+  EXPECT_GT(flops, 2.0 * 16 * 16 * 16 * 8 * 9);  // the convolution at least
+  EXPECT_GT(r.profile.endToEnd.medianMs, 0);
+  EXPECT_EQ(r.profile.endToEnd.samplesMs.size(), 5u);
+  EXPECT_FALSE(r.context.cpu.empty());
+  EXPECT_FALSE(r.context.llvmVersion.empty());
+  EXPECT_EQ(r.context.tuningRecords, "none");
+
+  nlohmann::json trace = nlohmann::json::parse(app::profileTraceJson(r));
+  size_t complete = 0;
+  for (const auto& e : trace["traceEvents"]) complete += e["ph"] == "X";
+  EXPECT_EQ(complete, r.profile.ops.size());
+  nlohmann::json j = nlohmann::json::parse(app::profileResultJson(r));
+  EXPECT_EQ(j["calls"].size(), r.profile.ops.size());
+  EXPECT_TRUE(j["context"].contains("torch_version"));
+
+  // Both went to the same session (same model file); the diff names the fusion.
+  EXPECT_EQ(plain.value().stored.sessionId, r.stored.sessionId);
+  auto session = app::loadSession(o.store.dbPath, r.stored.sessionId);
+  ASSERT_TRUE(session) << session.error().message;
+  EXPECT_EQ(session.value().profiles.size(), 2u);
+  EXPECT_EQ(session.value().builds.size(), 2u);
+  auto diff = app::diffBuilds(o.store.dbPath, plain.value().stored.buildId, r.stored.buildId);
+  ASSERT_TRUE(diff) << diff.error().message;
+  bool fusedDifferently = false;
+  for (const auto& row : diff.value().rows) fusedDifferently |= row.change == "fused differently";
+  EXPECT_TRUE(fusedDifferently);
+  auto missing = app::diffBuilds(o.store.dbPath, r.stored.buildId, 999);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("no build 999"), std::string::npos);
+}
+
+TEST_F(MeasureTest, SweepRecordsEveryPointAndTheReportShowsIt) {
+  app::SweepOptions o;
+  o.batches = {2, 1};
+  o.backends = {"kiln", "pytorch-eager", "pytorch-compiled", "torch-compile"};
+  o.repeat = 3;
+  o.minRepeatMs = 1;
+  o.build.threads = 2;
+  o.store = store();
+  std::vector<std::string> steps;
+  auto result = app::sweep(modelPath("ops/conv_bn_relu.pt"), o, [&](const std::string& s) {
+    steps.push_back(s);
+    return true;
+  });
+  ASSERT_TRUE(result) << result.error().message;
+  const auto& r = result.value();
+  EXPECT_EQ(r.batches, (std::vector<int64_t>{1, 2}));
+  ASSERT_EQ(r.points.size(), 8u);
+  EXPECT_EQ(steps.size(), 8u);
+  for (const auto& m : r.points) {
+    if (m.backend == "torch-compile") {
+      // Debian's torch is 1.13: unavailable with the reason, never a number.
+      if (!m.ok()) {
+        EXPECT_FALSE(m.reason.empty());
+        EXPECT_TRUE(m.timing.samplesMs.empty());
+      }
+      continue;
+    }
+    ASSERT_TRUE(m.ok()) << m.backend << ": " << m.reason;
+    EXPECT_NEAR(m.throughput(), m.batch * 1000.0 / m.timing.medianMs, 1e-9);
+  }
+  nlohmann::json j = nlohmann::json::parse(app::sweepJson(r));
+  EXPECT_EQ(j["points"].size(), 8u);
+
+  auto html = app::sessionReport(o.store.dbPath, r.stored.sessionId, app::ReportFormat::Html);
+  ASSERT_TRUE(html) << html.error().message;
+  EXPECT_NE(html.value().find("<svg"), std::string::npos);
+  EXPECT_NE(html.value().find("Latency vs batch size"), std::string::npos);
+  size_t rows = 0;
+  for (size_t at = 0; (at = html.value().find("<tr class=\"backend\">", at)) != std::string::npos; ++at)
+    ++rows;
+  EXPECT_EQ(rows, 4u);
+  auto csv = app::sessionReport(o.store.dbPath, r.stored.sessionId, app::ReportFormat::Csv);
+  ASSERT_TRUE(csv);
+  EXPECT_EQ(csv.value().rfind("session_id,run_id,run_kind,", 0), 0u);
+  EXPECT_EQ(std::count(csv.value().begin(), csv.value().end(), '\n'), 1 + 8);
+}
+
+TEST_F(MeasureTest, SweepStopsABackendOverItsTimeBudget) {
+  app::SweepOptions o;
+  o.batches = {1, 2, 4};
+  o.backends = {"kiln", "pytorch-eager"};
+  o.budgetSeconds = 1e-7;  // no run fits
+  o.build.threads = 2;
+  o.store.enabled = false;
+  auto result = app::sweep(modelPath("ops/conv_bn_relu.pt"), o);
+  ASSERT_TRUE(result) << result.error().message;
+  for (const auto& m : result.value().points) {
+    if (m.batch == 1) {
+      EXPECT_EQ(m.status, profiler::Status::Timeout) << m.backend;
+    } else {
+      EXPECT_EQ(m.status, profiler::Status::Skipped) << m.backend;
+      EXPECT_NE(m.reason.find("stopped after timeout at batch 1"), std::string::npos) << m.reason;
+    }
+  }
+  EXPECT_EQ(result.value().stored.sessionId, 0);
+}
+
+TEST_F(MeasureTest, BadStoreFailsBeforeMeasuring) {
+  std::string notDb = (m_dir / "notes.txt").string();
+  { std::ofstream(notDb) << std::string(100, 'x'); }
+  app::ProfileOptions o;
+  o.store.dbPath = notDb;
+  auto r = app::profile(modelPath("ops/conv_bn_relu.pt"), o);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::Io);
+  EXPECT_NE(r.error().message.find("not a SQLite database"), std::string::npos) << r.error().message;
+  app::SweepOptions tvm;
+  tvm.backends = {"tvm"};
+  auto unknown = app::sweep(modelPath("ops/conv_bn_relu.pt"), tvm);
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().kind, ErrorKind::Usage);
+}
+
+// ResNet-18 at the default -O: the per-call sum must agree with end-to-end within 15 %.
+TEST_F(MeasureTest, SlowResnet18CallSumMatchesEndToEnd) {
+  app::ProfileOptions o;
+  o.repeat = 7;
+  o.warmup = 1;
+  o.store = store();
+  auto r = app::profile(modelPath("resnet18.pt"), o);
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& p = r.value().profile;
+  EXPECT_GT(p.ops.size(), 10u);
+  double sumUs = 0, sumMeanUs = 0;
+  for (const auto& op : p.ops) {
+    sumUs += op.timeUs;
+    sumMeanUs += op.meanUs;
+  }
+  EXPECT_NEAR(sumUs / 1000, p.sumMs, 1e-9);
+  EXPECT_NEAR(sumMeanUs / 1000, p.sumMeanMs, 1e-9);
+  EXPECT_NEAR(p.gapPercent(), 100 * (p.endToEnd.meanMs - p.sumMeanMs) / p.endToEnd.meanMs, 1e-9);
+  EXPECT_LT(std::abs(p.gapPercent()), 15.0)
+      << "end-to-end mean " << p.endToEnd.meanMs << " ms, sum of call means " << p.sumMeanMs << " ms";
+  double gflop = 0;
+  for (const auto& op : p.ops) gflop += op.flops / 1e9;
+  EXPECT_NEAR(gflop, 3.6, 0.2);  // ResNet-18 at 224×224: ~1.8 GMAC
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,400 @@
+// Golden text tests of fuse-ops (which groups form, their names and order) and numerics of the
+// fused kernels (core/lower/fused.cpp): every fused graph is lowered and interpreted and must
+// match the same graph lowered node by node.
+#include <gtest/gtest.h>
+
+#include "core/passes/fuse_ops.h"
+#include "core/tir/printer.h"
+#include "tests/unit/core/passes_test_util.h"
+
+namespace kiln::core::passes {
+namespace {
+
+using testing::afterPass;
+using testing::expectSameNumerics;
+
+std::string fused(const std::string& text, int64_t maxDepth = 256) {
+  return afterPass(text, [maxDepth](Graph& g) { return fuseOps(g, FuseOpsOptions{maxDepth}); },
+                   {.inlineLimit = 0, .locations = false});
+}
+
+// conv2d absorbs its bias add, relu and the residual add as an epilogue; the pooling anchor
+// takes the clamp; the 1×1 conv feeding two consumers ends its group.
+const char* kConvChain = R"(graph(%x: f32[1,4,6,6]) {
+  %w = constant f32[4,4,3,3] elided
+  %b = constant f32[4,1,1] elided
+  %c1 = conv2d(%x, %w) {groups=1, padding=[1,1]} : f32[1,4,6,6]
+  %a1 = add(%c1, %b) : f32[1,4,6,6]
+  %r1 = relu(%a1) : f32[1,4,6,6]
+  %c2 = conv2d(%r1, %w) {groups=1, padding=[1,1]} : f32[1,4,6,6]
+  %a2 = add(%c2, %x) : f32[1,4,6,6]
+  %r2 = relu(%a2) : f32[1,4,6,6]
+  %p = max_pool2d(%r2) {kernel=[2,2], stride=[2,2]} : f32[1,4,3,3]
+  %k = clamp(%p) {max=6.0, min=0.0} : f32[1,4,3,3]
+  %w1 = constant f32[4,4,1,1] elided
+  %c3 = conv2d(%k, %w1) {groups=1} : f32[1,4,3,3]
+  %s = sigmoid(%c3) : f32[1,4,3,3]
+  %t = tanh(%c3) : f32[1,4,3,3]
+  return %s, %t
+})";
+
+TEST(FuseOps, AnchorsTakeElementwiseEpilogues) {
+  EXPECT_EQ(fused(kConvChain), R"(graph(%x: f32[1,4,6,6]) {
+  %w = constant f32[4,4,3,3] elided
+  %b = constant f32[4,1,1] elided
+  group @fused_conv2d_add_relu_0 {
+    %c1 = conv2d(%x, %w) {groups=1, padding=[1,1]} : f32[1,4,6,6]
+    %a1 = add(%c1, %b) : f32[1,4,6,6]
+    %r1 = relu(%a1) : f32[1,4,6,6]
+  }
+  group @fused_conv2d_add_relu_1 {
+    %c2 = conv2d(%r1, %w) {groups=1, padding=[1,1]} : f32[1,4,6,6]
+    %a2 = add(%c2, %x) : f32[1,4,6,6]
+    %r2 = relu(%a2) : f32[1,4,6,6]
+  }
+  group @fused_max_pool2d_clamp_0 {
+    %p = max_pool2d(%r2) {kernel=[2,2], stride=[2,2]} : f32[1,4,3,3]
+    %k = clamp(%p) {max=6.0, min=0.0} : f32[1,4,3,3]
+  }
+  %w1 = constant f32[4,4,1,1] elided
+  %c3 = conv2d(%k, %w1) {groups=1} : f32[1,4,3,3]
+  %s = sigmoid(%c3) : f32[1,4,3,3]
+  %t = tanh(%c3) : f32[1,4,3,3]
+  return %s, %t
+}
+)");
+  expectSameNumerics(kConvChain, "fuse-ops", 1e-4);
+}
+
+// x feeds two branches that meet again: everything from the exp to the add is one group (the
+// add post-dominates the exp); the mul's second operand is computed outside and read from memory.
+const char* kDiamond = R"(graph(%x: f32[2,8], %y: f32[2,8]) {
+  %n = neg(%y) : f32[2,8]
+  %e = exp(%x) : f32[2,8]
+  %a = relu(%e) : f32[2,8]
+  %s = sigmoid(%e) : f32[2,8]
+  %sum = add(%a, %s) : f32[2,8]
+  %m = mul(%sum, %n) : f32[2,8]
+  %o = exp(%n) : f32[2,8]
+  return %m, %o
+})";
+
+TEST(FuseOps, DiamondsFuseUpToTheirPostDominator) {
+  EXPECT_EQ(fused(kDiamond), R"(graph(%x: f32[2,8], %y: f32[2,8]) {
+  %n = neg(%y) : f32[2,8]
+  group @fused_exp_relu_sigmoid_add_mul_0 {
+    %e = exp(%x) : f32[2,8]
+    %a = relu(%e) : f32[2,8]
+    %s = sigmoid(%e) : f32[2,8]
+    %sum = add(%a, %s) : f32[2,8]
+    %m = mul(%sum, %n) : f32[2,8]
+  }
+  %o = exp(%n) : f32[2,8]
+  return %m, %o
+}
+)");
+  expectSameNumerics(kDiamond, "fuse-ops");
+}
+
+// A small value (per channel) is never broadcast inside a group: the sigmoid on [1,4,1,1] stays
+// with its producer, and the mul by the big tensor starts a new group.
+const char* kSqueezeExcite = R"(graph(%x: f32[1,4,5,5]) {
+  %p = adaptive_avg_pool2d(%x) {output_size=[1,1]} : f32[1,4,1,1]
+  %w = constant f32[4,4,1,1] elided
+  %c = conv2d(%p, %w) {groups=1} : f32[1,4,1,1]
+  %s = sigmoid(%c) : f32[1,4,1,1]
+  %m = mul(%x, %s) : f32[1,4,5,5]
+  %r = relu(%m) : f32[1,4,5,5]
+  return %r
+})";
+
+TEST(FuseOps, NeverBroadcastsAValueComputedInTheGroup) {
+  EXPECT_EQ(fused(kSqueezeExcite), R"(graph(%x: f32[1,4,5,5]) {
+  %p = adaptive_avg_pool2d(%x) {output_size=[1,1]} : f32[1,4,1,1]
+  %w = constant f32[4,4,1,1] elided
+  group @fused_conv2d_sigmoid_0 {
+    %c = conv2d(%p, %w) {groups=1} : f32[1,4,1,1]
+    %s = sigmoid(%c) : f32[1,4,1,1]
+  }
+  group @fused_mul_relu_0 {
+    %m = mul(%x, %s) : f32[1,4,5,5]
+    %r = relu(%m) : f32[1,4,5,5]
+  }
+  return %r
+}
+)");
+  expectSameNumerics(kSqueezeExcite, "fuse-ops", 1e-4);
+}
+
+// Injective ops join element chains (transposes remap the index, reshapes go through the flat
+// index) but not anchor epilogues; reductions and softmax stay alone.
+const char* kInjective = R"(graph(%x: f32[2,3,4], %b: f32[4,3]) {
+  %t = transpose(%x) {perm=[0,2,1]} : f32[2,4,3]
+  %a = add(%t, %b) : f32[2,4,3]
+  %e = exp(%a) : f32[2,4,3]
+  %r = reshape(%e) {shape=[8,3]} : f32[8,3]
+  %w = constant f32[5,3] elided
+  %d = dense(%r, %w) : f32[8,5]
+  %f = reshape(%d) {shape=[40]} : f32[40]
+  %g = relu(%f) : f32[40]
+  %s = sum(%g) {axes=[0], keepdims=0} : f32[]
+  %sm = softmax(%d) {axis=1} : f32[8,5]
+  %h = neg(%sm) : f32[8,5]
+  return %s, %h
+})";
+
+TEST(FuseOps, InjectiveOpsJoinElementChainsOnly) {
+  EXPECT_EQ(fused(kInjective), R"(graph(%x: f32[2,3,4], %b: f32[4,3]) {
+  group @fused_transpose_add_exp_reshape_0 {
+    %t = transpose(%x) {perm=[0,2,1]} : f32[2,4,3]
+    %a = add(%t, %b) : f32[2,4,3]
+    %e = exp(%a) : f32[2,4,3]
+    %r = reshape(%e) {shape=[8,3]} : f32[8,3]
+  }
+  %w = constant f32[5,3] elided
+  %d = dense(%r, %w) : f32[8,5]
+  group @fused_reshape_relu_0 {
+    %f = reshape(%d) {shape=[40]} : f32[40]
+    %g = relu(%f) : f32[40]
+  }
+  %s = sum(%g) {axes=[0], keepdims=0} : f32[]
+  %sm = softmax(%d) {axis=1} : f32[8,5]
+  %h = neg(%sm) : f32[8,5]
+  return %s, %h
+}
+)");
+  expectSameNumerics(kInjective, "fuse-ops", 1e-4);
+}
+
+// concat ends a group: each of its inputs is computed by its own loop nest.
+const char* kConcat = R"(graph(%x: f32[2,3,4], %y: f32[2,5,4]) {
+  %a = relu(%x) : f32[2,3,4]
+  %s = sigmoid(%y) : f32[2,5,4]
+  %k = constant f32[4] [1, 2, 3, 4]
+  %m = mul(%s, %k) : f32[2,5,4]
+  %c = concat(%a, %m, %x) {axis=1} : f32[2,11,4]
+  %t = tanh(%c) : f32[2,11,4]
+  return %t
+})";
+
+TEST(FuseOps, ConcatEndsAGroup) {
+  EXPECT_EQ(fused(kConcat), R"(graph(%x: f32[2,3,4], %y: f32[2,5,4]) {
+  %k = constant f32[4] elided
+  group @fused_relu_sigmoid_mul_concat_0 {
+    %a = relu(%x) : f32[2,3,4]
+    %s = sigmoid(%y) : f32[2,5,4]
+    %m = mul(%s, %k) : f32[2,5,4]
+    %c = concat(%a, %m, %x) {axis=1} : f32[2,11,4]
+  }
+  %t = tanh(%c) : f32[2,11,4]
+  return %t
+}
+)");
+  expectSameNumerics(kConcat, "fuse-ops");
+}
+
+const char* kLongChain = R"(graph(%x: f32[16]) {
+  %a = relu(%x) : f32[16]
+  %b = neg(%a) : f32[16]
+  %c = exp(%b) : f32[16]
+  %d = sigmoid(%c) : f32[16]
+  %e = tanh(%d) : f32[16]
+  return %e
+})";
+
+TEST(FuseOps, MaxDepthBoundsGroupSize) {
+  EXPECT_EQ(fused(kLongChain, 2), R"(graph(%x: f32[16]) {
+  group @fused_relu_neg_0 {
+    %a = relu(%x) : f32[16]
+    %b = neg(%a) : f32[16]
+  }
+  group @fused_exp_sigmoid_0 {
+    %c = exp(%b) : f32[16]
+    %d = sigmoid(%c) : f32[16]
+  }
+  %e = tanh(%d) : f32[16]
+  return %e
+}
+)");
+  EXPECT_EQ(fused(kLongChain), R"(graph(%x: f32[16]) {
+  group @fused_relu_neg_exp_sigmoid_tanh_0 {
+    %a = relu(%x) : f32[16]
+    %b = neg(%a) : f32[16]
+    %c = exp(%b) : f32[16]
+    %d = sigmoid(%c) : f32[16]
+    %e = tanh(%d) : f32[16]
+  }
+  return %e
+}
+)");
+  expectSameNumerics(kLongChain, "fuse-ops{max-depth=2}");
+}
+
+TEST(FuseOps, BatchNormFusesAsAnElementOp) {
+  const char* text = R"(graph(%x: f32[2,3,4,4]) {
+  %w = constant f32[3,3,1,1] elided
+  %c = conv2d(%x, %w) {groups=1} : f32[2,3,4,4]
+  %g = constant f32[3] [1, 2, 0.5]
+  %b = constant f32[3] [0.5, -0.5, 0]
+  %m = constant f32[3] [0.25, 1, -1]
+  %v = constant f32[3] [4, 0.25, 1]
+  %bn = batch_norm(%c, %g, %b, %m, %v) {epsilon=1.0000000000000001e-05} : f32[2,3,4,4]
+  %y = hardswish(%bn) : f32[2,3,4,4]
+  return %y
+})";
+  Graph g = parseGraph(text);
+  EXPECT_TRUE(fuseOps(g));
+  ASSERT_EQ(g.groups().size(), 1u);
+  EXPECT_EQ(g.groups()[0].name, "fused_conv2d_batch_norm_hardswish_0");
+  expectSameNumerics(text, "fuse-ops", 1e-4);
+}
+
+TEST(FuseOps, EqualGroupsShareOneKernel) {
+  const char* text = R"(graph(%x: f32[1,4,6,6]) {
+  %w = constant f32[4,4,3,3] elided
+  %b = constant f32[4] elided
+  %c1 = conv2d(%x, %w, %b) {groups=1, padding=[1,1]} : f32[1,4,6,6]
+  %r1 = relu(%c1) : f32[1,4,6,6]
+  %w2 = constant f32[4,4,3,3] elided
+  %c2 = conv2d(%r1, %w2, %b) {groups=1, padding=[1,1]} : f32[1,4,6,6]
+  %r2 = relu(%c2) : f32[1,4,6,6]
+  %c3 = conv2d(%r2, %w2, %b) {groups=1, padding=[1,1]} : f32[1,4,6,6]
+  %r3 = clamp(%c3) {max=6.0, min=0.0} : f32[1,4,6,6]
+  return %r3
+})";
+  Graph g = parseGraph(text);
+  ASSERT_TRUE(fuseOps(g));
+  ASSERT_EQ(g.groups().size(), 3u);
+  EXPECT_EQ(g.groups()[0].name, "fused_conv2d_relu_0");
+  EXPECT_EQ(g.groups()[1].name, "fused_conv2d_relu_1");
+  EXPECT_EQ(g.groups()[2].name, "fused_conv2d_clamp_0");
+  EXPECT_EQ(lower::groupWorkloadKey(g, 0), lower::groupWorkloadKey(g, 1));
+  EXPECT_NE(lower::groupWorkloadKey(g, 0), lower::groupWorkloadKey(g, 2));
+  EXPECT_EQ(lower::groupWorkloadKey(g, 0),
+            "fused[conv2d{groups=1,padding=[1,1]}($0:f32[1,4,6,6],$1:f32[4,4,3,3],$2:f32[4])->f32[1,4,6,6]; "
+            "relu(%0)->f32[1,4,6,6]]");
+  lower::LoweredModule m = lower::lowerGraph(g);
+  ASSERT_EQ(m.funcs.size(), 2u);
+  EXPECT_EQ(m.funcs[0].name, "fused_conv2d_relu_0");
+  EXPECT_EQ(m.funcs[0].attrs.at("op"), "fused");
+  EXPECT_EQ(m.funcs[0].attrs.at("ops"), "conv2d,relu");
+  EXPECT_EQ(m.funcs[1].name, "fused_conv2d_clamp_0");
+  ASSERT_EQ(m.plan.calls.size(), 3u);
+  EXPECT_EQ(m.plan.calls[1].kernel, "fused_conv2d_relu_0");
+  EXPECT_EQ(m.plan.calls[1].node, "%r2 = @fused_conv2d_relu_1");
+  EXPECT_EQ(m.plan.calls[1].args.size(), 4u);  // r1, w2, b, r2
+  for (const auto& slot : m.plan.slots) EXPECT_NE(slot.name, "c1") << "group intermediates need no memory";
+  expectSameNumerics(text, "fuse-ops", 1e-4);
+}
+
+TEST(FuseOps, RunsOnceAndLeavesUnfusableGraphsAlone) {
+  Graph g = parseGraph(kConvChain);
+  EXPECT_TRUE(fuseOps(g));
+  Graph again = g;
+  EXPECT_FALSE(fuseOps(again));
+  EXPECT_TRUE(again == g);
+  EXPECT_EQ(fused("graph(%x: f32[2]) {\n  %y = relu(%x) : f32[2]\n  return %y\n}"),
+            "graph(%x: f32[2]) {\n  %y = relu(%x) : f32[2]\n  return %y\n}\n");
+}
+
+TEST(FusedLowering, LayoutTransformsRemapTheIndex) {
+  const char* text = R"(graph(%x: f32[2,8,3,3], %y: f32[2,2,3,3,4]) {
+  %p = layout_transform(%x) {dst="NCHW4c", src="NCHW"} : f32[2,2,3,3,4]
+  %a = add(%p, %y) : f32[2,2,3,3,4]
+  %q = layout_transform(%a) {dst="NCHW2c", src="NCHW4c"} : f32[2,4,3,3,2]
+  %r = relu(%q) : f32[2,4,3,3,2]
+  %u = layout_transform(%r) {dst="NCHW", src="NCHW2c"} : f32[2,8,3,3]
+  %f = reshape(%u) {shape=[2,72]} : f32[2,72]
+  return %f
+})";
+  Graph g = parseGraph(text);
+  ASSERT_TRUE(fuseOps(g));
+  ASSERT_EQ(g.groups().size(), 1u);
+  EXPECT_EQ(g.groups()[0].size(), 6);
+  expectSameNumerics(text, "fuse-ops");
+}
+
+// The conv2d and dense lowerings store vectors: the epilogue then gets a Ramp innermost index.
+// The residual is read with vector loads along it, the per-channel bias (constant along the
+// vector) with a scalar load broadcast to the lanes.
+TEST(FusedLowering, VectorEpiloguesLoadAlongTheRamp) {
+  const char* conv = R"(graph(%x: f32[1,16,6,32], %res: f32[1,16,6,32]) {
+  %w = constant f32[16,16,3,3] elided
+  %b = constant f32[16,1,1] elided
+  %c = conv2d(%x, %w) {groups=1, padding=[1,1]} : f32[1,16,6,32]
+  %a = add(%c, %b) : f32[1,16,6,32]
+  %s = add(%a, %res) : f32[1,16,6,32]
+  %r = relu(%s) : f32[1,16,6,32]
+  return %r
+})";
+  Graph g = parseGraph(conv);
+  ASSERT_TRUE(fuseOps(g));
+  std::string tir = tir::print(lower::lowerGroup(g, 0, "f"));
+  EXPECT_NE(tir.find("res[ramp("), std::string::npos) << tir;
+  EXPECT_NE(tir.find("x8(b["), std::string::npos) << tir;  // x8(...): a broadcast
+  expectSameNumerics(conv, "fuse-ops", 1e-4);
+
+  const char* dense = R"(graph(%x: f32[5,24], %res: f32[5,40]) {
+  %w = constant f32[40,24] elided
+  %b = constant f32[40] elided
+  %d = dense(%x, %w, %b) : f32[5,40]
+  %s = sub(%d, %res) : f32[5,40]
+  %r = hardswish(%s) : f32[5,40]
+  return %r
+})";
+  expectSameNumerics(dense, "fuse-ops", 1e-4);
+}
+
+TEST(FusedLowering, FlatChainIsOneLoop) {
+  const char* text = R"(graph(%x: f32[4,64], %y: f32[256]) {
+  %r = reshape(%x) {shape=[256]} : f32[256]
+  %a = add(%r, %y) : f32[256]
+  %e = sigmoid(%a) : f32[256]
+  return %e
+})";
+  Graph g = parseGraph(text);
+  ASSERT_TRUE(fuseOps(g));
+  tir::PrimFunc f = lower::lowerGroup(g, 0, "f");
+  EXPECT_EQ(tir::print(f), R"(func f(x: f32[4,64], y: f32[256], e: f32[256]) {
+  for (i, 0, 256) {
+    e[i] = sigmoid((x[i] + y[i]))
+  }
+}
+)");
+  expectSameNumerics(text, "fuse-ops");
+}
+
+TEST(FusedLowering, EpilogueLoadsBiasAndResidualPerElement) {
+  const char* text = R"(graph(%x: f32[1,3,2,2], %res: f32[1,3,2,2]) {
+  %w = constant f32[3,3] elided
+  %p = adaptive_avg_pool2d(%x) {output_size=[2,2]} : f32[1,3,2,2]
+  %b = constant f32[3,1,1] [1, 2, 3]
+  %a = add(%p, %b) : f32[1,3,2,2]
+  %s = add(%a, %res) : f32[1,3,2,2]
+  return %s
+})";
+  Graph g = parseGraph(text);
+  ASSERT_TRUE(fuseOps(g));
+  tir::PrimFunc f = lower::lowerGroup(g, 0, "f");
+  EXPECT_EQ(tir::print(f), R"(func f(x: f32[1,3,2,2], b: f32[3,1,1], res: f32[1,3,2,2], s: f32[1,3,2,2]) {
+  allocate acc: f32[1]
+  for (c, 0, 3) {
+    for (oh, 0, 2) {
+      for (ow, 0, 2) {
+        acc[0] = 0.0f
+        for (ih, ((oh * 2) / 2), (((((oh + 1) * 2) + 1) / 2) - ((oh * 2) / 2))) {
+          for (iw, ((ow * 2) / 2), (((((ow + 1) * 2) + 1) / 2) - ((ow * 2) / 2))) {
+            acc[0] = (acc[0] + x[(((c * 4) + (ih * 2)) + iw)])
+          }
+        }
+        s[(((c * 4) + (oh * 2)) + ow)] = (((acc[0] / f32(((((((oh + 1) * 2) + 1) / 2) - ((oh * 2) / 2)) * (((((ow + 1) * 2) + 1) / 2) - ((ow * 2) / 2))))) + b[c]) + res[(((c * 4) + (oh * 2)) + ow)])
+      }
+    }
+  }
+}
+)");
+  expectSameNumerics(text, "fuse-ops");
+}
+
+}  // namespace
+}  // namespace kiln::core::passes

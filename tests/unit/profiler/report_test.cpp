@@ -1,0 +1,181 @@
+// Golden structure of the exports: Chrome trace JSON (one "X" event per call), the session
+// report as XHTML (parses as XML; SVG charts; a row per backend) and CSV (fixed header).
+#include <gtest/gtest.h>
+#include <libxml/parser.h>
+#include <libxml/xpath.h>
+#include <libxml/xpathInternals.h>
+
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "profiler/op_profile.h"
+#include "profiler/report.h"
+#include "profiler/sha256.h"
+#include "profiler/store.h"
+
+namespace kiln::profiler {
+namespace {
+
+namespace fs = std::filesystem;
+
+ProfileRecord syntheticProfile(int calls) {
+  ProfileRecord p;
+  p.repeat = 5;
+  p.endToEnd = timingFromSamples({10, 10.5, 11});
+  double start = 0;
+  for (int i = 0; i < calls; ++i) {
+    OpRecord op;
+    op.index = i;
+    op.name = "%v" + std::to_string(i) + " = @fused_conv2d_relu_" + std::to_string(i) + " <&>";
+    op.key = "v" + std::to_string(i);
+    op.kernel = "fused_conv2d_relu_" + std::to_string(i);
+    op.ops = {"conv2d", "relu"};
+    op.timeUs = 100.0 + 10 * i;
+    op.startUs = start;
+    op.durationUs = op.timeUs;
+    op.flops = 2e6;
+    start += op.timeUs + 1;
+    p.sumMs += op.timeUs / 1000;
+    p.ops.push_back(op);
+  }
+  for (auto& op : p.ops) op.percent = 100 * op.timeUs / (p.sumMs * 1000);
+  return p;
+}
+
+TEST(ChromeTrace, OneCompleteEventPerCall) {
+  ProfileRecord p = syntheticProfile(7);
+  nlohmann::json trace = nlohmann::json::parse(chromeTraceJson(p, "kiln resnet18"));
+  ASSERT_TRUE(trace.contains("traceEvents"));
+  int complete = 0;
+  double lastTs = -1;
+  for (const auto& e : trace["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph"));
+    if (e["ph"] != "X") continue;
+    ++complete;
+    EXPECT_TRUE(e["name"].is_string());
+    EXPECT_GE(e["ts"].get<double>(), lastTs);  // in execution order
+    lastTs = e["ts"].get<double>();
+    EXPECT_GT(e["dur"].get<double>(), 0);
+    EXPECT_EQ(e["pid"], 1);
+    EXPECT_EQ(e["args"]["ops"], "conv2d+relu");
+  }
+  EXPECT_EQ(complete, 7);
+}
+
+TEST(ProfileJson, GroupsByOperator) {
+  ProfileRecord p = syntheticProfile(3);
+  p.ops[1].ops = {"dense"};
+  auto groups = groupByOperator(p.ops);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].name, "conv2d");
+  EXPECT_EQ(groups[0].calls, 2);
+  EXPECT_DOUBLE_EQ(groups[0].timeUs, 100 + 120);
+  nlohmann::json j = nlohmann::json::parse(profileJson(p));
+  EXPECT_EQ(j["calls"].size(), 3u);
+  EXPECT_NEAR(j["gap_percent"].get<double>(), p.gapPercent(), 1e-9);
+}
+
+class ReportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::random_device rd;
+    m_dir = fs::temp_directory_path() / ("kiln_report_test_" + std::to_string(rd()));
+    fs::create_directories(m_dir);
+    Store store((m_dir / "kiln.db").string());
+    m_session = store.transaction([&] {
+      int64_t model = store.addModel(sha256Hex("x"), "resnet18 & co", "/models/resnet18.pt", 1);
+      int64_t session = store.sessionFor(model, 0);
+      RunContext c;
+      c.cpu = "Test CPU";
+      c.threads = 2;
+      c.target = "llvm";
+      int64_t run = store.addRun(session, "sweep", c);
+      std::vector<int64_t> batches{1, 4, 16};
+      std::vector<std::string> backends{"kiln", "pytorch-eager", "pytorch-compiled", "torch-compile"};
+      int64_t sweep = store.addSweep(run, batches, backends, 60);
+      for (const auto& backend : backends) {
+        for (int64_t b : batches) {
+          Measurement m;
+          m.backend = backend;
+          m.batch = b;
+          if (backend == "torch-compile") {
+            m.status = Status::Unavailable;
+            m.reason = "torch.compile needs torch >= 2.0, found 1.13.1 at /usr/bin/python3";
+          } else if (backend == "pytorch-eager" && b == 16) {
+            m.status = Status::OutOfMemory;
+            m.reason = "out of memory";
+          } else {
+            double ms = (backend == "kiln" ? 1.0 : 1.5) * static_cast<double>(b);
+            m.timing = timingFromSamples({ms, ms * 1.01, ms * 0.99});
+          }
+          store.addMeasurement(run, 0, sweep, m);
+        }
+      }
+      int64_t prun = store.addRun(session, "profile", c);
+      BuildRecord br;
+      br.target = "llvm";
+      int64_t build = store.addBuild(prun, br);
+      store.addProfile(prun, build, syntheticProfile(20));
+      return session;
+    });
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+  SessionData load() {
+    Store store((m_dir / "kiln.db").string());
+    return *store.loadSession(m_session);
+  }
+  fs::path m_dir;
+  int64_t m_session = 0;
+};
+
+int countXPath(xmlDocPtr doc, const char* expr) {
+  xmlXPathContextPtr ctx = xmlXPathNewContext(doc);
+  xmlXPathRegisterNs(ctx, BAD_CAST "h", BAD_CAST "http://www.w3.org/1999/xhtml");
+  xmlXPathRegisterNs(ctx, BAD_CAST "svg", BAD_CAST "http://www.w3.org/2000/svg");
+  xmlXPathObjectPtr r = xmlXPathEvalExpression(BAD_CAST expr, ctx);
+  int n = r && r->nodesetval ? r->nodesetval->nodeNr : -1;
+  xmlXPathFreeObject(r);
+  xmlXPathFreeContext(ctx);
+  return n;
+}
+
+TEST_F(ReportTest, HtmlParsesAsXmlWithChartsAndARowPerBackend) {
+  std::string html = sessionReportHtml(load(), ReportOptions{10});
+  xmlDocPtr doc = xmlReadMemory(html.data(), static_cast<int>(html.size()), "report.html", "UTF-8",
+                                XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  ASSERT_NE(doc, nullptr) << "the report is not well-formed XML";
+  EXPECT_GE(countXPath(doc, "//svg:svg"), 4);  // latency, throughput, speedups, top operators
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='sweep']/h:tr[@class='backend']"), 4);
+  // latency and throughput: one polyline per backend with numbers (torch-compile has none)
+  EXPECT_EQ(countXPath(doc, "//svg:polyline[@class='series']"), 2 * 3);
+  EXPECT_EQ(countXPath(doc, "//svg:rect[@class='bar']"), 10 + 2 * 3 - 1);  // top-10 ops + speedups
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='ops']/h:tr"), 1 + 10);
+  xmlFreeDoc(doc);
+  EXPECT_NE(html.find("out-of-memory"), std::string::npos);
+  EXPECT_NE(html.find("found 1.13.1"), std::string::npos);
+  EXPECT_NE(html.find("resnet18 &amp; co"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, static
+}
+
+TEST_F(ReportTest, CsvHasTheFixedColumnsAndARowPerMeasurement) {
+  std::string csv = sessionReportCsv(load());
+  std::istringstream in(csv);
+  std::string header;
+  std::getline(in, header);
+  std::string expected;
+  for (const auto& c : reportCsvColumns()) expected += (expected.empty() ? "" : ",") + c;
+  EXPECT_EQ(header, expected);
+  for (const char* col : {"backend", "batch", "status", "median_ms", "throughput_per_s", "threads", "target"})
+    EXPECT_NE(header.find(col), std::string::npos) << col;
+  int rows = 0;
+  std::string line;
+  while (std::getline(in, line)) ++rows;
+  EXPECT_EQ(rows, 4 * 3);
+  EXPECT_NE(csv.find(",resnet18 & co,"), std::string::npos);  // no quoting needed for '&'
+}
+
+}  // namespace
+}  // namespace kiln::profiler

@@ -1,0 +1,76 @@
+// Time evaluator: statistics derived from raw samples, number scaling, time budget, noise flag.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "profiler/time_evaluator.h"
+
+namespace kiln::profiler {
+namespace {
+
+TEST(TimeEvaluator, StatisticsOfSyntheticSamples) {
+  Timing t = timingFromSamples({4.0, 1.0, 3.0, 2.0, 10.0});
+  EXPECT_DOUBLE_EQ(t.minMs, 1.0);
+  EXPECT_DOUBLE_EQ(t.maxMs, 10.0);
+  EXPECT_DOUBLE_EQ(t.medianMs, 3.0);
+  EXPECT_DOUBLE_EQ(t.meanMs, 4.0);
+  // Sample standard deviation: sqrt((0+9+1+4+36)/4) = sqrt(12.5).
+  EXPECT_NEAR(t.stddevMs, 3.5355339, 1e-6);
+  EXPECT_NEAR(t.cv(), 3.5355339 / 4.0, 1e-6);
+  EXPECT_TRUE(t.noisy());
+  // The raw record is kept as given.
+  EXPECT_EQ(t.samplesMs, (std::vector<double>{4.0, 1.0, 3.0, 2.0, 10.0}));
+}
+
+TEST(TimeEvaluator, EvenCountMedianAndSteadySamples) {
+  Timing t = timingFromSamples({2.0, 2.02, 1.98, 2.0});
+  EXPECT_DOUBLE_EQ(t.medianMs, 2.0);
+  EXPECT_LT(t.cv(), 0.05);
+  EXPECT_FALSE(t.noisy());
+  Timing one = timingFromSamples({5.0});
+  EXPECT_DOUBLE_EQ(one.stddevMs, 0.0);
+  EXPECT_FALSE(one.noisy());
+  Timing none = timingFromSamples({});
+  EXPECT_DOUBLE_EQ(none.medianMs, 0.0);
+  EXPECT_DOUBLE_EQ(medianOf({}), 0.0);
+}
+
+TEST(TimeEvaluator, WarmupNumberAndRepeatCounts) {
+  int calls = 0;
+  TimingOptions o;
+  o.warmup = 2;
+  o.number = 3;
+  o.repeat = 4;
+  Timing t = timeIt([&] { ++calls; }, o);
+  EXPECT_EQ(calls, 2 + 3 * 4);
+  EXPECT_EQ(t.number, 3);
+  EXPECT_EQ(t.samplesMs.size(), 4u);
+  EXPECT_FALSE(t.budgetExceeded);
+}
+
+TEST(TimeEvaluator, NumberGrowsUntilARepeatLastsMinRepeatMs) {
+  TimingOptions o;
+  o.warmup = 0;
+  o.repeat = 3;
+  o.minRepeatMs = 5;
+  Timing t = timeIt([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); }, o);
+  EXPECT_GE(t.number, 10);  // ~25 sleeps of 200 µs fill 5 ms
+  EXPECT_EQ(t.samplesMs.size(), 3u);
+  for (double s : t.samplesMs) EXPECT_GE(s, 0.19);  // per-call time, not per repeat
+}
+
+TEST(TimeEvaluator, BudgetStopsRepeatsAndSaysSo) {
+  TimingOptions o;
+  o.warmup = 0;
+  o.repeat = 1000;
+  o.budgetMs = 20;
+  Timing t = timeIt([] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }, o);
+  EXPECT_TRUE(t.budgetExceeded);
+  EXPECT_GE(t.samplesMs.size(), 1u);
+  EXPECT_LT(t.samplesMs.size(), 30u);
+  EXPECT_GE(t.elapsedMs, 20.0);
+}
+
+}  // namespace
+}  // namespace kiln::profiler
