@@ -67,30 +67,22 @@ profiler::Measurement measurementOf(const BackendResult& b, int64_t batch, int w
 }  // namespace
 
 Result<CompareResult> compare(const std::string& path, const CompareOptions& options) {
-  std::unique_ptr<profiler::Store> store;
-  auto opened = guarded<bool>(path, [&] {
-    store = openStoreFor(options.store);
-    return true;
-  });
-  if (!opened) return opened.error();
-  OpenOptions open;
-  open.batch = options.batch;
-  auto model = openModel(path, open);
-  if (!model) return model.error();
-  auto compiled = build(model.value(), options.build);
-  if (!compiled) return compiled.error();
+  auto prepared = prepareMeasurement(path, options.batch, options.build, options.store);
+  if (!prepared) return prepared.error();
+  std::unique_ptr<profiler::Store>& store = prepared->store;
+  std::shared_ptr<CompiledModel>& compiledModel = prepared->compiled;
   return guarded<CompareResult>(path, [&] {
     CompareResult result;
-    const Model& m = *model.value();
+    const Model& m = *prepared->model;
     result.model = m.name;
     result.batch = m.inputs.empty() || m.inputs[0].shape.empty() ? 1 : m.inputs[0].shape[0];
     result.threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
     runtime::setNumThreads(result.threads);
-    result.target = compiled.value()->targetString;
+    result.target = compiledModel->targetString;
     result.optLevel = options.build.optLevel;
     result.torchVersion = profiler::torchVersion();
     result.cpu = cpuModelName();
-    result.compileSeconds = compiled.value()->compileSeconds;
+    result.compileSeconds = compiledModel->compileSeconds;
 
     std::vector<runtime::Tensor> inputs = randomInputs(m);
     profiler::TimingOptions timing{options.warmup, 1, options.repeat, options.minRepeatMs};
@@ -126,7 +118,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
       result.backends.push_back(std::move(r));
     }
 
-    CompiledModel& c = *compiled.value();
+    CompiledModel& c = *compiledModel;
     std::vector<runtime::Tensor> out;
     auto runOnce = [&] {
       auto r = run(c, inputs);

@@ -12,22 +12,13 @@
 namespace kiln::app {
 
 Result<ProfileResult> profile(const std::string& path, const ProfileOptions& options) {
-  std::unique_ptr<profiler::Store> store;
-  auto opened = guarded<bool>(path, [&] {
-    if (options.repeat < 1) throw Error("--repeat must be at least 1", ErrorKind::Usage);
-    store = openStoreFor(options.store);
-    return true;
-  });
-  if (!opened) return opened.error();
-  OpenOptions open;
-  open.batch = options.batch;
-  auto model = openModel(path, open);
-  if (!model) return model.error();
-  auto compiled = build(model.value(), options.build);
-  if (!compiled) return compiled.error();
+  if (options.repeat < 1) return Diagnostic{path + ": --repeat must be at least 1", ErrorKind::Usage};
+  auto prepared = prepareMeasurement(path, options.batch, options.build, options.store);
+  if (!prepared) return prepared.error();
+  std::unique_ptr<profiler::Store>& store = prepared->store;
   return guarded<ProfileResult>(path, [&] {
-    const Model& m = *model.value();
-    CompiledModel& c = *compiled.value();
+    const Model& m = *prepared->model;
+    CompiledModel& c = *prepared->compiled;
     int threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
     runtime::setNumThreads(threads);
 

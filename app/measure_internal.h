@@ -14,6 +14,18 @@ namespace kiln::app {
 /// means a bad database fails before minutes of measuring. Throws kiln::Error.
 std::unique_ptr<profiler::Store> openStoreFor(const StoreOptions& options);
 
+/// What every measuring command needs before it measures.
+struct PreparedMeasurement {
+  std::unique_ptr<profiler::Store> store;  // nullptr when storing is disabled
+  std::shared_ptr<const Model> model;
+  std::shared_ptr<CompiledModel> compiled;
+};
+
+/// Opens the store (first, so a bad database fails before anything is compiled or measured),
+/// then imports the model at `batch` (0: its own) and builds it.
+Result<PreparedMeasurement> prepareMeasurement(const std::string& path, int64_t batch, const BuildOptions& build,
+                                               const StoreOptions& storeOptions);
+
 /// Files a run of `kind` for the model at `modelPath` (hashing the file) in the session the
 /// options choose. Call inside a transaction. Returns the ids (buildId 0).
 StoredIds beginStoredRun(profiler::Store& store, const StoreOptions& options, const std::string& modelPath,

@@ -47,15 +47,6 @@ const std::string& hostFeatureString() {
   return features;
 }
 
-std::vector<std::string> splitFeatures(const std::string& features) {
-  std::vector<std::string> out;
-  std::stringstream in(features);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 std::unique_ptr<llvm::MCSubtargetInfo> subtargetInfo(const llvm::Target* target, const std::string& triple,
                                                      const std::string& cpu, const std::string& features) {

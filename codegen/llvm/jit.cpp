@@ -27,16 +27,6 @@
 namespace kiln::codegen {
 namespace {
 
-std::vector<std::string> splitFeatures(const std::string& features) {
-  std::vector<std::string> out;
-  std::stringstream in(features);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 std::string printModule(const llvm::Module& module) {
   std::string text;
   llvm::raw_string_ostream os(text);

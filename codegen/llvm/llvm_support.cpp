@@ -1,5 +1,7 @@
 #include "codegen/llvm/llvm_support.h"
 
+#include <sstream>
+
 #include <mutex>
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
@@ -105,6 +107,16 @@ void throwIfDiagnosed(const DiagnosticLog& log, const std::string& context) {
 void throwIfError(llvm::Error err, const std::string& context) {
   if (!err) return;
   throw InternalError(context + ": " + llvm::toString(std::move(err)));
+}
+
+std::vector<std::string> splitFeatures(const std::string& features) {
+  std::vector<std::string> out;
+  std::stringstream in(features);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
 }
 
 }  // namespace kiln::codegen

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "codegen/target.h"
@@ -18,6 +19,9 @@ namespace kiln::codegen {
 
 /// Registers every LLVM target, MC layer, asm printer and parser once (thread-safe).
 void initializeLLVM();
+
+/// "+avx2,+fma" → {"+avx2", "+fma"} (empty items dropped).
+std::vector<std::string> splitFeatures(const std::string& features);
 
 /// A TargetMachine for `target` (CPU, features, aggressive codegen, PIC). Throws kiln::Error.
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const Target& target);
