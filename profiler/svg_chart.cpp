@@ -76,6 +76,11 @@ std::string xmlEscape(const std::string& s) {
 
 std::string shortNumber(double v) {
   char buf[32];
+  // Whole numbers (batch sizes, round ticks) print without a fraction: "16", not "16.0".
+  if (std::fabs(v) < 1e6 && v == std::round(v)) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
   if (v != 0 && (std::fabs(v) >= 1e6 || std::fabs(v) < 1e-3))
     std::snprintf(buf, sizeof buf, "%.2e", v);
   else if (std::fabs(v) >= 100)
