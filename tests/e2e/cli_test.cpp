@@ -10,14 +10,11 @@
 #include <fstream>
 
 #include "runtime/npy.h"
+#include "tests/e2e/process.h"
 
 namespace {
 
-struct Outcome {
-  int exitCode = -1;
-  bool signaled = false;
-  std::string out, err;
-};
+using kiln::testing_support::Outcome;
 
 std::string tempDir() {
   auto d = std::filesystem::temp_directory_path() / ("kiln_cli_test_" + std::to_string(::getpid()));
@@ -26,19 +23,7 @@ std::string tempDir() {
 }
 
 Outcome runKiln(const std::string& args) {
-  std::string errFile = tempDir() + "/stderr.txt";
-  std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>" + errFile;
-  Outcome o;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-  int status = pclose(p);
-  o.signaled = WIFSIGNALED(status);
-  o.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(errFile);
-  o.err.assign(std::istreambuf_iterator<char>(e), {});
-  return o;
+  return kiln::testing_support::runProcess(std::string(KILN_BINARY) + " " + args, tempDir() + "/stderr.txt");
 }
 
 std::string models() { return KILN_MODELS_DIR; }

@@ -19,6 +19,7 @@
 #include "runtime/c_api.h"
 #include "runtime/module.h"
 #include "runtime/npy.h"
+#include "tests/e2e/process.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -90,23 +91,10 @@ std::string difference(const std::vector<runtime::Tensor>& got, const std::vecto
   return "";
 }
 
-struct Outcome {
-  int exitCode = -1;
-  std::string out, err;
-};
+using kiln::testing_support::Outcome;
 
 Outcome runCommand(const std::string& cmd) {
-  const std::string errFile = tempRoot() + "/stderr.txt";
-  Outcome o;
-  FILE* p = popen((cmd + " 2>" + errFile).c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-  int status = pclose(p);
-  o.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(errFile);
-  o.err.assign(std::istreambuf_iterator<char>(e), {});
-  return o;
+  return kiln::testing_support::runProcess(cmd, tempRoot() + "/stderr.txt");
 }
 
 std::string readText(const fs::path& path) {

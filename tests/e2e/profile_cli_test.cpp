@@ -12,14 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/e2e/process.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int exitCode = -1;
-  std::string out, err;
-};
+using kiln::testing_support::Outcome;
 
 class ProfileCli : public ::testing::Test {
  protected:
@@ -35,18 +34,7 @@ class ProfileCli : public ::testing::Test {
   static std::string model() { return std::string(KILN_MODELS_DIR) + "/ops/conv_bn_relu.pt"; }
 
   static Outcome kiln(const std::string& args) {
-    std::string errFile = file("stderr.txt");
-    std::string cmd = std::string(KILN_BINARY) + " " + args + " 2>" + errFile;
-    Outcome o;
-    FILE* p = popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-    int status = pclose(p);
-    o.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream e(errFile);
-    o.err.assign(std::istreambuf_iterator<char>(e), {});
-    return o;
+    return ::kiln::testing_support::runProcess(std::string(KILN_BINARY) + " " + args, file("stderr.txt"));
   }
   static std::string read(const std::string& path) {
     std::ifstream in(path);
