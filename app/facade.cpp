@@ -18,7 +18,9 @@
 #include "profiler/context.h"
 #include "core/lower/lower.h"
 #include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
 #include "core/tir/printer.h"
+#include "importers/onnx.h"
 #include "profiler/time_evaluator.h"
 #include "profiler/torch_baseline.h"
 #include "runtime/graph_executor.h"
@@ -26,29 +28,36 @@
 
 namespace kiln::app {
 
-Optimized optimizeFor(const Model& model, const BuildOptions& options) {
+Optimized optimizeFor(const Model& model, const BuildOptions& options,
+                      std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
   // The packed layout's channel block is the target's f32 vector width (schedule.h).
   codegen::Target target = codegen::Target::parse(options.target);
   int lanes = core::lower::lowerOptionsFor(target.cpu, target.features).vectorLanes;
+  if (!schedules) schedules = schedulesFor(options, target.strWithCpu());
   std::string text = options.passes ? *options.passes : core::passes::defaultPipelineText(options.optLevel, lanes);
   core::passes::PassManagerOptions pm;
   pm.verify = options.verifyPasses;
   pm.keepIr = options.keepPassIr;
   pm.skip.insert(options.skipPasses.begin(), options.skipPasses.end());
+  pm.schedules = schedules;
   Optimized o{model.graph, {}, text};
   o.passes = core::passes::PassManager(core::passes::parsePipeline(text), pm).run(o.graph);
   return o;
 }
 
-Lowered lowerFor(const Model& model, const BuildOptions& options) {
+Lowered lowerFor(const Model& model, const BuildOptions& options,
+                 std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
   if (options.optLevel < 0 || options.optLevel > core::passes::kMaxOptLevel)
     throw Error("opt level must be 0-" + std::to_string(core::passes::kMaxOptLevel) + ", got " +
                     std::to_string(options.optLevel),
                 ErrorKind::Usage);
   codegen::Target target = codegen::Target::parse(options.target);
-  Optimized optimized = optimizeFor(model, options);
-  // Schedules pick vector widths and register tiles from the target (schedule.h).
+  if (!schedules) schedules = schedulesFor(options, target.strWithCpu());
+  Optimized optimized = optimizeFor(model, options, schedules);
+  // Schedules pick vector widths and register tiles from the target (schedule.h), or take the
+  // tuned knobs of a record.
   core::lower::LowerOptions lowerOptions = core::lower::lowerOptionsFor(target.cpu, target.features);
+  lowerOptions.schedules = schedules;
   Lowered l{core::lower::lowerGraph(optimized.graph, lowerOptions), target, std::move(optimized.graph),
             std::move(optimized.passes), std::move(optimized.pipeline)};
   // O4: let code generation reassociate, ignore signed zeros, contract and approximate functions.
@@ -73,14 +82,15 @@ Result<std::shared_ptr<const Model>> openModel(const std::string& path, const Op
     auto start = std::chrono::steady_clock::now();
     importers::ImportOptions io;
     io.inputs = options.inputs;
-    if (io.inputs.empty()) io.inputs = importers::readInputSpecs(path);
+    bool onnx = importers::isOnnxFile(path);  // the importer is picked by extension
+    if (io.inputs.empty()) io.inputs = onnx ? importers::readOnnxInputSpecs(path) : importers::readInputSpecs(path);
     if (options.batch > 0) {
       for (auto& spec : io.inputs) {
         if (spec.shape.empty()) throw Error("cannot set the batch of scalar input '" + spec.name + "'", ErrorKind::Usage);
         spec.shape[0] = options.batch;
       }
     }
-    importers::ImportedModel imported = importers::importTorchScript(path, io);
+    importers::ImportedModel imported = onnx ? importers::importOnnx(path, io) : importers::importTorchScript(path, io);
     auto model = std::make_shared<Model>();
     model->path = path;
     model->name = std::filesystem::path(path).stem().string();
@@ -93,10 +103,15 @@ Result<std::shared_ptr<const Model>> openModel(const std::string& path, const Op
 }
 
 Result<std::shared_ptr<CompiledModel>> build(std::shared_ptr<const Model> model, const BuildOptions& options) {
+  return buildWithSchedules(std::move(model), options, nullptr);
+}
+
+Result<std::shared_ptr<CompiledModel>> buildWithSchedules(std::shared_ptr<const Model> model, const BuildOptions& options,
+                                                          std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
   return guarded<std::shared_ptr<CompiledModel>>(model ? model->path : "", [&] {
     KILN_ASSERT(model != nullptr, "build() needs a model");
     auto start = std::chrono::steady_clock::now();
-    Lowered lowered = lowerFor(*model, options);
+    Lowered lowered = lowerFor(*model, options, schedules);
     if (!lowered.target.runnable)
       throw Error("target '" + options.target + "' is for cross-compilation (export only), it cannot run here",
                   ErrorKind::Usage);
@@ -142,7 +157,12 @@ Result<std::string> irText(std::shared_ptr<const Model> model, IrStage stage, co
     Lowered lowered = lowerFor(*model, options);
     if (stage == IrStage::Lowered) {
       std::string text;
-      for (const auto& f : lowered.module.funcs) text += core::tir::print(f) + "\n";
+      for (const auto& f : lowered.module.funcs) {
+        // The knobs a kernel was scheduled with, and the key tuning records name it by.
+        for (const char* attr : {"schedule", "tune_key"})
+          if (auto it = f.attrs.find(attr); it != f.attrs.end()) text += std::string("// ") + attr + ": " + it->second + "\n";
+        text += core::tir::print(f) + "\n";
+      }
       return text;
     }
     if (stage == IrStage::Llvm) return codegen::emitLLVMIR(lowered.module.funcs, lowered.target, true);

@@ -68,6 +68,10 @@ struct BuildOptions {
   std::vector<std::string> skipPasses;   // pass names not to run
   bool verifyPasses = false;             // run the graph verifier after every pass
   bool keepPassIr = false;               // optimize(): keep the graph text after each changing pass
+  /// Tuning records (JSON lines, app/tune.h) whose best entry per workload picks that kernel's
+  /// schedule; workloads without a record keep the heuristic. "" : none; "store" or a .db file:
+  /// the records kept in that session store (the default one for "store").
+  std::string records;
 };
 
 struct CompiledModel {

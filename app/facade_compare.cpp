@@ -118,6 +118,25 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
       result.backends.push_back(std::move(r));
     }
 
+    // With tuning records, the untuned build is timed too, so one run shows what tuning gained.
+    if (!options.build.records.empty()) {
+      BuildOptions plain = options.build;
+      plain.records.clear();
+      auto untuned = build(prepared->model, plain);
+      if (!untuned) throw Error(untuned.error().message, untuned.error().kind);
+      std::vector<runtime::Tensor> out;
+      auto runOnce = [&] {
+        auto r = run(*untuned.value(), inputs);
+        if (!r) throw Error(r.error().message, r.error().kind);
+        out = std::move(r.value());
+      };
+      runOnce();
+      BackendResult u = fromTiming("kiln-untuned", profiler::timeIt(runOnce, timing));
+      u.maxAbsDiff = maxAbsDiff(out, reference);
+      describeOutputs(u, out);
+      result.backends.push_back(std::move(u));
+    }
+
     CompiledModel& c = *compiledModel;
     std::vector<runtime::Tensor> out;
     auto runOnce = [&] {

@@ -25,7 +25,9 @@ struct Lowered {
 
 /// Validates the options, parses the target, runs the pass pipeline of options.optLevel (or
 /// options.passes) and lowers the optimized graph. Throws kiln::Error.
-Lowered lowerFor(const Model& model, const BuildOptions& options);
+/// `schedules` replaces the tuned configurations of options.records (schedule_config.h).
+Lowered lowerFor(const Model& model, const BuildOptions& options,
+                 std::shared_ptr<const core::lower::ScheduleConfigs> schedules = nullptr);
 
 /// A copy of the model's graph after the pass pipeline of the options (no lowering).
 struct Optimized {
@@ -33,7 +35,15 @@ struct Optimized {
   core::passes::PipelineResult passes;
   std::string pipeline;
 };
-Optimized optimizeFor(const Model& model, const BuildOptions& options);
+Optimized optimizeFor(const Model& model, const BuildOptions& options,
+                      std::shared_ptr<const core::lower::ScheduleConfigs> schedules = nullptr);
+
+/// The best configuration per workload of options.records for `target` (nullptr without
+/// records). Throws kiln::Error (Io) for a missing or unreadable file.
+std::shared_ptr<const core::lower::ScheduleConfigs> schedulesFor(const BuildOptions& options, const std::string& target);
+/// build() with explicit tuned configurations (tuning compares untuned and tuned builds).
+Result<std::shared_ptr<CompiledModel>> buildWithSchedules(std::shared_ptr<const Model> model, const BuildOptions& options,
+                                                          std::shared_ptr<const core::lower::ScheduleConfigs> schedules);
 
 inline double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -43,10 +53,12 @@ inline double secondsSince(std::chrono::steady_clock::time_point start) {
 template <typename T, typename Fn>
 Result<T> guarded(const std::string& context, Fn&& fn) {
   std::string prefix = context.empty() ? "" : context + ": ";
+  // Errors from a nested façade call already name the file: say it once.
+  auto name = [&](const std::string& message) { return message.rfind(prefix, 0) == 0 ? message : prefix + message; };
   try {
     return Result<T>(fn());
   } catch (const Error& e) {
-    return Diagnostic{prefix + e.what(), e.kind()};
+    return Diagnostic{name(e.what()), e.kind()};
   } catch (const std::bad_alloc&) {
     return Diagnostic{prefix + "out of memory", ErrorKind::Internal};
   } catch (const std::exception& e) {

@@ -51,6 +51,7 @@ profiler::RunContext runContextFor(const BuildOptions& build, int threads, const
   c.optLevel = build.optLevel;
   c.kilnVersion = version();
   c.compileSeconds = compileSeconds;
+  if (!build.records.empty()) c.tuningRecords = build.records;
   return c;
 }
 
@@ -64,6 +65,7 @@ profiler::BuildRecord buildRecordOf(const CompiledModel& compiled, int threads, 
   b.numKernels = compiled.numKernels;
   b.numCalls = compiled.numCalls;
   b.planBytes = static_cast<int64_t>(compiled.planBytes);
+  if (!compiled.options.records.empty()) b.tuningRecords = compiled.options.records;
   return b;
 }
 

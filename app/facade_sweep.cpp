@@ -89,6 +89,8 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
     }
     if (batchSet.empty()) throw Error("no batch sizes to sweep", ErrorKind::Usage);
     std::unique_ptr<profiler::Store> store = openStoreFor(options.store);
+    // A file that is not a model fails here, once, not as a failure of every point.
+    if (auto model = openModel(path); !model) throw Error(model.error().message, model.error().kind);
 
     SweepResult result;
     result.batches.assign(batchSet.begin(), batchSet.end());

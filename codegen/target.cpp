@@ -157,6 +157,12 @@ Target Target::parse(const std::string& spec) {
   return t;
 }
 
+std::string Target::strWithCpu() const {
+  std::string s = str();
+  if (s == "llvm" || s.rfind("llvm -mattr", 0) == 0) s.insert(4, " -mcpu=" + cpu);
+  return s;
+}
+
 std::string Target::str() const {
   const std::string& hostFeatures = hostFeatureString();
   std::string s = "llvm";

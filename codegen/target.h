@@ -20,6 +20,9 @@ struct Target {
   static Target parse(const std::string& spec);
   /// The canonical spec string ("llvm -mcpu=skylake").
   std::string str() const;
+  /// str() with the CPU always named ("llvm -mcpu=znver4" where str() says "llvm" for the
+  /// host): what tuning records are filed under, so they never apply to another machine's CPU.
+  std::string strWithCpu() const;
 };
 
 /// The host CPU name LLVM detects ("znver3", "skylake-avx512", ...).

@@ -39,4 +39,42 @@ ImportedModel importTorchScript(const std::string& path, const ImportOptions& op
 /// Input specs stored in the file's kiln.json, or empty when absent.
 std::vector<InputSpec> readInputSpecs(const std::string& path);
 
+// ---- the import doctor's view (app/doctor.h) ---------------------------------------------------
+
+enum class OpStatus {
+  Supported,    // mapped onto Kiln operators
+  Folded,       // evaluated at import time (shape arithmetic, constants, import-time branches)
+  Unsupported,  // no mapping, or an argument combination Kiln cannot express
+};
+
+/// One aten:: (or failing prim::) node of the model, in graph order.
+struct SurveyedOp {
+  std::string kind;      // "aten::conv2d"
+  std::string location;  // "model.py:42" (may be empty)
+  OpStatus status = OpStatus::Supported;
+  std::string message;   // Unsupported: the importer's one-line error
+  std::vector<core::NodeId> nodes;  // Supported: the Kiln nodes it became (in SurveyResult::graph)
+  /// Unsupported: element count of its outputs in a libtorch run (a 1-FLOP-per-element estimate
+  /// of its work); 0 when the run was not possible.
+  int64_t outputElements = 0;
+};
+
+struct SurveyResult {
+  std::vector<SurveyedOp> ops;
+  /// Everything that imported; outputs of unsupported nodes stand in as extra graph inputs.
+  core::Graph graph;
+  std::vector<InputSpec> inputs;
+  bool controlFlow = false;  // prim::If / prim::Loop left after freezing and inlining (scripted)
+  /// False when the walk had to stop (an unsupported node whose outputs could not be reproduced):
+  /// ops after it are listed with the status their kind would have, unverified.
+  bool complete = true;
+};
+
+/// Like importTorchScript, but continues past unsupported nodes and reports every node. Throws
+/// kiln::Error only when the file cannot be loaded or its inputs are unknown.
+SurveyResult surveyTorchScript(const std::string& path, const ImportOptions& options = {});
+
+/// The aten:: kinds the importer maps ("aten::conv2d", ...), sorted.
+std::vector<std::string> supportedTorchScriptOps();
+
 }  // namespace kiln::importers

@@ -584,10 +584,10 @@ std::optional<SessionData> Store::loadSession(int64_t id) {
 }
 
 std::vector<TuningRecord> Store::tuningRecords(const std::string& workloadKey, const std::string& target) {
+  // An empty key: every workload's records for the target.
   Stmt q(m_db,
-         "SELECT workload_key, target, config, cost_ms FROM tuning_records WHERE workload_key = ?1 AND "
-         "target = ?2 "
-         "ORDER BY cost_ms",
+         "SELECT workload_key, target, config, cost_ms FROM tuning_records WHERE (?1 = '' OR workload_key = ?1) "
+         "AND target = ?2 ORDER BY cost_ms",
          m_path);
   q.bind(1, workloadKey).bind(2, target);
   std::vector<TuningRecord> out;

@@ -137,6 +137,7 @@ class Store {
   int64_t sessionOfBuild(int64_t buildId);
   /// The most recent profile of a build.
   std::optional<StoredProfile> latestProfile(int64_t buildId);
+  /// Tuning records of a workload ("" : of every workload) for a target, fastest first.
   std::vector<TuningRecord> tuningRecords(const std::string& workloadKey, const std::string& target);
 
   /// Executes SQL text (several statements) directly; for tests and maintenance.

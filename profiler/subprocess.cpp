@@ -15,6 +15,38 @@ extern char** environ;
 
 namespace kiln::profiler {
 
+int spawnProcess(const std::vector<std::string>& argv, int stdinFd, int stdoutFd, int stderrFd, std::string& error) {
+  if (argv.empty()) {
+    error = "no program given";
+    return -1;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  const int fds[3] = {stdinFd, stdoutFd, stderrFd};
+  for (int target = 0; target < 3; ++target) {
+    if (fds[target] >= 0)
+      posix_spawn_file_actions_adddup2(&actions, fds[target], target);
+    else
+      posix_spawn_file_actions_addopen(&actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0);
+  }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    error = argv[0] + ": " + std::strerror(rc);
+    return -1;
+  }
+  return pid;
+}
+
 ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSeconds) {
   ProcessResult result;
   if (argv.empty()) {
@@ -32,27 +64,10 @@ ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSec
     close(outPipe[1]);
     return result;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
+  pid_t pid = spawnProcess(argv, -1, outPipe[1], errPipe[1], result.error);
   close(outPipe[1]);
   close(errPipe[1]);
-  if (rc != 0) {
-    result.error = argv[0] + ": " + std::strerror(rc);
+  if (pid < 0) {
     close(outPipe[0]);
     close(errPipe[0]);
     return result;

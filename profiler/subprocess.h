@@ -15,6 +15,10 @@ struct ProcessResult {
   std::string error;      // why it did not start
 };
 
+/// Starts argv[0] (looked up in PATH) in a process group of its own, with the given descriptors
+/// as its stdin, stdout and stderr (-1: /dev/null). Returns its pid, or -1 with `error` set.
+int spawnProcess(const std::vector<std::string>& argv, int stdinFd, int stdoutFd, int stderrFd, std::string& error);
+
 /// Runs argv[0] (looked up in PATH) with the given arguments; kills it (and its process group)
 /// after `timeoutSeconds` (> 0).
 ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSeconds);

@@ -10,7 +10,9 @@ packages=(
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev
   libsqlite3-dev libbenchmark-dev libgtest-dev libgmock-dev nlohmann-json3-dev
   libcli11-dev libfmt-dev
+  libxgboost-dev libgraphviz-dev librsvg2-bin
   libopenblas0-openmp xvfb xauth
+  libonnx-dev python3-onnx libprotobuf-dev
 )
 
 missing=()

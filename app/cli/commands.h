@@ -21,6 +21,7 @@ struct BuildFlags {
   int optLevel = 3;
   int threads = 0;
   int64_t batch = 0;
+  std::string records;
 };
 void addBuildFlags(CLI::App* cmd, BuildFlags& flags);
 void addBatchFlag(CLI::App* cmd, BuildFlags& flags);
@@ -48,5 +49,7 @@ void registerSweep(CLI::App& cli, Action& action);
 void registerSessions(CLI::App& cli, Action& action);
 void registerReport(CLI::App& cli, Action& action);
 void registerCompile(CLI::App& cli, Action& action);
+void registerTune(CLI::App& cli, Action& action);
+void registerDoctor(CLI::App& cli, Action& action);
 
 }  // namespace kiln::cli

@@ -16,6 +16,7 @@ void addBuildFlags(CLI::App* cmd, BuildFlags& f) {
   cmd->add_option("-O,--opt-level", f.optLevel, "optimization level 0-4 (4: O3 plus fast math)")->check(CLI::Range(0, 4));
   cmd->add_option("--threads", f.threads, "worker threads (default: KILN_NUM_THREADS or all cores)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--records", f.records, "tuning records (JSON lines from kiln tune, or 'store' / a .db session store): use the best schedule per workload");
 }
 
 void addBatchFlag(CLI::App* cmd, BuildFlags& f) {
@@ -27,6 +28,7 @@ app::BuildOptions buildOptions(const BuildFlags& f) {
   b.target = f.target;
   b.optLevel = f.optLevel;
   b.threads = f.threads;
+  b.records = f.records;
   return b;
 }
 

@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   cli::registerSessions(cli, action);
   cli::registerReport(cli, action);
   cli::registerCompile(cli, action);
+  cli::registerTune(cli, action);
+  cli::registerDoctor(cli, action);
 
   try {
     cli.parse(argc, argv);

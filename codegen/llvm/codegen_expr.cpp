@@ -271,11 +271,12 @@ FunctionCodeGen::Value* FunctionCodeGen::visit(const Call* op) {
     unary = llvm::Intrinsic::ceil;
   else if (n == "round")
     unary = llvm::Intrinsic::round;  // C round: ties away from zero
-  // f32 vectors: exp, tanh and sigmoid as vector code (vector_math.h) instead of a libm call
-  // per lane.
+  // f32 vectors: exp, tanh, erf and sigmoid as vector code (vector_math.h) instead of a libm
+  // call per lane.
   const bool f32Vector = op->type.isFloat() && op->type.bits == 32 && op->type.lanes > 1;
   if (f32Vector && n == "exp") return emitVectorExpF32(m_b, x);
   if (f32Vector && n == "tanh") return emitVectorTanhF32(m_b, x);
+  if (f32Vector && n == "erf") return emitVectorErfF32(m_b, x);
   if (unary != llvm::Intrinsic::not_intrinsic) return m_b.CreateUnaryIntrinsic(unary, x);
   if (n == "pow") {
     if (args.size() != 2) fail("pow takes two arguments");

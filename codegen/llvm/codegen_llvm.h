@@ -17,8 +17,9 @@
 // - Vector loads/stores with a stride-1 Ramp index are plain vector accesses; any other vector
 //   index is a masked gather/scatter with an all-true mask. Bool buffers are bytes in memory.
 // - Calls: exp log sqrt fabs floor ceil round pow → LLVM intrinsics (round is C's: ties away from
-//   zero, as in the TIR interpreter), tanh erf → libm tanhf/erff (per lane for vectors),
-//   sigmoid → 1 / (1 + exp(-x)).
+//   zero, as in the TIR interpreter), tanh erf → libm tanhf/erff for scalars,
+//   sigmoid → 1 / (1 + exp(-x)); f32 vectors of exp, tanh, erf and sigmoid are vector code
+//   (vector_math.h), never a libm call per lane.
 // - Loops: Serial is a canonical i64 (or the var's type) loop; Vectorized adds
 //   llvm.loop.vectorize.enable (+ width when the extent is a small constant power of two);
 //   Unrolled replicates the body for constant extents up to 64, else llvm.loop.unroll.full;

@@ -1,4 +1,4 @@
-// Vector exp and tanh for f32 vectors; see vector_math.h.
+// Vector exp, tanh and erf for f32 vectors; see vector_math.h.
 #include "codegen/llvm/vector_math.h"
 
 #include <llvm/IR/Constants.h>
@@ -63,6 +63,36 @@ llvm::Value* emitVectorTanhF32(llvm::IRBuilderBase& b, llvm::Value* x) {
   llvm::Value* large = b.CreateFSub(one, b.CreateFDiv(splat(b, ft, 2.0), b.CreateFAdd(e, one)));
   large = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, large, x);
   return b.CreateSelect(b.CreateFCmpOLT(ax, splat(b, ft, 0.625)), small, large);
+}
+
+llvm::Value* emitVectorErfF32(llvm::IRBuilderBase& b, llvm::Value* x) {
+  llvm::Type* ft = x->getType();
+  // Horner over coefficients given from the highest degree down.
+  auto horner = [&](llvm::Value* t, std::initializer_list<double> coefficients) {
+    llvm::Value* p = nullptr;
+    for (double c : coefficients) p = p ? mulAdd(b, p, t, splat(b, ft, c)) : splat(b, ft, c);
+    return p;
+  };
+  // |x| < 1: x·P(x²).
+  llvm::Value* z = b.CreateFMul(x, x);
+  llvm::Value* small = b.CreateFMul(
+      x, horner(z, {7.853861462e-05, -8.010193706e-04, 5.188327748e-03, -2.685381286e-02, 1.128358543e-01,
+                    -3.761262596e-01, 1.128379107e+00}));
+  // 1 ≤ |x| ≤ 4: 1 − exp(L(a) − a²) with a² = hi + lo exactly.
+  llvm::Value* a = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  a = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, a, splat(b, ft, 4.0));
+  llvm::Value* u = b.CreateFSub(a, splat(b, ft, 2.5));
+  llvm::Value* l = horner(u, {1.599815505e-06, -1.330170653e-05, 7.745493349e-05, -4.201731354e-04,
+                              2.165081445e-03, -1.085848734e-02, 5.610639229e-02, -3.526806831e-01,
+                              -1.556815267e+00});
+  llvm::Value* hi = b.CreateFMul(a, a);
+  llvm::Value* lo = b.CreateIntrinsic(llvm::Intrinsic::fma, {ft}, {a, a, b.CreateFNeg(hi)});
+  llvm::Value* e = emitVectorExpF32(b, b.CreateFSub(b.CreateFSub(l, hi), lo));
+  llvm::Value* large = b.CreateFSub(splat(b, ft, 1.0), e);
+  large = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, large, x);
+  llvm::Value* result = b.CreateSelect(b.CreateFCmpOLT(a, splat(b, ft, 1.0)), small, large);
+  // minnum(NaN, 4) is 4: keep NaN explicitly (small is NaN too, but the compare is false).
+  return b.CreateSelect(b.CreateFCmpUNO(x, x), x, result);
 }
 
 }  // namespace kiln::codegen

@@ -199,6 +199,102 @@ Types inferSoftmax(const Types& in, const Attrs& attrs) {
   return {in[0]};
 }
 
+// ---- indexing, selection and image ops (imported from TorchScript / ONNX) -----------------------
+
+Types inferStridedSlice(const Types& in, const Attrs& attrs) {
+  const auto &begin = attrs.getInts("begin"), &end = attrs.getInts("end"), &strides = attrs.getInts("strides");
+  int64_t rank = in[0].rank();
+  if (static_cast<int64_t>(begin.size()) != rank || end.size() != begin.size() || strides.size() != begin.size())
+    fail("strided_slice needs begin, end and strides for each of the " + std::to_string(rank) + " axes of " +
+         in[0].str());
+  Shape out;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (strides[d] <= 0) fail("strided_slice strides must be positive");
+    if (begin[d] < 0 || end[d] > in[0].shape[d] || begin[d] > std::max(end[d], begin[d]))
+      fail("strided_slice range [" + std::to_string(begin[d]) + ", " + std::to_string(end[d]) + ") out of axis " +
+           std::to_string(d) + " of " + in[0].str());
+    out.push_back(end[d] > begin[d] ? (end[d] - begin[d] + strides[d] - 1) / strides[d] : 0);
+  }
+  return {TensorType{in[0].dtype, out}};
+}
+
+Types inferTake(const Types& in, const Attrs& attrs) {
+  if (in[1].dtype != DType::Int64 && in[1].dtype != DType::Int32)
+    fail("take indices must be int64 or int32, got " + in[1].str());
+  int64_t axis = normAxis(attrs.getInt("axis", 0), in[0].rank());
+  Shape out(in[0].shape.begin(), in[0].shape.begin() + axis);
+  out.insert(out.end(), in[1].shape.begin(), in[1].shape.end());
+  out.insert(out.end(), in[0].shape.begin() + axis + 1, in[0].shape.end());
+  return {TensorType{in[0].dtype, out}};
+}
+
+Types inferBroadcastTo(const Types& in, const Attrs& attrs) {
+  Shape shape = attrs.getInts("shape");
+  if (broadcastShapes(in[0].shape, shape) != shape)
+    fail("cannot broadcast " + in[0].str() + " to " + runtime::shapeString(shape));
+  return {TensorType{in[0].dtype, shape}};
+}
+
+Types inferWhere(const Types& in, const Attrs&) {
+  if (in[0].dtype != DType::Bool) fail("where condition must be bool, got " + in[0].str());
+  if (in[1].dtype != in[2].dtype) fail("where operand dtypes differ: " + in[1].str() + " vs " + in[2].str());
+  return {TensorType{in[1].dtype, broadcastShapes(broadcastShapes(in[0].shape, in[1].shape), in[2].shape)}};
+}
+
+Types inferCompare(const Types& in, const Attrs& attrs) {
+  return {TensorType{DType::Bool, inferBinary(in, attrs)[0].shape}};
+}
+
+Types inferCast(const Types& in, const Attrs& attrs) {
+  auto dtype = runtime::parseDType(attrs.getString("dtype"));
+  if (!dtype) fail("unknown cast dtype '" + attrs.getString("dtype") + "'");
+  return {TensorType{*dtype, in[0].shape}};
+}
+
+Types inferArgReduce(const Types& in, const Attrs& attrs) {
+  Attrs reduce{{"axes", std::vector<int64_t>{attrs.getInt("axis")}}, {"keepdims", attrs.getInt("keepdims", 0)}};
+  return {TensorType{DType::Int64, inferReduce(in, reduce)[0].shape}};
+}
+
+Types inferTopk(const Types& in, const Attrs& attrs) {
+  int64_t axis = normAxis(attrs.getInt("axis"), in[0].rank());
+  int64_t k = attrs.getInt("k");
+  if (in[0].rank() == 0 || k < 0 || k > in[0].shape[axis])
+    fail("topk k=" + std::to_string(k) + " out of range for " + in[0].str());
+  Shape out = in[0].shape;
+  out[axis] = k;
+  return {TensorType{in[0].dtype, out}, TensorType{DType::Int64, out}};
+}
+
+// x [N, C, H, W] · w [C, O/groups, KH, KW] (+ b [O]) → [N, O, OH, OW] with
+// OH = (H − 1)·stride − 2·pad + dilation·(KH − 1) + output_padding + 1.
+Types inferConvTranspose2d(const Types& in, const Attrs& attrs) {
+  requireRank(in[0], 4, "conv_transpose2d input");
+  requireRank(in[1], 4, "conv_transpose2d weight");
+  auto stride = pair(attrs, "stride", 1), pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
+  auto outPad = pair(attrs, "output_padding", 0);
+  int64_t groups = attrs.getInt("groups", 1);
+  const Shape &x = in[0].shape, &w = in[1].shape;
+  if (groups <= 0 || x[1] % groups != 0 || w[0] != x[1])
+    fail("weight " + in[1].str() + " does not match input " + in[0].str() + " with groups=" + std::to_string(groups));
+  int64_t oc = w[1] * groups;
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].shape[0] != oc))
+    fail("bias " + in[2].str() + " does not match " + std::to_string(oc) + " output channels");
+  int64_t oh = (x[2] - 1) * stride[0] - 2 * pad[0] + dil[0] * (w[2] - 1) + outPad[0] + 1;
+  int64_t ow = (x[3] - 1) * stride[1] - 2 * pad[1] + dil[1] * (w[3] - 1) + outPad[1] + 1;
+  if (oh <= 0 || ow <= 0) fail("conv_transpose2d output would be empty for " + in[0].str());
+  return {TensorType{in[0].dtype, {x[0], oc, oh, ow}}};
+}
+
+Types inferResize2d(const Types& in, const Attrs& attrs) {
+  requireRank(in[0], 4, "resize2d input");
+  const std::string& mode = attrs.getString("mode");
+  if (mode != "nearest" && mode != "bilinear") fail("resize2d mode '" + mode + "' is not nearest or bilinear");
+  auto size = pair(attrs, "size", 1);
+  if (size[0] <= 0 || size[1] <= 0) fail("resize2d size must be positive");
+  return {TensorType{in[0].dtype, withSpatial(in[0].shape, size[0], size[1])}};
+}
+
 // ---- packed layouts (the O3 alter-layout pass, core/passes/alter_layout.h) --------------------
 
 /// The channel block of a layout string: "NCHW" → 0, "NCHW16c" → 16; fails otherwise.
@@ -287,6 +383,25 @@ const Registry& registry() {
     r->add("mean", "mean over axes", 1, 1, P::CommReduce, inferReduce);
     r->add("sum", "sum over axes", 1, 1, P::CommReduce, inferReduce);
     r->add("softmax", "softmax along an axis", 1, 1, P::Opaque, inferSoftmax);
+    r->add("max", "maximum over axes", 1, 1, P::CommReduce, inferReduce);
+    r->add("min", "minimum over axes", 1, 1, P::CommReduce, inferReduce);
+    r->add("argmax", "index (int64) of the first maximum along an axis", 1, 1, P::CommReduce, inferArgReduce);
+    r->add("argmin", "index (int64) of the first minimum along an axis", 1, 1, P::CommReduce, inferArgReduce);
+    r->add("topk", "k largest (or smallest) values along an axis, sorted, and their int64 indices", 1, 1, P::Opaque,
+           inferTopk);
+    r->add("strided_slice", "elements begin, begin + stride, ... < end along every axis", 1, 1, P::Injective,
+           inferStridedSlice);
+    r->add("take", "gather along an axis by int64/int32 indices (embedding, index_select)", 2, 2, P::Injective,
+           inferTake);
+    r->add("broadcast_to", "numpy-broadcast to a static shape (expand)", 1, 1, P::Broadcast, inferBroadcastTo);
+    r->add("where", "cond ? x : y with numpy broadcasting (cond bool)", 3, 3, P::Broadcast, inferWhere);
+    for (const char* c : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
+      r->add(c, std::string("broadcasting comparison ") + c + " (bool result)", 2, 2, P::Broadcast, inferCompare);
+    r->add("cast", "elementwise conversion to dtype (C semantics; to bool: non-zero)", 1, 1, P::ElemWise, inferCast);
+    r->add("conv_transpose2d", "2-D transposed convolution, NCHW input, [C, O/groups, KH, KW] weight, optional bias",
+           2, 3, P::Opaque, inferConvTranspose2d);
+    r->add("resize2d", "nearest or bilinear resize of NCHW spatial axes (size, mode, align_corners, scale)", 1, 1,
+           P::Injective, inferResize2d);
     r->add("layout_transform", "NCHW <-> packed NCHW[x]c (src, dst layouts)", 1, 1, P::Injective,
            inferLayoutTransform);
     r->add("conv2d_nchwc", "2-D convolution in the packed NCHW[x]c layout with a pre-packed weight", 2, 3,

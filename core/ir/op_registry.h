@@ -15,6 +15,19 @@
 //   adaptive_avg_pool2d(output_size=[oh,ow])
 //   mean / sum(axes, keepdims)   softmax(axis)
 //   max_pool2d / avg_pool2d / adaptive_avg_pool2d also take packed NCHW[x]c inputs (rank 5).
+//   max / min(axes, keepdims)    argmax / argmin(axis, keepdims) → i64 (first extreme wins)
+//   topk(x) → (values, indices i64)   k axis largest (sorted; ties keep the lower index first)
+//   strided_slice(begin, end, strides)  one entry per axis, normalized: 0 ≤ begin ≤ end ≤ dim,
+//                                       strides > 0
+//   take(data, indices) axis     out = data.shape[:axis] + indices.shape + data.shape[axis+1:];
+//                                indices i64/i32, negative ones count from the end
+//   broadcast_to(shape)  where(cond bool, x, y)  cast(dtype="f32"|"i64"|...)
+//   comparisons with broadcasting, bool result: equal not_equal less less_equal greater
+//                                               greater_equal
+//   conv_transpose2d(x, w[, b])  stride padding output_padding dilation groups (w [C, O/g, KH, KW])
+//   resize2d(x)                  size=[oh,ow] mode="nearest"|"bilinear" align_corners
+//                                [scale_h, scale_w: source step per output step when given by a
+//                                scale factor; else in/out]
 // Packed layouts (introduced by the O3 alter-layout pass, core/passes/alter_layout.h):
 //   layout_transform(x)      src="NCHW"|"NCHW<x>c" dst="NCHW"|"NCHW<y>c"
 //   conv2d_nchwc(x, w[, b])  x [N,C/x,H,W,x], w [O/y,C/x,KH,KW,x,y] (depthwise: [O/y,1,KH,KW,1,y]),

@@ -9,7 +9,7 @@
 // axes, reshape goes through the flat (row-major) index, layout_transform recovers the channel
 // from its (blocked) output index and splits it again for its (blocked) input.
 //
-// Three shapes of kernel:
+// Four shapes of kernel:
 // - Anchored (conv2d, dense, matmul, pooling first): the anchor's own lowering runs with
 //   OpContext::epilogue evaluating the group's root given the anchor's value at an output index,
 //   so the whole chain happens in registers before the single store. The index may end in a
@@ -20,6 +20,10 @@
 // - Element chain: one loop nest over the root's output. When nothing in the group needs
 //   per-axis indices (no broadcasting, transposes or per-channel ops) the nest is one flat loop.
 // - Concat root: one loop nest per concat input, each evaluating that input's expression.
+// - Reduction root (mean, sum): the reduction's own lowering runs with OpContext::prologue
+//   evaluating its input at each position it reads (per axis, or flat when canUseFlat holds for
+//   the ops before the root), so e.g. mean(relu(add(x, y))) reads x and y once and writes only
+//   the means.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -127,6 +131,8 @@ class GroupEvaluator {
     if (op == "transpose") return valueAt(node.inputs[0], transposed(idx, node), false);
     if (op == "layout_transform")
       return valueAt(node.inputs[0], relayouted(idx, node, m_graph.type(node.inputs[0]).shape), false);
+    if (op == "strided_slice")
+      return valueAt(node.inputs[0], sliced(idx, node, m_graph.type(node.inputs[0]).shape), false);
     KILN_ASSERT(false, "fused group @" + m_group.name + ": no per-element lowering of '" + op + "'");
     return Expr();
   }
@@ -196,6 +202,26 @@ class GroupEvaluator {
     return r;
   }
 
+  /// Input index of strided_slice{begin, end, strides}: in[d] = begin[d] + out[d]·strides[d]
+  /// (a Ramp stays a Ramp).
+  static Index sliced(const Index& idx, const Node& node, const Shape& in) {
+    KILN_ASSERT(!idx.flat, "fused strided_slice of a flat index");
+    const auto &begin = node.attrs.getInts("begin"), &strides = node.attrs.getInts("strides");
+    Index r{in, {}, idx.lanes, nullptr, {}, false};
+    for (size_t d = 0; d < in.size(); ++d) {
+      const Expr& axis = idx.axes[d];
+      if (begin[d] == 0 && strides[d] == 1) {
+        r.axes.push_back(axis);
+      } else if (const auto* ramp = axis.as<Ramp>()) {
+        Expr base = ramp->base * strides[d] + begin[d];
+        r.axes.push_back(Ramp::make(base, ramp->stride * strides[d], ramp->lanes));
+      } else {
+        r.axes.push_back(axis * strides[d] + begin[d]);
+      }
+    }
+    return r;
+  }
+
   /// Channel block of a layout attribute: "NCHW" → 0, "NCHW16c" → 16.
   static int64_t layoutBlock(const std::string& layout) {
     return layout == "NCHW" ? 0 : std::stoll(layout.substr(4, layout.size() - 5));
@@ -241,10 +267,10 @@ Index nestIndex(const LoopNest& nest, const Shape& shape) {
   return idx;
 }
 
-/// True when every value of the group can be addressed by the root's flat index: only
-/// elementwise ops, reshapes and binary ops without broadcasting.
-bool canUseFlat(const Graph& graph, const FusedGroup& group) {
-  for (NodeId n = group.first; n < group.end; ++n) {
+/// True when every value of the group's nodes before `end` (its end by default) can be addressed
+/// by one flat index: only elementwise ops, reshapes and binary ops without broadcasting.
+bool canUseFlat(const Graph& graph, const FusedGroup& group, NodeId end = -1) {
+  for (NodeId n = group.first; n < (end < 0 ? group.end : end); ++n) {
     const Node& node = graph.node(n);
     int64_t numel = graph.type(node.outputs[0]).numel();
     if (node.op == "copy" || node.op == "reshape" || isUnaryElement(node.op)) continue;
@@ -290,6 +316,8 @@ class GroupLowering {
     Stmt body;
     if (m_anchor >= 0)
       body = lowerAnchored();
+    else if (fusedRole(m_graph.node(m_group.root()).op) == FusedRole::Reduce)
+      body = lowerReduceRoot();
     else if (m_graph.node(m_group.root()).op == "concat")
       body = lowerConcatRoot();
     else
@@ -302,6 +330,7 @@ class GroupLowering {
     func.attrs["op"] = "fused";
     func.attrs["ops"] = ops;
     if (!m_schedule.empty()) func.attrs["schedule"] = m_schedule;
+    if (!m_tuneKey.empty()) func.attrs["tune_key"] = m_tuneKey;
     return func;
   }
 
@@ -343,6 +372,7 @@ class GroupLowering {
     };
     Stmt body = lowering(ctx);
     m_schedule = ctx.schedule;
+    m_tuneKey = ctx.tuneKey;
     if (calls > 0) return body;
     // The anchor stored its plain result: apply the epilogue in place, element by element.
     LoopNest nest(shape, {}, wantParallel(m_graph.type(anchorOut).numel()));
@@ -367,6 +397,37 @@ class GroupLowering {
     LoopNest nest(shape, {}, wantParallel(numel));
     Expr value = eval.valueAt(m_out, nestIndex(nest, shape));
     return nest.wrap(Store::make(m_outBuffer, nest.offset(contiguousStrides(shape)), value));
+  }
+
+  // The root reduction's lowering, reading its input through the prologue.
+  Stmt lowerReduceRoot() {
+    NodeId rootId = m_group.root();
+    const Node& root = m_graph.node(rootId);
+    OpLowering lowering = findLowering(root.op);
+    KILN_ASSERT(lowering != nullptr, "fused group @" + m_group.name + ": no lowering of " + root.op);
+    ValueId input = root.inputs[0];
+    const TensorType& inType = m_graph.type(input);
+    OpContext ctx = nodeContext(m_graph, rootId);
+    ctx.options = m_options;
+    ctx.where = m_where;
+    // Stands for the input in the lowering's signature; every read goes through the prologue.
+    ctx.in = {makeBuffer(sanitizeName(m_graph.value(input).name) + "_fused", Type::fromDType(inType.dtype),
+                         inType.shape)};
+    ctx.out = {m_outBuffer};
+    GroupEvaluator eval(m_graph, m_group, m_params);
+    bool flat = canUseFlat(m_graph, m_group, rootId);
+    ctx.prologueFlat = flat;
+    ctx.prologue = [&](const std::vector<Expr>& index, const Expr& offset) {
+      eval.clearMemo();
+      int lanes = offset.type().lanes;
+      if (flat) return eval.valueAt(input, Index{{inType.numel()}, {offset}, lanes, nullptr, {}, true});
+      KILN_ASSERT(index.size() == inType.shape.size(), "fused group @" + m_group.name + ": " + root.op +
+                                                           " passed a prologue index of the wrong rank");
+      return eval.valueAt(input, Index{inType.shape, index, lanes, nullptr, {}, false});
+    };
+    Stmt body = lowering(ctx);
+    m_schedule = ctx.schedule;
+    return body;
   }
 
   // out[..., offset_j + i, ...] = input_j[..., i, ...], one loop nest per input.
@@ -400,6 +461,7 @@ class GroupLowering {
   std::map<ValueId, Buffer> m_params;
   Buffer m_outBuffer;
   std::string m_schedule;
+  std::string m_tuneKey;
 };
 
 }  // namespace
@@ -421,8 +483,9 @@ FusedRole fusedRole(const std::string& op) {
   if (!def) return FusedRole::None;
   if (def->pattern == OpPattern::OutEWiseFusable) return canLower(op) ? FusedRole::Anchor : FusedRole::None;
   if (isUnaryElement(op) || isBinaryElement(op) || op == "copy" || op == "batch_norm" || op == "reshape" ||
-      op == "transpose" || op == "concat" || op == "layout_transform")
+      op == "transpose" || op == "concat" || op == "layout_transform" || op == "strided_slice")
     return FusedRole::Element;
+  if (op == "mean" || op == "sum") return FusedRole::Reduce;
   return FusedRole::None;
 }
 

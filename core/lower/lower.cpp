@@ -7,13 +7,26 @@
 
 #include "core/ir/printer.h"
 #include "core/lower/lower_internal.h"
-#include "core/lower/vectorize.h"
+#include "core/tir/vectorize.h"
 #include "core/tir/simplify.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
 
 using namespace tir;
+
+// Lowerings of the operators added for import breadth (declared here, next to their dispatch).
+Stmt lowerStridedSlice(const OpContext& ctx);     // ops_indexing.cpp
+Stmt lowerTake(const OpContext& ctx);             // ops_indexing.cpp
+Stmt lowerBroadcastTo(const OpContext& ctx);      // ops_indexing.cpp
+Stmt lowerWhere(const OpContext& ctx);            // ops_indexing.cpp
+Stmt lowerCompare(const OpContext& ctx);          // ops_indexing.cpp
+Stmt lowerCast(const OpContext& ctx);             // ops_indexing.cpp
+Stmt lowerMinMax(const OpContext& ctx);           // ops_select_reduce.cpp
+Stmt lowerArgMinMax(const OpContext& ctx);        // ops_select_reduce.cpp
+Stmt lowerTopk(const OpContext& ctx);             // ops_select_reduce.cpp
+Stmt lowerConvTranspose2d(const OpContext& ctx);  // ops_image.cpp
+Stmt lowerResize2d(const OpContext& ctx);         // ops_image.cpp
 
 namespace {
 
@@ -40,6 +53,20 @@ const std::map<std::string, OpLowering, std::less<>>& lowerings() {
     (*t)["softmax"] = lowerSoftmax;
     (*t)["conv2d_nchwc"] = lowerConv2dNchwc;
     (*t)["layout_transform"] = lowerLayoutTransform;
+    (*t)["strided_slice"] = lowerStridedSlice;
+    (*t)["take"] = lowerTake;
+    (*t)["broadcast_to"] = lowerBroadcastTo;
+    (*t)["where"] = lowerWhere;
+    for (const char* c : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
+      (*t)[c] = lowerCompare;
+    (*t)["cast"] = lowerCast;
+    (*t)["max"] = lowerMinMax;
+    (*t)["min"] = lowerMinMax;
+    (*t)["argmax"] = lowerArgMinMax;
+    (*t)["argmin"] = lowerArgMinMax;
+    (*t)["topk"] = lowerTopk;
+    (*t)["conv_transpose2d"] = lowerConvTranspose2d;
+    (*t)["resize2d"] = lowerResize2d;
     return t;
   }();
   return *table;
@@ -132,6 +159,7 @@ PrimFunc lowerApplication(const OpApplication& app, const std::string& funcName,
   func.attrs["workload_key"] = makeKey(app.op, app.attrs, app.inTypes, app.outTypes);
   func.attrs["op"] = app.op;
   if (!ctx.schedule.empty()) func.attrs["schedule"] = ctx.schedule;
+  if (!ctx.tuneKey.empty()) func.attrs["tune_key"] = ctx.tuneKey;
   return func;
 }
 

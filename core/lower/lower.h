@@ -19,10 +19,11 @@
 //   or at the top of the function when there is no parallel loop.
 // - Adaptive pooling uses loop bounds computed from the enclosing loop variables.
 // - PrimFunc::attrs holds "workload_key" (workloadKey) and "op", and "schedule" (the knobs,
-//   "oc_vecs=2,ow_block=14") for ops with a tunable schedule.
+//   "oc_vecs=2,ow_block=14") and "tune_key" (schedule_config.h) for ops with a tunable schedule.
 // - core/lower/interpreter.h runs any PrimFunc directly, as the numerical reference.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@
 
 namespace kiln::core::lower {
 
+struct ScheduleConfigs;  // schedule_config.h
+
 /// What lowering needs to know about the target (filled by the façade from codegen::Target;
 /// the defaults suit any x86-64 with AVX2). Schedules pick their knobs from it (schedule.h).
 struct LowerOptions {
@@ -39,6 +42,8 @@ struct LowerOptions {
   int vectorRegisters = 16;          // architectural vector registers: 16 (AVX2), 32 (AVX-512)
   int64_t l1Bytes = 32 * 1024;       // per-core data caches
   int64_t l2Bytes = 1024 * 1024;
+  /// Tuned knobs by tuning key (schedule_config.h); kernels without an entry use the heuristic.
+  std::shared_ptr<const ScheduleConfigs> schedules;
 };
 
 /// True when lowerNode knows the operator.
@@ -58,12 +63,15 @@ std::string workloadKey(const Graph& graph, NodeId node);
 // Its parameters are the group's inputs (groupInputs: values used inside but computed outside,
 // the anchor's inputs first) followed by the root's output. With an anchor (conv2d, dense, ...)
 // the anchor's own lowering runs with OpContext::epilogue set to the chain of elementwise and
-// broadcast ops after it; otherwise one loop nest over the root's output inlines every op's
-// per-element expression (a concat root gets one loop nest per input).
+// broadcast ops after it; a reduction root (mean, sum) runs its own lowering with
+// OpContext::prologue evaluating its input from the element ops before it; otherwise one loop
+// nest over the root's output inlines every op's per-element expression (a concat root gets one
+// loop nest per input).
 
 /// How `op` can take part in a fused group: as its anchor (an out-elementwise-fusable op whose
-/// lowering applies an epilogue), as a per-element expression, or not at all.
-enum class FusedRole { None, Anchor, Element };
+/// lowering applies an epilogue), as a per-element expression, as a reduction root whose input
+/// is computed inline by the group's element ops (mean, sum: OpContext::prologue), or not at all.
+enum class FusedRole { None, Anchor, Element, Reduce };
 FusedRole fusedRole(const std::string& op);
 
 /// The group's inputs in parameter order: the anchor's inputs first, then the other values read

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,12 @@ struct OpContext {
   /// Set by lowerings that pick schedule knobs ("oc_vecs=2,ow_block=14"); lower.cpp records it
   /// as PrimFunc::attrs["schedule"].
   mutable std::string schedule;
+  /// Set by lowerings with tunable knobs: the kernel's tuning key (schedule_config.h); lower.cpp
+  /// records it as PrimFunc::attrs["tune_key"].
+  mutable std::string tuneKey;
+
+  /// The tuned knobs for `key` from options.schedules, or nullptr.
+  const std::map<std::string, int64_t>* tunedKnobs(const std::string& key) const;
 
   /// Fused epilogue (set by fused-function lowering, core/lower/fused.cpp; empty when the op is
   /// lowered alone). Anchor lowerings (conv2d, dense, matmul, pooling, ...) apply it to every
@@ -43,6 +50,21 @@ struct OpContext {
   tir::Expr applyEpilogue(tir::Expr value, const std::vector<tir::Expr>& index) const {
     return epilogue ? epilogue(std::move(value), index) : value;
   }
+
+  /// Fused prologue (set by fused-function lowering when a reduction is a group's root,
+  /// core/lower/fused.cpp; empty when the op is lowered alone). Reduction lowerings (mean, sum)
+  /// read their input through inputAt instead of loading in[0], which then is no parameter:
+  /// the group's element ops producing the input are evaluated right there. `index` has one
+  /// Expr per axis of the input type, `offset` is the same position as a flat row-major offset;
+  /// when the read is vectorized, `offset` is a stride-1 Ramp and so is the innermost axis of
+  /// `index` (the position runs along the last axis only).
+  std::function<tir::Expr(const std::vector<tir::Expr>& index, const tir::Expr& offset)> prologue;
+  /// The prologue reads every operand at the input's flat offset (no broadcasting or index
+  /// remapping inside the group): `index` may then be left empty and vector reads may span axes.
+  bool prologueFlat = true;
+  /// The value of input 0 at (`index`, `offset`): prologue(index, offset) when set, else a load
+  /// of in[0] at `offset` (a vector load when `offset` is a Ramp).
+  tir::Expr inputAt(const std::vector<tir::Expr>& index, const tir::Expr& offset) const;
 
   /// Throws kiln::Error (Unsupported): "<op>: <what> is not supported (<where>)".
   [[noreturn]] void unsupported(const std::string& what) const;

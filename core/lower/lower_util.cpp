@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/lower/lower_internal.h"
+#include "core/lower/schedule_config.h"
 #include "core/tir/functor.h"
 #include "runtime/error.h"
 
@@ -14,6 +15,10 @@ using namespace tir;
 
 void OpContext::unsupported(const std::string& what) const {
   throw Error(op + ": " + what + " is not supported" + where, ErrorKind::Unsupported);
+}
+
+const Knobs* OpContext::tunedKnobs(const std::string& key) const {
+  return options.schedules ? options.schedules->find(key) : nullptr;
 }
 
 void OpContext::requireFloat() const {

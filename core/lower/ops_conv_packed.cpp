@@ -30,6 +30,7 @@
 
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
 #include "core/tir/functor.h"
 #include "runtime/error.h"
 
@@ -58,19 +59,30 @@ struct PackedConvShape {
 
 class PackedConvBuilder {
  public:
-  PackedConvBuilder(const OpContext& ctx, PackedConvShape s, int owBlock)
-      : m_ctx(ctx), m_s(std::move(s)), m_owBlock(owBlock) {}
+  PackedConvBuilder(const OpContext& ctx, PackedConvShape s, int owBlock, bool ocOuter)
+      : m_ctx(ctx), m_s(std::move(s)), m_owBlock(owBlock), m_ocOuter(ocOuter) {}
 
   Stmt build() {
     const PackedConvShape& s = m_s;
     int64_t work = s.depthwise ? s.kh * s.kw : s.cb * s.ib * s.kh * s.kw;
     bool parallel = wantParallel(m_ctx.outTypes[0].numel(), work);
     int64_t extent = s.n * s.oco * s.oh;
-    Expr f = Var::make("n_oc_oh");
-    m_oh = s.oh == 1 ? Expr(i64(0)) : f % s.oh;
-    Expr rest = s.oh == 1 ? f : f / s.oh;
-    m_oco = s.oco == 1 ? Expr(i64(0)) : (s.n == 1 ? rest : rest % s.oco);
-    m_n = s.n == 1 ? Expr(i64(0)) : (s.oco == 1 ? rest : rest / s.oco);
+    // f enumerates (n, oco, oh) with oh innermost when channel groups run outside rows
+    // (consecutive iterations reuse one group's weights), else (n, oh, oco).
+    Expr f = Var::make(m_ocOuter ? "n_oc_oh" : "n_oh_oc");
+    auto digit = [&](const Expr& rest, int64_t extent, bool last, Expr& value) {
+      value = extent == 1 ? Expr(i64(0)) : (last ? rest : rest % extent);
+      return extent == 1 || last ? rest : rest / extent;
+    };
+    Expr rest = f;
+    if (m_ocOuter) {
+      rest = digit(rest, s.oh, s.oco == 1 && s.n == 1, m_oh);
+      rest = digit(rest, s.oco, s.n == 1, m_oco);
+    } else {
+      rest = digit(rest, s.oco, s.oh == 1 && s.n == 1, m_oco);
+      rest = digit(rest, s.oh, s.n == 1, m_oh);
+    }
+    m_n = s.n == 1 ? Expr(i64(0)) : rest;
     m_acc = RegisterTile("acc", m_ctx.out[0]->elemType, s.ocVecs * m_owBlock, static_cast<int>(s.lanes));
 
     std::vector<Stmt> runs;
@@ -221,6 +233,7 @@ class PackedConvBuilder {
   const OpContext& m_ctx;
   PackedConvShape m_s;
   int m_owBlock;
+  bool m_ocOuter;
   Expr m_n, m_oco, m_oh;
   RegisterTile m_acc{"acc", Type::f32(), 1, 1};
 };
@@ -241,9 +254,17 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
     ctx.unsupported("depthwise convolution with input block " + std::to_string(s.ib) + ", weight block " +
                     std::to_string(s.ob) + " and output block " + std::to_string(s.lanes));
   auto stride = ctx.pairAttr("stride", 1), pad = ctx.pairAttr("padding", 0), dil = ctx.pairAttr("dilation", 1);
-  if (packedConvFlattens(s.kh, s.kw, stride, pad, s.ow, ctx.options)) {
-    // Pointwise on narrow rows: one row of OH·OW columns (the output index is unflattened for
-    // the epilogue).
+
+  // Tuned knobs (schedule_config.h) when a record fits this kernel, else the heuristic. A record
+  // whose oc_vecs disagrees with the weight packing was made for another packing: ignore it.
+  ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
+  const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey);
+  if (tuned && knob(*tuned, "oc_vecs", s.ocVecs) != s.ocVecs) tuned = nullptr;
+  bool pointwise = s.kh == 1 && s.kw == 1 && stride == std::vector<int64_t>{1, 1} && pad == std::vector<int64_t>{0, 0};
+  bool flatten = packedConvFlattens(s.kh, s.kw, stride, pad, s.ow, ctx.options);
+  if (tuned) flatten = pointwise && knob(*tuned, "flatten", flatten) != 0;
+  if (flatten) {
+    // Pointwise: one row of OH·OW columns (the output index is unflattened for the epilogue).
     s.flatWidth = s.ow;
     s.w = s.h * s.w, s.h = 1;
     s.ow = s.oh * s.ow, s.oh = 1;
@@ -251,11 +272,16 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   s.rows = WindowAxis{s.h, s.oh, s.kh, stride[0], pad[0], dil[0]};
   s.cols = WindowAxis{s.w, s.ow, s.kw, stride[1], pad[1], dil[1]};
 
-  ConvKnobs knobs;
-  knobs.ocVecs = s.ocVecs;
-  knobs.owBlock = packedConvOwBlock(s.ow, s.ocVecs, ctx.options);
-  ctx.schedule = knobs.str(true);
-  return PackedConvBuilder(ctx, s, knobs.owBlock).build();
+  int owBlock = packedConvOwBlock(s.ow, s.ocVecs, ctx.options);
+  bool ocOuter = true;
+  if (tuned) {
+    int64_t b = knob(*tuned, "ow_block", owBlock);
+    if (b >= 1 && b <= s.ow && packedConvTileFits(s.ocVecs, b, ctx.options)) owBlock = static_cast<int>(b);
+    ocOuter = knob(*tuned, "oc_outer", 1) != 0;
+  }
+  Knobs used{{"oc_vecs", s.ocVecs}, {"ow_block", owBlock}, {"flatten", flatten ? 1 : 0}, {"oc_outer", ocOuter ? 1 : 0}};
+  ctx.schedule = knobsText(used);
+  return PackedConvBuilder(ctx, s, owBlock, ocOuter).build();
 }
 
 Stmt lowerLayoutTransform(const OpContext& ctx) {

@@ -22,6 +22,7 @@
 
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -141,6 +142,11 @@ Stmt lowerDense(const OpContext& ctx) {
       knobs.cols = c;
       break;
     }
+  ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
+  if (const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey)) {
+    int64_t rows = knob(*tuned, "rows", knobs.rows), cols = knob(*tuned, "cols", knobs.cols);
+    if (denseTileFits(rows, cols, m, n, ctx.options)) knobs.rows = static_cast<int>(rows), knobs.cols = static_cast<int>(cols);
+  }
   ctx.schedule = knobs.str();
   int64_t rowTiles = m / knobs.rows, colTiles = n / knobs.cols, colTail = n % knobs.cols;
 

@@ -8,9 +8,16 @@
 // combined and reduced across lanes at the end, then the scalar tail — which reassociates the
 // sum (within float rounding).
 //
+// In a fused group (fuse-ops, O2) a mean/sum root reads its input through OpContext::inputAt:
+// the element ops producing it (relu(add(x, y)), exp(x), ...) are evaluated at each position
+// the reduction reads, so the input never reaches memory. The vector path then needs the position
+// per axis: it stays in use when the prologue is flat (no broadcasting in the group) or only the
+// last axis is reduced; other fused reductions accumulate in scalars.
+//
 // softmax is numerically stable: m = max_l x[l]; e[l] = exp(x[l] − m) written to the output
 // while summing s; then y[l] = e[l] / s. Along a contiguous axis (the last) each pass runs in
 // vectors of the target's width with lane reductions for the max and the sum.
+#include <functional>
 #include <set>
 
 #include "core/lower/lower_internal.h"
@@ -28,9 +35,10 @@ int lanesFor(const OpContext& ctx) {
   return std::max(1, ctx.options.vectorLanes * 32 / std::max<int>(32, t.bits));
 }
 
-/// Σ x[base + k] for k in [0, span), vectorized (see the file comment). Returns the statements
-/// and the scalar sum, readable after them; `locals` receives the local buffers to allocate.
-std::pair<Stmt, Expr> vectorSum(const Buffer& x, const Expr& base, int64_t span, int lanes, Type t,
+/// Σ x[k] for k in [0, span), vectorized (see the file comment); `load(k, lanes)` reads x[k]
+/// (a vector of x[k .. k + lanes) when lanes > 1). Returns the statements and the scalar sum,
+/// readable after them; `locals` receives the local buffers to allocate.
+std::pair<Stmt, Expr> vectorSum(const std::function<Expr(const Expr&, int)>& load, int64_t span, int lanes, Type t,
                                 std::vector<Buffer>& locals) {
   int64_t vecs = span / lanes;
   int accs = static_cast<int>(std::clamp<int64_t>(vecs, 1, 4));
@@ -42,11 +50,11 @@ std::pair<Stmt, Expr> vectorSum(const Buffer& x, const Expr& base, int64_t span,
   int64_t rounds = vecs / accs;
   Expr r = Var::make("r");
   std::vector<Stmt> step;
-  for (int a = 0; a < accs; ++a) step.push_back(acc.set(a, acc.get(a) + vload(x, base + (r * accs + a) * lanes, lanes)));
+  for (int a = 0; a < accs; ++a) step.push_back(acc.set(a, acc.get(a) + load((r * accs + a) * lanes, lanes)));
   body.push_back(serialFor(r, 0, rounds, Seq::make(std::move(step))));
   for (int64_t v = rounds * accs; v < vecs; ++v) {
     int a = static_cast<int>(v % accs);
-    body.push_back(acc.set(a, acc.get(a) + vload(x, base + v * lanes, lanes)));
+    body.push_back(acc.set(a, acc.get(a) + load(i64(v * lanes), lanes)));
   }
   Expr total = acc.get(0);
   for (int a = 1; a < accs; ++a) total = total + acc.get(a);
@@ -54,11 +62,15 @@ std::pair<Stmt, Expr> vectorSum(const Buffer& x, const Expr& base, int64_t span,
   body.push_back(reduce);
   body.push_back(storeLocal(sum, lanesSum));
   Expr k = Var::make("k");
-  body.push_back(serialFor(k, vecs * lanes, span - vecs * lanes, storeLocal(sum, loadLocal(sum) + Load::make(x, base + k))));
+  body.push_back(serialFor(k, vecs * lanes, span - vecs * lanes, storeLocal(sum, loadLocal(sum) + load(k, 1))));
   return {Seq::make(std::move(body)), loadLocal(sum)};
 }
 
 }  // namespace
+
+Expr OpContext::inputAt(const std::vector<Expr>& index, const Expr& offset) const {
+  return prologue ? prologue(index, offset) : Load::make(in[0], offset);
+}
 
 Stmt lowerReduce(const OpContext& ctx) {
   bool isMean = ctx.op == "mean";
@@ -86,18 +98,41 @@ Stmt lowerReduce(const OpContext& ctx) {
   Type t = ctx.out[0]->elemType;
   int lanes = lanesFor(ctx);
   bool trailing = !axes.empty() && *axes.begin() + static_cast<int64_t>(axes.size()) == rank;
-  if (trailing && count >= lanes && lanes > 1) {
+  // A fused input is read per axis unless its prologue is flat: a vector then runs along the
+  // last axis only.
+  bool vectorReadable = !ctx.prologue || ctx.prologueFlat || axes.size() == 1;
+  if (trailing && count >= lanes && lanes > 1 && vectorReadable) {
     int64_t kept = runtime::numElements(keptShape);
     LoopNest nest({kept}, {"o"}, wantParallel(kept, count));
+    Expr base = nest[0] * count;
+    // The kept axes' indices, split from the flat output index (a fused prologue's per-axis
+    // index; unused otherwise).
+    std::vector<Expr> keptIndex;
+    if (ctx.prologue && !ctx.prologueFlat) {
+      std::vector<int64_t> keptStrides = contiguousStrides(keptShape);
+      for (int64_t d = 0; d + 1 < rank; ++d)
+        keptIndex.push_back(xs[d] == 1 ? i64(0) : nest[0] / i64(keptStrides[d]) % i64(xs[d]));
+    }
+    auto load = [&](const Expr& k, int n) {
+      Expr offset = n > 1 ? vramp(base + k, n) : base + k;
+      std::vector<Expr> index;
+      if (!keptIndex.empty()) {
+        index = keptIndex;
+        index.push_back(n > 1 ? vramp(k, n) : k);
+      }
+      return ctx.inputAt(index, offset);
+    };
     std::vector<Buffer> locals;
-    auto [sumCode, sum] = vectorSum(ctx.in[0], nest[0] * count, count, lanes, t, locals);
+    auto [sumCode, sum] = vectorSum(load, count, lanes, t, locals);
     Expr result = isMean ? sum / countLiteral(t, count) : sum;
     return nest.wrap(Seq::make({sumCode, Store::make(ctx.out[0], nest[0], result)}), locals);
   }
 
   LoopNest nest(keptShape, {}, wantParallel(ctx.outTypes[0].numel(), count));
   Buffer acc = makeLocal("acc", t);
-  Stmt reduce = storeLocal(acc, loadLocal(acc) + Load::make(ctx.in[0], nest.offset(xStrides) + reduceOffset));
+  std::vector<Expr> index;
+  for (int64_t d = 0, r = 0; d < rank; ++d) index.push_back(axes.count(d) ? reduceVars[r++] : nest[d]);
+  Stmt reduce = storeLocal(acc, loadLocal(acc) + ctx.inputAt(index, nest.offset(xStrides) + reduceOffset));
   size_t k = reduceVars.size();
   for (auto it = axes.rbegin(); it != axes.rend(); ++it) reduce = serialFor(reduceVars[--k], 0, xs[*it], reduce);
   Expr result = isMean ? loadLocal(acc) / countLiteral(t, count) : loadLocal(acc);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/lower/lower_internal.h"
+#include "core/lower/schedule_config.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -37,7 +38,7 @@ std::string ConvKnobs::str(bool packed) const {
   return "oc_block=" + std::to_string(ocBlock) + ",ow_vecs=" + std::to_string(owVecs);
 }
 
-std::string GemmKnobs::str() const { return "rows=" + std::to_string(rows) + ",cols=" + std::to_string(cols); }
+std::string GemmKnobs::str() const { return knobsText({{"rows", rows}, {"cols", cols}}); }
 
 int accumulatorBudget(const LowerOptions& options) {
   // Keep a few registers for the weight vectors and the broadcast input.
@@ -66,6 +67,17 @@ bool packedConvFlattens(int64_t kh, int64_t kw, const std::vector<int64_t>& stri
                         int64_t outWidth, const LowerOptions& options) {
   bool pointwise = kh == 1 && kw == 1 && stride[0] == 1 && stride[1] == 1 && pad[0] == 0 && pad[1] == 0;
   return pointwise && outWidth < accumulatorBudget(options) / 2;
+}
+
+bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options) {
+  // The same budget the heuristic uses: the weight vectors are loaded one at a time between
+  // FMAs, so a full budget of accumulators does not spill (4 × 7 runs at the FMA peak with 32
+  // registers).
+  return ocVecs >= 1 && owBlock >= 1 && ocVecs * owBlock <= accumulatorBudget(options);
+}
+
+bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const LowerOptions& options) {
+  return rows >= 1 && cols >= 1 && m % rows == 0 && cols <= n && rows * cols + rows + 1 <= options.vectorRegisters;
 }
 
 int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options) {

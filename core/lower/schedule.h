@@ -67,6 +67,15 @@ int packedConvOcVecs(int64_t outChannels, int64_t block, int64_t outWidth, bool 
 bool packedConvFlattens(int64_t kh, int64_t kw, const std::vector<int64_t>& stride, const std::vector<int64_t>& pad,
                         int64_t outWidth, const LowerOptions& options);
 
+/// Whether a packed-conv register tile of `ocVecs` × `owBlock` accumulators fits the vector
+/// registers (accumulatorBudget; larger tiles would spill).
+bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options);
+
+/// Whether a dense tile of `rows` input rows × `cols` weight rows is valid for an [M, K] · [N, K]ᵀ
+/// product: rows divide M, at most N columns, and the accumulators, the row vectors and one weight
+/// vector fit the registers.
+bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const LowerOptions& options);
+
 /// Packed conv tile width for a row of `outWidth` columns with `ocVecs` vectors per column.
 int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options);
 

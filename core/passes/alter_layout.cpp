@@ -14,6 +14,7 @@
 
 #include "core/ir/op_registry.h"
 #include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
 #include "core/passes/rewrite.h"
 #include "runtime/error.h"
 
@@ -95,7 +96,8 @@ bool isPool(const std::string& op) {
 class LayoutRewriter {
  public:
   LayoutRewriter(const Graph& graph, const AlterLayoutOptions& options, PassCounters* counters)
-      : m_src(graph), m_rw(graph), m_counters(counters), m_plain(graph.values().size(), false) {
+      : m_src(graph), m_rw(graph), m_counters(counters), m_schedules(options.schedules),
+        m_plain(graph.values().size(), false) {
     m_lower.vectorLanes = std::max(1, options.lanes);
     m_lower.vectorRegisters = options.lanes >= 16 ? 32 : 16;
     for (ValueId v : graph.inputs()) m_plain[v] = true;
@@ -229,6 +231,13 @@ class LayoutRewriter {
                                           yt.shape[3], m_lower);
     int64_t rowWidth = flat ? yt.shape[2] * yt.shape[3] : yt.shape[3];
     int ocVecs = lower::packedConvOcVecs(oc, outBlock, rowWidth, depthwise, m_lower);
+    if (m_schedules && !depthwise) {
+      std::string key = lower::packedConvTuneKey(lower::convGeometry(node.op, node.attrs, {xt, w.type}), xt.dtype);
+      if (const lower::Knobs* tuned = m_schedules->find(key)) {
+        int64_t v = lower::knob(*tuned, "oc_vecs", ocVecs);
+        if (v >= 1 && (oc / outBlock) % v == 0 && lower::packedConvTileFits(v, 1, m_lower)) ocVecs = static_cast<int>(v);
+      }
+    }
     int64_t weightBlock = outBlock * ocVecs;
 
     ValueId x = ensurePacked(node.inputs[0], inBlock);
@@ -313,6 +322,7 @@ class LayoutRewriter {
   const Graph& m_src;
   GraphRewriter m_rw;
   PassCounters* m_counters;
+  std::shared_ptr<const lower::ScheduleConfigs> m_schedules;
   lower::LowerOptions m_lower;
   std::vector<bool> m_plain;  // source value → its plain version exists in the target
   std::map<ValueId, Packed> m_packed;

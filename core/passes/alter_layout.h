@@ -16,12 +16,17 @@
 #pragma once
 
 #include "core/ir/graph.h"
+#include <memory>
+
 #include "core/passes/pass_registry.h"
 
 namespace kiln::core::passes {
 
 struct AlterLayoutOptions {
   int lanes = 8;  // x: the channel block, normally the f32 vector width of the target
+  /// Tuned knobs: a record's oc_vecs decides how many output blocks a conv's packed weight
+  /// interleaves (core/lower/schedule_config.h); other convs use the heuristic.
+  std::shared_ptr<const lower::ScheduleConfigs> schedules;
 };
 
 /// Returns true when the graph changed. The graph computes the same values (up to float

@@ -26,14 +26,20 @@
 // candidate S, and keep it when S is a group lowering can compile as one kernel:
 //
 //   1. every op in S can be lowered in a group (lower::fusedRole): at most one anchor
-//      (OutEWiseFusable: conv2d, dense, matmul, pooling), everything else an element op
-//      (elementwise, broadcast, injective);
+//      (OutEWiseFusable: conv2d, dense, matmul, pooling) or one reduction (mean, sum),
+//      everything else an element op (elementwise, broadcast, injective);
 //   2. with an anchor A: A's inputs come from outside S, and every other member is elementwise or
 //      broadcast with A's output type, so lowering evaluates it per output element in A's
-//      epilogue (OpContext::epilogue);
+//      epilogue (OpContext::epilogue); a strided_slice of a value computed outside S (a residual
+//      that merge-parallel sliced out of a wider convolution) may join too, read at the remapped
+//      index;
 //   3. no value computed in S is broadcast to a larger shape inside S (a member's in-group
-//      operands have its output shape, injective ops excepted): every op then runs once per
-//      output element, never redundantly;
+//      operands have its output shape, injective ops and the reduction excepted): every op then
+//      runs once per output element (per input element of the reduction), never redundantly;
+//   3b. with a reduction R: R is S's root (its lowering reads its input through a prologue,
+//      OpContext::prologue, that evaluates the other members at every position it reads; ops
+//      after a reduction would need its result per element of a different shape), and every
+//      other member is elementwise or broadcast, so it evaluates at any index of R's input;
 //   4. concat appears only as S's last node (its inputs are lowered as one loop nest each);
 //   5. only S's last node (the root) has uses outside S or is a graph output, and |S| ≤
 //      max-depth;
@@ -52,9 +58,14 @@
 // (ties broken by first node, which keeps the original order wherever possible), constants a
 // group reads are emitted before it, and each group is named after its ops.
 //
-// Not done (yet): fusing a reduction with the elementwise ops that produce its input (needs a
-// prologue hook in the reduction lowerings), and fusing the injective ops that follow an
-// anchor (the epilogue computes at the anchor's own output index).
+// Reductions. Visiting in topological order, mean(relu(add(x, y))) grows {add, relu} and then
+// takes the mean (relu's ipdom) as its root; the mean's own ipdom never joins (rule 3b). A value
+// also used by a later op that meets the reduction's result (exp(x) in exp(x) / sum(exp(x)))
+// has an ipdom after the reduction, so it stays out and the sum reads it from memory.
+//
+// Not done (yet): fusing the elementwise ops that follow a reduction (its result per element of
+// the smaller output shape: a second nest), and the injective ops that follow an anchor (the
+// epilogue computes at the anchor's own output index).
 #include "core/passes/fuse_ops.h"
 
 #include <algorithm>
@@ -217,16 +228,23 @@ class Fuser {
     };
     NodeId root = members.back();
     NodeId anchor = -1;
+    bool reduceRoot = m_role[root] == lower::FusedRole::Reduce;
     for (NodeId m : members) {
       const Node& node = m_graph.node(m);
       if (node.outputs.size() != 1 || m_role[m] == lower::FusedRole::None) return false;
       if (m_role[m] == lower::FusedRole::Anchor) {
-        if (anchor >= 0) return false;
+        if (anchor >= 0 || reduceRoot) return false;
         anchor = m;
+      }
+      if (m_role[m] == lower::FusedRole::Reduce && m != root) return false;  // rule 3b
+      if (reduceRoot && m != root) {
+        OpPattern pattern = patternOf(node);
+        if (pattern != OpPattern::ElemWise && pattern != OpPattern::Broadcast) return false;
       }
       if (node.op == "concat" && m != root) return false;
       if (m != root && (m_feedsSink[m] || usedOutside(m, in))) return false;
-      if (!isInjectiveOp(node)) {  // rule 3: no broadcasting of in-group values
+      // rule 3: no broadcasting of in-group values
+      if (!isInjectiveOp(node) && m_role[m] != lower::FusedRole::Reduce) {
         for (ValueId v : node.inputs) {
           if (producedInside(v) && m_graph.type(v).shape != m_graph.type(node.outputs[0]).shape) return false;
         }
@@ -239,9 +257,11 @@ class Fuser {
       const TensorType& anchorType = m_graph.type(a.outputs[0]);
       for (NodeId m : members) {
         if (m == anchor) continue;
-        OpPattern pattern = patternOf(m_graph.node(m));
-        if (pattern != OpPattern::ElemWise && pattern != OpPattern::Broadcast) return false;
-        if (!(m_graph.type(m_graph.node(m).outputs[0]) == anchorType)) return false;
+        const Node& node = m_graph.node(m);
+        OpPattern pattern = patternOf(node);
+        bool sideSlice = node.op == "strided_slice" && !producedInside(node.inputs[0]);
+        if (pattern != OpPattern::ElemWise && pattern != OpPattern::Broadcast && !sideSlice) return false;
+        if (!(m_graph.type(node.outputs[0]) == anchorType)) return false;
       }
     }
     return isConvex(members, in);

@@ -10,7 +10,10 @@
 // - an out-elementwise-fusable anchor (conv2d, dense, matmul, pooling) absorbs the elementwise
 //   and broadcast ops that follow it (bias add, relu/clamp, residual add, per-channel scale) as
 //   its epilogue;
-// - reductions, softmax and unknown ops stay alone.
+// - a reduction (mean, sum) takes the elementwise and broadcast ops that produce its input as a
+//   prologue (sum(exp(x)), mean(relu(add(x, y)))): it is the group's root, and its input is
+//   computed where the reduction reads it;
+// - softmax, other reductions and unknown ops stay alone.
 // A value computed inside a group is never broadcast to a larger shape inside it (each op runs
 // once per output element), and only a group's last node has uses outside the group.
 //

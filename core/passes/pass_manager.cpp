@@ -48,7 +48,9 @@ PipelineResult PassManager::run(Graph& graph) const {
       continue;
     }
     auto passStart = Clock::now();
-    record.changed = inv.pass->run(graph, inv.options, &record.counters);
+    PassOptions options = inv.options;
+    options.schedules = m_options.schedules;
+    record.changed = inv.pass->run(graph, options, &record.counters);
     record.seconds = std::chrono::duration<double>(Clock::now() - passStart).count();
     record.nodesAfter = static_cast<int>(graph.nodes().size());
     record.constantsAfter = countConstants(graph);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@ struct PassManagerOptions {
   bool keepIr = false;                        // record printGraph after each pass that changed the graph
   std::set<std::string> skip;                 // pass names not to run (recorded as skipped)
   const std::atomic<bool>* cancel = nullptr;  // checked before each pass
+  std::shared_ptr<const lower::ScheduleConfigs> schedules;  // handed to every pass (PassOptions)
 };
 
 struct PassRecord {

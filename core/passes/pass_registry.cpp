@@ -7,14 +7,13 @@
 
 #include "core/passes/eliminate_common_subexpressions.h"
 #include "core/passes/eliminate_dead_code.h"
+#include "core/passes/alter_layout.h"
 #include "core/passes/fold_constants.h"
 #include "core/passes/fold_scale_axis.h"
 #include "core/passes/fuse_ops.h"
+#include "core/passes/merge_parallel.h"
 #include "core/passes/simplify_inference.h"
 #include "runtime/error.h"
-#ifdef KILN_HAVE_ALTER_LAYOUT
-#include "core/passes/alter_layout.h"
-#endif
 
 namespace kiln::core::passes {
 namespace {
@@ -96,15 +95,18 @@ void registerPasses(Registry& r) {
          1,
          {},
          [](Graph& g, const PassOptions&, PassCounters* c) { return eliminateDeadCode(g, c); }});
-#ifdef KILN_HAVE_ALTER_LAYOUT
   r.add({"alter-layout",
          "convolutions to the packed NCHW[x]c layout with pre-packed weights",
          3,
          {{"lanes", OptionType::Int, "8", "the channel block x (the f32 vector width)"}},
          [](Graph& g, const PassOptions& o, PassCounters*) {
-           return alterLayout(g, AlterLayoutOptions{static_cast<int>(o.getInt("lanes"))});
+           return alterLayout(g, AlterLayoutOptions{static_cast<int>(o.getInt("lanes")), o.schedules});
          }});
-#endif
+  r.add({"merge-parallel",
+         "merge sibling conv2d/dense ops on one input into one wide op plus channel slices",
+         4,
+         {},
+         [](Graph& g, const PassOptions&, PassCounters* c) { return mergeParallel(g, c); }});
   r.add({"fuse-ops",
          "fuse elementwise/broadcast/injective chains and anchor epilogues into primitive functions",
          2,

@@ -13,11 +13,16 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/ir/graph.h"
+
+namespace kiln::core::lower {
+struct ScheduleConfigs;
+}
 
 namespace kiln::core::passes {
 
@@ -50,7 +55,12 @@ class PassOptions {
   const std::string& getString(const std::string& name) const;
   const std::map<std::string, std::string>& values() const { return m_values; }
   void setRaw(const std::string& name, std::string value) { m_values[name] = std::move(value); }
-  bool operator==(const PassOptions&) const = default;
+  /// Equal typed values (the build context below is not an option).
+  bool operator==(const PassOptions& other) const { return m_values == other.m_values; }
+
+  /// Build context the pass manager hands to every pass: tuned schedules, which alter-layout
+  /// consults for the weight packing of each convolution (core/lower/schedule_config.h).
+  std::shared_ptr<const lower::ScheduleConfigs> schedules;
 
  private:
   std::map<std::string, std::string> m_values;

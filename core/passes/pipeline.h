@@ -12,7 +12,9 @@
 //   O3  O1 + fold-scale-axis (batch-norm scale into conv/dense weights) + alter-layout (when
 //       registered; weights are packed at compile time) + fold-constants + eliminate-dead-code,
 //       then fuse-ops last (folding and layout before fusion)
-//   O4  the O3 pipeline; the façade also lets code generation use fast math
+//   O4  the O3 pipeline with merge-parallel (sibling conv2d/dense on one input become one wide
+//       op) before its final eliminate-dead-code, fuse-ops; the façade also lets code
+//       generation use fast math
 #pragma once
 
 #include <string>

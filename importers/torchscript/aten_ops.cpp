@@ -7,40 +7,16 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <set>
 #include <unordered_map>
 
+#include "importers/torchscript/aten_helpers.h"
 #include "importers/torchscript/context.h"
 
 namespace kiln::importers::ts {
 namespace {
 
-using Ctx = ImportContext;
-using N = const jit::Node*;
-using core::Attrs;
-using runtime::DType;
-using runtime::Shape;
-
-bool isFloat(DType t) { return t == DType::Float32 || t == DType::Float64; }
-
-int64_t normDim(N n, int64_t dim, int64_t rank) {
-  int64_t r = std::max<int64_t>(rank, 1);
-  if (dim < -r || dim >= r)
-    Ctx::fail(n, "dimension " + std::to_string(dim) + " out of range for rank " + std::to_string(rank),
-              ErrorKind::InvalidModel);
-  return dim < 0 ? dim + r : dim;
-}
-
-void requireFloat(Ctx& c, N n, ValueId x) {
-  if (!isFloat(c.type(x).dtype))
-    Ctx::fail(n, "input of type " + c.type(x).str() + " would need a cast to float, which is not supported");
-}
-
 void identity(Ctx& c, N n) { c.bind(n->output(), c.input(n, 0)); }
-
-ValueId reshapeTo(Ctx& c, N n, ValueId x, const Shape& shape, const std::string& stem = {}) {
-  if (c.type(x).shape == shape) return x;
-  return c.emit(n, "reshape", {x}, {{"shape", shape}}, stem);
-}
 
 // --- activations -----------------------------------------------------------------------------
 
@@ -90,7 +66,8 @@ void gelu(Ctx& c, N n) {
 
 // --- broadcasting binary ops -----------------------------------------------------------------
 
-/// A dtype probe standing for operand i in at::result_type.
+}  // namespace
+
 at::Tensor promotionProbe(Ctx& c, N n, size_t i) {
   const Item& it = c.input(n, i);
   if (it.isTensor()) {
@@ -108,17 +85,15 @@ at::Tensor promotionProbe(Ctx& c, N n, size_t i) {
   Ctx::fail(n, "operand " + c.argName(n, i) + " must be a tensor or a number");
 }
 
-/// Operand i as a Kiln value of dtype `dtype`, times `scale`. Numbers become rank-0 constants,
-/// constant tensors are converted; a computed tensor of another dtype would need a cast.
 ValueId operand(Ctx& c, N n, size_t i, c10::ScalarType dtype, double scale) {
   const Item& it = c.input(n, i);
   DType kdtype = toKilnDType(dtype);
   if (it.isTensor()) {
-    if (c.type(it.tensor).dtype != kdtype)
-      Ctx::fail(n, "operands of different dtypes (" + c.type(it.tensor).str() + " with a result of type " +
-                       std::string(runtime::dtypeName(kdtype)) + ") would need a cast, which is not supported");
-    if (scale == 1.0) return it.tensor;
-    return c.emit(n, "mul", {it.tensor, c.scalarConstant(scale, kdtype)}, {}, "scaled");
+    ValueId x = it.tensor;
+    if (c.type(x).dtype != kdtype)
+      x = c.emit(n, "cast", {x}, {{"dtype", std::string(runtime::dtypeName(kdtype))}}, "promoted");
+    if (scale == 1.0) return x;
+    return c.emit(n, "mul", {x, c.scalarConstant(scale, kdtype)}, {}, "scaled");
   }
   if (const at::Tensor* t = c.constantTensor(n, i)) {
     if (t->scalar_type() == dtype && scale == 1.0) return c.tensor(n, i);
@@ -129,11 +104,12 @@ ValueId operand(Ctx& c, N n, size_t i, c10::ScalarType dtype, double scale) {
   return c.scalarConstant(*c.scalar(n, i) * scale, kdtype);
 }
 
+namespace {
+
 /// out = op(a * scaleA, b * scaleB) with PyTorch's type promotion.
 void binary(Ctx& c, N n, const std::string& op, size_t a, size_t b, double scaleA = 1.0, double scaleB = 1.0) {
   c10::ScalarType dtype = at::result_type(promotionProbe(c, n, a), promotionProbe(c, n, b));
-  if (op == "div" && !c10::isFloatingType(dtype))
-    Ctx::fail(n, "integer true division would need a cast to float, which is not supported");
+  if (op == "div" && !c10::isFloatingType(dtype)) dtype = c10::ScalarType::Float;  // true division
   ValueId x = operand(c, n, a, dtype, scaleA), y = operand(c, n, b, dtype, scaleB);
   c.setOutput(n, c.emit(n, op, {x, y}));
 }
@@ -217,7 +193,7 @@ void conv(Ctx& c, N n, const ConvArgs& args) {
 void convolution(Ctx& c, N n) {
   // aten::_convolution / aten::convolution: input, weight, bias, stride, padding, dilation,
   // transposed, output_padding, groups, ...
-  if (c.toBool(n, 6)) Ctx::fail(n, "transposed convolution is not supported yet");
+  if (c.toBool(n, 6)) return convolutionTransposed(c, n);
   conv(c, n, ConvArgs{2, 3, 4, 5, 8});
 }
 
@@ -239,8 +215,7 @@ void batchNorm(Ctx& c, N n) {
   c.setOutput(n, c.emit(n, "batch_norm", {x, gamma, beta, mean, var}, {{"epsilon", c.toDouble(n, 7)}}));
 }
 
-/// layer_norm(input, normalized_shape, weight?, bias?, eps, cudnn_enable) with existing ops:
-/// d = x - mean(x); y = d * rsqrt(mean(d * d) + eps) [* weight] [+ bias] (biased variance).
+/// layer_norm(input, normalized_shape, weight?, bias?, eps, cudnn_enable).
 void layerNorm(Ctx& c, N n) {
   ValueId x = c.tensor(n, 0);
   requireFloat(c, n, x);
@@ -251,20 +226,10 @@ void layerNorm(Ctx& c, N n) {
       !std::equal(normalized.begin(), normalized.end(), xt.shape.end() - k))
     Ctx::fail(n, "normalized_shape " + runtime::shapeString(normalized) + " does not match the trailing dimensions of " +
                      xt.str(), ErrorKind::InvalidModel);
-  std::vector<int64_t> axes;
-  for (int64_t d = xt.rank() - k; d < xt.rank(); ++d) axes.push_back(d);
-  Attrs reduce{{"axes", axes}, {"keepdims", int64_t{1}}};
-  ValueId mean = c.emit(n, "mean", {x}, reduce, "ln_mean");
-  ValueId centered = c.emit(n, "sub", {x, mean}, {}, "ln_centered");
-  ValueId squared = c.emit(n, "mul", {centered, centered}, {}, "ln_squared");
-  ValueId var = c.emit(n, "mean", {squared}, reduce, "ln_var");
-  ValueId shifted = c.emit(n, "add", {var, c.scalarConstant(c.toDouble(n, 4), xt.dtype)}, {}, "ln_var_eps");
-  ValueId rstd = c.emit(n, "rsqrt", {shifted}, {}, "ln_rstd");
-  bool weight = !c.isNone(n, 2), bias = !c.isNone(n, 3);
-  ValueId y = c.emit(n, "mul", {centered, rstd}, {}, weight || bias ? "ln_normalized" : "");
-  if (weight) y = c.emit(n, "mul", {y, c.tensor(n, 2)}, {}, bias ? "ln_scaled" : "");
-  if (bias) y = c.emit(n, "add", {y, c.tensor(n, 3)});
-  c.setOutput(n, y);
+  std::optional<ValueId> weight, bias;
+  if (!c.isNone(n, 2)) weight = c.tensor(n, 2);
+  if (!c.isNone(n, 3)) bias = c.tensor(n, 3);
+  c.setOutput(n, emitLayerNorm(c, n, x, k, weight, bias, c.toDouble(n, 4)));
 }
 
 void linear(Ctx& c, N n) {
@@ -441,21 +406,6 @@ void stack(Ctx& c, N n) {
   c.setOutput(n, c.emit(n, "concat", xs, {{"axis", axis}}));
 }
 
-/// Tensor → same tensor when no dtype change is requested (aten::to, aten::type_as).
-void toDType(Ctx& c, N n) {
-  ValueId x = c.tensor(n, 0);
-  const c10::FunctionSchema& schema = n->schema();
-  std::optional<DType> target;
-  for (size_t i = 1; i < n->inputs().size() && i < schema.arguments().size(); ++i) {
-    const std::string& name = schema.arguments()[i].name();
-    if (name == "dtype" && !c.isNone(n, i)) target = toKilnDType(static_cast<c10::ScalarType>(c.toInt(n, i)));
-    if (name == "other") target = c.type(c.tensor(n, i)).dtype;
-  }
-  if (target && *target != c.type(x).dtype)
-    Ctx::fail(n, "casting " + c.type(x).str() + " to " + std::string(runtime::dtypeName(*target)) + " is not supported");
-  c.setOutput(n, x);
-}
-
 void dropout(Ctx& c, N n) {
   if (n->inputs().size() > 2 && c.toBool(n, 2))
     Ctx::fail(n, "dropout in training mode is not supported (call model.eval() before tracing)");
@@ -571,14 +521,6 @@ void dataDependent(Ctx& c, N n) {
 
 // --- the table -------------------------------------------------------------------------------
 
-using Table = std::unordered_map<std::string, OpHandler>;
-
-/// Registers "aten::name" and, when `inplace`, "aten::name_".
-void reg(Table& t, const std::string& name, OpHandler handler, bool inplace = false) {
-  if (inplace) t.emplace("aten::" + name + "_", handler);
-  t.emplace("aten::" + name, std::move(handler));
-}
-
 Table buildTable() {
   Table t;
   reg(t, "_convolution", convolution);
@@ -632,8 +574,6 @@ Table buildTable() {
   for (const char* op : {"contiguous", "clone", "detach", "alias"}) reg(t, op, identity);
   for (const char* op : {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"})
     reg(t, op, dropout, true);
-  reg(t, "to", toDType);
-  reg(t, "type_as", toDType);
   reg(t, "zeros_like", [](Ctx& c, N n) { likeConstant(c, n, 0.0); });
   reg(t, "ones_like", [](Ctx& c, N n) { likeConstant(c, n, 1.0); });
 
@@ -647,15 +587,58 @@ Table buildTable() {
 
   for (const char* op : {"Int", "Float", "Bool", "item", "ScalarImplicit", "IntImplicit", "FloatImplicit", "tolist"})
     reg(t, op, dataDependent);
+  registerIndexingOps(t);
+  registerModelOps(t);
   return t;
 }
 
 }  // namespace
 
+ValueId emitLayerNorm(Ctx& c, N n, ValueId x, int64_t dims, std::optional<ValueId> weight, std::optional<ValueId> bias,
+                      double eps) {
+  const core::TensorType xt = c.type(x);
+  std::vector<int64_t> axes;
+  for (int64_t d = xt.rank() - dims; d < xt.rank(); ++d) axes.push_back(d);
+  Attrs reduce{{"axes", axes}, {"keepdims", int64_t{1}}};
+  ValueId mean = c.emit(n, "mean", {x}, reduce, "ln_mean");
+  ValueId centered = c.emit(n, "sub", {x, mean}, {}, "ln_centered");
+  ValueId squared = c.emit(n, "mul", {centered, centered}, {}, "ln_squared");
+  ValueId var = c.emit(n, "mean", {squared}, reduce, "ln_var");
+  ValueId shifted = c.emit(n, "add", {var, c.scalarConstant(eps, xt.dtype)}, {}, "ln_var_eps");
+  ValueId rstd = c.emit(n, "rsqrt", {shifted}, {}, "ln_rstd");
+  ValueId y = c.emit(n, "mul", {centered, rstd}, {}, weight || bias ? "ln_normalized" : "");
+  if (weight) y = c.emit(n, "mul", {y, *weight}, {}, bias ? "ln_scaled" : "");
+  if (bias) y = c.emit(n, "add", {y, *bias});
+  return y;
+}
+
+void reg(Table& t, const std::string& name, OpHandler handler, bool inplace) {
+  if (inplace) t.emplace("aten::" + name + "_", handler);
+  t.emplace("aten::" + name, std::move(handler));
+}
+
+const Table& table() {
+  static const Table* t = new Table(buildTable());
+  return *t;
+}
+
 const OpHandler* findOpHandler(const std::string& kind) {
-  static const Table* table = new Table(buildTable());
-  auto it = table->find(kind);
-  return it == table->end() ? nullptr : &it->second;
+  auto it = table().find(kind);
+  return it == table().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> handledKinds() {
+  // Scalar conversions are only handled when the walker can fold them (constant inputs); their
+  // handler just explains why a computed tensor cannot be read.
+  static const std::set<std::string> foldOnly = {"aten::Int",          "aten::Float",        "aten::Bool",
+                                                 "aten::item",         "aten::ScalarImplicit", "aten::IntImplicit",
+                                                 "aten::FloatImplicit", "aten::tolist"};
+  std::vector<std::string> kinds;
+  for (const auto& [kind, handler] : table()) {
+    if (!foldOnly.count(kind)) kinds.push_back(kind);
+  }
+  std::sort(kinds.begin(), kinds.end());
+  return kinds;
 }
 
 }  // namespace kiln::importers::ts

@@ -221,13 +221,18 @@ ValueId ImportContext::scalarConstant(double value, runtime::DType dtype) {
 
 ValueId ImportContext::emit(const jit::Node* node, const std::string& op, std::vector<ValueId> inputs,
                             core::Attrs attrs, const std::string& stemOverride) {
+  auto outs = emitAll(node, op, std::move(inputs), std::move(attrs), stemOverride);
+  KILN_ASSERT(outs.size() == 1, op + " does not have exactly one output");
+  return outs[0];
+}
+
+std::vector<ValueId> ImportContext::emitAll(const jit::Node* node, const std::string& op, std::vector<ValueId> inputs,
+                                            core::Attrs attrs, const std::string& stemOverride) {
   std::string stem = !stemOverride.empty() ? stemOverride
                      : node->outputs().empty() ? op
                                                : stemOf(node->output(0), op);
   try {
-    auto outs = m_graph.addNode(op, std::move(inputs), std::move(attrs), location(node), stem);
-    KILN_ASSERT(outs.size() == 1, op + " does not have exactly one output");
-    return outs[0];
+    return m_graph.addNode(op, std::move(inputs), std::move(attrs), location(node), stem);
   } catch (const InternalError&) {
     throw;
   } catch (const Error& e) {

@@ -88,6 +88,9 @@ class ImportContext {
   /// given); rethrows shape errors with the aten:: kind in front.
   ValueId emit(const jit::Node* node, const std::string& op, std::vector<ValueId> inputs,
                core::Attrs attrs = {}, const std::string& stem = {});
+  /// Like emit, for operators with several outputs (topk): every output value, in order.
+  std::vector<ValueId> emitAll(const jit::Node* node, const std::string& op, std::vector<ValueId> inputs,
+                               core::Attrs attrs = {}, const std::string& stem = {});
   /// Binds output `i` of `node` to a graph tensor.
   void setOutput(const jit::Node* node, ValueId id, size_t i = 0) { bind(node->output(i), Item::ofTensor(id)); }
   /// By value: graph references do not survive adding values.
@@ -115,5 +118,7 @@ class ImportContext {
 using OpHandler = std::function<void(ImportContext&, const jit::Node*)>;
 /// The handler for a qualified kind ("aten::relu"), or nullptr.
 const OpHandler* findOpHandler(const std::string& kind);
+/// Every kind with a handler, sorted.
+std::vector<std::string> handledKinds();
 
 }  // namespace kiln::importers::ts

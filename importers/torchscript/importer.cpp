@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/api/function_impl.h>
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/passes/constant_propagation.h>
@@ -106,11 +107,12 @@ jit::Module loadModule(const std::string& path, jit::ExtraFilesMap& extra) {
 }
 
 /// eval → freeze (no numeric optimizations: no conv-bn folding) → inline → structural cleanups.
+/// `module` becomes the frozen module.
 std::shared_ptr<jit::Graph> prepareGraph(jit::Module& module, const std::string& path) {
   try {
     module.eval();
-    jit::Module frozen = jit::freeze_module(module);
-    std::shared_ptr<jit::Graph> graph = frozen.get_method("forward").graph()->copy();
+    module = jit::freeze_module(module);
+    std::shared_ptr<jit::Graph> graph = module.get_method("forward").graph()->copy();
     jit::Inline(*graph);
     jit::LowerSimpleTuples(graph);
     jit::ConstantPropagationImmutableTypes(graph);
@@ -136,17 +138,29 @@ bool containsTensor(const c10::TypePtr& type) {
 
 // --- the walker ------------------------------------------------------------------------------
 
+/// The import doctor's bookkeeping (surveyTorchScript): every node's outcome, and the values of a
+/// libtorch run of the model ("shadow" values) that stand in for outputs Kiln could not compute.
+struct SurveyState {
+  std::vector<SurveyedOp> ops;
+  std::unordered_map<const jit::Value*, c10::IValue> shadow;
+  bool stopped = false;
+};
+
 class Walker {
  public:
-  Walker(ImportContext& ctx, std::shared_ptr<jit::Graph> graph) : m_ctx(ctx), m_graph(std::move(graph)) {}
+  Walker(ImportContext& ctx, std::shared_ptr<jit::Graph> graph, SurveyState* survey = nullptr)
+      : m_ctx(ctx), m_graph(std::move(graph)), m_survey(survey) {}
 
   void walk(const jit::Block* block) {
     for (const jit::Node* node : block->nodes()) visit(node);
   }
 
  private:
+  enum class Outcome { Structural, Folded, Mapped };
   void visit(const jit::Node* node);
-  bool visitStructural(const jit::Node* node);
+  Outcome visitNode(const jit::Node* node);
+  void surveyNode(const jit::Node* node);
+  bool bindStandIns(const jit::Node* node);
   bool visitSequence(const jit::Node* node);
   bool visitShapeQuery(const jit::Node* node);
   bool visitControl(const jit::Node* node);
@@ -158,18 +172,98 @@ class Walker {
   ImportContext& m_ctx;
   std::shared_ptr<jit::Graph> m_graph;
   std::unique_ptr<jit::AliasDb> m_aliasDb;
+  SurveyState* m_survey = nullptr;
 };
 
 void Walker::visit(const jit::Node* node) {
+  if (m_survey) return surveyNode(node);
+  visitNode(node);
+}
+
+Walker::Outcome Walker::visitNode(const jit::Node* node) {
   if (node->kind() == c10::prim::Constant) {
     auto value = jit::toIValue(node->output());
     if (!value) ImportContext::notSupported(node, "constant of type " + node->output()->type()->repr_str());
     m_ctx.bind(node->output(), Item::ofConstant(*value));
+    return Outcome::Structural;
+  }
+  if (visitShapeQuery(node)) return Outcome::Folded;
+  if (visitSequence(node)) return Outcome::Structural;
+  if (visitControl(node)) return node->kind() == c10::prim::If ? Outcome::Folded : Outcome::Structural;
+  if (tryFold(node)) return Outcome::Folded;
+  visitOp(node);
+  return Outcome::Mapped;
+}
+
+/// Survey mode: records the node's outcome; an unsupported node is recorded with its message and
+/// its outputs are bound to stand-ins (new graph inputs shaped like the libtorch run's values) so
+/// the walk goes on. Without a stand-in the walk stops and the rest is listed unverified.
+void Walker::surveyNode(const jit::Node* node) {
+  const c10::Symbol kind = node->kind();
+  bool listed = kind.is_aten() || kind == c10::prim::If || kind == c10::prim::Loop;
+  SurveyedOp op{kindName(node), ImportContext::location(node), OpStatus::Supported, {}, {}, 0};
+  if (m_survey->stopped) {
+    if (!listed) return;
+    op.status = ts::findOpHandler(op.kind) || kind == c10::prim::If ? OpStatus::Supported : OpStatus::Unsupported;
+    op.message = "not checked: the import stopped at an earlier unsupported operator";
+    m_survey->ops.push_back(std::move(op));
     return;
   }
-  if (visitStructural(node)) return;
-  if (tryFold(node)) return;
-  visitOp(node);
+  auto before = static_cast<core::NodeId>(m_ctx.graph().nodes().size());
+  try {
+    Outcome outcome = visitNode(node);
+    if (!listed) return;
+    op.status = outcome == Outcome::Mapped ? OpStatus::Supported : OpStatus::Folded;
+    for (auto n = before; n < static_cast<core::NodeId>(m_ctx.graph().nodes().size()); ++n) op.nodes.push_back(n);
+    if (kind == c10::prim::If) op.nodes.clear();  // its branch's nodes are listed themselves
+    m_survey->ops.push_back(std::move(op));
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    op.status = OpStatus::Unsupported;
+    op.message = e.what();
+    for (const jit::Value* v : node->outputs()) {
+      auto it = m_survey->shadow.find(v);
+      if (it != m_survey->shadow.end() && it->second.isTensor()) op.outputElements += it->second.toTensor().numel();
+    }
+    m_survey->ops.push_back(std::move(op));
+    if (!bindStandIns(node)) m_survey->stopped = true;
+  }
+}
+
+/// Binds every output of `node` to its libtorch value: tensors become new graph inputs of the same
+/// type, anything else a constant. False when some output has no usable value.
+bool Walker::bindStandIns(const jit::Node* node) {
+  auto standIn = [&](const at::Tensor& t, const std::string& stem) -> std::optional<Item> {
+    try {
+      core::TensorType type{ts::toKilnDType(t.scalar_type()), runtime::Shape(t.sizes().begin(), t.sizes().end())};
+      return Item::ofTensor(m_ctx.graph().addInput(m_ctx.graph().uniqueName(stem), type));
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  };
+  for (const jit::Value* v : node->outputs()) {
+    auto it = m_survey->shadow.find(v);
+    if (it == m_survey->shadow.end()) return false;
+    const c10::IValue& value = it->second;
+    std::string stem = "unsupported_" + (v->hasDebugName() ? v->debugNameBase() : std::string("value"));
+    if (value.isTensor()) {
+      auto item = standIn(value.toTensor(), stem);
+      if (!item) return false;
+      m_ctx.bind(v, *item);
+    } else if (value.isTensorList()) {
+      std::vector<Item> elements;
+      for (const at::Tensor& t : value.toTensorVector()) {
+        auto item = standIn(t, stem);
+        if (!item) return false;
+        elements.push_back(*item);
+      }
+      m_ctx.bind(v, Item::ofSequence(std::move(elements), false));
+    } else {
+      m_ctx.bind(v, Item::ofConstant(value));
+    }
+  }
+  return true;
 }
 
 /// The elements of a list or tuple item, constant or not; nullopt for anything else.
@@ -183,11 +277,6 @@ std::optional<std::vector<Item>> elementsOf(const Item& item) {
     for (const c10::IValue& e : item.constant.toTupleRef().elements()) out.push_back(Item::ofConstant(e));
   }
   return out;
-}
-
-/// The prim:: plumbing between operators: sequences, shape queries, control flow.
-bool Walker::visitStructural(const jit::Node* node) {
-  return visitSequence(node) || visitShapeQuery(node) || visitControl(node);
 }
 
 bool Walker::visitSequence(const jit::Node* node) {
@@ -411,7 +500,7 @@ void flattenOutputs(ImportContext& ctx, const Item& item, std::vector<ValueId>& 
 }
 
 core::Graph buildGraph(const std::shared_ptr<jit::Graph>& tsGraph, const std::vector<const jit::Value*>& args,
-                       std::vector<InputSpec>& specs) {
+                       std::vector<InputSpec>& specs, SurveyState* survey = nullptr) {
   core::Graph graph;
   ImportContext ctx(graph);
   for (size_t i = 0; i < args.size(); ++i) {
@@ -424,8 +513,9 @@ core::Graph buildGraph(const std::shared_ptr<jit::Graph>& tsGraph, const std::ve
     ValueId id = graph.addInput(specs[i].name, core::TensorType{specs[i].dtype, specs[i].shape});
     ctx.bind(arg, Item::ofTensor(id));
   }
-  Walker walker(ctx, tsGraph);
+  Walker walker(ctx, tsGraph, survey);
   walker.walk(tsGraph->block());
+  if (survey && survey->stopped) return graph;
 
   std::vector<ValueId> outputs;
   for (const jit::Value* v : tsGraph->outputs()) flattenOutputs(ctx, ctx.item(v), outputs);
@@ -459,50 +549,138 @@ std::vector<InputSpec> readInputSpecs(const std::string& path) {
   return parseSpecs(text, path, nullptr);
 }
 
-ImportedModel importTorchScript(const std::string& path, const ImportOptions& options) {
-  jit::ExtraFilesMap extra{{kSpecFile, ""}};
-  jit::Module module = loadModule(path, extra);
-  ImportedModel result;
-  std::vector<InputSpec> fileSpecs;
-  if (!extra[kSpecFile].empty()) fileSpecs = parseSpecs(extra[kSpecFile], path, &result.description);
+namespace {
 
-  std::shared_ptr<jit::Graph> tsGraph = prepareGraph(module, path);
+/// A loaded, frozen and prepared module with its forward arguments and input specs.
+struct Prepared {
+  jit::Module module;
+  std::shared_ptr<jit::Graph> graph;
   std::vector<const jit::Value*> args;
-  for (const jit::Value* v : tsGraph->inputs()) {
+  std::vector<InputSpec> specs;
+  std::string description;
+};
+
+Prepared prepare(const std::string& path, const ImportOptions& options) {
+  jit::ExtraFilesMap extra{{kSpecFile, ""}};
+  Prepared p{loadModule(path, extra), nullptr, {}, {}, {}};
+  std::vector<InputSpec> fileSpecs;
+  if (!extra[kSpecFile].empty()) fileSpecs = parseSpecs(extra[kSpecFile], path, &p.description);
+
+  p.graph = prepareGraph(p.module, path);
+  for (const jit::Value* v : p.graph->inputs()) {
     if (v->type()->kind() == c10::TypeKind::ClassType) continue;  // %self, unused once frozen
-    args.push_back(v);
+    p.args.push_back(v);
   }
 
-  std::vector<InputSpec> specs = !options.inputs.empty() ? options.inputs
-                                 : !fileSpecs.empty()    ? fileSpecs
-                                                         : specsFromTypes(args);
-  if (specs.empty() && !args.empty())
+  p.specs = !options.inputs.empty() ? options.inputs : !fileSpecs.empty() ? fileSpecs : specsFromTypes(p.args);
+  if (p.specs.empty() && !p.args.empty())
     throw Error(path + ": input shapes are unknown (the file has no " + std::string(kSpecFile) +
                     " and its graph no complete tensor types); pass the input shapes explicitly",
                 ErrorKind::InvalidInput);
-  if (specs.size() != args.size()) {
+  if (p.specs.size() != p.args.size()) {
     std::string names;
-    for (const jit::Value* a : args) names += (names.empty() ? "" : ", ") + a->debugNameBase();
-    throw Error(path + ": the model takes " + std::to_string(args.size()) + " input" + (args.size() == 1 ? "" : "s") +
-                    " (" + names + ") but " + std::to_string(specs.size()) + " input spec" +
-                    (specs.size() == 1 ? " was" : "s were") + " given",
+    for (const jit::Value* a : p.args) names += (names.empty() ? "" : ", ") + a->debugNameBase();
+    throw Error(path + ": the model takes " + std::to_string(p.args.size()) + " input" +
+                    (p.args.size() == 1 ? "" : "s") + " (" + names + ") but " + std::to_string(p.specs.size()) +
+                    " input spec" + (p.specs.size() == 1 ? " was" : "s were") + " given",
                 ErrorKind::InvalidInput);
   }
-  for (const InputSpec& spec : specs) {
+  for (const InputSpec& spec : p.specs) {
     for (int64_t d : spec.shape) {
       if (d < 0) throw Error(path + ": input " + specString(spec) + " has a negative dimension", ErrorKind::InvalidInput);
     }
   }
+  return p;
+}
 
+/// Runs the prepared graph once with libtorch on random inputs (ids: zeros) and returns the value
+/// of every top-level TorchScript value; empty when libtorch cannot run it. Works on a copy that
+/// returns one tuple of every value (functions have a single output); the copy keeps node order.
+std::unordered_map<const jit::Value*, c10::IValue> shadowRun(Prepared& p) {
+  std::shared_ptr<jit::Graph> copy = p.graph->copy();
+  std::vector<const jit::Value*> original;
+  for (const jit::Node* n : p.graph->nodes())
+    for (const jit::Value* v : n->outputs()) original.push_back(v);
+  std::vector<jit::Value*> exposed;
+  for (jit::Node* n : copy->nodes())
+    for (jit::Value* v : n->outputs()) exposed.push_back(v);
+  std::unordered_map<const jit::Value*, c10::IValue> values;
+  if (exposed.size() != original.size()) return values;
+  jit::Node* tuple = copy->createTuple(exposed);
+  copy->appendNode(tuple);
+  while (!copy->outputs().empty()) copy->eraseOutput(0);
+  copy->registerOutput(tuple->output());
+  jit::Stack stack;
+  for (const jit::Value* v : copy->inputs()) {
+    if (v->type()->kind() == c10::TypeKind::ClassType) stack.emplace_back(p.module._ivalue());
+  }
+  at::manual_seed(0);
+  for (const InputSpec& spec : p.specs) {
+    auto opts = at::TensorOptions().dtype(ts::toTorchDType(spec.dtype));
+    stack.emplace_back(spec.dtype == runtime::DType::Float32 || spec.dtype == runtime::DType::Float64
+                           ? at::randn(spec.shape, opts)
+                           : at::zeros(spec.shape, opts));
+  }
   try {
-    result.graph = buildGraph(tsGraph, args, specs);
+    at::NoGradGuard noGrad;
+    jit::GraphFunction run("kiln_survey", copy, nullptr);
+    run.run(stack);
+  } catch (const std::exception&) {
+    return values;
+  }
+  if (stack.size() != 1 || !stack[0].isTuple()) return values;
+  const auto& elements = stack[0].toTupleRef().elements();
+  if (elements.size() != original.size()) return values;
+  for (size_t i = 0; i < original.size(); ++i) values.emplace(original[i], elements[i]);
+  return values;
+}
+
+bool hasControlFlow(const jit::Block* block) {
+  for (const jit::Node* n : block->nodes()) {
+    if (n->kind() == c10::prim::If || n->kind() == c10::prim::Loop) return true;
+    for (const jit::Block* b : n->blocks()) {
+      if (hasControlFlow(b)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+ImportedModel importTorchScript(const std::string& path, const ImportOptions& options) {
+  Prepared p = prepare(path, options);
+  ImportedModel result;
+  result.description = p.description;
+  try {
+    result.graph = buildGraph(p.graph, p.args, p.specs);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     throw Error(path + ": " + torchMessage(e), ErrorKind::InvalidModel);
   }
-  result.inputs = std::move(specs);
+  result.inputs = std::move(p.specs);
   return result;
 }
+
+SurveyResult surveyTorchScript(const std::string& path, const ImportOptions& options) {
+  Prepared p = prepare(path, options);
+  SurveyState state;
+  state.shadow = shadowRun(p);
+  SurveyResult result;
+  result.controlFlow = hasControlFlow(p.graph->block());
+  try {
+    result.graph = buildGraph(p.graph, p.args, p.specs, &state);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(path + ": " + torchMessage(e), ErrorKind::InvalidModel);
+  }
+  result.ops = std::move(state.ops);
+  result.complete = !state.stopped;
+  result.inputs = std::move(p.specs);
+  return result;
+}
+
+std::vector<std::string> supportedTorchScriptOps() { return ts::handledKinds(); }
 
 }  // namespace kiln::importers

@@ -127,8 +127,129 @@ def export_network(name, outdir):
           f"|saved-eager| {diff:.2e}  ({time.time() - t0:.1f}s)", flush=True)
     if not math.isfinite(std) or std < 0.1:
         raise SystemExit(f"error: {name}: logits std {std} (must be finite and >= 0.1)")
-    return {"name": name, "file": rel, "kind": "network", "inputs": meta,
-            "rtol": NETWORK_TOL, "atol": NETWORK_TOL}
+    entry = {"name": name, "file": rel, "kind": "network", "inputs": meta,
+             "rtol": NETWORK_TOL, "atol": NETWORK_TOL}
+    if name in ONNX_MODELS:
+        entry["onnx"] = _export_onnx(model, example, outdir, name, ["x"])
+    return entry
+
+
+# --------------------------------------------------------------------------------------------
+# ONNX versions (issue 8): the same module, same weights, exported with torch.onnx (opset 13,
+# static shapes, constants folded), so Kiln's ONNX and TorchScript imports can be compared.
+# --------------------------------------------------------------------------------------------
+
+ONNX_MODELS = {"resnet18", "mobilenet_v2", "bert_encoder", "transformer_encoder"}
+ONNX_OPSET = 13
+
+
+def _export_onnx(model, example, outdir, name, input_names):
+    rel = f"onnx/{name}.onnx"
+    os.makedirs(os.path.join(outdir, "onnx"), exist_ok=True)
+    # Not under no_grad: with gradients enabled nn.TransformerEncoderLayer takes its composite
+    # path, which has an ONNX form (its fused fast-path kernel has none).
+    torch.onnx.export(model, example, os.path.join(outdir, rel), opset_version=ONNX_OPSET,
+                      input_names=input_names, do_constant_folding=True)
+    return rel
+
+
+# --------------------------------------------------------------------------------------------
+# Transformer encoders (issue 8): exported like the networks, random weights, seed 0
+# --------------------------------------------------------------------------------------------
+
+BERT_VOCAB, BERT_SEQ, BERT_HIDDEN, BERT_HEADS, BERT_LAYERS, BERT_FFN = 1000, 128, 256, 4, 4, 1024
+
+
+class BertLayer(nn.Module):
+    """Post-norm BERT layer: self-attention written with matmul/softmax, GELU feed-forward."""
+
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.query, self.key, self.value = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.attn_out = nn.Linear(d, d)
+        self.attn_norm = nn.LayerNorm(d, eps=1e-12)
+        self.ffn_in, self.ffn_out = nn.Linear(d, ffn), nn.Linear(ffn, d)
+        self.ffn_norm = nn.LayerNorm(d, eps=1e-12)
+
+    def forward(self, x, mask_bias):
+        b, n, d = x.size()
+        hd = d // self.heads
+
+        def split(t):
+            return t.view(b, n, self.heads, hd).permute(0, 2, 1, 3)
+
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd) + mask_bias
+        ctx = torch.matmul(F.softmax(scores, dim=-1), v).permute(0, 2, 1, 3).contiguous().view(b, n, d)
+        x = self.attn_norm(x + self.attn_out(ctx))
+        return self.ffn_norm(x + self.ffn_out(F.gelu(self.ffn_in(x))))
+
+
+class BertEncoder(nn.Module):
+    """A small BERT-style encoder: token + position + segment embeddings, LayerNorm, 4 layers,
+    padding mask from the ids (id 0), and the tanh pooler over the first token."""
+
+    def __init__(self):
+        super().__init__()
+        self.words = nn.Embedding(BERT_VOCAB, BERT_HIDDEN)
+        self.positions = nn.Embedding(BERT_SEQ, BERT_HIDDEN)
+        self.segments = nn.Embedding(2, BERT_HIDDEN)
+        self.norm = nn.LayerNorm(BERT_HIDDEN, eps=1e-12)
+        self.layers = nn.ModuleList(BertLayer(BERT_HIDDEN, BERT_HEADS, BERT_FFN) for _ in range(BERT_LAYERS))
+        self.pooler = nn.Linear(BERT_HIDDEN, BERT_HIDDEN)
+        self.register_buffer("position_ids", torch.arange(BERT_SEQ).unsqueeze(0))
+
+    def forward(self, input_ids):
+        n = input_ids.size(1)
+        x = self.words(input_ids) + self.positions(self.position_ids[:, :n])
+        x = self.norm(x + self.segments(torch.zeros_like(input_ids)))
+        mask_bias = (input_ids == 0).float().unsqueeze(1).unsqueeze(2) * -10000.0
+        for layer in self.layers:
+            x = layer(x, mask_bias)
+        return x, torch.tanh(self.pooler(x[:, 0]))
+
+
+def _build_transformer_encoder():
+    layer = nn.TransformerEncoderLayer(BERT_HIDDEN, BERT_HEADS, BERT_FFN, activation="gelu", batch_first=True)
+    return nn.TransformerEncoder(layer, BERT_LAYERS, enable_nested_tensor=False)
+
+
+# name -> (factory, inputs meta, example-input factory(generator))
+TRANSFORMERS = [
+    ("bert_encoder", BertEncoder,
+     [{"name": "input_ids", "shape": [1, BERT_SEQ], "dtype": "int64"}],
+     lambda gen: torch.randint(1, BERT_VOCAB, (1, BERT_SEQ), generator=gen)),
+    ("transformer_encoder", _build_transformer_encoder,
+     [{"name": "x", "shape": [1, BERT_SEQ, BERT_HIDDEN], "dtype": "float32"}],
+     lambda gen: torch.randn(1, BERT_SEQ, BERT_HIDDEN, generator=gen)),
+]
+
+
+def export_transformer(name, factory, meta, make_input, outdir):
+    t0 = time.time()
+    torch.manual_seed(SEED)
+    model = factory().eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(model, make_input(torch.Generator().manual_seed(SEED + 1)))
+    rel = f"{name}.pt"
+    path = os.path.join(outdir, rel)
+    _save(traced, path, meta, f"kiln transformer {name}, random weights, seed {SEED}")
+    x = make_input(torch.Generator().manual_seed(CHECK_SEED))
+    loaded = torch.jit.load(path).eval()
+    with torch.no_grad():
+        y = loaded(x)
+        y_ref = model(x)
+    y0, r0 = (y[0], y_ref[0]) if isinstance(y, tuple) else (y, y_ref)
+    _check_alive(f"transformer {name}", y, 0.1)
+    print(f"  network {name:20s} output std {y0.std().item():.4f}  |saved-eager| "
+          f"{(y0 - r0).abs().max().item():.2e}  ({time.time() - t0:.1f}s)", flush=True)
+    entry = {"name": name, "file": rel, "kind": "network", "inputs": meta,
+             "rtol": NETWORK_TOL, "atol": NETWORK_TOL}
+    if name in ONNX_MODELS:
+        entry["onnx"] = _export_onnx(model, (make_input(torch.Generator().manual_seed(SEED + 1)),), outdir, name,
+                                     [m["name"] for m in meta])
+    return entry
 
 
 # --------------------------------------------------------------------------------------------
@@ -315,6 +436,139 @@ OPS = [
 ]
 
 
+
+# --------------------------------------------------------------------------------------------
+# Op modules for merge-parallel (O4) and fused reductions (O2): parallel branches that share an
+# input, and reductions of elementwise chains.
+# --------------------------------------------------------------------------------------------
+
+class InceptionBranches(nn.Module):
+    """Three 1x1 convolutions of one input (one without a bias), each with a relu, next to a 3x3
+    branch, concatenated: the 1x1 convolutions merge into one at O4."""
+
+    def __init__(self, cin=16):
+        super().__init__()
+        self.b1 = nn.Conv2d(cin, 16, 1)
+        self.b2 = nn.Conv2d(cin, 8, 1, bias=False)
+        self.b3 = nn.Conv2d(cin, 24, 1)
+        self.b4 = nn.Conv2d(cin, 8, 3, padding=1)
+
+    def forward(self, x):
+        return torch.cat([torch.relu(self.b1(x)), torch.relu(self.b2(x)), torch.relu(self.b3(x)), self.b4(x)], 1)
+
+
+class LinearHeads(nn.Module):
+    """Two Linear heads on one input (one without a bias), joined on the feature axis: they
+    merge into one dense at O4."""
+
+    def __init__(self, k=32):
+        super().__init__()
+        self.a = nn.Linear(k, 10)
+        self.b = nn.Linear(k, 6, bias=False)
+
+    def forward(self, x):
+        return torch.cat([self.a(x), torch.tanh(self.b(x))], -1)
+
+
+OPS += [
+    ("inception_parallel", lambda: InceptionBranches(), [[1, 16, 9, 9]]),
+    ("linear_heads", lambda: LinearHeads(), [[5, 32]]),
+    ("mean_relu_add", lambda: Binary(lambda m, x, y: torch.relu(x + y).mean(-1)), [[3, 5, 37], [3, 5, 37]]),
+    ("sum_exp_broadcast", lambda: Binary(lambda m, x, y: torch.exp(x * 0.5 + y).sum([2, 3])),
+     [[2, 3, 5, 7], [3, 1, 7]]),
+]
+
+# --- import breadth (issue 8): op families of transformer encoders and image models ---------
+
+class Attention(nn.Module):
+    """Scaled-dot-product attention written out by hand (as many models do), causal mask."""
+
+    def __init__(self, d, heads, n_max=16):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+        self.register_buffer("causal", torch.tril(torch.ones(n_max, n_max)))
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = (t.view(b, n, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        scores = scores.masked_fill(self.causal[:n, :n] == 0, float("-inf"))
+        ctx = torch.matmul(F.softmax(scores, dim=-1), v)
+        return self.out(ctx.transpose(1, 2).reshape(b, n, d))
+
+
+def _chunk_split(m, x):
+    a, b, c = x.chunk(3, -1)
+    d, e = torch.split(x, [2, 3], 1)
+    return torch.cat([a, b * 2.0, c], -1) + torch.cat([e, d], 1)
+
+
+def _topk(m, x):
+    v, i = torch.topk(x, 3, dim=1)
+    w, j = torch.topk(x.transpose(1, 2), 2, dim=-1, largest=False)
+    return torch.cat([v + i.float(), (w - j.float()).transpose(1, 2)], 1)
+
+
+def _math_unary(m, x):
+    return (torch.erf(x) + torch.exp(x * 0.5) + torch.log(x.abs() + 0.5) + torch.sqrt(x.abs())
+            + torch.rsqrt(x.abs() + 1.0) - torch.neg(x) + torch.pow(x.abs() + 0.1, 1.7) + x.abs())
+
+
+OPS += [
+    ("slice_steps", lambda: Unary(lambda m, x: x[:, 1::2, ::3] * 2.0), [[2, 7, 11]]),
+    ("select_narrow", lambda: Unary(lambda m, x: x[:, -1] + x.narrow(1, 2, 3).sum(1)), [[3, 6, 5]]),
+    ("chunk_split", lambda: Unary(_chunk_split), [[2, 5, 10]]),
+    ("embedding", lambda: Unary(lambda m, x: m.e((torch.sigmoid(x) * 9.99).long()), e=nn.Embedding(10, 6)), [[3, 5]]),
+    ("index_select", lambda: Unary(lambda m, x: torch.index_select(x, 1, m.idx) + x[:, m.idx],
+                                   idx=torch.tensor([4, 0, 2, 2, 1])), [[3, 5, 7]]),
+    ("expand", lambda: Unary(lambda m, x: x.expand(3, -1, -1) + m.b.expand(3, 4, 5), b=torch.randn(4, 1)), [[1, 4, 5]]),
+    ("repeat", lambda: Unary(lambda m, x: x.repeat(2, 2, 3)), [[1, 4, 5]]),
+    ("masked_fill_where", lambda: Unary(lambda m, x: x.masked_fill(x > 0.5, -2.0) + torch.where(x < 0, x * 3.0, x)),
+     [[3, 5, 7]]),
+    ("compare_cast", lambda: Unary(lambda m, x: (x > 0.1).float() * x + (x <= -0.2).to(x.dtype)), [[4, 9]]),
+    ("max_min", lambda: Unary(lambda m, x: torch.max(x, 1)[0] + torch.min(x, 1, keepdim=True)[0].squeeze(1)
+                              + x.amax(1) * 0.5), [[3, 7, 5]]),
+    ("argmax_argmin", lambda: Unary(lambda m, x: x.argmax(-1).float() + x.argmin(1).float() * 10.0), [[3, 5, 5]]),
+    ("topk", lambda: Unary(_topk), [[2, 7, 5]]),
+    ("log_softmax", lambda: Unary(lambda m, x: F.log_softmax(x, dim=1) + F.log_softmax(x, 0)), [[4, 9, 3]]),
+    ("softmax_dim0", lambda: Unary(lambda m, x: torch.softmax(x, dim=0)), [[5, 3, 4]]),
+    ("layer_norm", lambda: Unary(lambda m, x: m.n(x), n=nn.LayerNorm(13)), [[3, 7, 13]]),
+    ("group_norm", lambda: Unary(lambda m, x: m.n(x), n=nn.GroupNorm(3, 6)), [[2, 6, 5, 7]]),
+    ("instance_norm", lambda: Unary(lambda m, x: m.n(x), n=nn.InstanceNorm2d(4, affine=True)), [[2, 4, 5, 6]]),
+    ("gelu_tanh", lambda: Unary(lambda m, x: F.gelu(x * 2.0, approximate="tanh")), [S]),
+    ("math_unary", lambda: Unary(_math_unary), [[3, 17]]),
+    ("matmul_broadcast", lambda: Unary(lambda m, x: torch.matmul(x, m.w), w=torch.randn(7, 6)), [[2, 3, 5, 7]]),
+    ("matmul_batch_broadcast", lambda: Binary(lambda m, x, y: torch.matmul(x, y)), [[2, 1, 4, 5], [3, 5, 6]]),
+    ("conv1d", lambda: Unary(lambda m, x: m.c(x), c=nn.Conv1d(4, 6, 3, stride=2, padding=1)), [[2, 4, 15]]),
+    ("conv_transpose2d", lambda: Unary(lambda m, x: m.c(x), c=nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
+                                                                                output_padding=1)), [[1, 4, 7, 9]]),
+    ("conv_transpose2d_groups", lambda: Unary(lambda m, x: m.c(x), c=nn.ConvTranspose2d(
+        4, 6, (3, 2), stride=(2, 1), padding=(1, 0), groups=2, dilation=(1, 2))), [[1, 4, 5, 6]]),
+    ("upsample_nearest", lambda: Unary(lambda m, x: m.u(x), u=nn.Upsample(scale_factor=2, mode="nearest")),
+     [[1, 3, 5, 7]]),
+    ("upsample_nearest_size", lambda: Unary(lambda m, x: F.interpolate(x, size=(7, 4), mode="nearest")),
+     [[1, 3, 5, 7]]),
+    ("upsample_bilinear", lambda: Unary(lambda m, x: F.interpolate(x, size=(9, 11), mode="bilinear",
+                                                                   align_corners=False)), [[1, 3, 5, 7]]),
+    ("upsample_bilinear_corners", lambda: Unary(lambda m, x: F.interpolate(x, scale_factor=1.5, mode="bilinear",
+                                                                           align_corners=True)), [[1, 3, 5, 7]]),
+    ("pixel_shuffle", lambda: Unary(lambda m, x: m.p(x), p=nn.PixelShuffle(2)), [[1, 8, 3, 5]]),
+    ("attention_causal", lambda: Unary(lambda m, x: m.a(x), a=Attention(32, 4)), [[2, 10, 32]]),
+    ("mha_batch_first", lambda: Unary(lambda m, x: m.a(x, x, x, need_weights=False)[0],
+                                      a=nn.MultiheadAttention(32, 4, batch_first=True)), [[2, 10, 32]]),
+    ("mha_seq_first", lambda: Unary(lambda m, x: m.a(x, x, x)[0], a=nn.MultiheadAttention(32, 4)), [[10, 2, 32]]),
+    ("transformer_layer", lambda: Unary(lambda m, x: m.l(x), l=nn.TransformerEncoderLayer(
+        32, 4, 64, batch_first=True)), [[2, 10, 32]]),
+    ("transformer_layer_norm_first_gelu", lambda: Unary(lambda m, x: m.l(x), l=nn.TransformerEncoderLayer(
+        32, 4, 64, activation="gelu", batch_first=True, norm_first=True)), [[2, 9, 32]]),
+    ("transformer_layer_seq_first", lambda: Unary(lambda m, x: m.l(x), l=nn.TransformerEncoderLayer(
+        32, 4, 64, activation="gelu")), [[9, 2, 32]]),
+]
+
+
 def export_op(name, factory, shapes, outdir):
     torch.manual_seed(SEED)
     mod = factory().eval()
@@ -391,6 +645,14 @@ def _bad_unsupported(outdir, rel):
         raise SystemExit(f"error: unsupported_op fixture lacks aten::grid_sampler: {sorted(kinds)}")
 
 
+def _bad_unsupported_onnx(outdir, rel):
+    """An ONNX file with an operator Kiln's ONNX importer does not map (CumSum)."""
+    torch.manual_seed(SEED)
+    mod = Unary(lambda m, x: torch.cumsum(m.c(x), dim=1), c=nn.Conv2d(4, 4, 3, padding=1)).eval()
+    torch.onnx.export(mod, torch.randn(1, 4, 8, 8), os.path.join(outdir, rel), opset_version=ONNX_OPSET,
+                      input_names=["x"])
+
+
 # "expect" is a substring the error message must contain. For files libtorch cannot open, the
 # message of torch::jit::load's PytorchStreamReader is used ("PytorchStreamReader failed reading
 # zip archive: ..."); importers that rewrap the error should keep that text.
@@ -398,6 +660,7 @@ BAD = [
     ("truncated", "bad/truncated.pt", _bad_truncated, "PytorchStreamReader"),
     ("not_a_model", "bad/not_a_model.pt", _bad_not_a_model, "PytorchStreamReader"),
     ("unsupported_op", "bad/unsupported_op.pt", _bad_unsupported, "aten::grid_sampler"),
+    ("unsupported_onnx_op", "bad/unsupported_op.onnx", _bad_unsupported_onnx, "onnx::CumSum"),
 ]
 
 
@@ -425,7 +688,7 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="list exportable names and exit")
     args = ap.parse_args(argv)
 
-    all_names = NETWORKS + [n for n, _, _ in OPS] + [n for n, *_ in BAD]
+    all_names = NETWORKS + [n for n, *_ in TRANSFORMERS] + [n for n, _, _ in OPS] + [n for n, *_ in BAD]
     if len(set(all_names)) != len(all_names):
         raise SystemExit("error: duplicate names in export tables")
     if args.list:
@@ -454,6 +717,9 @@ def main(argv=None):
     for name in NETWORKS:
         if wanted(name):
             models.append(export_network(name, outdir))
+    for name, factory, meta, make_input in TRANSFORMERS:
+        if wanted(name):
+            models.append(export_transformer(name, factory, meta, make_input, outdir))
     n_ops = 0
     t_ops = time.time()
     for name, factory, shapes in OPS:

@@ -1,9 +1,9 @@
-// The vectorize primitive (core/lower/vectorize.h): eligible innermost loops become vector code
+// The vectorize primitive (core/tir/vectorize.h): eligible innermost loops become vector code
 // that computes exactly what the scalar loop did (interpreter on both, and the JIT), ineligible
 // ones (reductions, loop-carried dependences, strided stores, nested loops) stay untouched.
 #include "codegen/llvm/jit.h"
 #include "core/lower/interpreter.h"
-#include "core/lower/vectorize.h"
+#include "core/tir/vectorize.h"
 #include "core/tir/functor.h"
 #include "core/tir/printer.h"
 #include "core/tir/simplify.h"

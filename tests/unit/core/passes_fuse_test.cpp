@@ -396,5 +396,118 @@ TEST(FusedLowering, EpilogueLoadsBiasAndResidualPerElement) {
   expectSameNumerics(text, "fuse-ops");
 }
 
+// ---- reductions fused with the element ops producing their input ------------------------------
+
+// mean(relu(add(x, y))) is one group with the mean as its root; the sum of exp(x) takes the exp;
+// the following div (a different shape) stays out. Odd shapes throughout.
+const char* kReduceChains = R"(graph(%x: f32[3,5,7], %y: f32[3,5,7], %z: f32[4,19]) {
+  %a = add(%x, %y) : f32[3,5,7]
+  %r = relu(%a) : f32[3,5,7]
+  %m = mean(%r) {axes=[2], keepdims=0} : f32[3,5]
+  %e = exp(%z) : f32[4,19]
+  %s = sum(%e) {axes=[1], keepdims=1} : f32[4,1]
+  %two = constant f32[] [2]
+  %d = div(%s, %two) : f32[4,1]
+  return %m, %d
+})";
+
+TEST(FuseReductions, ReductionTakesItsElementwiseProducers) {
+  EXPECT_EQ(fused(kReduceChains), R"(graph(%x: f32[3,5,7], %y: f32[3,5,7], %z: f32[4,19]) {
+  group @fused_add_relu_mean_0 {
+    %a = add(%x, %y) : f32[3,5,7]
+    %r = relu(%a) : f32[3,5,7]
+    %m = mean(%r) {axes=[2], keepdims=0} : f32[3,5]
+  }
+  group @fused_exp_sum_0 {
+    %e = exp(%z) : f32[4,19]
+    %s = sum(%e) {axes=[1], keepdims=1} : f32[4,1]
+  }
+  %two = constant f32[] elided
+  %d = div(%s, %two) : f32[4,1]
+  return %m, %d
+}
+)");
+  lower::LoweredModule m = expectSameNumerics(kReduceChains, "fuse-ops", 1e-5);
+  for (const auto& slot : m.plan.slots) {
+    EXPECT_NE(slot.name, "r") << "the reduction's input never reaches memory";
+    EXPECT_NE(slot.name, "e") << "the reduction's input never reaches memory";
+  }
+}
+
+// exp(x) feeds both the sum and the div after it (a hand-written softmax): its post-dominator is
+// the div, which cannot join a reduction group, so the sum reads exp(x) from memory.
+const char* kSharedProducer = R"(graph(%x: f32[2,9]) {
+  %e = exp(%x) : f32[2,9]
+  %s = sum(%e) {axes=[1], keepdims=1} : f32[2,1]
+  %d = div(%e, %s) : f32[2,9]
+  return %d
+})";
+
+TEST(FuseReductions, AProducerUsedAfterTheReductionStaysOut) {
+  EXPECT_EQ(fused(kSharedProducer), R"(graph(%x: f32[2,9]) {
+  %e = exp(%x) : f32[2,9]
+  %s = sum(%e) {axes=[1], keepdims=1} : f32[2,1]
+  %d = div(%e, %s) : f32[2,9]
+  return %d
+}
+)");
+}
+
+// Broadcast operands (a per-channel scale, a row bias) are read per axis inside the reduction;
+// a reduction never follows an anchor in one group, nor another reduction.
+const char* kReduceBroadcast = R"(graph(%x: f32[2,3,5,9], %v: f32[3,37]) {
+  %g = constant f32[3,1,1] elided
+  %b = constant f32[37] elided
+  %s = mul(%x, %g) : f32[2,3,5,9]
+  %t = tanh(%s) : f32[2,3,5,9]
+  %m = mean(%t) {axes=[2,3], keepdims=1} : f32[2,3,1,1]
+  %w = constant f32[4,37] elided
+  %d = dense(%v, %w) : f32[3,4]
+  %q = sum(%d) {axes=[1], keepdims=0} : f32[3]
+  %u = add(%v, %b) : f32[3,37]
+  %k = sigmoid(%u) : f32[3,37]
+  %n = sum(%k) {axes=[1], keepdims=0} : f32[3]
+  %o = sum(%n) {axes=[0], keepdims=0} : f32[]
+  return %m, %q, %o
+})";
+
+TEST(FuseReductions, BroadcastOperandsAndGroupBoundaries) {
+  EXPECT_EQ(fused(kReduceBroadcast), R"(graph(%x: f32[2,3,5,9], %v: f32[3,37]) {
+  %g = constant f32[3,1,1] elided
+  group @fused_mul_tanh_mean_0 {
+    %s = mul(%x, %g) : f32[2,3,5,9]
+    %t = tanh(%s) : f32[2,3,5,9]
+    %m = mean(%t) {axes=[2,3], keepdims=1} : f32[2,3,1,1]
+  }
+  %w = constant f32[4,37] elided
+  %d = dense(%v, %w) : f32[3,4]
+  %q = sum(%d) {axes=[1], keepdims=0} : f32[3]
+  %b = constant f32[37] elided
+  group @fused_add_sigmoid_sum_0 {
+    %u = add(%v, %b) : f32[3,37]
+    %k = sigmoid(%u) : f32[3,37]
+    %n = sum(%k) {axes=[1], keepdims=0} : f32[3]
+  }
+  %o = sum(%n) {axes=[0], keepdims=0} : f32[]
+  return %m, %q, %o
+}
+)");
+  expectSameNumerics(kReduceBroadcast, "fuse-ops", 1e-5);
+}
+
+// The vector path of a fused reduction: a flat prologue loads along the reduced span (one Ramp
+// per accumulator); a broadcast operand along the last axis is read per axis.
+TEST(FuseReductions, FusedReductionsReadTheirInputInVectors) {
+  Graph g = parseGraph(kReduceChains);
+  ASSERT_TRUE(fuseOps(g));
+  std::string flat = tir::print(lower::lowerGroup(g, 1, "f"));
+  EXPECT_NE(flat.find("exp(z[ramp("), std::string::npos) << flat;
+  Graph b = parseGraph(kReduceBroadcast);
+  ASSERT_TRUE(fuseOps(b));
+  std::string perAxis = tir::print(lower::lowerGroup(b, 1, "f"));
+  EXPECT_NE(perAxis.find("b[ramp("), std::string::npos) << perAxis;
+  EXPECT_NE(perAxis.find("v[ramp("), std::string::npos) << perAxis;
+}
+
 }  // namespace
 }  // namespace kiln::core::passes

@@ -2,9 +2,11 @@
 // libtorch as the reference for output shapes.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <torch/script.h>
 
 #include <fstream>
+#include <ostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -24,6 +26,9 @@ struct ManifestEntry {
   std::vector<InputSpec> inputs;
   double rtol = 1e-4, atol = 1e-4;
 };
+
+/// gtest prints a parameter with this (test names listed by ctest stay short and stable).
+inline void PrintTo(const ManifestEntry& e, std::ostream* os) { *os << e.file; }
 
 inline std::vector<ManifestEntry> readManifest(const std::string& kind) {
   std::ifstream in(modelPath("manifest.json"));
@@ -59,6 +64,20 @@ inline void flattenTensors(const c10::IValue& v, std::vector<at::Tensor>& out) {
   } else if (v.isList()) {
     for (const auto& e : v.toListRef()) flattenTensors(e, out);
   }
+}
+
+/// Saves a scripted module named `name` with `source` (its methods) and buffers to a temp file;
+/// `specJson`, when given, is embedded as kiln.json. Returns the path.
+inline std::string saveScriptedModule(const std::string& name, const std::string& source, const std::string& specJson,
+                                      const std::vector<std::pair<std::string, at::Tensor>>& buffers = {}) {
+  torch::jit::Module module("__torch__." + name);
+  for (const auto& [bufferName, value] : buffers) module.register_buffer(bufferName, value);
+  module.define(source);
+  std::string path = ::testing::TempDir() + "kiln_importer_" + name + ".pt";
+  torch::jit::ExtraFilesMap extra;
+  if (!specJson.empty()) extra["kiln.json"] = specJson;
+  module.save(path, extra);
+  return path;
 }
 
 /// Random inputs for the given specs (fixed seed).

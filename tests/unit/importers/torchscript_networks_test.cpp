@@ -82,8 +82,35 @@ TEST_P(NetworkTest, OverriddenBatch) {
 INSTANTIATE_TEST_SUITE_P(Torchvision, NetworkTest, ::testing::ValuesIn(networkCases()),
                          [](const ::testing::TestParamInfo<NetworkCase>& info) { return info.param.name; });
 
+// The transformer encoders (issue 8): embeddings become take, attention matmul/softmax, the fused
+// nn.TransformerEncoderLayer kernel its decomposition; both match libtorch through the reference.
+TEST(Transformers, BertEncoderImportsAndMatchesLibtorch) {
+  std::string path = testing::modelPath("bert_encoder.pt");
+  ImportedModel model = importTorchScript(path);
+  Histogram ops = testing::opHistogram(model.graph);
+  EXPECT_EQ(ops["take"], 3);
+  EXPECT_EQ(ops["softmax"], 4);
+  EXPECT_EQ(ops["matmul"], 8);
+  EXPECT_EQ(ops["dense"], 4 * 6 + 1);
+  ASSERT_EQ(model.graph.outputs().size(), 2u);
+  EXPECT_EQ(model.graph.type(model.graph.outputs()[0]).str(), "f32[1,128,256]");
+  torch::manual_seed(3);
+  at::Tensor ids = torch::randint(0, 1000, {1, 128}, torch::kLong);
+  testing::expectMatchesLibtorchOn(path, model, {ids}, 1e-3, 1e-3);
+}
+
+TEST(Transformers, TransformerEncoderFastPathImportsAndMatchesLibtorch) {
+  std::string path = testing::modelPath("transformer_encoder.pt");
+  ImportedModel model = importTorchScript(path);
+  Histogram ops = testing::opHistogram(model.graph);
+  EXPECT_EQ(ops["softmax"], 4);
+  EXPECT_EQ(ops["gelu"], 4);
+  EXPECT_EQ(ops["dense"], 4 * 6);
+  testing::expectMatchesLibtorch(path, model, 1e-3, 1e-3);
+}
+
 TEST(Networks, ManifestNetworksAreCovered) {
-  std::set<std::string> covered;
+  std::set<std::string> covered{"bert_encoder", "transformer_encoder"};
   for (const NetworkCase& c : networkCases()) covered.insert(c.name);
   for (const auto& entry : testing::readManifest("network")) EXPECT_TRUE(covered.count(entry.name)) << entry.name;
 }

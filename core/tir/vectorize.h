@@ -21,10 +21,10 @@
 
 #include "core/tir/stmt.h"
 
-namespace kiln::core::lower {
+namespace kiln::core::tir {
 
 /// Vectorizes every qualifying innermost loop of `body`; `lanes` is the vector width for 32-bit
 /// elements (wider elements get proportionally fewer lanes, narrower ones more).
 tir::Stmt vectorizeInnermostLoops(const tir::Stmt& body, int lanes);
 
-}  // namespace kiln::core::lower
+}  // namespace kiln::core::tir

@@ -7,7 +7,7 @@
 // 1, a gather otherwise) and one whose index stayed scalar is a scalar load broadcast later.
 // Anything that cannot be expressed (i under / or %, a store that is not contiguous in i) makes
 // the loop ineligible; it is then left exactly as it was.
-#include "core/lower/vectorize.h"
+#include "core/tir/vectorize.h"
 
 #include <algorithm>
 #include <map>
@@ -17,9 +17,8 @@
 #include "core/tir/simplify.h"
 #include "runtime/error.h"
 
-namespace kiln::core::lower {
+namespace kiln::core::tir {
 
-using namespace tir;
 
 namespace {
 
@@ -317,4 +316,4 @@ Stmt vectorizeInnermostLoops(const Stmt& body, int lanes) {
   return InnermostVectorizer(lanes).mutate(body);
 }
 
-}  // namespace kiln::core::lower
+}  // namespace kiln::core::tir

@@ -1,0 +1,410 @@
+// kiln tune: the façade's tuning loop over core/tune (tasks, spaces, tuners, records) and
+// profiler/tune_measure (candidates measured in worker processes). See app/tune.h.
+#include "app/tune.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <iostream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "app/facade_internal.h"
+#include "app/measure_internal.h"
+#include "codegen/llvm/jit.h"
+#include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
+#include "core/tune/records.h"
+#include "core/tune/space.h"
+#include "core/tune/task.h"
+#include "core/tune/tuner.h"
+#include "profiler/context.h"
+#include "profiler/time_evaluator.h"
+#include "profiler/tune_measure.h"
+#include "runtime/graph_executor.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::app {
+
+namespace fs = std::filesystem;
+using core::tune::TuneRecord;
+
+namespace {
+
+/// The program that serves the worker protocol: options.workerCommand, else $KILN_TUNE_WORKER,
+/// else the `kiln` next to (or one folder above) this executable, else `kiln` on PATH.
+std::vector<std::string> workerArgv(const TuneOptions& options) {
+  if (!options.workerCommand.empty()) return {options.workerCommand, "tune-worker"};
+  if (const char* env = std::getenv("KILN_TUNE_WORKER")) return {env, "tune-worker"};
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    if (self.filename() == "kiln") return {self.string(), "tune-worker"};
+    // Beside this program, one folder up (the workbench in app/gui/), or in app/ (tests/).
+    for (const fs::path& dir : {self.parent_path(), self.parent_path().parent_path(), self.parent_path().parent_path() / "app"})
+      if (fs::exists(dir / "kiln")) return {(dir / "kiln").string(), "tune-worker"};
+  }
+  return {"kiln", "tune-worker"};
+}
+
+TuneTaskInfo infoOf(const core::tune::TuneTask& task, const core::lower::LowerOptions& lower) {
+  TuneTaskInfo info;
+  info.name = task.name;
+  info.workloadKey = task.key;
+  info.op = task.kind;
+  info.weight = task.weight;
+  info.flops = task.flops;
+  info.spaceSize = core::tune::ConfigSpace::forKey(task.key, lower).size();
+  return info;
+}
+
+struct Prepared {
+  std::shared_ptr<const Model> model;
+  Lowered lowered;
+  core::lower::LowerOptions lower;
+  std::vector<core::tune::TuneTask> tasks;
+};
+
+Prepared prepare(const std::string& path, const TuneOptions& options) {
+  OpenOptions open;
+  open.batch = options.batch;
+  auto model = openModel(path, open);
+  if (!model) throw Error(model.error().message, model.error().kind);
+  Prepared p{model.value(), lowerFor(*model.value(), options.build), {}, {}};
+  if (!p.lowered.target.runnable)
+    throw Error("target '" + options.build.target + "' is for cross-compilation, candidates cannot run here",
+                ErrorKind::Usage);
+  p.lower = core::lower::lowerOptionsFor(p.lowered.target.cpu, p.lowered.target.features);
+  p.tasks = core::tune::extractTasks(p.lowered.module);
+  if (!options.onlyTasks.empty()) {
+    std::set<std::string> wanted(options.onlyTasks.begin(), options.onlyTasks.end());
+    std::erase_if(p.tasks, [&](const auto& t) { return !wanted.count(t.name) && !wanted.count(t.key); });
+    if (p.tasks.empty()) throw Error("none of the requested tasks is in the model", ErrorKind::Usage);
+  }
+  return p;
+}
+
+/// Measured budgets per task: trialsPerTask each, or totalTrials split by share of the FLOPs
+/// (at least two per task, so each gets its default and one alternative).
+std::vector<int> budgets(const std::vector<core::tune::TuneTask>& tasks, const TuneOptions& options) {
+  std::vector<int> out(tasks.size(), std::max(1, options.trialsPerTask));
+  if (options.totalTrials <= 0 || tasks.empty()) return out;
+  double total = 0;
+  for (const auto& t : tasks) total += t.weight * t.flops;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    double share = total > 0 ? tasks[i].weight * tasks[i].flops / total : 1.0 / static_cast<double>(tasks.size());
+    out[i] = std::max(2, static_cast<int>(std::lround(share * options.totalTrials)));
+  }
+  return out;
+}
+
+std::string storeConfig(const TuneRecord& r) { return core::tune::recordJson(r); }
+
+/// Records of these keys for the target from the file and the store.
+std::vector<TuneRecord> priorRecords(const TuneOptions& options, profiler::Store* store,
+                                     const std::vector<core::tune::TuneTask>& tasks, const std::string& target,
+                                     int& badLines, std::string& problem) {
+  std::vector<TuneRecord> out;
+  if (!options.recordsPath.empty()) {
+    core::tune::RecordFile file = core::tune::readRecords(options.recordsPath);
+    badLines = file.badLines;
+    problem = file.firstProblem;
+    for (auto& r : file.records)
+      if (r.target == target) out.push_back(std::move(r));
+  }
+  if (store) {
+    for (const auto& task : tasks) {
+      for (const auto& sr : store->tuningRecords(task.key, target)) {
+        TuneRecord r;
+        if (core::tune::parseRecord(sr.config, r)) out.push_back(std::move(r));
+      }
+    }
+  }
+  return out;
+}
+
+/// Median end-to-end latency of two builds, timed alternately so both see the same machine.
+std::pair<double, double> sideBySide(CompiledModel& a, CompiledModel& b, const Model& model) {
+  std::vector<runtime::Tensor> inputs = randomInputs(model);
+  for (CompiledModel* c : {&a, &b}) {
+    for (size_t i = 0; i < inputs.size(); ++i) c->executor->setInput(static_cast<int>(i), inputs[i]);
+    c->executor->run();
+  }
+  profiler::TimingOptions t;
+  t.warmup = 1;
+  t.repeat = 3;
+  t.minRepeatMs = 20;
+  std::vector<double> sa, sb;
+  for (int round = 0; round < 5; ++round) {
+    auto ta = profiler::timeIt([&] { a.executor->run(); }, t);
+    auto tb = profiler::timeIt([&] { b.executor->run(); }, t);
+    sa.insert(sa.end(), ta.samplesMs.begin(), ta.samplesMs.end());
+    sb.insert(sb.end(), tb.samplesMs.begin(), tb.samplesMs.end());
+  }
+  return {profiler::medianOf(sa), profiler::medianOf(sb)};
+}
+
+}  // namespace
+
+std::shared_ptr<const core::lower::ScheduleConfigs> schedulesFor(const BuildOptions& options, const std::string& target) {
+  if (options.records.empty()) return nullptr;
+  // "store" (the default session store) or a store file: the records every tuning run kept.
+  bool isStore = options.records == "store" || options.records.ends_with(".db");
+  if (isStore) {
+    std::string db = resolveDbPath(options.records == "store" ? "" : options.records);
+    if (!fs::exists(db)) throw Error(db + ": no such session store", ErrorKind::Io);
+    profiler::Store store(db);
+    std::vector<TuneRecord> records;
+    for (const auto& sr : store.tuningRecords("", target)) {
+      TuneRecord r;
+      if (core::tune::parseRecord(sr.config, r)) records.push_back(std::move(r));
+    }
+    return std::make_shared<core::lower::ScheduleConfigs>(core::tune::bestConfigs(records, target));
+  }
+  if (!fs::exists(options.records)) throw Error(options.records + ": no such tuning-records file", ErrorKind::Io);
+  core::tune::RecordFile file = core::tune::readRecords(options.records);
+  return std::make_shared<core::lower::ScheduleConfigs>(core::tune::bestConfigs(file.records, target));
+}
+
+Result<std::vector<TuneTaskInfo>> tuneTasks(const std::string& path, const TuneOptions& options) {
+  return guarded<std::vector<TuneTaskInfo>>(path, [&] {
+    Prepared p = prepare(path, options);
+    std::vector<TuneTaskInfo> out;
+    for (const auto& t : p.tasks) out.push_back(infoOf(t, p.lower));
+    return out;
+  });
+}
+
+Result<TuneResult> tune(const std::string& path, const TuneOptions& options, const TuneProgressFn& progress) {
+  return guarded<TuneResult>(path, [&] {
+    auto start = std::chrono::steady_clock::now();
+    if (std::find(core::tune::tunerNames().begin(), core::tune::tunerNames().end(), options.tuner) ==
+        core::tune::tunerNames().end())
+      throw Error("unknown tuner '" + options.tuner + "' (expected xgb, random or grid)", ErrorKind::Usage);
+    if (options.recordsPath == "store" || options.recordsPath.ends_with(".db"))
+      throw Error("--records of a tuning run names a JSON-lines file (every record is kept in the session store "
+                  "as well)",
+                  ErrorKind::Usage);
+    std::unique_ptr<profiler::Store> store = openStoreFor(options.store);
+    Prepared p = prepare(path, options);
+    std::string target = p.lowered.target.strWithCpu();
+    int threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
+
+    TuneResult result;
+    result.model = p.model->name;
+    result.target = target;
+    result.tuner = options.tuner;
+    result.recordsPath = options.recordsPath;
+
+    int64_t modelId = 0;
+    if (store) {
+      result.stored = store->transaction([&] {
+        return beginStoredRun(*store, options.store, path, p.model->name, "tune",
+                              runContextFor(options.build, threads, target, 0));
+      });
+      if (auto session = store->loadSession(result.stored.sessionId)) modelId = session->summary.model.id;
+    }
+    int badLines = 0;
+    std::string problem;
+    std::vector<TuneRecord> prior = priorRecords(options, store.get(), p.tasks, target, badLines, problem);
+    result.badRecordLines = badLines;
+    result.badRecordProblem = problem;
+
+    auto write = [&](const TuneRecord& r) {
+      if (!options.recordsPath.empty()) core::tune::appendRecords(options.recordsPath, {r});
+      if (store) {
+        profiler::TuningRecord sr{r.key, r.target, storeConfig(r), r.costMs};
+        store->transaction([&] { return store->addTuningRecord(sr, modelId, version()); });
+      }
+      ++result.recordsWritten;
+    };
+
+    std::vector<int> budget = budgets(p.tasks, options);
+    int totalBudget = 0;
+    for (int b : budget) totalBudget += b;
+    int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 2);
+    profiler::TuneRunner runner(workerArgv(options), workers, options.measureTimeoutSeconds);
+    int totalTrials = 0;
+    bool stop = false;
+
+    // What earlier tasks measured guides the model-guided tuner on later ones (tuner.h).
+    auto history = std::make_shared<core::tune::TuningHistory>();
+    for (size_t ti = 0; ti < p.tasks.size() && !stop; ++ti) {
+      const core::tune::TuneTask& task = p.tasks[ti];
+      core::tune::ConfigSpace space = core::tune::ConfigSpace::forKey(task.key, p.lower);
+      auto tuner = core::tune::makeTuner(options.tuner, space, options.seed + ti, history);
+      TuneTaskResult tr;
+      tr.info = infoOf(task, p.lower);
+      tr.defaultKnobs = task.defaultKnobs;
+      double defaultMs = 0;
+      auto consider = [&](const std::string& knobs, double ms) {
+        if (ms > 0 && (tr.bestMs == 0 || ms < tr.bestMs)) {
+          tr.bestMs = ms;
+          tr.bestKnobs = knobs;
+          tr.bestGflops = task.flops / (ms * 1e6);
+          return true;
+        }
+        return false;
+      };
+      // What earlier runs measured counts towards the budget and teaches the tuner.
+      for (const TuneRecord& r : prior) {
+        if (r.key != task.key) continue;
+        auto index = space.indexOf(r.knobs);
+        if (!index || tuner->visited(*index)) continue;
+        tuner->update({*index}, {r.ok() ? r.costMs : -1.0});
+        std::string text = core::lower::knobsText(r.knobs);
+        tr.trials.push_back({static_cast<int>(tr.trials.size()) + 1, text, r.costMs,
+                             r.ok() ? task.flops / (r.costMs * 1e6) : 0, r.error, true});
+        ++tr.skipped;
+        consider(text, r.ok() ? r.costMs : 0);
+        if (text == task.defaultKnobs && r.ok()) defaultMs = r.costMs;
+      }
+      int sinceBest = 0;
+      int planned = std::min<int64_t>(budget[ti], space.size());
+      auto report = [&](const std::string& message) {
+        if (!progress) return true;
+        TuneProgress pr;
+        pr.taskIndex = static_cast<int>(ti);
+        pr.numTasks = static_cast<int>(p.tasks.size());
+        pr.taskName = task.name;
+        pr.taskTrials = tr.measured + tr.skipped;
+        pr.taskBudget = planned;
+        pr.totalTrials = totalTrials;
+        pr.totalBudget = totalBudget;
+        pr.errors = result.totalErrors + tr.errors;
+        pr.bestGflops = tr.bestGflops;
+        pr.defaultGflops = defaultMs > 0 ? task.flops / (defaultMs * 1e6) : 0;
+        pr.elapsedSeconds = secondsSince(start);
+        pr.etaSeconds = totalTrials > 0 ? pr.elapsedSeconds / totalTrials * std::max(0, totalBudget - totalTrials) : 0;
+        pr.message = message;
+        return progress(pr);
+      };
+      if (!report("task " + std::to_string(ti + 1) + "/" + std::to_string(p.tasks.size()) + ": " + task.name)) {
+        result.cancelled = stop = true;
+        break;
+      }
+
+      // The heuristic's own configuration first: the baseline every candidate is compared to.
+      std::vector<int64_t> first;
+      if (auto index = space.indexOf(core::lower::parseKnobs(task.defaultKnobs)); index && !tuner->visited(*index))
+        first.push_back(*index);
+
+      while (tr.measured + tr.skipped < planned && !tuner->exhausted()) {
+        if (options.timeLimitSeconds > 0 && secondsSince(start) > options.timeLimitSeconds) {
+          stop = true;
+          break;
+        }
+        int want = std::min(options.batchSize, planned - tr.measured - tr.skipped);
+        std::vector<int64_t> batch = first.empty() ? tuner->propose(want) : first;
+        if (!first.empty()) {
+          tuner->update(first, {});  // marks it proposed; its cost is reported below
+          first.clear();
+        }
+        if (batch.empty()) break;
+        std::vector<profiler::CandidateRequest> requests;
+        for (int64_t index : batch) {
+          profiler::CandidateRequest r;
+          r.key = task.key;
+          r.knobs = core::lower::knobsText(space.config(index));
+          r.target = options.build.target;  // compiled exactly as the build compiles
+          r.threads = threads;
+          r.optLevel = options.build.optLevel;
+          requests.push_back(std::move(r));
+        }
+        std::vector<profiler::CandidateResult> measured = runner.run(requests);
+        std::vector<double> costs;
+        for (size_t k = 0; k < batch.size(); ++k) {
+          const auto& m = measured[k];
+          TuneRecord rec;
+          rec.key = task.key;
+          rec.target = target;
+          rec.knobs = space.config(batch[k]);
+          rec.costMs = m.ok() ? m.medianMs : 0;
+          rec.costsMs = m.samplesMs;
+          rec.error = m.error;
+          rec.tuner = options.tuner;
+          rec.timestamp = profiler::utcNow();
+          rec.version = version();
+          write(rec);
+          costs.push_back(m.ok() ? m.medianMs : -1.0);
+          std::string text = core::lower::knobsText(rec.knobs);
+          tr.trials.push_back({static_cast<int>(tr.trials.size()) + 1, text, rec.costMs,
+                               m.ok() ? task.flops / (m.medianMs * 1e6) : 0, m.error, false});
+          ++tr.measured;
+          ++totalTrials;
+          if (!m.ok()) ++tr.errors;
+          if (text == task.defaultKnobs && m.ok()) defaultMs = m.medianMs;
+          sinceBest = consider(text, rec.costMs) ? 0 : sinceBest + 1;
+        }
+        tuner->update(batch, costs);
+        if (!report(task.name + ": " + std::to_string(tr.measured + tr.skipped) + "/" + std::to_string(planned) +
+                    " trials")) {
+          result.cancelled = stop = true;
+          break;
+        }
+        if (options.earlyStopping > 0 && sinceBest >= options.earlyStopping) break;
+      }
+      tuner->finish();
+      tr.defaultMs = defaultMs;
+      result.totalMeasured += tr.measured;
+      result.totalErrors += tr.errors;
+      result.tasks.push_back(std::move(tr));
+    }
+
+    // The whole model, untuned and with the best configurations, timed side by side.
+    if (!result.cancelled && options.compareEndToEnd) {
+      auto configs = std::make_shared<core::lower::ScheduleConfigs>();
+      for (const auto& t : result.tasks)
+        if (!t.bestKnobs.empty()) configs->byKey[t.info.workloadKey] = core::lower::parseKnobs(t.bestKnobs);
+      auto untuned = build(p.model, options.build);
+      auto tuned = buildWithSchedules(p.model, options.build, configs);
+      if (untuned && tuned) {
+        auto [a, b] = sideBySide(*untuned.value(), *tuned.value(), *p.model);
+        result.untunedMs = a;
+        result.tunedMs = b;
+      }
+    }
+    result.workersStarted = runner.workersStarted();
+    result.wallSeconds = secondsSince(start);
+    return result;
+  });
+}
+
+std::string tuneResultJson(const TuneResult& r) {
+  nlohmann::json j;
+  j["model"] = r.model;
+  j["target"] = r.target;
+  j["tuner"] = r.tuner;
+  j["wall_seconds"] = r.wallSeconds;
+  j["measured"] = r.totalMeasured;
+  j["errors"] = r.totalErrors;
+  j["cancelled"] = r.cancelled;
+  j["records"] = r.recordsPath;
+  j["records_written"] = r.recordsWritten;
+  j["untuned_ms"] = r.untunedMs;
+  j["tuned_ms"] = r.tunedMs;
+  j["tasks"] = nlohmann::json::array();
+  for (const auto& t : r.tasks) {
+    nlohmann::json tj{{"name", t.info.name},         {"key", t.info.workloadKey}, {"op", t.info.op},
+                      {"weight", t.info.weight},     {"flops", t.info.flops},     {"space", t.info.spaceSize},
+                      {"default_knobs", t.defaultKnobs}, {"default_ms", t.defaultMs}, {"best_knobs", t.bestKnobs},
+                      {"best_ms", t.bestMs},         {"best_gflops", t.bestGflops}, {"measured", t.measured},
+                      {"skipped", t.skipped},        {"errors", t.errors}};
+    tj["trials"] = nlohmann::json::array();
+    for (const auto& trial : t.trials)
+      tj["trials"].push_back({{"index", trial.index}, {"knobs", trial.knobs}, {"ms", trial.ms},
+                              {"gflops", trial.gflops}, {"error", trial.error}, {"from_records", trial.fromRecords}});
+    j["tasks"].push_back(std::move(tj));
+  }
+  return j.dump(2);
+}
+
+int runTuneWorker() { return profiler::serveTuneWorker(std::cin, std::cout); }
+
+}  // namespace kiln::app

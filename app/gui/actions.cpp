@@ -1,0 +1,571 @@
+// The main window's jobs: every action starts a JobTracker job that calls the façade on a worker
+// and hands a value back to the GUI thread, where it is shown or reported as an error.
+#include <QDir>
+#include <QFileInfo>
+#include <QFontMetricsF>
+#include <QMessageBox>
+#include <QStandardPaths>
+#include <QCoreApplication>
+#include <QDateTime>
+
+#include <fstream>
+
+#include "app/gui/compare_view.h"
+#include "app/gui/format.h"
+#include "app/gui/graph_layout.h"
+#include "app/gui/graph_view.h"
+#include "app/gui/ir_view.h"
+#include "app/gui/job_runner.h"
+#include "app/gui/main_window.h"
+#include "app/gui/profile_view.h"
+#include "app/gui/session_view.h"
+#include "app/gui/sweep_view.h"
+#include "app/gui/tuning_view.h"
+
+namespace kiln::gui {
+
+namespace {
+
+// What the open/compile/inspect jobs hand back. Result<T> has no empty state, so outcomes are
+// plain structs with an error string.
+struct InspectOutcome {
+  std::shared_ptr<const app::Model> model;
+  std::shared_ptr<const app::Inspection> inspection;
+  GraphLayout layout;
+  QString error;
+  // compile only
+  bool compiled = false;
+  double compileSeconds = 0;
+  size_t planBytes = 0, unplannedBytes = 0;
+  int numKernels = 0, numCalls = 0;
+};
+
+std::shared_ptr<const app::Model> modelFor(const std::shared_ptr<const app::Model>& cached, const std::string& path,
+                                           int64_t batch, QString& error) {
+  if (batch <= 0 && cached) return cached;
+  app::OpenOptions o;
+  o.batch = batch;
+  auto m = app::openModel(path, o);
+  if (!m) {
+    error = qs(m.error().message);
+    return nullptr;
+  }
+  return m.value();
+}
+
+void inspectInto(InspectOutcome& out, const app::BuildOptions& options, double charWidth, double lineHeight) {
+  auto inspected = app::inspect(out.model, options);
+  if (!inspected) {
+    out.error = qs(inspected.error().message);
+    return;
+  }
+  auto shared = std::make_shared<const app::Inspection>(std::move(inspected.value()));
+  out.layout = layoutGraph(shared->graph, graphNodeSizes(shared->graph, charWidth, lineHeight));
+  out.inspection = std::move(shared);
+}
+
+app::BackendResult backendFromMeasurement(const profiler::Measurement& m) {
+  app::BackendResult b;
+  b.backend = m.backend;
+  b.available = m.ok();
+  b.reason = m.reason;
+  b.medianMs = m.timing.medianMs;
+  b.minMs = m.timing.minMs;
+  b.maxMs = m.timing.maxMs;
+  b.meanMs = m.timing.meanMs;
+  b.stddevMs = m.timing.stddevMs;
+  b.samplesMs = m.timing.samplesMs;
+  b.maxAbsDiff = m.maxAbsDiff;
+  return b;
+}
+
+}  // namespace
+
+void MainWindow::openModelFile(const QString& path) {
+  // A new model makes every result of the old one meaningless.
+  for (JobTracker* t : {m_compileJob, m_inspectJob, m_codeJob, m_profileJob, m_compareJob, m_sweepJob}) t->cancel();
+  m_tuneJob->requestCancel();
+  m_modelPath = path;
+  m_model.reset();
+  m_inspection.reset();
+  m_lastProfile.reset();
+  m_lastSweep.reset();
+  QString name = QFileInfo(path).fileName();
+  setWindowTitle(tr("%1 — Kiln Workbench").arg(name));
+  m_modelLabel->setText(name);
+  m_graph->clear(tr("Opening %1…").arg(name));
+  m_ir->clear(tr("Opening %1…").arg(name));
+  m_profile->clear(tr("No profile yet: press Profile (Ctrl+P) to time every kernel call."));
+  m_compare->clear(tr("No comparison yet: press Compare (Ctrl+R) to time PyTorch and Kiln on the same input."));
+  m_sweep->clear(tr("No sweep yet: choose batch sizes and backends, then Run sweep (Ctrl+Shift+S)."));
+  m_graph->setProfile(std::nullopt);
+  setStatus(tr("Opening %1…").arg(path));
+  std::string p = path.toStdString();
+  m_openJob->start([p](const JobControl&) { return app::openModel(p); },
+                   [this, path](app::Result<std::shared_ptr<const app::Model>> r) {
+                     if (!r) {
+                       m_modelPath.clear();
+                       m_modelLabel->clear();
+                       setWindowTitle(tr("Kiln Workbench"));
+                       m_graph->clear(tr("Could not open %1.").arg(QFileInfo(path).fileName()));
+                       m_ir->clear(tr("No model."));
+                       showError(tr("Cannot open model"), qs(r.error().message));
+                       finishJob(QStringLiteral("open"), false);
+                       return;
+                     }
+                     m_model = r.value();
+                     addRecent(path);
+                     QStringList inputs;
+                     for (const auto& in : m_model->inputs) {
+                       QStringList dims;
+                       for (int64_t d : in.shape) dims << QString::number(d);
+                       inputs << QStringLiteral("%1 %2").arg(qs(in.name), dims.join(QStringLiteral("×")));
+                     }
+                     m_modelLabel->setText(QStringLiteral("%1 — %2 nodes — input %3")
+                                               .arg(QFileInfo(path).fileName())
+                                               .arg(m_model->graph.nodes().size())
+                                               .arg(inputs.join(QStringLiteral(", "))));
+                     setStatus(tr("Opened %1 in %2; optimizing for the graph view…")
+                                   .arg(qs(m_model->name), formatMs(m_model->importSeconds * 1e3)));
+                     finishJob(QStringLiteral("open"), true);
+                     startInspect(QStringLiteral("inspect"));
+                   });
+  updateActions();
+}
+
+void MainWindow::startInspect(const QString& kind) {
+  if (!m_model) return;
+  QFontMetricsF fm(font());
+  double charWidth = fm.averageCharWidth() * 1.05, lineHeight = fm.height();
+  auto model = m_model;
+  std::string path = m_modelPath.toStdString();
+  int64_t batch = batchOption();
+  app::BuildOptions options = buildOptions();
+  m_inspectJob->start(
+      [=](const JobControl&) {
+        InspectOutcome out;
+        out.model = modelFor(model, path, batch, out.error);
+        if (out.model) inspectInto(out, options, charWidth, lineHeight);
+        return out;
+      },
+      [this, kind](InspectOutcome out) {
+        if (!out.inspection) {
+          m_graph->clear(tr("The model could not be optimized."));
+          showError(tr("Cannot optimize the model"), out.error);
+          finishJob(kind, false);
+          return;
+        }
+        m_inspection = out.inspection;
+        m_graph->setGraph(m_inspection, out.layout);
+        if (m_lastProfile) m_graph->setProfile(m_lastProfile->profile);
+        m_ir->setInspection(m_inspection);
+        setStatus(tr("%1: %2 calls of %3 kernels at -O%4 for %5 (optimized in %6)%7")
+                      .arg(qs(m_inspection->model))
+                      .arg(m_inspection->numCalls)
+                      .arg(m_inspection->numKernels)
+                      .arg(m_inspection->optLevel)
+                      .arg(qs(m_inspection->targetString), formatMs(m_inspection->seconds * 1e3),
+                           out.layout.error.isEmpty() ? QString() : QStringLiteral(" — ") + out.layout.error));
+        finishJob(kind, true);
+      });
+}
+
+void MainWindow::compile() {
+  if (!m_model) return;
+  QFontMetricsF fm(font());
+  double charWidth = fm.averageCharWidth() * 1.05, lineHeight = fm.height();
+  auto model = m_model;
+  std::string path = m_modelPath.toStdString();
+  int64_t batch = batchOption();
+  app::BuildOptions options = buildOptions();
+  int t = m_target->currentIndex();
+  bool runnable = t < 0 || t >= static_cast<int>(m_targets.size()) || m_targets[t].runnable;
+  setStatus(tr("Compiling %1 for %2 at -O%3…").arg(qs(model->name), qs(options.target)).arg(options.optLevel));
+  m_compileJob->start(
+      [=](const JobControl& control) {
+        InspectOutcome out;
+        out.model = modelFor(model, path, batch, out.error);
+        if (!out.model) return out;
+        if (runnable) {
+          auto built = app::build(out.model, options);
+          if (!built) {
+            out.error = qs(built.error().message);
+            return out;
+          }
+          out.compiled = true;
+          out.compileSeconds = built.value()->compileSeconds;
+          out.planBytes = built.value()->planBytes;
+          out.unplannedBytes = built.value()->unplannedBytes;
+          out.numKernels = built.value()->numKernels;
+          out.numCalls = built.value()->numCalls;
+          // The JIT session is released here, on the worker, not on the GUI thread.
+        }
+        if (control.cancelled()) return out;
+        inspectInto(out, options, charWidth, lineHeight);
+        return out;
+      },
+      [this, options](InspectOutcome out) {
+        if (!out.inspection) {
+          showError(tr("Compilation failed"), out.error);
+          finishJob(QStringLiteral("compile"), false);
+          return;
+        }
+        m_inspectJob->cancel();  // an older open-time inspection must not replace this one
+        m_inspection = out.inspection;
+        m_graph->setGraph(m_inspection, out.layout);
+        m_ir->setInspection(m_inspection);
+        if (out.compiled)
+          setStatus(tr("Compiled %1 for %2 at -O%3 in %4: %5 kernels, %6 calls; %7 intermediate memory (%8 without reuse)")
+                        .arg(qs(m_inspection->model), qs(m_inspection->targetString))
+                        .arg(options.optLevel)
+                        .arg(formatMs(out.compileSeconds * 1e3))
+                        .arg(out.numKernels)
+                        .arg(out.numCalls)
+                        .arg(formatBytes(static_cast<double>(out.planBytes)), formatBytes(static_cast<double>(out.unplannedBytes))));
+        else
+          setStatus(tr("%1 is export-only: inspected (graph, IR, assembly), not run. Export library writes its module.")
+                        .arg(qs(m_inspection->targetString)));
+        finishJob(QStringLiteral("compile"), true);
+      });
+  updateActions();
+}
+
+void MainWindow::requestKernelCode(const QString& kernel) {
+  auto inspection = m_inspection;
+  if (!inspection) return;
+  std::string k = kernel.toStdString();
+  m_codeJob->start([inspection, k](const JobControl&) { return app::kernelCode(*inspection, k); },
+                   [this, kernel](app::Result<app::KernelCode> r) {
+                     if (r) m_graph->setKernelCode(r.value());
+                     else m_graph->setKernelCodeError(kernel, qs(r.error().message));
+                     finishJob(QStringLiteral("code"), r.ok());
+                   });
+}
+
+void MainWindow::requestModuleText(app::IrStage stage) {
+  auto inspection = m_inspection;
+  if (!inspection) return;
+  // Module text shares the code tracker: asking for assembly while LLVM IR is still being
+  // generated drops the LLVM IR, which the user has navigated away from.
+  m_codeJob->start([inspection, stage](const JobControl&) { return app::moduleText(*inspection, stage); },
+                   [this, stage](app::Result<std::string> r) {
+                     m_ir->setModuleText(stage, r ? qs(r.value()) : tr("Could not generate: %1").arg(qs(r.error().message)));
+                     finishJob(QStringLiteral("code"), r.ok());
+                   });
+}
+
+void MainWindow::profile() {
+  if (!m_model) return;
+  app::ProfileOptions o;
+  o.build = buildOptions();
+  o.batch = batchOption();
+  o.store = storeOptions();
+  std::string path = m_modelPath.toStdString();
+  setStatus(tr("Profiling %1 (compile, then time each call)…").arg(qs(m_model->name)));
+  m_profileJob->start([path, o](const JobControl&) { return app::profile(path, o); },
+                      [this](app::Result<app::ProfileResult> r) {
+                        if (!r) {
+                          showError(tr("Profiling failed"), qs(r.error().message));
+                          finishJob(QStringLiteral("profile"), false);
+                          return;
+                        }
+                        m_lastProfile = r.value();
+                        const app::ProfileResult& p = *m_lastProfile;
+                        m_profile->setProfile(p.profile, QStringLiteral("%1, %2 -O%3").arg(qs(p.model), qs(p.build.target)).arg(p.build.optLevel));
+                        // Heat colouring maps calls by index: only onto the same build's graph.
+                        bool sameBuild = m_inspection && m_inspection->targetString == p.build.target &&
+                                         m_inspection->optLevel == p.build.optLevel &&
+                                         m_inspection->numCalls == static_cast<int>(p.profile.ops.size());
+                        if (sameBuild) m_graph->setProfile(p.profile);
+                        else startInspect(QStringLiteral("inspect"));
+                        if (p.stored.buildId) m_profiledBuilds.push_back(p.stored.buildId);
+                        noteStored(p.stored);
+                        setStatus(tr("Profiled %1: end to end %2, Σ calls %3, %4 calls")
+                                      .arg(qs(p.model), formatMs(p.profile.endToEnd.medianMs), formatMs(p.profile.sumMs))
+                                      .arg(p.profile.ops.size()));
+                        showTab(ProfileTab);
+                        finishJob(QStringLiteral("profile"), true);
+                      });
+  updateActions();
+}
+
+void MainWindow::compareBackends() {
+  if (!m_model) return;
+  app::CompareOptions o;
+  o.build = buildOptions();
+  o.batch = batchOption();
+  o.store = storeOptions();
+  o.torchCompile = m_compare->includeTorchCompile();
+  std::string path = m_modelPath.toStdString();
+  QString label = buildLabel();
+  setStatus(tr("Comparing %1 with PyTorch…").arg(qs(m_model->name)));
+  m_compareJob->start([path, o](const JobControl&) { return app::compare(path, o); },
+                      [this, label](app::Result<app::CompareResult> r) {
+                        if (!r) {
+                          showError(tr("Comparison failed"), qs(r.error().message));
+                          finishJob(QStringLiteral("compare"), false);
+                          return;
+                        }
+                        m_compare->addResult(r.value(), label);
+                        noteStored(r.value().stored);
+                        setStatus(tr("Compared %1 (batch %2, %3 threads)").arg(qs(r.value().model)).arg(r.value().batch).arg(r.value().threads));
+                        showTab(CompareTab);
+                        finishJob(QStringLiteral("compare"), true);
+                      });
+  updateActions();
+}
+
+void MainWindow::sweep() {
+  if (!m_model) return;
+  app::SweepOptions o;
+  o.build = buildOptions();
+  o.batches = m_sweep->batches();
+  o.backends = m_sweep->backends();
+  o.budgetSeconds = m_sweep->budgetSeconds();
+  o.store = storeOptions();
+  if (o.batches.empty() || o.backends.empty()) {
+    showError(tr("Nothing to sweep"), tr("Enter at least one batch size and pick at least one backend."));
+    return;
+  }
+  std::string path = m_modelPath.toStdString();
+  setStatus(tr("Sweeping %1 over %2 batch sizes…").arg(qs(m_model->name)).arg(o.batches.size()));
+  showTab(SweepTab);
+  m_sweepJob->start([path, o](const JobControl& control) { return app::sweep(path, o, control.progressFn()); },
+                    [this](app::Result<app::SweepResult> r) {
+                      if (!r) {
+                        showError(tr("Sweep failed"), qs(r.error().message));
+                        finishJob(QStringLiteral("sweep"), false);
+                        return;
+                      }
+                      m_lastSweep = r.value();
+                      m_sweep->setResult(*m_lastSweep);
+                      noteStored(m_lastSweep->stored);
+                      setStatus(tr("Sweep of %1 done: %2 points").arg(qs(m_lastSweep->model)).arg(m_lastSweep->points.size()));
+                      finishJob(QStringLiteral("sweep"), true);
+                    });
+  updateActions();
+}
+
+void MainWindow::tune(bool resume) {
+  if (!m_model) return;
+  app::TuneOptions base;
+  base.build = buildOptions();
+  base.batch = batchOption();
+  base.store = storeOptions();
+  if (!resume || m_tuning->recordsPath().isEmpty()) {
+    // A fresh run writes a fresh records file; Resume continues the one in the field.
+    QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/tuning");
+    QDir().mkpath(dir);
+    m_tuning->setRecordsPath(QDir(dir).filePath(QStringLiteral("%1-%2.jsonl")
+                                                   .arg(qs(m_model->name), QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")))));
+  }
+  app::TuneOptions o = m_tuning->options(base);
+  // Candidates run in `kiln tune-worker` processes: the kiln built beside this executable.
+  for (const char* rel : {"kiln", "../kiln"}) {
+    QFileInfo worker(QDir(QCoreApplication::applicationDirPath()).filePath(QLatin1String(rel)));
+    if (worker.isFile() && worker.isExecutable()) {
+      o.workerCommand = worker.canonicalFilePath().toStdString();
+      break;
+    }
+  }
+  std::string path = m_modelPath.toStdString();
+  QPointer<MainWindow> self(this);
+  showTab(TuningTab);
+  m_tuning->setMessage(resume ? tr("Resuming from %1…").arg(qs(o.recordsPath)) : tr("Extracting tuning tasks…"));
+  quint64 id = m_tuneJob->start(
+      [path, o, self](const JobControl& control) {
+        quint64 job = control.id();
+        // Progress structs travel to the GUI thread like results: queued, checked against the
+        // current job id there.
+        auto post = [self, job](auto apply) {
+          QMetaObject::invokeMethod(
+              QCoreApplication::instance(),
+              [self, job, apply] {
+                if (self && self->m_tuneJob->currentJobId() == job) apply(*self);
+              },
+              Qt::QueuedConnection);
+        };
+        auto tasks = app::tuneTasks(path, o);
+        if (tasks) {
+          std::vector<app::TuneTaskInfo> list = tasks.value();
+          post([list](MainWindow& w) { w.m_tuning->setTasks(list); });
+        }
+        return app::tune(path, o, [control, post](const app::TuneProgress& p) {
+          post([p](MainWindow& w) { w.m_tuning->applyProgress(p); });
+          control.report(qs(p.message), p.totalBudget > 0 ? static_cast<double>(p.totalTrials) / p.totalBudget : -1);
+          return !control.cancelled();
+        });
+      },
+      [this](app::Result<app::TuneResult> r) {
+        m_tuning->setRunning(false);
+        if (!r) {
+          m_tuning->setMessage(tr("Tuning is not possible: %1").arg(qs(r.error().message)), true);
+          setStatus(tr("Tuning failed: %1").arg(qs(r.error().message)));
+          finishJob(QStringLiteral("tune"), false);
+          return;
+        }
+        m_tuning->setResult(r.value());
+        noteStored(r.value().stored);
+        const app::TuneResult& t = r.value();
+        QString speed = t.untunedMs > 0 && t.tunedMs > 0
+                            ? tr(": end to end %1 → %2").arg(formatMs(t.untunedMs), formatMs(t.tunedMs))
+                            : QString();
+        setStatus((t.cancelled ? tr("Tuning cancelled; measured records kept") : tr("Tuning done")) + speed);
+        finishJob(QStringLiteral("tune"), true);
+      });
+  Q_UNUSED(id);
+  updateActions();
+}
+
+void MainWindow::exportLibrary(const QString& directory) {
+  if (!m_model) return;
+  auto model = m_model;
+  app::BuildOptions options = buildOptions();
+  std::string dir = directory.toStdString();
+  setStatus(tr("Exporting %1 to %2…").arg(qs(model->name), directory));
+  m_exportJob->start([model, options, dir](const JobControl&) { return app::exportModel(model, options, dir); },
+                     [this](app::Result<app::ExportResult> r) {
+                       if (!r) {
+                         showError(tr("Export failed"), qs(r.error().message));
+                         finishJob(QStringLiteral("export"), false);
+                         return;
+                       }
+                       const app::ExportResult& e = r.value();
+                       QStringList files;
+                       for (const auto& f : e.files) files << QStringLiteral("%1 (%2)").arg(qs(f.name), formatBytes(static_cast<double>(f.bytes)));
+                       QString text = tr("Exported a module for %1 into %2:\n%3").arg(qs(e.targetString), qs(e.path), files.join(QStringLiteral("\n")));
+                       if (!e.linked) text += QStringLiteral("\n\n") + qs(e.note);
+                       setStatus(tr("Exported %1 kernels to %2").arg(e.numKernels).arg(qs(e.path)));
+                       auto* box = new QMessageBox(QMessageBox::Information, tr("Library exported"), text, QMessageBox::Ok, this);
+                       box->setAttribute(Qt::WA_DeleteOnClose);
+                       box->open();
+                       finishJob(QStringLiteral("export"), true);
+                     });
+  updateActions();
+}
+
+void MainWindow::exportReport(int64_t sessionId, const QString& file) {
+  std::string db = dbPath().toStdString(), out = file.toStdString();
+  app::ReportFormat format = file.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive) ? app::ReportFormat::Csv : app::ReportFormat::Html;
+  m_exportJob->start(
+      [db, out, sessionId, format](const JobControl&) -> QString {
+        auto report = app::sessionReport(db, sessionId, format);
+        if (!report) return qs(report.error().message);
+        std::ofstream f(out, std::ios::binary);
+        f << report.value();
+        return f.good() ? QString() : QStringLiteral("%1: cannot write").arg(qs(out));
+      },
+      [this, file](QString error) {
+        if (!error.isEmpty()) showError(tr("Report failed"), error);
+        else setStatus(tr("Report written to %1").arg(file));
+        finishJob(QStringLiteral("report"), error.isEmpty());
+      });
+  updateActions();
+}
+
+void MainWindow::noteStored(const app::StoredIds& ids) {
+  if (ids.sessionId) m_lastSessionId = ids.sessionId;
+  m_exportReportAction->setEnabled(m_lastSessionId != 0);
+  refreshSessions();
+}
+
+void MainWindow::refreshSessions() {
+  std::string db = dbPath().toStdString();
+  m_sessionJob->start(
+      [db](const JobControl&) -> std::pair<std::vector<profiler::SessionData>, QString> {
+        auto list = app::listSessions(db);
+        if (!list) return {{}, qs(list.error().message)};
+        std::vector<profiler::SessionData> sessions;
+        for (const auto& s : list.value()) {
+          auto data = app::loadSession(db, s.id);
+          if (data) sessions.push_back(std::move(data.value()));
+        }
+        return {std::move(sessions), QString()};
+      },
+      [this](std::pair<std::vector<profiler::SessionData>, QString> r) {
+        if (!r.second.isEmpty()) m_sessions->setError(tr("Cannot read the session store: %1").arg(r.second));
+        else m_sessions->setSessions(std::move(r.first), dbPath());
+        finishJob(QStringLiteral("sessions"), r.second.isEmpty());
+      });
+}
+
+std::optional<std::pair<int64_t, int64_t>> MainWindow::lastTwoProfiledBuilds() const {
+  if (m_profiledBuilds.size() < 2) return std::nullopt;
+  return std::pair{m_profiledBuilds[m_profiledBuilds.size() - 2], m_profiledBuilds.back()};
+}
+
+void MainWindow::diffBuilds(int64_t buildA, int64_t buildB) {
+  std::string db = dbPath().toStdString();
+  m_sessionJob->start([db, buildA, buildB](const JobControl&) { return app::diffBuilds(db, buildA, buildB); },
+                      [this](app::Result<app::BuildDiff> r) {
+                        if (!r) {
+                          showError(tr("Cannot diff these builds"), qs(r.error().message));
+                          finishJob(QStringLiteral("diff"), false);
+                          return;
+                        }
+                        m_diff->setDiff(r.value());
+                        showTab(DiffTab);
+                        finishJob(QStringLiteral("diff"), true);
+                      });
+}
+
+void MainWindow::openStoredRun(int64_t sessionId, int64_t runId) {
+  const profiler::SessionData* s = m_sessions->model()->session(sessionId);
+  const profiler::StoredRun* run = s ? s->run(runId) : nullptr;
+  if (!run) return;
+  QString title = QStringLiteral("%1, stored %2 run #%3").arg(qs(s->summary.model.name), qs(run->kind)).arg(runId);
+  if (run->kind == "profile") {
+    for (const auto& p : s->profiles) {
+      if (p.runId != runId) continue;
+      m_profile->setProfile(p.profile, title);
+      showTab(ProfileTab);
+      return;
+    }
+  }
+  if (run->kind == "compare") {
+    app::CompareResult c;
+    c.model = s->summary.model.name;
+    c.threads = run->context.threads;
+    c.target = run->context.target;
+    c.optLevel = run->context.optLevel;
+    c.torchVersion = run->context.torchVersion;
+    c.blas = run->context.blas;
+    c.cpu = run->context.cpu;
+    for (const auto& m : s->measurements) {
+      if (m.runId != runId) continue;
+      c.batch = m.measurement.batch;
+      c.backends.push_back(backendFromMeasurement(m.measurement));
+    }
+    m_compare->addResult(c, QStringLiteral("Kiln -O%1 (run #%2)").arg(run->context.optLevel).arg(runId));
+    showTab(CompareTab);
+    return;
+  }
+  if (run->kind == "sweep") {
+    for (const auto& sw : s->sweeps) {
+      if (sw.runId != runId) continue;
+      app::SweepResult r;
+      r.model = s->summary.model.name;
+      r.context = run->context;
+      r.batches = sw.batches;
+      r.backends = sw.backends;
+      for (const auto& m : s->measurements)
+        if (m.sweepId == sw.id) r.points.push_back(m.measurement);
+      m_sweep->setResult(r);
+      showTab(SweepTab);
+      return;
+    }
+  }
+  setStatus(tr("Run #%1 has no result to show").arg(runId));
+}
+
+void MainWindow::cancelJobs() {
+  bool any = isBusy();
+  m_tuneJob->requestCancel();  // tuning keeps what it measured: wait for its partial result
+  for (JobTracker* t : findChildren<JobTracker*>())
+    if (t != m_tuneJob) t->cancel();
+  if (any) setStatus(tr("Cancelled"));
+  updateActions();
+  if (!isBusy()) emit idle();
+}
+
+}  // namespace kiln::gui

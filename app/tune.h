@@ -1,0 +1,106 @@
+// The tuning half of the façade (kiln tune, the Workbench's Tuning view): extract a model's
+// tuning tasks, search their schedule knobs by measuring candidates, keep the records, and build
+// with the best ones. Same rules as facade.h: plain values, a Diagnostic instead of an exception,
+// progress through a callback whose `false` cancels (what was measured is kept).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "app/facade.h"
+
+namespace kiln::app {
+
+struct TuneOptions {
+  BuildOptions build;        // target, -O level (tasks are the kernels this build would have), threads
+  int64_t batch = 0;         // 0: the model's own batch
+  std::string tuner = "xgb";  // "xgb" (XGBoost cost model + simulated annealing), "random", "grid"
+  int trialsPerTask = 32;    // measured candidates per task (the budget is shared by weight when
+  int totalTrials = 0;       //   totalTrials > 0: split over tasks by their share of the FLOPs)
+  int earlyStopping = 0;     // stop a task after this many trials without improvement (0: never)
+  double timeLimitSeconds = 0;       // the whole run's wall-clock budget (0: none)
+  double measureTimeoutSeconds = 10;  // per candidate, in the child process
+  int batchSize = 8;         // candidates proposed, compiled and measured per round
+  std::string recordsPath;   // JSON-lines records file (read to resume, appended to); "" none
+  std::vector<std::string> onlyTasks;  // tune only these task names (empty: all)
+  uint64_t seed = 1;
+  StoreOptions store;        // records are also kept in the session store
+  bool compareEndToEnd = true;  // after tuning, time the whole model untuned vs tuned
+  std::string workerCommand;    // the `kiln` that serves `kiln tune-worker` ("": found next to
+                                //   this program, else $KILN_TUNE_WORKER, else on PATH)
+};
+
+/// One tuning task: a distinct workload among the model's kernels.
+struct TuneTaskInfo {
+  std::string name;         // the kernel's name, "fused_conv2d_nchwc_add_relu_3"
+  std::string workloadKey;  // what records are keyed by
+  std::string op;           // the anchor op ("conv2d_nchwc", "dense", ...)
+  int weight = 1;           // calls per inference that run it
+  double flops = 0;         // per call
+  int64_t spaceSize = 0;    // valid configurations
+};
+
+struct TuneProgress {
+  int taskIndex = 0, numTasks = 0;  // 0-based task being tuned
+  std::string taskName;
+  int taskTrials = 0, taskBudget = 0;  // measured / planned for this task
+  int totalTrials = 0, totalBudget = 0;
+  int errors = 0;                       // failed candidates so far (all tasks)
+  double bestGflops = 0;                // best of this task so far
+  double defaultGflops = 0;             // the heuristic schedule of this task
+  double elapsedSeconds = 0, etaSeconds = 0;
+  std::string message;                  // one line for a status bar
+};
+/// Return false to cancel: the run stops after the candidates in flight, keeping their records.
+using TuneProgressFn = std::function<bool(const TuneProgress&)>;
+
+struct TuneTrial {
+  int index = 0;           // within its task, 1-based
+  std::string knobs;       // "oc_vecs=2,ow_block=7,..."
+  double ms = 0;           // median per call; 0 when it failed
+  double gflops = 0;
+  std::string error;       // "", "timeout", "crashed (signal 11)", "wrong result (max diff 3.1)", ...
+  bool fromRecords = false;  // loaded from earlier records instead of measured now
+};
+
+struct TuneTaskResult {
+  TuneTaskInfo info;
+  std::string defaultKnobs;
+  double defaultMs = 0;
+  std::string bestKnobs;
+  double bestMs = 0;
+  double bestGflops = 0;
+  int measured = 0, skipped = 0, errors = 0;  // skipped: already in the records
+  std::vector<TuneTrial> trials;  // in measurement order
+};
+
+struct TuneResult {
+  std::string model;
+  std::string target;
+  std::string tuner;
+  std::vector<TuneTaskResult> tasks;
+  int totalMeasured = 0, totalErrors = 0;
+  double wallSeconds = 0;
+  bool cancelled = false;
+  std::string recordsPath;
+  int recordsWritten = 0;
+  double untunedMs = 0, tunedMs = 0;  // end-to-end medians, measured side by side after tuning
+  int badRecordLines = 0;             // lines of the records file that were skipped
+  std::string badRecordProblem;       // the first one's problem ("line 7: not a JSON object")
+  int workersStarted = 0;             // worker processes, restarts after failures included
+  StoredIds stored;
+};
+
+/// The tasks a build with these options would tune (no measuring).
+Result<std::vector<TuneTaskInfo>> tuneTasks(const std::string& path, const TuneOptions& options);
+Result<TuneResult> tune(const std::string& path, const TuneOptions& options,
+                        const TuneProgressFn& progress = {});
+std::string tuneResultJson(const TuneResult& result);
+
+/// Serves the candidate-measurement protocol on stdin/stdout (profiler/tune_measure.h); the
+/// body of `kiln tune-worker`. Returns the exit code.
+int runTuneWorker();
+
+}  // namespace kiln::app

@@ -1,0 +1,114 @@
+// Schedule configurations and tuning keys; see schedule_config.h.
+#include "core/lower/schedule_config.h"
+
+#include <charconv>
+
+#include "core/ir/op_registry.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+std::string knobsText(const Knobs& knobs) {
+  std::string out;
+  for (const auto& [name, value] : knobs) {
+    if (!out.empty()) out += ',';
+    out += name + '=' + std::to_string(value);
+  }
+  return out;
+}
+
+Knobs parseKnobs(std::string_view text) {
+  Knobs knobs;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view item = text.substr(start, end - start);
+    size_t eq = item.find('=');
+    int64_t value = 0;
+    if (eq == std::string_view::npos || eq == 0)
+      throw Error("malformed knob '" + std::string(item) + "', expected name=value", ErrorKind::InvalidInput);
+    std::string_view digits = item.substr(eq + 1);
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (ec != std::errc() || ptr != digits.data() + digits.size() || digits.empty())
+      throw Error("malformed knob value '" + std::string(item) + "', expected an integer", ErrorKind::InvalidInput);
+    knobs[std::string(item.substr(0, eq))] = value;
+    start = end + 1;
+  }
+  return knobs;
+}
+
+int64_t knob(const Knobs& knobs, const std::string& name, int64_t fallback) {
+  auto it = knobs.find(name);
+  return it == knobs.end() ? fallback : it->second;
+}
+
+const Knobs* ScheduleConfigs::find(const std::string& key) const {
+  auto it = byKey.find(key);
+  return it == byKey.end() ? nullptr : &it->second;
+}
+
+int64_t ConvGeometry::outHeight() const { return windowOutputSize(h, kh, sh, ph, dh, false); }
+int64_t ConvGeometry::outWidth() const { return windowOutputSize(w, kw, sw, pw, dw, false); }
+double ConvGeometry::flops() const {
+  return 2.0 * static_cast<double>(n * o * outHeight() * outWidth()) * static_cast<double>(c / groups * kh * kw);
+}
+
+TuneKeyParts parseTuneKey(std::string_view key) {
+  size_t a = key.find(':'), b = key.rfind(':');
+  if (a == std::string_view::npos || a == b || a == 0)
+    throw Error("malformed tuning key '" + std::string(key) + "'", ErrorKind::InvalidInput);
+  return {std::string(key.substr(0, a)), parseKnobs(key.substr(a + 1, b - a - 1)), std::string(key.substr(b + 1))};
+}
+
+std::string packedConvTuneKey(const ConvGeometry& g, DType dtype) {
+  Knobs p{{"n", g.n},   {"c", g.c},   {"h", g.h},   {"w", g.w},   {"o", g.o},   {"kh", g.kh}, {"kw", g.kw},
+          {"sh", g.sh}, {"sw", g.sw}, {"ph", g.ph}, {"pw", g.pw}, {"dh", g.dh}, {"dw", g.dw}, {"g", g.groups}};
+  // Parameters in a fixed, readable order (not the map's alphabetical one).
+  std::string text;
+  for (const char* name : {"n", "c", "h", "w", "o", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "g"})
+    text += (text.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(p[name]);
+  return "conv2d_nchwc:" + text + ":" + std::string(dtypeName(dtype));
+}
+
+ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& in) {
+  auto pairOf = [&](const char* name, int64_t fallback) -> std::vector<int64_t> {
+    if (!attrs.has(name)) return {fallback, fallback};
+    const auto& v = attrs.getInts(name);
+    return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
+  };
+  const Shape &x = in[0].shape, &w = in[1].shape;
+  ConvGeometry g;
+  g.n = x[0], g.h = x[2], g.w = x[3];
+  g.kh = w[2], g.kw = w[3];
+  if (op == "conv2d_nchwc") {
+    g.c = x[1] * x[4];
+    g.o = w[0] * w[5];
+  } else {
+    g.c = x[1];
+    g.o = w[0];
+  }
+  auto s = pairOf("stride", 1), p = pairOf("padding", 0), d = pairOf("dilation", 1);
+  g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1], g.dh = d[0], g.dw = d[1];
+  g.groups = attrs.getInt("groups", 1);
+  return g;
+}
+
+std::string denseTuneKey(int64_t m, int64_t k, int64_t n, DType dtype) {
+  return "dense:m=" + std::to_string(m) + ",k=" + std::to_string(k) + ",n=" + std::to_string(n) + ":" +
+         std::string(dtypeName(dtype));
+}
+
+std::string tuneKeyOf(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& in,
+                      const std::vector<TensorType>& out) {
+  if (op == "conv2d_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 6)
+    return packedConvTuneKey(convGeometry(op, attrs, in), in[0].dtype);
+  if (op == "dense" && in.size() >= 2 && in[0].rank() >= 1 && in[1].rank() == 2) {
+    int64_t m = 1;
+    for (size_t d = 0; d + 1 < in[0].shape.size(); ++d) m *= in[0].shape[d];
+    return denseTuneKey(m, in[0].shape.back(), in[1].shape[0], in[0].dtype);
+  }
+  return "";
+}
+
+}  // namespace kiln::core::lower

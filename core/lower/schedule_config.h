@@ -1,0 +1,77 @@
+// Schedule configurations: the knob values the autotuner (core/tune) found for a workload, and
+// the tuning keys that name workloads independently of how a build lays them out.
+//
+// A tuning key describes the computation a tunable kernel performs, not the graph it came
+// from: "conv2d_nchwc:n=1,c=64,h=56,w=56,o=64,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32".
+// Kernels with equal keys take the same knobs whatever their fused epilogue, their weight
+// packing or the model they belong to, so records from one model apply to every other model
+// with the same layer shapes. The key is also complete: core/tune rebuilds a standalone task
+// from it.
+//
+// Knobs of a packed convolution (conv2d_nchwc):
+//   oc_vecs   output-channel vectors per register tile (fixes the weight packing, so the
+//             alter-layout pass reads it as well as the lowering)
+//   ow_block  output columns per register tile
+//   flatten   1: a pointwise convolution walks its OH·OW outputs as one row
+//   oc_outer  1: the parallel loop runs output-channel groups outside rows (weights stay in
+//             cache across rows); 0: rows outside (inputs stay in cache across channel groups)
+// Knobs of dense: rows (input rows per tile, dividing M) and cols (weight rows per tile).
+//
+// Lowerings validate a configuration against the workload and the target and fall back to the
+// heuristic when it does not fit, so a stale record can never produce a wrong kernel.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ir/graph.h"
+
+namespace kiln::core::lower {
+
+/// Knob values by name.
+using Knobs = std::map<std::string, int64_t>;
+/// "a=1,b=2" in name order; "" for no knobs.
+std::string knobsText(const Knobs& knobs);
+/// Parses knobsText's form; throws kiln::Error (InvalidInput) on malformed text.
+Knobs parseKnobs(std::string_view text);
+/// The value of `name`, or `fallback`.
+int64_t knob(const Knobs& knobs, const std::string& name, int64_t fallback);
+
+/// The chosen configuration per tuning key.
+struct ScheduleConfigs {
+  std::map<std::string, Knobs> byKey;
+  const Knobs* find(const std::string& key) const;
+};
+
+/// A convolution's geometry in logical NCHW terms.
+struct ConvGeometry {
+  int64_t n = 1, c = 1, h = 1, w = 1, o = 1, kh = 1, kw = 1;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
+  int64_t outHeight() const;
+  int64_t outWidth() const;
+  double flops() const;  // multiply-adds × 2
+};
+
+/// The parts of a key: "conv2d_nchwc", the parameters, the dtype name.
+struct TuneKeyParts {
+  std::string kind;
+  Knobs params;
+  std::string dtype;
+};
+/// Splits a key; throws kiln::Error (InvalidInput) when it is not one.
+TuneKeyParts parseTuneKey(std::string_view key);
+
+std::string packedConvTuneKey(const ConvGeometry& g, DType dtype);
+/// The geometry of a conv2d (NCHW input, OIHW weight) or conv2d_nchwc node's types and attrs.
+ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& in);
+std::string denseTuneKey(int64_t m, int64_t k, int64_t n, DType dtype);
+
+/// The tuning key of a kernel anchored by `op` with these attributes and types: "" when its
+/// schedule has no knobs to tune.
+std::string tuneKeyOf(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& in,
+                      const std::vector<TensorType>& out);
+
+}  // namespace kiln::core::lower

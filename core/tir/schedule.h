@@ -1,0 +1,109 @@
+// Schedule primitives on the loop IR: TIR-to-TIR transformations of a lowered PrimFunc, each
+// recorded as a step of a Trace (core/tir/trace.h) that replays on a fresh lowering.
+//
+// Handles. A loop is named by its variable: a Schedule keeps every bound variable's name unique
+// in its function (duplicates are renamed the way the printer disambiguates them: i, i_1, ...),
+// so the printed function shows exactly the names primitives accept. A handle is either such a
+// name or "block/k", the k-th loop (0 = outermost) around `block`; a block is named by the buffer
+// its statement stores to (getLoops). Traces always record resolved names.
+//
+// Names created: split(i) → i_o, i_i (and i_t for a tail loop); fuse(i, j) → i_j_fused;
+// compute_at(t, L) → t_local (buffer) and its loop t_k; a copied loop body (tail loops) renames
+// its inner variables with suffix _t. A name already taken gets _1, _2, ...
+//
+// Every primitive checks its preconditions and throws kiln::Error with one line naming the
+// primitive and the loop ("split: loop 'i' has a non-constant extent") instead of producing
+// code that computes something else. Legality of reordering and parallelizing is checked exactly
+// (schedule_analysis.h replays the integer control flow of the nest): iterations must touch
+// disjoint elements, except that reorder accepts reductions (b[x] = b[x] op v with op one of
+// + * min max: the order of updates changes, which for floats is a reassociation within rounding,
+// as elsewhere in Kiln) and both accept local scratch buffers each iteration writes before it
+// reads (parallel moves their allocation into the loop so every worker has its own).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tir/stmt.h"
+#include "core/tir/trace.h"
+
+namespace kiln::core::tir {
+
+/// How split handles an extent the factor does not divide (trace parameter 0 / 1).
+enum class TailStrategy {
+  /// One loop nest over ceil(n / f) · f iterations; the body runs under `if (i < n)`, pushed down
+  /// through perfectly nested inner loops so the nest stays perfect (reorder and tile still
+  /// apply). The body is not straight-line any more, so vectorize rejects the inner loop.
+  Guard = 0,
+  /// A loop nest over floor(n / f) · f iterations followed by a loop i_t over the n mod f last
+  /// ones (a copy of the body). No condition in the main nest, so its inner loop vectorizes.
+  Loop = 1,
+};
+
+/// Names of the loops around the first store to buffer `block`, outermost first. Throws
+/// kiln::Error when no statement stores to `block`.
+std::vector<std::string> getLoops(const PrimFunc& func, const std::string& block);
+/// Every loop name of `func`, outer before inner, earlier before later.
+std::vector<std::string> loopNames(const PrimFunc& func);
+
+class Schedule {
+ public:
+  /// Starts from `func` (its attrs["trace"], if any, is kept as the history).
+  explicit Schedule(PrimFunc func);
+
+  /// The scheduled function; attrs["trace"] holds trace().str().
+  const PrimFunc& func() const { return m_func; }
+  const Trace& trace() const { return m_trace; }
+
+  std::vector<std::string> getLoops(const std::string& block) const;
+  std::vector<std::string> loopNames() const;
+
+  /// Splits `loop` (extent n, constant) into outer × inner loops with inner extent `factor` ≥ 1.
+  /// A parallel loop keeps its outer part parallel. Returns {outer, inner}.
+  std::pair<std::string, std::string> split(const std::string& loop, int64_t factor,
+                                            TailStrategy tail = TailStrategy::Guard);
+  /// Permutes loops of one perfectly nested chain (each loop's body is exactly the next loop);
+  /// loops of the chain that are not listed keep their positions, listed ones take the listed
+  /// order. Rejects loops that are not perfectly nested, bounds that would depend on a loop moved
+  /// inside them, and dependences between iterations (see the file comment).
+  void reorder(const std::vector<std::string>& loops);
+  /// Fuses `outer` and its direct, perfectly nested child `inner` (both serial, constant extents)
+  /// into one loop; returns its name.
+  std::string fuse(const std::string& outer, const std::string& inner);
+  /// split(x, fx) and split(y, fy) with guards, then reorder(x_o, y_o, x_i, y_i); recorded as one
+  /// step. `y` must be perfectly nested inside `x`. Returns {x_o, y_o, x_i, y_i}.
+  std::vector<std::string> tile(const std::string& x, const std::string& y, int64_t fx, int64_t fy);
+  /// Marks a serial loop with a constant extent Unrolled.
+  void unroll(const std::string& loop);
+  /// Turns an innermost serial loop (constant extent 2..64) into vector code
+  /// (core/tir/vectorize.h): one vector of the largest power of two ≤ n lanes, then the
+  /// remainder in halving widths. The body must be straight-line (stores, lets) with stores
+  /// contiguous in the loop variable; the loop disappears from the function.
+  void vectorize(const std::string& loop);
+  /// Marks a serial loop Parallel after checking its iterations are independent; it may not be
+  /// nested in, or contain, another parallel loop.
+  void parallel(const std::string& loop);
+  /// Moves the loop nest that produces local buffer `block` into `loop`, a loop of a later
+  /// statement that reads it: each iteration of `loop` first computes the elements of `block` its
+  /// body reads into a smaller local buffer `block`_local. Supported: the producer is a perfect
+  /// loop nest (constant bounds from 0) whose only statement stores `block` at the row-major index
+  /// of its loop variables (an injective nest over the buffer's index space); every read of
+  /// `block` is inside `loop` at an index affine in the loops inside it. Anything else is
+  /// rejected.
+  void computeAt(const std::string& block, const std::string& loop);
+
+  /// Applies one recorded step (trace replay).
+  void apply(const TraceStep& step);
+
+ private:
+  struct Recording;
+  void record(TraceStep step);
+  void setBody(Stmt body);
+
+  PrimFunc m_func;
+  Trace m_trace;
+  int m_quiet = 0;  // > 0 while a compound primitive (tile) applies its parts
+};
+
+}  // namespace kiln::core::tir

@@ -1,0 +1,119 @@
+// Analyses and rewriting helpers behind the schedule primitives (core/tir/schedule.h): finding
+// loops by name, keeping loop names unique, cloning statements with fresh variables, affine
+// index forms, numeric bounds, and an exact dependence check that replays a loop nest's integer
+// control flow. Only core/tir/schedule*.cpp and trace.cpp use this header.
+//
+// Semantics the primitives rely on
+// - Names. A scheduled function keeps every bound Var (loop and let variables) under a distinct
+//   name, so a loop is identified by its variable's name and the printer shows exactly that name.
+//   canonicalizeNames() renames duplicates the way the printer would disambiguate them (name_1,
+//   name_2, ... in order of first appearance), skipping names already taken.
+// - Dependences. checkIterations() runs the integer part of the program (loop bounds, integer
+//   lets, conditions, Load/Store indices) with concrete values, never the float arithmetic, and
+//   records which iteration of a chosen loop touches which element. It is exact for the index
+//   arithmetic the IR allows, and refuses (throws) when an index depends on loaded data or the
+//   work exceeds a budget, so a primitive is never applied on a guess.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/tir/stmt.h"
+
+namespace kiln::core::tir::schedule_detail {
+
+// ---- loops and names ---------------------------------------------------------------------------
+
+/// A loop of a function and the loops around it (outermost first).
+struct LoopSite {
+  const For* loop = nullptr;
+  Stmt stmt;                        // the For statement itself
+  std::vector<const For*> enclosing;
+};
+
+/// Throws kiln::Error "<primitive>: <what>".
+[[noreturn]] void fail(const std::string& primitive, const std::string& what);
+std::string quoted(const std::string& name);
+/// The loop a handle (name or "block/k", see schedule.h) refers to; throws naming `primitive`.
+LoopSite findLoop(const PrimFunc& func, const std::string& handle, const std::string& primitive);
+
+/// Every loop of `body` in pre-order (outer before inner, earlier before later).
+std::vector<LoopSite> allLoops(const Stmt& body);
+/// The name of a loop (its Var's name).
+const std::string& loopName(const For* loop);
+
+/// Renames bound Vars whose names repeat (see the file comment); returns `body` unchanged when
+/// every name is already unique.
+Stmt canonicalizeNames(const Stmt& body);
+/// Every Var name and buffer name used in `body`.
+std::set<std::string> usedNames(const Stmt& body);
+/// `base` when free in `used`, else base_1, base_2, ...; the result is added to `used`.
+std::string freshName(const std::string& base, std::set<std::string>& used);
+
+/// Copy of `s` in which every Var bound inside it (loops, lets) is a new Var named by
+/// `freshName(name + suffix)` and every buffer allocated inside it a new buffer of the same name
+/// and shape, so the copy can sit next to the original without sharing bindings.
+Stmt cloneWithFreshVars(const Stmt& s, const std::string& suffix, std::set<std::string>& used);
+
+/// The statements from `root` down to `target` (both included); empty when `target` is not in
+/// `root`.
+std::vector<const StmtNode*> pathTo(const Stmt& root, const StmtNode* target);
+/// `root` with the statement node `target` replaced by `replacement`.
+Stmt replaceStmt(const Stmt& root, const StmtNode* target, const Stmt& replacement);
+
+/// Vars used (free or bound) in an expression.
+std::set<const Var*> varsIn(const Expr& e);
+/// Whether `s` contains a For node.
+bool containsLoop(const Stmt& s);
+/// Whether `s` loads or stores `buffer`.
+bool usesBuffer(const Stmt& s, const BufferNode* buffer);
+bool loadsBuffer(const Expr& e, const BufferNode* buffer);
+/// Buffers stored to / loaded from in `s`.
+std::set<const BufferNode*> storedBuffers(const Stmt& s);
+std::set<const BufferNode*> loadedBuffers(const Stmt& s);
+
+// ---- affine forms and numeric bounds -------------------------------------------------------------
+
+/// Σ coef·term + constant, where each term is either an "inner" Var or an expression free of
+/// inner Vars (kept whole as an opaque atom). Terms are keyed by their printed text, so the form
+/// is deterministic and equal atoms merge.
+struct Affine {
+  std::map<std::string, std::pair<Expr, int64_t>> terms;
+  int64_t constant = 0;
+  Expr toExpr(Type t) const;
+};
+/// The affine form of `e` over the Vars in `inner`; nullopt when `e` is not affine in them
+/// (a product of two inner-dependent values, / or % of one, a load that depends on one, ...).
+std::optional<Affine> affineForm(const Expr& e, const std::set<const Var*>& inner);
+
+/// A closed integer interval.
+struct Interval {
+  int64_t lo = 0, hi = 0;
+};
+/// Bounds of an integer expression given ranges of its Vars; nullopt when a Var has no range or
+/// the expression is outside the supported arithmetic.
+std::optional<Interval> boundsOf(const Expr& e, const std::map<const Var*, Interval>& ranges);
+
+// ---- exact dependence check ------------------------------------------------------------------------
+
+/// How the elements of one buffer are shared between iterations of the checked loop.
+struct BufferSharing {
+  const BufferNode* buffer = nullptr;
+  bool crossIteration = false;  // some element is touched by two iterations, at least one writing
+  bool exposedRead = false;     // some read sees a value not written earlier in its own iteration
+};
+
+/// Runs `func`'s integer control flow and classifies, for every buffer accessed inside `scope`
+/// (a For of the function), how iterations of `scope` share elements. An "iteration" is one
+/// execution of the body of `unit` (a For inside or equal to `scope`); accesses are compared
+/// within each execution of `scope` separately. Buffers allocated inside `unit`'s body are
+/// private to an iteration and skipped. Throws kiln::Error (prefixed with `what`) when an index
+/// or loop bound depends on data, or when more than `budget` steps would be needed.
+std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scope, const For* unit,
+                                           const std::string& what, int64_t budget = int64_t{1} << 23);
+
+}  // namespace kiln::core::tir::schedule_detail

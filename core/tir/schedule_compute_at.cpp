@@ -1,0 +1,311 @@
+// The compute_at primitive (see schedule.h).
+//
+// Before:                                   After compute_at(t, j):
+//   allocate t: f32[N]                        for (j, ...) {
+//   for (p0..pk) t[Σ p·c] = f(p)                allocate t_local: f32[S]
+//   for (j, ...) { ... t[e(j, inner)] ... }     for (t_k, 0, S) t_local[t_k] = f(p(base + t_k))
+//                                               ... t_local[e - base] ...
+//                                             }
+//
+// The producer stores t at a row-major index of its loop variables, so the flat element index g
+// determines the iteration that computes it: p_d = (g / c_d) mod e_d. The consumer's reads of t
+// inside j are affine in the loops inside j: each read covers [A + lo, A + hi] where A is the
+// same expression of the outer variables for every read and lo, hi are constants. The local
+// buffer holds S = max hi − min lo + 1 elements from base = A + min lo, and every read's index
+// is rewritten relative to base. Elements outside t (a guarded consumer reads past its end) are
+// skipped by a guard unless bounds prove them inside.
+#include <algorithm>
+
+#include "core/tir/functor.h"
+#include "core/tir/printer.h"
+#include "core/tir/schedule.h"
+#include "core/tir/schedule_analysis.h"
+#include "core/tir/simplify.h"
+#include "runtime/error.h"
+
+namespace kiln::core::tir {
+
+using namespace schedule_detail;
+
+namespace {
+
+const char* const kPrim = "compute_at";
+
+/// One read of the buffer inside the consumer loop.
+struct Read {
+  Affine inner;         // the terms of loop variables inside the consumer loop (and the constant)
+  Affine outer;         // the rest: an expression of outer variables
+  int64_t lo = 0, hi = 0;  // constant offsets of the first and last element read, relative to outer
+};
+
+struct ReadCollector : IRVisitor {
+  const BufferNode* buffer = nullptr;
+  std::vector<const Load*> loads;
+  using IRVisitor::visit;
+  void visit(const Load* op) override {
+    if (op->buffer.get() == buffer) loads.push_back(op);
+    IRVisitor::visit(op);
+  }
+};
+
+/// Bound loop variables inside `s` with constant ranges; let variables get no range.
+struct InnerVars : IRVisitor {
+  std::set<const Var*> vars;
+  std::map<const Var*, Interval> ranges;
+  using IRVisitor::visit;
+  void visit(const For* op) override {
+    vars.insert(op->var.as<Var>());
+    const int64_t *mn = asConstInt(op->min), *ext = asConstInt(op->extent);
+    if (mn && ext && *ext > 0) ranges[op->var.as<Var>()] = Interval{*mn, *mn + *ext - 1};
+    IRVisitor::visit(op);
+  }
+  void visit(const LetStmt* op) override {
+    vars.insert(op->var.as<Var>());
+    IRVisitor::visit(op);
+  }
+};
+
+/// Rewrites reads of `from` as reads of `to` at index − base (base given by the outer part).
+class ReadRewriter : public IRMutator {
+ public:
+  ReadRewriter(const BufferNode* from, Buffer to, std::map<const Load*, Expr> indices)
+      : m_from(from), m_to(std::move(to)), m_indices(std::move(indices)) {}
+
+ protected:
+  using IRMutator::visit;
+  Expr visit(const Load* op, const Expr& self) override {
+    if (op->buffer.get() != m_from) return IRMutator::visit(op, self);
+    return Load::make(m_to, m_indices.at(op));
+  }
+
+ private:
+  const BufferNode* m_from;
+  Buffer m_to;
+  std::map<const Load*, Expr> m_indices;
+};
+
+}  // namespace
+
+void Schedule::computeAt(const std::string& block, const std::string& loop) {
+  // ---- the producer -------------------------------------------------------------------------
+  std::vector<std::string> around;
+  try {
+    around = tir::getLoops(m_func, block);
+  } catch (const Error& e) {
+    fail(kPrim, e.what());
+  }
+  LoopSite consumer = findLoop(m_func, loop, kPrim);
+  for (const Buffer& p : m_func.params)
+    if (p->name == block) fail(kPrim, quoted(block) + " is a parameter of the function, not a local buffer");
+  if (around.empty()) fail(kPrim, "the producer of " + quoted(block) + " is not a loop nest");
+  // The innermost loop around the first store, then up while the nest stays perfect.
+  LoopSite innermost = findLoop(m_func, around.back(), kPrim);
+  const auto* store = innermost.loop->body.as<Store>();
+  if (!store || store->buffer->name != block)
+    fail(kPrim, "the producer of " + quoted(block) + " must be a loop nest whose body is one store to it");
+  const Buffer t = store->buffer;
+  std::vector<const For*> chain = {innermost.loop};
+  for (size_t k = innermost.enclosing.size(); k-- > 0;) {
+    if (innermost.enclosing[k]->body.get() != chain.front()) break;
+    chain.insert(chain.begin(), innermost.enclosing[k]);
+  }
+  LoopSite producer = findLoop(m_func, loopName(chain.front()), kPrim);
+  for (const For* l : chain)
+    if (l == consumer.loop) fail(kPrim, "loop " + quoted(loop) + " belongs to the producer of " + quoted(block));
+  const Allocate* alloc = nullptr;
+  {
+    std::vector<const StmtNode*> path = pathTo(m_func.body, producer.loop);
+    for (const StmtNode* s : path)
+      if (s->kind == StmtKind::Allocate && static_cast<const Allocate*>(s)->buffer == t) alloc = static_cast<const Allocate*>(s);
+  }
+  if (!alloc) fail(kPrim, quoted(block) + " is not a local buffer allocated around its producer");
+  if (storedBuffers(replaceStmt(m_func.body, producer.loop, Evaluate::make(i64(0)))).count(t.get()))
+    fail(kPrim, quoted(block) + " is stored to outside its producer loop nest");
+  if (loadsBuffer(store->value, t.get()) || loadsBuffer(store->index, t.get()))
+    fail(kPrim, "the producer of " + quoted(block) + " reads it");
+
+  // The store index must be row-major in the producer's variables: Σ c_d·p_d with the c_d the
+  // mixed-radix weights of the extents, covering every element once.
+  std::set<const Var*> pvars;
+  for (const For* l : chain) pvars.insert(l->var.as<Var>());
+  std::optional<Affine> sform = affineForm(store->index, pvars);
+  struct Axis {
+    const For* loop;
+    int64_t coef, extent;
+  };
+  std::vector<Axis> axes;
+  bool rowMajor = sform && sform->constant == 0 && sform->terms.size() == chain.size();
+  for (const For* l : chain) {
+    const int64_t *mn = asConstInt(l->min), *ext = asConstInt(l->extent);
+    if (!rowMajor || !mn || *mn != 0 || !ext) {
+      rowMajor = false;
+      break;
+    }
+    auto it = sform->terms.find(loopName(l));
+    if (it == sform->terms.end() || !it->second.first.same(l->var)) {
+      rowMajor = false;
+      break;
+    }
+    axes.push_back({l, it->second.second, *ext});
+  }
+  if (rowMajor) {
+    std::vector<Axis> sorted = axes;
+    std::sort(sorted.begin(), sorted.end(), [](const Axis& a, const Axis& b) { return a.coef < b.coef; });
+    int64_t expect = 1;
+    for (const Axis& a : sorted) {
+      if (a.coef != expect) rowMajor = false;
+      expect *= a.extent;
+    }
+    if (expect != t->numel()) rowMajor = false;
+  }
+  if (!rowMajor)
+    fail(kPrim, "the producer of " + quoted(block) +
+                    " must store every element once at the row-major index of its loops (constant bounds from 0)");
+
+  // ---- where the consumer loop sits ---------------------------------------------------------
+  std::vector<const StmtNode*> ppath = pathTo(m_func.body, producer.loop);
+  const Seq* seq = ppath.size() >= 2 && ppath[ppath.size() - 2]->kind == StmtKind::Seq
+                       ? static_cast<const Seq*>(ppath[ppath.size() - 2])
+                       : nullptr;
+  size_t pIndex = 0, cIndex = 0;
+  bool found = false;
+  if (seq) {
+    for (size_t k = 0; k < seq->stmts.size(); ++k) {
+      if (seq->stmts[k].get() == producer.loop) pIndex = k;
+      if (!pathTo(seq->stmts[k], consumer.loop).empty()) cIndex = k, found = true;
+    }
+  }
+  if (!found || cIndex <= pIndex)
+    fail(kPrim, "loop " + quoted(loop) + " is not in a statement after the producer of " + quoted(block));
+  for (size_t k = pIndex + 1; k < seq->stmts.size(); ++k) {
+    std::set<const BufferNode*> written = storedBuffers(seq->stmts[k]);
+    for (const BufferNode* b : loadedBuffers(producer.stmt))
+      if (written.count(b))
+        fail(kPrim, quoted(b->name) + ", read by the producer of " + quoted(block) + ", is written after it");
+  }
+  ReadCollector all;
+  all.buffer = t.get();
+  all.visitStmt(m_func.body);
+  ReadCollector inside;
+  inside.buffer = t.get();
+  inside.visitStmt(consumer.loop->body);
+  if (inside.loads.empty()) fail(kPrim, "loop " + quoted(loop) + " does not read " + quoted(block));
+  if (inside.loads.size() != all.loads.size())
+    fail(kPrim, quoted(block) + " is also read outside loop " + quoted(loop));
+
+  // ---- the region each iteration of the consumer loop reads ---------------------------------
+  InnerVars innerVars;
+  innerVars.visitStmt(consumer.loop->body);
+  std::vector<Read> reads;
+  Type it = Type::i64();
+  for (const Load* load : inside.loads) {
+    Expr base = load->index;
+    int64_t spanLo = 0, spanHi = 0;
+    if (const auto* ramp = load->index.as<Ramp>()) {
+      const int64_t* stride = asConstInt(ramp->stride);
+      if (!stride) fail(kPrim, "a vector read of " + quoted(block) + " has a non-constant stride");
+      base = ramp->base;
+      spanLo = std::min<int64_t>(0, *stride * (ramp->lanes - 1));
+      spanHi = std::max<int64_t>(0, *stride * (ramp->lanes - 1));
+    }
+    std::optional<Affine> form = affineForm(base, innerVars.vars);
+    if (!form)
+      fail(kPrim, "the index of " + quoted(block) + " in loop " + quoted(loop) + " is not affine in the loops inside it (" +
+                      print(base) + ")");
+    it = base.type();
+    Read r;
+    r.lo = r.hi = form->constant;
+    r.inner.constant = form->constant;
+    for (const auto& [key, term] : form->terms) {
+      const auto* v = term.first.as<Var>();
+      if (!v || !innerVars.vars.count(v)) {
+        r.outer.terms.emplace(key, term);
+        continue;
+      }
+      auto range = innerVars.ranges.find(v);
+      if (range == innerVars.ranges.end())
+        fail(kPrim, "the index of " + quoted(block) + " in loop " + quoted(loop) + " uses " + quoted(v->name) +
+                        ", which has no constant range");
+      r.inner.terms.emplace(key, term);
+      r.lo += term.second * (term.second > 0 ? range->second.lo : range->second.hi);
+      r.hi += term.second * (term.second > 0 ? range->second.hi : range->second.lo);
+    }
+    r.lo += spanLo;
+    r.hi += spanHi;
+    reads.push_back(std::move(r));
+  }
+  int64_t lo = reads[0].lo, hi = reads[0].hi;
+  for (const Read& r : reads) {
+    if (print(r.outer.toExpr(it)) != print(reads[0].outer.toExpr(it)))
+      fail(kPrim, "reads of " + quoted(block) + " in loop " + quoted(loop) + " do not move together (" +
+                      print(r.outer.toExpr(it)) + " vs " + print(reads[0].outer.toExpr(it)) + ")");
+    lo = std::min(lo, r.lo);
+    hi = std::max(hi, r.hi);
+  }
+  int64_t size = hi - lo + 1;
+  Affine baseForm = reads[0].outer;
+  baseForm.constant = lo;
+  Expr base = baseForm.toExpr(it);
+
+  // ---- build ------------------------------------------------------------------------------------
+  std::set<std::string> used = usedNames(m_func.body);
+  for (const Buffer& p : m_func.params) used.insert(p->name);
+  Buffer local = makeBuffer(freshName(block + "_local", used), t->elemType, {size});
+  Expr k = Var::make(freshName(block + "_k", used), it);
+  Expr g = base + k;
+  std::vector<std::pair<Expr, Expr>> subst;
+  int64_t largest = 0;
+  for (const Axis& a : axes) largest = std::max(largest, a.coef);
+  for (const Axis& a : axes) {
+    Expr v = a.coef == 1 ? g : g / IntImm::make(it, a.coef);
+    if (a.coef != largest) v = v % IntImm::make(it, a.extent);
+    subst.emplace_back(a.loop->var, v);
+  }
+  Stmt compute = Store::make(local, k, simplify(substitute(store->value, subst)));
+  // Guard elements outside the buffer unless the outer loops' ranges prove them inside.
+  std::map<const Var*, Interval> outerRanges;
+  for (const For* l : consumer.enclosing) {
+    const int64_t *mn = asConstInt(l->min), *ext = asConstInt(l->extent);
+    if (mn && ext && *ext > 0) outerRanges[l->var.as<Var>()] = Interval{*mn, *mn + *ext - 1};
+  }
+  if (const int64_t *mn = asConstInt(consumer.loop->min), *ext = asConstInt(consumer.loop->extent); mn && ext && *ext > 0)
+    outerRanges[consumer.loop->var.as<Var>()] = Interval{*mn, *mn + *ext - 1};
+  std::optional<Interval> first = boundsOf(base, outerRanges);
+  if (!first || first->lo < 0 || first->hi + size - 1 > t->numel() - 1)
+    compute = IfThenElse::make(g >= IntImm::make(it, 0) && g < IntImm::make(it, t->numel()), compute);
+  Stmt fill = For::make(k, IntImm::make(it, 0), IntImm::make(it, size), ForKind::Serial, compute);
+
+  std::map<const Load*, Expr> indices;
+  for (size_t r = 0; r < inside.loads.size(); ++r) {
+    const Load* load = inside.loads[r];
+    Affine rel = reads[r].inner;
+    rel.constant -= lo;
+    Expr index = rel.toExpr(it);
+    if (const auto* ramp = load->index.as<Ramp>()) index = Ramp::make(index, ramp->stride, ramp->lanes);
+    indices[load] = index;
+  }
+  Stmt body = ReadRewriter(t.get(), local, indices).mutate(consumer.loop->body);
+  const For* c = consumer.loop;
+  Stmt newConsumer = For::make(c->var, c->min, c->extent, c->forKind, Allocate::make(local, Seq::make({fill, body})));
+
+  std::vector<Stmt> stmts;
+  for (size_t s = 0; s < seq->stmts.size(); ++s) {
+    if (s == pIndex) continue;
+    stmts.push_back(s == cIndex ? replaceStmt(seq->stmts[s], c, newConsumer) : seq->stmts[s]);
+  }
+  Stmt result = replaceStmt(m_func.body, seq, Seq::make(std::move(stmts)));
+  // The whole buffer is dead now: drop its allocation.
+  struct Drop : IRMutator {
+    const BufferNode* target;
+    using IRMutator::visit;
+    Stmt visit(const Allocate* op, const Stmt& self) override {
+      if (op->buffer.get() == target) return mutate(op->body);
+      return IRMutator::visit(op, self);
+    }
+  } drop;
+  drop.target = t.get();
+  setBody(drop.mutate(result));
+  record({"compute_at", {block, loopName(c)}, {}});
+}
+
+}  // namespace kiln::core::tir

@@ -1,0 +1,108 @@
+// Tuning records as JSON lines; see records.h.
+#include "core/tune/records.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+
+namespace kiln::core::tune {
+
+std::string recordJson(const TuneRecord& r) {
+  nlohmann::json j;
+  j["key"] = r.key;
+  j["target"] = r.target;
+  j["knobs"] = lower::knobsText(r.knobs);
+  j["cost_ms"] = r.costMs;
+  j["costs_ms"] = r.costsMs;
+  j["error"] = r.error;
+  j["tuner"] = r.tuner;
+  j["timestamp"] = r.timestamp;
+  j["version"] = r.version;
+  return j.dump();
+}
+
+bool parseRecord(std::string_view line, TuneRecord& r, std::string* why) {
+  auto fail = [&](const std::string& message) {
+    if (why) *why = message;
+    return false;
+  };
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return fail("not a JSON object");
+  try {
+    r = TuneRecord{};
+    r.key = j.at("key").get<std::string>();
+    lower::parseTuneKey(r.key);
+    r.target = j.at("target").get<std::string>();
+    r.knobs = lower::parseKnobs(j.at("knobs").get<std::string>());
+    r.costMs = j.at("cost_ms").get<double>();
+    if (j.contains("costs_ms")) r.costsMs = j["costs_ms"].get<std::vector<double>>();
+    r.error = j.value("error", "");
+    r.tuner = j.value("tuner", "");
+    r.timestamp = j.value("timestamp", "");
+    r.version = j.value("version", "");
+  } catch (const nlohmann::json::exception& e) {
+    return fail(std::string("missing or mistyped field (") + e.what() + ")");
+  } catch (const Error& e) {
+    return fail(e.what());
+  }
+  if (!(r.costMs >= 0)) return fail("negative cost");
+  return true;
+}
+
+RecordFile readRecords(const std::string& path) {
+  RecordFile file;
+  if (!std::filesystem::exists(path)) return file;
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot read the tuning records", ErrorKind::Io);
+  std::string line, why;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    TuneRecord r;
+    if (parseRecord(line, r, &why)) {
+      file.records.push_back(std::move(r));
+      continue;
+    }
+    if (file.badLines++ == 0) file.firstProblem = "line " + std::to_string(number) + ": " + why;
+  }
+  return file;
+}
+
+void appendRecords(const std::string& path, const std::vector<TuneRecord>& records) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  // A torn last line (a run killed mid-write) must not glue onto the next record.
+  bool needNewline = false;
+  if (std::filesystem::exists(p) && std::filesystem::file_size(p) > 0) {
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(-1, std::ios::end);
+    char last = '\n';
+    in.get(last);
+    needNewline = last != '\n';
+  }
+  std::ofstream out(path, std::ios::app);
+  if (!out) throw Error(path + ": cannot write the tuning records", ErrorKind::Io);
+  if (needNewline) out << '\n';
+  for (const TuneRecord& r : records) {
+    out << recordJson(r) << '\n';
+    out.flush();
+  }
+  if (!out) throw Error(path + ": writing the tuning records failed", ErrorKind::Io);
+}
+
+lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target) {
+  std::map<std::string, const TuneRecord*> best;
+  for (const TuneRecord& r : records) {
+    if (!r.ok() || (!target.empty() && r.target != target)) continue;
+    const TuneRecord*& b = best[r.key];
+    if (!b || r.costMs < b->costMs) b = &r;
+  }
+  lower::ScheduleConfigs configs;
+  for (const auto& [key, r] : best) configs.byKey[key] = r->knobs;
+  return configs;
+}
+
+}  // namespace kiln::core::tune

@@ -1,0 +1,54 @@
+// Tuning records: one JSON object per line, one line per measured candidate (AutoTVM's log
+// format is the model). A record names the workload by its tuning key and the target by its
+// canonical string, so a file can collect records of many models and machines; lowering takes
+// the fastest error-free record per key for the build's target.
+//
+//   {"key":"conv2d_nchwc:n=1,...:f32","target":"llvm -mcpu=skylake-avx512",
+//    "knobs":"flatten=0,oc_outer=1,oc_vecs=2,ow_block=14","cost_ms":0.0412,
+//    "costs_ms":[0.0413,0.0412,0.0415],"error":"","tuner":"xgb","timestamp":"2026-11-21T23:59:01Z",
+//    "version":"0.1.0"}
+//
+// Files are only appended to, a line at a time and flushed, so a run killed mid-write leaves at
+// most one torn last line; readers skip (and count) lines that do not parse instead of failing.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/lower/schedule_config.h"
+
+namespace kiln::core::tune {
+
+struct TuneRecord {
+  std::string key;
+  std::string target;
+  lower::Knobs knobs;
+  double costMs = 0;             // median of costsMs; 0 when the candidate failed
+  std::vector<double> costsMs;   // per repeat
+  std::string error;             // "" when the candidate ran and matched the reference
+  std::string tuner;
+  std::string timestamp;         // UTC, ISO 8601
+  std::string version;           // Kiln's
+  bool ok() const { return error.empty() && costMs > 0; }
+};
+
+std::string recordJson(const TuneRecord& record);
+/// Parses one line; returns false (with `why`) for a line that is not a record.
+bool parseRecord(std::string_view line, TuneRecord& record, std::string* why = nullptr);
+
+struct RecordFile {
+  std::vector<TuneRecord> records;
+  int badLines = 0;          // skipped: not JSON, or not a record
+  std::string firstProblem;  // "line 7: ..." for the first bad line
+};
+/// Reads a records file; a missing file reads as empty. Throws kiln::Error (Io) when it exists
+/// but cannot be read.
+RecordFile readRecords(const std::string& path);
+/// Appends records, one line each, flushing after each; creates the file (and its folder).
+void appendRecords(const std::string& path, const std::vector<TuneRecord>& records);
+
+/// The fastest error-free record per key for `target` (all targets when empty).
+lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target);
+
+}  // namespace kiln::core::tune

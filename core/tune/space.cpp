@@ -1,0 +1,161 @@
+// Enumerated schedule spaces and cost-model features; see space.h.
+#include "core/tune/space.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "core/lower/schedule.h"
+#include "runtime/error.h"
+
+namespace kiln::core::tune {
+
+using lower::knob;
+using lower::Knobs;
+
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// What a packed-conv task's shape implies on this target.
+struct ConvPlan {
+  lower::ConvGeometry g;
+  int64_t block = 1;  // output channel block L
+  bool depthwise = false;
+  bool pointwise = false;
+  int64_t rowWidth(bool flatten) const { return flatten ? g.outHeight() * g.outWidth() : g.outWidth(); }
+};
+
+ConvPlan convPlan(const Knobs& p, const lower::LowerOptions& options) {
+  ConvPlan plan;
+  lower::ConvGeometry& g = plan.g;
+  g.n = knob(p, "n", 1), g.c = knob(p, "c", 1), g.h = knob(p, "h", 1), g.w = knob(p, "w", 1);
+  g.o = knob(p, "o", 1), g.kh = knob(p, "kh", 1), g.kw = knob(p, "kw", 1);
+  g.sh = knob(p, "sh", 1), g.sw = knob(p, "sw", 1), g.ph = knob(p, "ph", 0), g.pw = knob(p, "pw", 0);
+  g.dh = knob(p, "dh", 1), g.dw = knob(p, "dw", 1), g.groups = knob(p, "g", 1);
+  plan.block = lower::channelBlock(g.o, options);
+  plan.depthwise = g.groups > 1;
+  plan.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  return plan;
+}
+
+float lg(double v) { return static_cast<float>(std::log2(std::max(1.0, v))); }
+
+}  // namespace
+
+ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOptions& options) {
+  ConfigSpace space;
+  lower::TuneKeyParts parts = lower::parseTuneKey(key);
+  space.m_key = key;
+  space.m_kind = parts.kind;
+  space.m_params = parts.params;
+  space.m_options = options;
+  if (parts.kind == "conv2d_nchwc") {
+    ConvPlan plan = convPlan(parts.params, options);
+    int64_t blocks = plan.g.o / plan.block;
+    for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+      if (plan.depthwise ? v != 1 : (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options))) continue;
+      for (int64_t flatten : {0, 1}) {
+        if (flatten && !plan.pointwise) continue;
+        int64_t row = plan.rowWidth(flatten != 0), rows = flatten ? 1 : plan.g.outHeight();
+        for (int64_t b = 1; b <= row && lower::packedConvTileFits(v, b, options); ++b) {
+          if (ceilDiv(row, ceilDiv(row, b)) != b) continue;  // balanced to another width
+          bool orderMatters = blocks / v > 1 && rows > 1;
+          for (int64_t ocOuter : {1, 0}) {
+            if (!ocOuter && !orderMatters) continue;
+            space.add({{"oc_vecs", v}, {"ow_block", b}, {"flatten", flatten}, {"oc_outer", ocOuter}});
+          }
+        }
+      }
+    }
+  } else if (parts.kind == "dense") {
+    int64_t m = knob(parts.params, "m", 1), n = knob(parts.params, "n", 1);
+    for (int64_t rows = 1; rows <= 8; ++rows)
+      for (int64_t cols = 1; cols <= 16; ++cols)
+        if (lower::denseTileFits(rows, cols, m, n, options)) space.add({{"rows", rows}, {"cols", cols}});
+  } else {
+    throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
+  }
+  for (auto& [name, values] : space.m_values) {
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+  }
+  return space;
+}
+
+void ConfigSpace::add(Knobs knobs) {
+  for (const auto& [name, value] : knobs) m_values[name].push_back(value);
+  m_index.emplace(knobs, static_cast<int64_t>(m_configs.size()));
+  m_configs.push_back(std::move(knobs));
+}
+
+std::optional<int64_t> ConfigSpace::indexOf(const Knobs& knobs) const {
+  auto it = m_index.find(knobs);
+  if (it == m_index.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<int64_t> ConfigSpace::neighbors(int64_t index) const {
+  std::vector<int64_t> out;
+  const Knobs& base = config(index);
+  for (const auto& [name, values] : m_values) {
+    for (int64_t v : values) {
+      if (v == base.at(name)) continue;
+      Knobs other = base;
+      other[name] = v;
+      if (auto i = indexOf(other)) out.push_back(*i);
+    }
+  }
+  return out;
+}
+
+std::vector<float> ConfigSpace::features(int64_t index) const {
+  const Knobs& k = config(index);
+  std::vector<float> f;
+  float threads = static_cast<float>(std::max(1u, std::thread::hardware_concurrency()));
+  if (m_kind == "conv2d_nchwc") {
+    ConvPlan plan = convPlan(m_params, m_options);
+    const lower::ConvGeometry& g = plan.g;
+    int64_t v = k.at("oc_vecs"), b = k.at("ow_block"), flatten = k.at("flatten"), ocOuter = k.at("oc_outer");
+    int64_t row = plan.rowWidth(flatten != 0), tiles = ceilDiv(row, b);
+    int64_t rows = flatten ? 1 : g.outHeight();
+    double parallel = static_cast<double>(g.n * (g.o / plan.block / v) * rows);
+    double cin = static_cast<double>(plan.depthwise ? 1 : g.c / g.groups);
+    double weightTileKb = cin * static_cast<double>(g.kh * g.kw * plan.block * v) * 4 / 1024;
+    double inputRowKb = static_cast<double>(g.c * g.w * g.kh) * 4 / 1024;
+    f = {static_cast<float>(v),
+         static_cast<float>(b),
+         static_cast<float>(flatten),
+         static_cast<float>(ocOuter),
+         static_cast<float>(v * b),                                  // accumulators
+         static_cast<float>(v * b) / static_cast<float>(v + b),      // FMAs per vector load
+         static_cast<float>(tiles),
+         static_cast<float>(tiles * b - row) / static_cast<float>(row),  // padded tile share
+         static_cast<float>(parallel / threads),                     // iterations per thread
+         static_cast<float>(std::fmod(parallel, threads)),           // load imbalance
+         lg(weightTileKb * 1024),
+         lg(inputRowKb * 1024),
+         lg(cin),
+         lg(static_cast<double>(g.o)),
+         lg(static_cast<double>(g.outHeight() * g.outWidth())),
+         static_cast<float>(g.kh * g.kw),
+         static_cast<float>(g.sh),
+         static_cast<float>(plan.depthwise)};
+    return f;
+  }
+  int64_t rows = k.at("rows"), cols = k.at("cols");
+  int64_t m = knob(m_params, "m", 1), kk = knob(m_params, "k", 1), n = knob(m_params, "n", 1);
+  double parallel = static_cast<double>(m / rows * (n / cols));
+  f = {static_cast<float>(rows),
+       static_cast<float>(cols),
+       static_cast<float>(rows * cols),
+       static_cast<float>(rows * cols) / static_cast<float>(rows + cols),
+       static_cast<float>(n % cols) / static_cast<float>(n),
+       static_cast<float>(parallel / threads),
+       lg(static_cast<double>(m)),
+       lg(static_cast<double>(kk)),
+       lg(static_cast<double>(n))};
+  return f;
+}
+
+}  // namespace kiln::core::tune

@@ -1,0 +1,57 @@
+// Search spaces: the valid schedule configurations of a tuning task, with the features the cost
+// model learns from.
+//
+// A space is enumerated up front: the knobs of Kiln's register-tiled schedules (core/lower/
+// schedule_config.h) give a few hundred valid points per task at most, so validity is decided
+// once, here, by the same rules the lowerings check (a tile must fit the vector registers, a
+// row tile at most the row, rows of a dense tile must divide M, ...), and a search strategy
+// only ever sees valid configurations. Configurations are canonical: ow_block values that
+// planColumns would balance to another width are left out, so no two points build the same
+// kernel.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/lower/lower.h"
+#include "core/lower/schedule_config.h"
+
+namespace kiln::core::tune {
+
+class ConfigSpace {
+ public:
+  /// The space of a tuning key on a target; throws kiln::Error (InvalidInput) for a key that
+  /// names no tunable operator.
+  static ConfigSpace forKey(const std::string& key, const lower::LowerOptions& options);
+
+  const std::string& key() const { return m_key; }
+  int64_t size() const { return static_cast<int64_t>(m_configs.size()); }
+  const lower::Knobs& config(int64_t index) const { return m_configs.at(static_cast<size_t>(index)); }
+  std::optional<int64_t> indexOf(const lower::Knobs& knobs) const;
+  /// Knob names and the values each takes somewhere in the space.
+  const std::map<std::string, std::vector<int64_t>>& knobValues() const { return m_values; }
+  /// Configurations that differ from `index` in exactly one knob.
+  std::vector<int64_t> neighbors(int64_t index) const;
+
+  /// Features of a configuration for the cost model: the knob values, then properties of the
+  /// loop nest they produce (tile area, FMAs per load, tiles per row and the share of padded
+  /// tile slots, parallel iterations per thread, the weight bytes a tile streams), then the
+  /// task's shape. Same length for every task of one operator kind.
+  std::vector<float> features(int64_t index) const;
+  std::string kind() const { return m_kind; }
+
+ private:
+  void add(lower::Knobs knobs);
+
+  std::string m_key, m_kind;
+  lower::Knobs m_params;
+  lower::LowerOptions m_options;
+  std::vector<lower::Knobs> m_configs;
+  std::map<lower::Knobs, int64_t> m_index;
+  std::map<std::string, std::vector<int64_t>> m_values;
+};
+
+}  // namespace kiln::core::tune

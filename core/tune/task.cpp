@@ -1,0 +1,113 @@
+// Task extraction and standalone task graphs; see task.h.
+#include "core/tune/task.h"
+
+#include <algorithm>
+#include <map>
+#include <cmath>
+#include <random>
+
+#include "core/lower/schedule_config.h"
+#include "runtime/error.h"
+
+namespace kiln::core::tune {
+
+using lower::knob;
+
+std::vector<TuneTask> extractTasks(const lower::LoweredModule& module) {
+  std::map<std::string, const tir::PrimFunc*> byName;
+  for (const auto& f : module.funcs) byName[f.name] = &f;
+  std::vector<TuneTask> tasks;
+  std::map<std::string, size_t> index;
+  for (const auto& call : module.plan.calls) {
+    auto it = byName.find(call.kernel);
+    if (it == byName.end()) continue;
+    const auto& attrs = it->second->attrs;
+    auto key = attrs.find("tune_key");
+    if (key == attrs.end()) continue;
+    auto [pos, fresh] = index.emplace(key->second, tasks.size());
+    if (fresh) {
+      TuneTask t;
+      t.name = call.kernel;
+      t.key = key->second;
+      t.kind = lower::parseTuneKey(t.key).kind;
+      t.flops = taskFlops(t.key);
+      auto schedule = attrs.find("schedule");
+      if (schedule != attrs.end()) t.defaultKnobs = schedule->second;
+      tasks.push_back(std::move(t));
+    }
+    ++tasks[pos->second].weight;
+  }
+  std::stable_sort(tasks.begin(), tasks.end(), [](const TuneTask& a, const TuneTask& b) {
+    return a.weight * a.flops > b.weight * b.flops;
+  });
+  return tasks;
+}
+
+namespace {
+
+lower::ConvGeometry convOf(const lower::Knobs& p) {
+  lower::ConvGeometry g;
+  g.n = knob(p, "n", 1), g.c = knob(p, "c", 1), g.h = knob(p, "h", 1), g.w = knob(p, "w", 1);
+  g.o = knob(p, "o", 1), g.kh = knob(p, "kh", 1), g.kw = knob(p, "kw", 1);
+  g.sh = knob(p, "sh", 1), g.sw = knob(p, "sw", 1), g.ph = knob(p, "ph", 0), g.pw = knob(p, "pw", 0);
+  g.dh = knob(p, "dh", 1), g.dw = knob(p, "dw", 1), g.groups = knob(p, "g", 1);
+  return g;
+}
+
+runtime::Tensor randomTensor(runtime::Shape shape, std::mt19937& rng, float scale) {
+  runtime::Tensor t = runtime::Tensor::zeros(DType::Float32, std::move(shape));
+  std::normal_distribution<float> normal(0.0f, scale);
+  float* data = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) data[i] = normal(rng);
+  return t;
+}
+
+void requireF32(const lower::TuneKeyParts& parts, const std::string& key) {
+  if (parts.dtype != "f32") throw Error("tuning key '" + key + "': only f32 tasks are supported", ErrorKind::Unsupported);
+}
+
+}  // namespace
+
+double taskFlops(const std::string& key) {
+  lower::TuneKeyParts parts = lower::parseTuneKey(key);
+  if (parts.kind == "conv2d_nchwc") return convOf(parts.params).flops();
+  if (parts.kind == "dense")
+    return 2.0 * static_cast<double>(knob(parts.params, "m", 1)) * static_cast<double>(knob(parts.params, "k", 1)) *
+           static_cast<double>(knob(parts.params, "n", 1));
+  throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
+}
+
+Graph taskGraph(const std::string& key, uint64_t seed) {
+  lower::TuneKeyParts parts = lower::parseTuneKey(key);
+  requireF32(parts, key);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  Graph g;
+  if (parts.kind == "conv2d_nchwc") {
+    lower::ConvGeometry c = convOf(parts.params);
+    if (c.groups <= 0 || c.c % c.groups != 0 || c.o % c.groups != 0)
+      throw Error("tuning key '" + key + "': groups do not divide the channels", ErrorKind::InvalidInput);
+    ValueId x = g.addInput("x", TensorType{DType::Float32, {c.n, c.c, c.h, c.w}});
+    // Scaled so outputs stay O(1) whatever the fan-in (the result check compares them).
+    float scale = 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(1, c.c / c.groups * c.kh * c.kw)));
+    ValueId w = g.addConstant("weight", randomTensor({c.o, c.c / c.groups, c.kh, c.kw}, rng, scale));
+    ValueId b = g.addConstant("bias", randomTensor({c.o}, rng, 0.1f));
+    Attrs attrs;
+    attrs.set("stride", std::vector<int64_t>{c.sh, c.sw});
+    attrs.set("padding", std::vector<int64_t>{c.ph, c.pw});
+    attrs.set("dilation", std::vector<int64_t>{c.dh, c.dw});
+    attrs.set("groups", c.groups);
+    g.setOutputs({g.addNode("conv2d", {x, w, b}, attrs, {}, "y")[0]});
+    return g;
+  }
+  if (parts.kind == "dense") {
+    int64_t m = knob(parts.params, "m", 1), k = knob(parts.params, "k", 1), n = knob(parts.params, "n", 1);
+    ValueId x = g.addInput("x", TensorType{DType::Float32, {m, k}});
+    ValueId w = g.addConstant("weight", randomTensor({n, k}, rng, 1.0f / std::sqrt(static_cast<float>(k))));
+    ValueId b = g.addConstant("bias", randomTensor({n}, rng, 0.1f));
+    g.setOutputs({g.addNode("dense", {x, w, b}, {}, {}, "y")[0]});
+    return g;
+  }
+  throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
+}
+
+}  // namespace kiln::core::tune

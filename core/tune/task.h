@@ -1,0 +1,41 @@
+// Tuning tasks: the distinct tunable workloads of a compiled model, each with the share of the
+// model's time it stands for, and the standalone graph a candidate is measured on.
+//
+// A task is named by its tuning key (core/lower/schedule_config.h): the key describes the
+// anchor computation completely, so a task can be rebuilt from the key alone (taskGraph) — in a
+// worker process, in a later session, or for another model with the same layer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/ir/graph.h"
+#include "core/lower/lower.h"
+
+namespace kiln::core::tune {
+
+struct TuneTask {
+  std::string name;     // the first kernel with this key ("fused_conv2d_nchwc_add_relu_3")
+  std::string key;      // tuning key
+  std::string kind;     // "conv2d_nchwc", "dense"
+  int weight = 0;       // kernel calls per inference with this key
+  double flops = 0;     // per call
+  std::string defaultKnobs;  // the heuristic's knobs in the model's build
+};
+
+/// One task per distinct attrs["tune_key"] among the module's kernels, weighted by how many of
+/// the plan's calls run a kernel with that key; largest weight × FLOPs first.
+std::vector<TuneTask> extractTasks(const lower::LoweredModule& module);
+
+/// FLOPs of one call of the key's computation; throws kiln::Error (InvalidInput) for a key
+/// that is not a tuning key.
+double taskFlops(const std::string& key);
+
+/// A graph that computes just the key's anchor op on plain-layout inputs, with deterministic
+/// pseudo-random weights (and a bias, as batch-norm folding leaves one on every convolution).
+/// Its O3 build holds one kernel with this key (conv2d_nchwc after alter-layout), next to the
+/// layout transforms at its edges.
+Graph taskGraph(const std::string& key, uint64_t seed = 1);
+
+}  // namespace kiln::core::tune

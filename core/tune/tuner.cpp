@@ -1,0 +1,206 @@
+// Grid, random and model-guided tuners; see tuner.h.
+#include "core/tune/tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <map>
+
+#include "core/tune/cost_model.h"
+#include "runtime/error.h"
+
+namespace kiln::core::tune {
+
+void TuningHistory::add(const std::string& kind, Group group) {
+  if (!group.features.empty()) m_groups[kind].push_back(std::move(group));
+}
+
+const std::vector<TuningHistory::Group>& TuningHistory::groups(const std::string& kind) const {
+  static const std::vector<Group> none;
+  auto it = m_groups.find(kind);
+  return it == m_groups.end() ? none : it->second;
+}
+
+Tuner::Tuner(const ConfigSpace& space, uint64_t seed) : m_space(space), m_rng(seed) {}
+
+std::vector<int64_t> Tuner::propose(int count) {
+  std::vector<int64_t> out;
+  for (int64_t i : next(count)) {
+    if (static_cast<int>(out.size()) >= count) break;
+    if (m_visited.insert(i).second) out.push_back(i);
+  }
+  return out;
+}
+
+void Tuner::update(const std::vector<int64_t>& configs, const std::vector<double>& costsMs) {
+  for (size_t i = 0; i < configs.size() && i < costsMs.size(); ++i) {
+    m_visited.insert(configs[i]);
+    m_measured.emplace_back(configs[i], costsMs[i]);
+  }
+}
+
+std::vector<int64_t> Tuner::randomUnvisited(int count) {
+  std::vector<int64_t> pool;
+  for (int64_t i = 0; i < m_space.size(); ++i)
+    if (!visited(i)) pool.push_back(i);
+  std::shuffle(pool.begin(), pool.end(), m_rng);
+  if (static_cast<int>(pool.size()) > count) pool.resize(static_cast<size_t>(count));
+  return pool;
+}
+
+namespace {
+
+class GridTuner final : public Tuner {
+ public:
+  using Tuner::Tuner;
+
+ private:
+  std::vector<int64_t> next(int count) override {
+    std::vector<int64_t> out;
+    for (; m_cursor < m_space.size() && static_cast<int>(out.size()) < count; ++m_cursor)
+      if (!visited(m_cursor)) out.push_back(m_cursor);
+    return out;
+  }
+  int64_t m_cursor = 0;
+};
+
+class RandomTuner final : public Tuner {
+ public:
+  using Tuner::Tuner;
+
+ private:
+  std::vector<int64_t> next(int count) override { return randomUnvisited(count); }
+};
+
+class XgbTuner final : public Tuner {
+ public:
+  XgbTuner(const ConfigSpace& space, uint64_t seed, std::shared_ptr<TuningHistory> history)
+      : Tuner(space, seed), m_model(seed), m_history(std::move(history)) {
+    m_features.reserve(static_cast<size_t>(space.size()));
+    for (int64_t i = 0; i < space.size(); ++i) m_features.push_back(space.features(i));
+  }
+
+ private:
+  static constexpr double kExploration = 0.15;  // share of each batch proposed at random
+  static constexpr int kChains = 48;
+  static constexpr int kSteps = 80;
+
+  void finish() override {
+    if (m_history) m_history->add(m_space.kind(), ownGroup());
+  }
+
+  std::vector<int64_t> next(int count) override {
+    int succeeded = 0;
+    for (const auto& [index, cost] : m_measured) succeeded += cost > 0;
+    bool transfer = m_history && !m_history->groups(m_space.kind()).empty();
+    if (succeeded < 2 && !transfer) return randomUnvisited(count);
+    train();
+    std::vector<float> scores = m_model.predict(m_features);
+    std::vector<int64_t> best = anneal(scores, count);
+    int explore = static_cast<int>(std::floor(count * kExploration + 0.5));
+    if (static_cast<int>(best.size()) > count - explore) best.resize(static_cast<size_t>(std::max(0, count - explore)));
+    std::set<int64_t> chosen(best.begin(), best.end());
+    for (int64_t i : randomUnvisited(count * 2)) {
+      if (static_cast<int>(best.size()) >= count) break;
+      if (chosen.insert(i).second) best.push_back(i);
+    }
+    return best;
+  }
+
+  /// This task's measurements as a ranking group: labels are best cost / cost (0 if failed).
+  TuningHistory::Group ownGroup() const {
+    double bestCost = 0;
+    for (const auto& [index, cost] : m_measured)
+      if (cost > 0 && (bestCost == 0 || cost < bestCost)) bestCost = cost;
+    TuningHistory::Group g;
+    for (const auto& [index, cost] : m_measured) {
+      g.features.push_back(m_features[static_cast<size_t>(index)]);
+      g.labels.push_back(cost > 0 ? static_cast<float>(bestCost / cost) : 0.0f);
+    }
+    return g;
+  }
+
+  void train() {
+    std::vector<std::vector<float>> x;
+    std::vector<float> y;
+    std::vector<unsigned> groups;
+    auto append = [&](const TuningHistory::Group& g) {
+      if (g.features.empty()) return;
+      x.insert(x.end(), g.features.begin(), g.features.end());
+      y.insert(y.end(), g.labels.begin(), g.labels.end());
+      groups.push_back(static_cast<unsigned>(g.features.size()));
+    };
+    if (m_history)
+      for (const auto& g : m_history->groups(m_space.kind())) append(g);
+    append(ownGroup());
+    m_model.fit(x, y, groups);
+  }
+
+  /// Parallel annealing chains over predicted scores; the best unvisited points they met.
+  std::vector<int64_t> anneal(const std::vector<float>& scores, int count) {
+    // Temperature in units of the score spread, cooling linearly to zero.
+    float lo = *std::min_element(scores.begin(), scores.end()), hi = *std::max_element(scores.begin(), scores.end());
+    double spread = std::max(1e-6, static_cast<double>(hi - lo));
+    std::vector<int64_t> chains;
+    // Start from the best measured points and from random ones.
+    std::vector<std::pair<double, int64_t>> measured;
+    for (const auto& [index, cost] : m_measured)
+      if (cost > 0) measured.emplace_back(cost, index);
+    std::sort(measured.begin(), measured.end());
+    for (size_t i = 0; i < measured.size() && chains.size() < kChains / 2; ++i) chains.push_back(measured[i].second);
+    std::uniform_int_distribution<int64_t> any(0, m_space.size() - 1);
+    while (static_cast<int>(chains.size()) < kChains) chains.push_back(any(m_rng));
+
+    std::map<int64_t, float> found;  // unvisited points met, with their scores
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    for (int step = 0; step < kSteps; ++step) {
+      double temperature = 0.5 * spread * (1.0 - static_cast<double>(step) / kSteps);
+      for (int64_t& at : chains) {
+        if (!visited(at)) found.emplace(at, scores[static_cast<size_t>(at)]);
+        std::vector<int64_t> around = neighbors(at);
+        if (around.empty()) continue;
+        int64_t to = around[std::uniform_int_distribution<size_t>(0, around.size() - 1)(m_rng)];
+        double gain = scores[static_cast<size_t>(to)] - scores[static_cast<size_t>(at)];
+        if (gain >= 0 || (temperature > 0 && unit(m_rng) < std::exp(gain / temperature))) at = to;
+      }
+    }
+    for (int64_t at : chains)
+      if (!visited(at)) found.emplace(at, scores[static_cast<size_t>(at)]);
+    std::vector<std::pair<float, int64_t>> ranked;
+    for (const auto& [index, score] : found) ranked.emplace_back(score, index);
+    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < ranked.size() && static_cast<int>(out.size()) < count; ++i) out.push_back(ranked[i].second);
+    return out;
+  }
+
+  const std::vector<int64_t>& neighbors(int64_t index) {
+    auto it = m_neighbors.find(index);
+    if (it == m_neighbors.end()) it = m_neighbors.emplace(index, m_space.neighbors(index)).first;
+    return it->second;
+  }
+
+  CostModel m_model;
+  std::shared_ptr<TuningHistory> m_history;
+  std::vector<std::vector<float>> m_features;
+  std::map<int64_t, std::vector<int64_t>> m_neighbors;
+};
+
+}  // namespace
+
+const std::vector<std::string>& tunerNames() {
+  static const std::vector<std::string> names{"xgb", "random", "grid"};
+  return names;
+}
+
+std::unique_ptr<Tuner> makeTuner(const std::string& name, const ConfigSpace& space, uint64_t seed,
+                                 std::shared_ptr<TuningHistory> history) {
+  if (name == "grid") return std::make_unique<GridTuner>(space, seed);
+  if (name == "random") return std::make_unique<RandomTuner>(space, seed);
+  if (name == "xgb") return std::make_unique<XgbTuner>(space, seed, std::move(history));
+  throw Error("unknown tuner '" + name + "' (expected xgb, random or grid)", ErrorKind::Usage);
+}
+
+}  // namespace kiln::core::tune

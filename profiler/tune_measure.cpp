@@ -1,0 +1,460 @@
+// Tuning candidates measured in worker processes; see tune_measure.h.
+#include "profiler/tune_measure.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <istream>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/llvm/jit.h"
+#include "codegen/target.h"
+#include "core/lower/lower.h"
+#include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
+#include "core/passes/pass_manager.h"
+#include "core/passes/pipeline.h"
+#include "core/tune/task.h"
+#include "profiler/subprocess.h"
+#include "profiler/time_evaluator.h"
+#include "runtime/error.h"
+#include "runtime/graph_executor.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::profiler {
+
+using nlohmann::json;
+
+// ---- the worker ---------------------------------------------------------------------------------
+
+namespace {
+
+struct Built {
+  std::shared_ptr<runtime::GraphExecutor> executor;
+  int call = -1;  // the plan call that runs the task's kernel
+  std::string schedule;
+  double compileSeconds = 0;
+};
+
+/// Compiles the task graph of `r.key` with the request's knobs (none: the heuristic).
+Built buildCandidate(const CandidateRequest& r, bool withKnobs) {
+  auto start = std::chrono::steady_clock::now();
+  codegen::Target target = codegen::Target::parse(r.target);
+  if (!target.runnable) throw Error("target '" + r.target + "' cannot run here", ErrorKind::Usage);
+  core::lower::LowerOptions lower = core::lower::lowerOptionsFor(target.cpu, target.features);
+  auto configs = std::make_shared<core::lower::ScheduleConfigs>();
+  if (withKnobs && !r.knobs.empty()) configs->byKey[r.key] = core::lower::parseKnobs(r.knobs);
+  lower.schedules = configs;
+
+  core::Graph graph = core::tune::taskGraph(r.key);
+  // The passes that decide how the anchor is laid out; no fusion, so the anchor is a kernel of
+  // its own and its timing holds nothing else.
+  if (core::lower::parseTuneKey(r.key).kind == "conv2d_nchwc" && r.optLevel >= 3) {
+    core::passes::PassManagerOptions pm;
+    pm.schedules = configs;
+    std::string text = "alter-layout{lanes=" + std::to_string(lower.vectorLanes) + "}";
+    core::passes::PassManager(core::passes::parsePipeline(text), pm).run(graph);
+  }
+  core::lower::LoweredModule module = core::lower::lowerGraph(graph, lower);
+  Built built;
+  std::string kernel;
+  for (auto& f : module.funcs) {
+    if (r.optLevel >= 4) f.attrs["fast_math"] = "reassoc,nsz,contract,afn";
+    auto key = f.attrs.find("tune_key");
+    if (key != f.attrs.end() && key->second == r.key) {
+      kernel = f.name;
+      built.schedule = f.attrs["schedule"];
+    }
+  }
+  for (size_t i = 0; i < module.plan.calls.size(); ++i)
+    if (module.plan.calls[i].kernel == kernel) built.call = static_cast<int>(i);
+  if (built.call < 0) throw Error("the task graph of '" + r.key + "' has no kernel with that key", ErrorKind::Internal);
+  auto library = codegen::JitLibrary::compile(module.funcs, target);
+  built.executor = std::make_shared<runtime::GraphExecutor>(std::move(module.plan), library);
+  built.compileSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return built;
+}
+
+/// Runs the whole task graph once on fixed pseudo-random inputs and returns output 0.
+std::vector<float> runOnce(runtime::GraphExecutor& ex) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int i = 0; i < ex.numInputs(); ++i) {
+    const auto& slot = ex.inputSlot(i);
+    runtime::Tensor t = runtime::Tensor::zeros(slot.dtype, slot.shape);
+    float* data = t.data<float>();
+    for (int64_t k = 0; k < t.numel(); ++k) data[k] = normal(rng);
+    ex.setInput(i, t);
+  }
+  ex.run();
+  runtime::Tensor out = ex.output(0);
+  const float* data = out.data<float>();
+  return std::vector<float>(data, data + out.numel());
+}
+
+void injectFault(const std::string& knobs) {
+  const char* spec = std::getenv("KILN_TUNE_FAULT");
+  if (!spec) return;
+  std::string s(spec);
+  size_t colon = s.find(':');
+  if (colon == std::string::npos) return;
+  std::string kind = s.substr(0, colon), needle = s.substr(colon + 1);
+  // Matched against "knobs," so that "ow_block=1," names ow_block=1 and not ow_block=12.
+  if (needle.empty() || (knobs + ",").find(needle) == std::string::npos) return;
+  if (kind == "crash") raise(SIGSEGV);
+  if (kind == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+class WorkerState {
+ public:
+  json handle(const json& msg) {
+    int id = msg.value("id", 0);
+    json reply{{"id", id}};
+    try {
+      std::string op = msg.at("op").get<std::string>();
+      if (op == "compile") {
+        CandidateRequest r;
+        r.key = msg.at("key").get<std::string>();
+        r.knobs = msg.value("knobs", "");
+        r.target = msg.value("target", "llvm");
+        r.threads = msg.value("threads", 1);
+        r.optLevel = msg.value("opt_level", 3);
+        r.repeat = msg.value("repeat", 5);
+        r.minRepeatMs = msg.value("min_repeat_ms", 10.0);
+        Built built = buildCandidate(r, true);
+        reply["compile_s"] = built.compileSeconds;
+        reply["schedule"] = built.schedule;
+        m_pending[id] = {r, std::move(built)};
+      } else if (op == "measure") {
+        auto it = m_pending.find(id);
+        if (it == m_pending.end()) throw Error("no compiled candidate " + std::to_string(id), ErrorKind::Internal);
+        auto [r, built] = std::move(it->second);
+        m_pending.erase(it);
+        measure(r, built, reply);
+      } else {
+        throw Error("unknown request '" + op + "'", ErrorKind::Usage);
+      }
+      if (!reply.contains("error")) reply["ok"] = true;
+    } catch (const std::exception& e) {
+      reply["ok"] = false;
+      reply["error"] = e.what();
+    }
+    return reply;
+  }
+
+ private:
+  void measure(const CandidateRequest& r, Built& built, json& reply) {
+    runtime::setNumThreads(std::max(1, r.threads));
+    const std::vector<float>& expected = reference(r);
+    injectFault(built.schedule);
+    std::vector<float> got = runOnce(*built.executor);
+    double diff = 0, scale = 1;
+    for (size_t i = 0; i < got.size() && i < expected.size(); ++i) {
+      double d = std::abs(static_cast<double>(got[i]) - expected[i]);
+      diff = std::isnan(d) ? INFINITY : std::max(diff, d);
+      scale = std::max(scale, std::abs(static_cast<double>(expected[i])));
+    }
+    reply["max_abs_diff"] = std::isfinite(diff) ? diff : -1.0;
+    // Reassociated sums differ in the last bits; a wrong schedule differs in O(1) values.
+    if (got.size() != expected.size() || !(diff <= 1e-3 * scale)) {
+      char text[96];
+      std::snprintf(text, sizeof text, "wrong result (max |diff| %.3g)", diff);
+      reply["ok"] = false;
+      reply["error"] = text;
+      return;
+    }
+    runtime::GraphExecutor& ex = *built.executor;
+    int call = built.call;
+    TimingOptions timing;
+    timing.warmup = 2;
+    timing.repeat = std::max(1, r.repeat);
+    timing.minRepeatMs = r.minRepeatMs;
+    Timing t = timeIt([&] { ex.runCall(call); }, timing);
+    reply["samples_ms"] = t.samplesMs;
+    reply["median_ms"] = t.medianMs;
+  }
+
+  /// The default schedule's output for the request's task (built once per task).
+  const std::vector<float>& reference(const CandidateRequest& r) {
+    std::string id = r.key + "|" + r.target + "|" + std::to_string(r.optLevel);
+    auto it = m_reference.find(id);
+    if (it != m_reference.end()) return it->second;
+    Built built = buildCandidate(r, false);
+    return m_reference.emplace(id, runOnce(*built.executor)).first->second;
+  }
+
+  std::map<int, std::pair<CandidateRequest, Built>> m_pending;
+  std::map<std::string, std::vector<float>> m_reference;
+};
+
+}  // namespace
+
+int serveTuneWorker(std::istream& in, std::ostream& out) {
+  WorkerState state;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json msg = json::parse(line, nullptr, false);
+    json reply = msg.is_discarded() ? json{{"id", 0}, {"ok", false}, {"error", "malformed request"}} : state.handle(msg);
+    out << reply.dump() << '\n';
+    out.flush();
+  }
+  return 0;
+}
+
+// ---- the runner ---------------------------------------------------------------------------------
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// One worker process and the pipes to it.
+class WorkerProcess {
+ public:
+  ~WorkerProcess() { stop(); }
+
+  bool running() const { return m_pid > 0; }
+
+  /// Starts the process; false with `why` when it cannot be.
+  bool start(const std::vector<std::string>& argv, std::string& why) {
+    int toChild[2], fromChild[2];
+    if (pipe2(toChild, O_CLOEXEC) != 0 || pipe2(fromChild, O_CLOEXEC) != 0) {
+      why = std::strerror(errno);
+      return false;
+    }
+    pid_t pid = spawnProcess(argv, toChild[0], fromChild[1], -1, why);
+    close(toChild[0]);
+    close(fromChild[1]);
+    if (pid < 0) {
+      close(toChild[1]);
+      close(fromChild[0]);
+      return false;
+    }
+    m_pid = pid;
+    m_in = toChild[1];
+    m_out = fromChild[0];
+    m_buffer.clear();
+    return true;
+  }
+
+  bool send(const std::string& line) {
+    std::string data = line + "\n";
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = write(m_in, data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+
+  /// The next reply line, or nothing with `failure` set ("timeout", "crashed (signal 11)"); the
+  /// process is gone after a failure.
+  std::optional<json> receive(double timeoutSeconds, std::string& failure) {
+    auto deadline = Clock::now() + std::chrono::duration<double>(timeoutSeconds);
+    for (;;) {
+      size_t nl = m_buffer.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = m_buffer.substr(0, nl);
+        m_buffer.erase(0, nl + 1);
+        json reply = json::parse(line, nullptr, false);
+        if (!reply.is_discarded()) return reply;
+        continue;  // not protocol output: skip it
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        failure = "timeout (" + std::to_string(static_cast<int>(timeoutSeconds)) + " s)";
+        stop();
+        return std::nullopt;
+      }
+      pollfd fd{m_out, POLLIN, 0};
+      int n = poll(&fd, 1, static_cast<int>(std::min<int64_t>(left, 500)));
+      if (n < 0 && errno != EINTR) {
+        failure = std::string("poll: ") + std::strerror(errno);
+        stop();
+        return std::nullopt;
+      }
+      if (n <= 0) continue;
+      char buf[4096];
+      ssize_t got = read(m_out, buf, sizeof buf);
+      if (got > 0) {
+        m_buffer.append(buf, static_cast<size_t>(got));
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      failure = reap();
+      return std::nullopt;
+    }
+  }
+
+  void stop() {
+    if (m_pid <= 0) return;
+    kill(-m_pid, SIGKILL);
+    reap();
+  }
+
+ private:
+  /// Waits for the exited process; how it ended.
+  std::string reap() {
+    int status = 0;
+    std::string how = "worker ended";
+    if (m_pid > 0 && waitpid(m_pid, &status, 0) == m_pid) {
+      if (WIFSIGNALED(status)) how = "crashed (signal " + std::to_string(WTERMSIG(status)) + ")";
+      else if (WIFEXITED(status)) how = "worker exited with code " + std::to_string(WEXITSTATUS(status));
+    }
+    if (m_in >= 0) close(m_in);
+    if (m_out >= 0) close(m_out);
+    m_in = m_out = m_pid = -1;
+    return how;
+  }
+
+  pid_t m_pid = -1;
+  int m_in = -1, m_out = -1;
+  std::string m_buffer;
+};
+
+}  // namespace
+
+struct TuneRunner::Impl {
+  std::vector<std::string> argv;
+  std::vector<WorkerProcess> workers;
+  double timeout = 10;
+  int started = 0;
+  int nextId = 1;
+
+  bool ensure(WorkerProcess& w, std::string& why) {
+    if (w.running()) return true;
+    if (!w.start(argv, why)) return false;
+    ++started;
+    return true;
+  }
+
+  json compileMessage(int id, const CandidateRequest& r) const {
+    return json{{"op", "compile"}, {"id", id}, {"key", r.key}, {"knobs", r.knobs}, {"target", r.target},
+                {"threads", r.threads}, {"opt_level", r.optLevel}, {"repeat", r.repeat},
+                {"min_repeat_ms", r.minRepeatMs}};
+  }
+
+  /// Sends one request and waits for its reply; on failure the result's error says why.
+  std::optional<json> call(WorkerProcess& w, const json& msg, double timeoutSeconds, std::string& error) {
+    if (!ensure(w, error)) return std::nullopt;
+    if (!w.send(msg.dump())) {
+      std::string how;
+      w.receive(0.5, how);  // collect the exit status
+      error = how.empty() ? "worker pipe closed" : how;
+      return std::nullopt;
+    }
+    return w.receive(timeoutSeconds, error);
+  }
+};
+
+TuneRunner::TuneRunner(std::vector<std::string> workerArgv, int workers, double timeoutSeconds)
+    : m_impl(std::make_unique<Impl>()) {
+  // A worker that dies between two requests must not kill the tuner with SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
+  m_impl->argv = std::move(workerArgv);
+  m_impl->workers.resize(static_cast<size_t>(std::max(1, workers)));
+  m_impl->timeout = timeoutSeconds > 0 ? timeoutSeconds : 10;
+}
+
+TuneRunner::~TuneRunner() = default;
+
+int TuneRunner::workersStarted() const { return m_impl->started; }
+
+std::vector<CandidateResult> TuneRunner::run(const std::vector<CandidateRequest>& batch) {
+  Impl& m = *m_impl;
+  std::vector<CandidateResult> results(batch.size());
+  std::vector<int> ids(batch.size());
+  std::vector<int> owner(batch.size(), -1);  // worker holding the compiled candidate
+  std::vector<int> generation(m.workers.size(), 0), compiledIn(batch.size(), -1);
+  // Code generation takes seconds on big layers; it gets its own, longer limit.
+  double compileTimeout = std::max(60.0, m.timeout);
+
+  // Compile: each round sends one candidate to every worker, then collects the replies.
+  size_t next = 0;
+  while (next < batch.size()) {
+    std::vector<std::pair<size_t, size_t>> round;  // (candidate, worker)
+    for (size_t w = 0; w < m.workers.size() && next < batch.size(); ++w, ++next) {
+      ids[next] = m.nextId++;
+      std::string error;
+      if (!m.ensure(m.workers[w], error)) {
+        if (m.started == 0 && w + 1 == m.workers.size())
+          throw Error("cannot start a tuning worker: " + error, ErrorKind::Internal);
+        results[next].error = "cannot start a worker: " + error;
+        continue;
+      }
+      if (!m.workers[w].send(m.compileMessage(ids[next], batch[next]).dump())) {
+        results[next].error = "worker pipe closed";
+        m.workers[w].stop();
+        continue;
+      }
+      round.emplace_back(next, w);
+    }
+    for (auto [i, w] : round) {
+      std::string error;
+      auto reply = m.workers[w].receive(compileTimeout, error);
+      if (!reply) {
+        results[i].error = "compile " + error;
+        ++generation[w];
+        continue;
+      }
+      results[i].compileSeconds = reply->value("compile_s", 0.0);
+      results[i].schedule = reply->value("schedule", "");
+      if (!reply->value("ok", false)) {
+        results[i].error = "compile error: " + reply->value("error", std::string("unknown"));
+        continue;
+      }
+      owner[i] = static_cast<int>(w);
+      compiledIn[i] = generation[w];
+    }
+  }
+
+  // Measure one at a time.
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (owner[i] < 0) continue;
+    WorkerProcess& w = m.workers[static_cast<size_t>(owner[i])];
+    std::string error;
+    if (compiledIn[i] != generation[static_cast<size_t>(owner[i])] || !w.running()) {
+      // The worker was replaced after a failure: compile again on the new one.
+      auto reply = m.call(w, m.compileMessage(ids[i], batch[i]), compileTimeout, error);
+      if (!reply || !reply->value("ok", false)) {
+        results[i].error = reply ? "compile error: " + reply->value("error", std::string("unknown")) : "compile " + error;
+        if (!reply) ++generation[static_cast<size_t>(owner[i])];
+        continue;
+      }
+      compiledIn[i] = generation[static_cast<size_t>(owner[i])];
+    }
+    auto reply = m.call(w, json{{"op", "measure"}, {"id", ids[i]}}, m.timeout, error);
+    if (!reply) {
+      results[i].error = error;
+      ++generation[static_cast<size_t>(owner[i])];
+      continue;
+    }
+    results[i].maxAbsDiff = reply->value("max_abs_diff", 0.0);
+    if (!reply->value("ok", false)) {
+      results[i].error = reply->value("error", std::string("unknown error"));
+      continue;
+    }
+    results[i].samplesMs = reply->value("samples_ms", std::vector<double>{});
+    results[i].medianMs = reply->value("median_ms", 0.0);
+  }
+  return results;
+}
+
+}  // namespace kiln::profiler

@@ -1,0 +1,77 @@
+// Measuring tuning candidates in isolation (core/tune proposes them; the façade drives the loop).
+//
+// A candidate is a tuning key (core/lower/schedule_config.h) plus knob values. It runs in a
+// worker process, never in the tuner's: a schedule that crashes the generated code, or loops
+// forever, takes down only the worker, which the runner kills after a time limit, records as
+// failed and replaces. Workers are long-lived (one JIT and one set of reference outputs per
+// task, not per candidate) and talk JSON lines over stdin/stdout:
+//
+//   → {"op":"compile","id":7,"key":"conv2d_nchwc:...","knobs":"oc_vecs=2,...","target":"llvm",
+//      "threads":2,"opt_level":3,"repeat":5,"min_repeat_ms":10}
+//   ← {"id":7,"ok":true,"compile_s":0.08,"schedule":"flatten=0,oc_outer=1,oc_vecs=2,ow_block=7"}
+//   → {"op":"measure","id":7}
+//   ← {"id":7,"ok":true,"samples_ms":[...],"median_ms":0.041,"max_abs_diff":2e-6}
+//
+// Compiles of one batch run on all workers at once (code generation is the slow part); the
+// measurements then run one at a time so candidates never share the cores they are timed on.
+// A worker checks each candidate's output against the task's default-schedule output on the
+// same inputs: a candidate that computes something else is an error, however fast.
+//
+// For tests, KILN_TUNE_FAULT="crash:<substring>" or "hang:<substring>" makes a worker crash
+// (SIGSEGV) or hang when measuring a candidate whose knob text followed by a comma contains the
+// substring ("crash:ow_block=1," hits ow_block=1 only).
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::profiler {
+
+struct CandidateRequest {
+  std::string key;     // tuning key
+  std::string knobs;   // knob text; "" for the heuristic schedule
+  std::string target = "llvm";
+  int threads = 1;
+  int optLevel = 3;    // 4 adds fast math, as in builds
+  int repeat = 5;
+  double minRepeatMs = 10;
+};
+
+struct CandidateResult {
+  std::string error;  // "" when measured and correct
+  double medianMs = 0;
+  std::vector<double> samplesMs;
+  double maxAbsDiff = 0;       // vs the default schedule
+  double compileSeconds = 0;
+  std::string schedule;        // the knobs the kernel was actually built with
+  bool ok() const { return error.empty(); }
+};
+
+/// Serves the worker protocol on `in`/`out` until end of input; returns the process exit code.
+int serveTuneWorker(std::istream& in, std::ostream& out);
+
+/// The parent side: a pool of worker processes started from `workerArgv` (e.g. {"kiln",
+/// "tune-worker"}), restarted after a crash or a timeout.
+class TuneRunner {
+ public:
+  TuneRunner(std::vector<std::string> workerArgv, int workers, double timeoutSeconds);
+  ~TuneRunner();
+  TuneRunner(const TuneRunner&) = delete;
+  TuneRunner& operator=(const TuneRunner&) = delete;
+
+  /// Compiles the batch in parallel over the workers, then measures the candidates one by one.
+  /// Never throws for a candidate's failure: its result carries the error ("timeout", "crashed
+  /// (signal 11)", "wrong result (max |diff| 3.2)", "compile error: ..."). Throws kiln::Error
+  /// (Internal) only when no worker can be started at all.
+  std::vector<CandidateResult> run(const std::vector<CandidateRequest>& batch);
+  /// Workers started so far, restarts included.
+  int workersStarted() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace kiln::profiler

@@ -1,0 +1,200 @@
+// Import breadth end to end (issue 8): the import doctor's reports, the BERT encoder on random
+// token ids (model_test.cpp feeds integer inputs zeros), and ONNX vs TorchScript imports of the
+// same sample models (the export script's "onnx" manifest entries), both against libtorch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "app/doctor.h"
+#include "app/facade.h"
+#include "importers/torchscript.h"
+#include "profiler/torch_baseline.h"
+
+using namespace kiln;
+
+namespace {
+
+std::string modelPath(const std::string& relative) { return std::string(KILN_MODELS_DIR) + "/" + relative; }
+
+double maxAbsDiff(const runtime::Tensor& a, const runtime::Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  if (a.shape() != b.shape() || a.dtype() != runtime::DType::Float32) return 0;
+  double worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double d = std::fabs(static_cast<double>(a.data<float>()[i]) - b.data<float>()[i]);
+    if (!(d <= worst)) worst = d;  // NaN counts as worst
+  }
+  return worst;
+}
+
+std::vector<runtime::Tensor> runKiln(const std::string& path, const std::vector<runtime::Tensor>& inputs, int opt) {
+  auto model = app::openModel(path);
+  EXPECT_TRUE(model.ok()) << model.error().message;
+  if (!model.ok()) return {};
+  app::BuildOptions options;
+  options.optLevel = opt;
+  options.threads = 2;
+  auto compiled = app::build(model.value(), options);
+  EXPECT_TRUE(compiled.ok()) << compiled.error().message;
+  if (!compiled.ok()) return {};
+  auto outputs = app::run(*compiled.value(), inputs);
+  EXPECT_TRUE(outputs.ok()) << outputs.error().message;
+  return outputs.ok() ? outputs.value() : std::vector<runtime::Tensor>{};
+}
+
+// --- the import doctor -----------------------------------------------------------------------
+
+TEST(Doctor, NamesTheUnsupportedOperatorAndPricesTheRest) {
+  auto report = app::diagnoseModel(modelPath("bad/unsupported_op.pt"));
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  const app::DoctorReport& r = report.value();
+  EXPECT_FALSE(r.importable);
+  EXPECT_EQ(r.unsupported, 1);
+  EXPECT_TRUE(r.complete);  // libtorch's value stood in for the grid sampler's output
+  auto it = std::find_if(r.ops.begin(), r.ops.end(), [](const app::DoctorOp& op) { return op.status == "unsupported"; });
+  ASSERT_NE(it, r.ops.end());
+  EXPECT_EQ(it->kind, "aten::grid_sampler");
+  EXPECT_NE(it->message.find("aten::grid_sampler is not supported"), std::string::npos) << it->message;
+  EXPECT_FALSE(it->location.empty());
+  // The convolution after it is still imported and priced.
+  EXPECT_EQ(r.supported, 2);
+  EXPECT_GT(r.compiledShare, 0.5);
+  EXPECT_LT(r.compiledShare, 1.0);
+  EXPECT_NE(app::doctorText(r).find("aten::grid_sampler is not supported"), std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(app::doctorJson(r));
+  EXPECT_EQ(j["summary"]["unsupported"], 1);
+  EXPECT_EQ(j["kinds"][0]["kind"], "aten::grid_sampler");
+  EXPECT_FALSE(j["hints"].empty());
+}
+
+TEST(Doctor, SupportedModelCompilesEverythingAndFoldsShapeArithmetic) {
+  auto report = app::diagnoseModel(modelPath("ops/attention_causal.pt"));
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  const app::DoctorReport& r = report.value();
+  EXPECT_TRUE(r.importable);
+  EXPECT_EQ(r.unsupported, 0);
+  EXPECT_GT(r.supported, 5);
+  EXPECT_DOUBLE_EQ(r.compiledShare, 1.0);
+  EXPECT_GT(r.totalFlops, 0);
+  bool matmul = std::any_of(r.ops.begin(), r.ops.end(), [](const app::DoctorOp& op) {
+    return std::find(op.kilnOps.begin(), op.kilnOps.end(), "matmul") != op.kilnOps.end();
+  });
+  EXPECT_TRUE(matmul);
+}
+
+TEST(Doctor, OnnxReportNamesTheFailingNode) {
+  auto report = app::diagnoseModel(modelPath("bad/unsupported_op.onnx"));
+  ASSERT_TRUE(report.ok()) << report.error().message;
+  EXPECT_EQ(report->format, "onnx");
+  EXPECT_EQ(report->unsupported, 1);
+  ASSERT_FALSE(report->ops.empty());
+  EXPECT_EQ(report->ops.back().kind, "onnx::CumSum");
+  auto supported = app::diagnoseModel(modelPath("onnx/bert_encoder.onnx"));
+  ASSERT_TRUE(supported.ok()) << supported.error().message;
+  EXPECT_TRUE(supported->importable);
+  EXPECT_GT(supported->totalFlops, 1e8);
+}
+
+TEST(Doctor, ListsSupportedOperatorsFromTheRegistries) {
+  app::SupportedOps ops = app::supportedOps();
+  auto has = [&](const std::string& kind) {
+    return std::find(ops.torchScriptOps.begin(), ops.torchScriptOps.end(), kind) != ops.torchScriptOps.end();
+  };
+  EXPECT_TRUE(has("aten::embedding"));
+  EXPECT_TRUE(has("aten::_native_multi_head_attention"));
+  EXPECT_TRUE(has("aten::conv_transpose2d"));
+  EXPECT_GT(ops.torchScriptOps.size(), 100u);
+  EXPECT_NE(app::supportedOpsMarkdown(ops).find("`take`"), std::string::npos);
+}
+
+// --- BERT on random token ids ----------------------------------------------------------------
+
+TEST(Transformers, BertEncoderOnRandomIdsMatchesLibtorch) {
+  std::string path = modelPath("bert_encoder.pt");
+  runtime::Tensor ids = runtime::Tensor::zeros(runtime::DType::Int64, {1, 128});
+  std::mt19937_64 rng(7);
+  for (int64_t i = 0; i < ids.numel(); ++i) ids.data<int64_t>()[i] = static_cast<int64_t>(rng() % 1000);
+  ids.data<int64_t>()[5] = 0;  // a padding token: exercises the attention mask
+  profiler::TorchModel torchModel(path, profiler::TorchMode::Eager, 2);
+  std::vector<runtime::Tensor> expected = torchModel.run({ids});
+  for (int opt : {0, 3}) {
+    std::vector<runtime::Tensor> actual = runKiln(path, {ids}, opt);
+    ASSERT_EQ(actual.size(), expected.size());
+    for (size_t o = 0; o < actual.size(); ++o) EXPECT_LT(maxAbsDiff(actual[o], expected[o]), 1e-3) << "-O" << opt;
+  }
+}
+
+// --- ONNX vs TorchScript ----------------------------------------------------------------------
+
+struct OnnxCase {
+  std::string name, torchscript, onnx;
+  std::vector<importers::InputSpec> inputs;
+};
+
+std::vector<OnnxCase> onnxCases() {
+  std::ifstream in(modelPath("manifest.json"));
+  if (!in) return {};
+  std::vector<OnnxCase> cases;
+  nlohmann::json doc = nlohmann::json::parse(in);
+  for (const auto& m : doc["models"]) {
+    if (!m.contains("onnx")) continue;
+    std::string pt = modelPath(m["file"].get<std::string>());
+    cases.push_back({m["name"], pt, modelPath(m["onnx"].get<std::string>()), importers::readInputSpecs(pt)});
+  }
+  return cases;
+}
+
+/// Random inputs: floats N(0, 1), integer ids uniform in [0, 1000).
+std::vector<runtime::Tensor> randomInputs(const std::vector<importers::InputSpec>& specs) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal;
+  std::vector<runtime::Tensor> out;
+  for (const importers::InputSpec& spec : specs) {
+    runtime::Tensor t = runtime::Tensor::zeros(spec.dtype, spec.shape);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (spec.dtype == runtime::DType::Int64) t.data<int64_t>()[i] = static_cast<int64_t>(rng() % 1000);
+      else if (spec.dtype == runtime::DType::Float32) t.data<float>()[i] = normal(rng);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+class OnnxVsTorchScript : public ::testing::TestWithParam<OnnxCase> {};
+
+TEST_P(OnnxVsTorchScript, SameOutputs) {
+  const OnnxCase& c = GetParam();
+  auto onnx = app::openModel(c.onnx);
+  ASSERT_TRUE(onnx.ok()) << onnx.error().message;
+  ASSERT_EQ(onnx.value()->inputs.size(), c.inputs.size());
+  for (size_t i = 0; i < c.inputs.size(); ++i) EXPECT_EQ(onnx.value()->inputs[i].shape, c.inputs[i].shape);
+  std::vector<runtime::Tensor> inputs = randomInputs(c.inputs);
+  std::vector<runtime::Tensor> fromTorchScript = runKiln(c.torchscript, inputs, 3);
+  std::vector<runtime::Tensor> fromOnnx = runKiln(c.onnx, inputs, 3);
+  profiler::TorchModel torchModel(c.torchscript, profiler::TorchMode::Eager, 2);
+  std::vector<runtime::Tensor> reference = torchModel.run(inputs);
+  ASSERT_EQ(fromOnnx.size(), fromTorchScript.size());
+  for (size_t o = 0; o < fromOnnx.size(); ++o) {
+    EXPECT_LT(maxAbsDiff(fromOnnx[o], fromTorchScript[o]), 1e-3) << "output " << o;
+    EXPECT_LT(maxAbsDiff(fromOnnx[o], reference[o]), 1e-3) << "output " << o << " vs libtorch";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Manifest, OnnxVsTorchScript, ::testing::ValuesIn(onnxCases()),
+                         [](const ::testing::TestParamInfo<OnnxCase>& info) { return info.param.name; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OnnxVsTorchScript);
+
+TEST(Onnx, UnsupportedOperatorIsNamedWithItsNode) {
+  auto model = app::openModel(modelPath("bad/unsupported_op.onnx"));
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.error().kind, ErrorKind::Unsupported);
+  EXPECT_NE(model.error().message.find("onnx::CumSum is not supported (node"), std::string::npos)
+      << model.error().message;
+}
+
+}  // namespace

@@ -1,0 +1,172 @@
+// kiln tune end to end, with small budgets: real worker processes measuring real JIT-compiled
+// candidates, records on disk and in a real SQLite store, resumption, candidates that crash or
+// hang, and builds that apply the best records. No timing thresholds: only what was recorded.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/npy.h"
+#include "tests/e2e/process.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::testing_support::Outcome;
+
+fs::path tempDir() {
+  static const fs::path d = fs::temp_directory_path() / ("kiln_tune_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+Outcome kiln(const std::string& args, const std::string& env = "") {
+  return kiln::testing_support::runProcess(env + " " + std::string(KILN_BINARY) + " " + args,
+                                           (tempDir() / "stderr.txt").string());
+}
+
+std::string model() { return std::string(KILN_MODELS_DIR) + "/ops/conv_bn_relu.pt"; }
+
+std::vector<nlohmann::json> readLines(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+/// Each test has its own store: records in a store count as measured for every later run.
+std::string common(const std::string& part = "") {
+  std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  return " --no-compare --threads 1 --db " + (tempDir() / (test + part + ".db")).string();
+}
+
+TEST(TuneCli, RecordsAreWrittenResumedAndApplied) {
+  fs::path records = tempDir() / "resume.jsonl";
+  fs::remove(records);
+  Outcome first = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  std::vector<nlohmann::json> lines = readLines(records);
+  ASSERT_EQ(lines.size(), 3u);
+  for (const auto& r : lines) {
+    EXPECT_EQ(r["error"], "") << r.dump();
+    EXPECT_GT(r["cost_ms"].get<double>(), 0);
+    EXPECT_NE(r["key"].get<std::string>().find("conv2d_nchwc:"), std::string::npos);
+    EXPECT_NE(r["target"].get<std::string>().find("-mcpu="), std::string::npos);
+  }
+  // The heuristic's own configuration is measured first: it is the baseline.
+  EXPECT_NE(first.out.find("3 measured"), std::string::npos) << first.out;
+
+  // Resuming with the same budget measures nothing; a larger one measures only the difference,
+  // never a configuration already in the records.
+  Outcome again = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  EXPECT_NE(again.out.find("0 measured"), std::string::npos) << again.out;
+  Outcome more = kiln("tune " + model() + " --tuner xgb --trials 5 --records " + records.string() + common());
+  ASSERT_EQ(more.exitCode, 0) << more.err;
+  lines = readLines(records);
+  ASSERT_EQ(lines.size(), 5u);
+  std::set<std::string> knobs;
+  for (const auto& r : lines) knobs.insert(r["knobs"].get<std::string>());
+  EXPECT_EQ(knobs.size(), 5u);
+
+  // The store keeps them too, and the build with --records uses the fastest one.
+  auto best = *std::min_element(lines.begin(), lines.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["cost_ms"].get<double>() < b["cost_ms"].get<double>();
+  });
+  Outcome ir = kiln("ir " + model() + " --stage lowered --records " + records.string());
+  ASSERT_EQ(ir.exitCode, 0) << ir.err;
+  EXPECT_NE(ir.out.find("// schedule: " + best["knobs"].get<std::string>()), std::string::npos)
+      << best.dump() << "\n" << ir.out.substr(0, 800);
+
+  // The session store kept the same records: building from it picks the same schedule.
+  std::string db = common().substr(common().find("--db ") + 5);
+  Outcome fromStore = kiln("ir " + model() + " --stage lowered --records " + db);
+  ASSERT_EQ(fromStore.exitCode, 0) << fromStore.err;
+  EXPECT_NE(fromStore.out.find("// schedule: " + best["knobs"].get<std::string>()), std::string::npos);
+
+  // Outputs with the tuned schedule equal the untuned ones.
+  kiln::runtime::Tensor x = kiln::runtime::Tensor::zeros(kiln::runtime::DType::Float32, {1, 8, 16, 16});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 17) / 8.0f - 1.0f;
+  std::string in = (tempDir() / "x.npy").string(), a = (tempDir() / "a.npy").string(), b = (tempDir() / "b.npy").string();
+  kiln::runtime::writeNpy(in, x);
+  ASSERT_EQ(kiln("run " + model() + " --input " + in + " --output " + a).exitCode, 0);
+  ASSERT_EQ(kiln("run " + model() + " --input " + in + " --output " + b + " --records " + records.string()).exitCode, 0);
+  kiln::runtime::Tensor ya = kiln::runtime::readNpy(a), yb = kiln::runtime::readNpy(b);
+  ASSERT_EQ(ya.numel(), yb.numel());
+  for (int64_t i = 0; i < ya.numel(); ++i) ASSERT_NEAR(ya.data<float>()[i], yb.data<float>()[i], 1e-4);
+}
+
+TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
+  fs::path records = tempDir() / "faults.jsonl";
+  fs::remove(records);
+  // Grid order measures ow_block=1 and =2 early; the first crashes its worker, the second hangs.
+  Outcome o = kiln("tune " + model() + " --tuner grid --trials 6 --timeout 3 --records " + records.string() + common(),
+                   "KILN_TUNE_FAULT=crash:ow_block=1,");
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_FALSE(o.signaled);
+  std::vector<nlohmann::json> lines = readLines(records);
+  ASSERT_EQ(lines.size(), 6u);
+  int crashed = 0, fine = 0;
+  for (const auto& r : lines) {
+    std::string error = r["error"];
+    if (error.find("crashed (signal 11)") != std::string::npos) {
+      ++crashed;
+      EXPECT_NE((r["knobs"].get<std::string>() + ",").find("ow_block=1,"), std::string::npos);
+    }
+    fine += error.empty();
+  }
+  EXPECT_EQ(crashed, 1);
+  EXPECT_EQ(fine, 5);
+
+  fs::path hung = tempDir() / "hang.jsonl";
+  fs::remove(hung);
+  o = kiln("tune " + model() + " --tuner grid --trials 4 --timeout 2 --records " + hung.string() + common("hang"),
+           "KILN_TUNE_FAULT=hang:ow_block=2,");
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  lines = readLines(hung);
+  ASSERT_EQ(lines.size(), 4u);
+  int timeouts = 0;
+  for (const auto& r : lines) timeouts += r["error"].get<std::string>().rfind("timeout", 0) == 0;
+  EXPECT_EQ(timeouts, 1);
+}
+
+TEST(TuneCli, BadRecordLinesAreSkippedAndCounted) {
+  fs::path records = tempDir() / "bad.jsonl";
+  {
+    std::ofstream out(records);
+    out << "garbage\n{\"key\":1}\n";
+  }
+  Outcome o = kiln("tune " + model() + " --trials 2 --records " + records.string() + common());
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_NE(o.err.find("skipped 2 bad line(s)"), std::string::npos) << o.err;
+  // The two bad lines stay; the two new records follow them.
+  std::ifstream in(records);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4) << text;
+}
+
+TEST(TuneCli, BadArgumentsGiveOneLineErrors) {
+  Outcome o = kiln("tune " + model() + " --tuner annealing" + common());
+  EXPECT_NE(o.exitCode, 0);
+  EXPECT_FALSE(o.signaled);
+  o = kiln("tune /nonexistent.pt" + common());
+  EXPECT_NE(o.exitCode, 0);
+  EXPECT_NE(o.err.find("error: "), std::string::npos) << o.err;
+  o = kiln("ir " + model() + " --stage lowered --records /nonexistent/records.jsonl");
+  EXPECT_NE(o.exitCode, 0);
+  EXPECT_NE(o.err.find("records"), std::string::npos) << o.err;
+  o = kiln("tune " + model() + " --list-tasks");
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_NE(o.out.find("conv2d_nchwc:n=1,c=8"), std::string::npos) << o.out;
+}
+
+}  // namespace

@@ -1,0 +1,244 @@
+// The Workbench's Qt-free-of-widgets layer: the item models (checked with
+// QAbstractItemModelTester, filled from real façade results), the job tracker's stale-result
+// logic, and the inspection façade it relies on (app/inspect.h).
+#include <QAbstractItemModelTester>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <atomic>
+#include <thread>
+
+#include "app/facade.h"
+#include "app/inspect.h"
+#include "app/gui/diff_model.h"
+#include "app/gui/job_runner.h"
+#include "app/gui/profile_model.h"
+#include "app/gui/session_model.h"
+#include "app/gui/tune_model.h"
+
+using namespace kiln;
+using namespace kiln::gui;
+
+namespace {
+QString modelPath(const char* relative) { return QStringLiteral(KILN_MODELS_DIR "/") + QLatin1String(relative); }
+}  // namespace
+
+class ModelsTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    m_db = m_dir.filePath(QStringLiteral("kiln.db")).toStdString();
+    // Two profiled builds of one small model: real data for the profile, session and diff models.
+    for (int level : {2, 3}) {
+      app::ProfileOptions o;
+      o.build.optLevel = level;
+      o.build.threads = 1;
+      o.repeat = 3;
+      o.warmup = 1;
+      o.minRepeatMs = 0;
+      o.store.dbPath = m_db;
+      auto r = app::profile(modelPath("ops/conv_bn_relu.pt").toStdString(), o);
+      QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+      m_profiles.push_back(r.value());
+    }
+  }
+
+  void profileModel() {
+    ProfileTableModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    const auto& ops = m_profiles.back().profile.ops;
+    model.setOps(ops);
+    QCOMPARE(model.rowCount(), static_cast<int>(ops.size()));
+    for (int row = 0; row < model.rowCount(); ++row) {
+      QCOMPARE(model.index(row, ProfileTableModel::Index).data(ProfileTableModel::CallRole).toInt(), ops[row].index);
+      QCOMPARE(model.index(row, ProfileTableModel::Time).data(ProfileTableModel::SortRole).toDouble(), ops[row].timeUs);
+      QVERIFY(!model.index(row, ProfileTableModel::Operators).data().toString().isEmpty());
+    }
+    ProfileFilterModel proxy;
+    QAbstractItemModelTester proxyTester(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    proxy.setSourceModel(&model);
+    proxy.sort(ProfileTableModel::Time, Qt::DescendingOrder);
+    for (int row = 1; row < proxy.rowCount(); ++row)
+      QVERIFY(proxy.index(row - 1, ProfileTableModel::Time).data(ProfileTableModel::SortRole).toDouble() >=
+              proxy.index(row, ProfileTableModel::Time).data(ProfileTableModel::SortRole).toDouble());
+    proxy.setFilterRegularExpression(QRegularExpression(QStringLiteral("no-such-operator")));
+    QCOMPARE(proxy.rowCount(), 0);
+    proxy.setFilterRegularExpression(QRegularExpression(QStringLiteral("conv"), QRegularExpression::CaseInsensitiveOption));
+    QVERIFY(proxy.rowCount() >= 1);
+    model.clear();
+    QCOMPARE(proxy.rowCount(), 0);
+  }
+
+  void sessionModel() {
+    auto list = app::listSessions(m_db);
+    QVERIFY(list.ok());
+    std::vector<profiler::SessionData> sessions;
+    for (const auto& s : list.value()) sessions.push_back(app::loadSession(m_db, s.id).value());
+    SessionTreeModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setSessions(sessions);
+    QCOMPARE(model.rowCount(), 1);
+    QModelIndex session = model.index(0, 0);
+    QCOMPARE(model.rowCount(session), 2);  // two profile runs
+    std::set<qlonglong> builds;
+    for (int r = 0; r < 2; ++r) {
+      QModelIndex run = model.index(r, 0, session);
+      QCOMPARE(run.data(SessionTreeModel::KindRole).toString(), QStringLiteral("profile"));
+      QVERIFY(run.data(SessionTreeModel::HasProfileRole).toBool());
+      builds.insert(run.data(SessionTreeModel::BuildIdRole).toLongLong());
+      QCOMPARE(model.parent(run), session);
+    }
+    QCOMPARE(builds, (std::set<qlonglong>{m_profiles[0].stored.buildId, m_profiles[1].stored.buildId}));
+    model.setSessions({});
+    QCOMPARE(model.rowCount(), 0);
+  }
+
+  void diffModel() {
+    auto diff = app::diffBuilds(m_db, m_profiles[0].stored.buildId, m_profiles[1].stored.buildId);
+    QVERIFY2(diff.ok(), diff.ok() ? "" : diff.error().message.c_str());
+    BuildDiffModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setDiff(diff.value());
+    QCOMPARE(model.rowCount(), static_cast<int>(diff.value().rows.size()));
+    QVERIFY(model.rowCount() > 0);
+    QVERIFY(model.headerData(BuildDiffModel::OpsA, Qt::Horizontal, Qt::DisplayRole).toString().contains(
+        QString::number(m_profiles[0].stored.buildId)));
+  }
+
+  void tuneModel() {
+    TuneTaskModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    app::TuneTaskInfo a{"fused_a", "key-a", "conv2d", 2, 1e6, 10};
+    app::TuneTaskInfo b{"fused_b", "key-b", "dense", 1, 1e5, 4};
+    model.setTasks({a, b});
+    QCOMPARE(model.rowCount(), 2);
+    QSignalSpy history(&model, &TuneTaskModel::historyChanged);
+    app::TuneProgress p;
+    p.numTasks = 2;
+    p.taskName = "fused_b";
+    p.taskIndex = 1;
+    p.taskTrials = 3;
+    p.taskBudget = 8;
+    p.bestGflops = 12.5;
+    p.defaultGflops = 10;
+    model.applyProgress(p);
+    QCOMPARE(history.count(), 1);
+    QCOMPARE(model.history(1).size(), size_t(1));
+    QCOMPARE(model.index(0, TuneTaskModel::Status).data().toString(), QStringLiteral("done"));  // earlier task
+    QCOMPARE(model.index(1, TuneTaskModel::Status).data().toString(), QStringLiteral("tuning"));
+    QCOMPARE(model.index(1, TuneTaskModel::Speedup).data().toString(), QStringLiteral("1.25×"));
+    p.taskName = "fused_c";  // a task the list did not know is appended
+    model.applyProgress(p);
+    QCOMPARE(model.rowCount(), 3);
+  }
+
+  // A newer job makes an older one stale: its result is dropped by id, never shown.
+  void staleJobResultIsDropped() {
+    JobTracker tracker(QStringLiteral("test"));
+    QSignalSpy stale(&tracker, &JobTracker::staleResultDropped);
+    QSignalSpy finished(&tracker, &JobTracker::finished);
+    auto release = std::make_shared<std::atomic<bool>>(false);
+    std::vector<int> delivered;
+    quint64 first = tracker.start(
+        [release](const JobControl& control) {
+          while (!release->load()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          return control.cancelled() ? -1 : 1;  // cancelled: the newer job asked it to stop
+        },
+        [&delivered](int v) { delivered.push_back(v); });
+    quint64 second = tracker.start([](const JobControl&) { return 2; }, [&delivered](int v) { delivered.push_back(v); });
+    QVERIFY(second > first);
+    QCOMPARE(tracker.currentJobId(), second);
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30000);
+    QCOMPARE(delivered, std::vector<int>{2});
+    release->store(true);
+    QTRY_COMPARE_WITH_TIMEOUT(stale.count(), 1, 30000);
+    QCOMPARE(stale.front().front().toULongLong(), first);
+    QCOMPARE(delivered, std::vector<int>{2});
+    QVERIFY(!tracker.isRunning());
+  }
+
+  void cancelDropsResultAndDestroyedTrackerIsSafe() {
+    auto release = std::make_shared<std::atomic<bool>>(false);
+    bool delivered = false;
+    {
+      JobTracker tracker(QStringLiteral("test"));
+      QSignalSpy cancelled(&tracker, &JobTracker::cancelled);
+      tracker.start(
+          [release](const JobControl& control) {
+            while (!release->load() && !control.cancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            return 0;
+          },
+          [&delivered](int) { delivered = true; });
+      QVERIFY(tracker.isRunning());
+      tracker.cancel();
+      QCOMPARE(cancelled.count(), 1);
+      QVERIFY(!tracker.isRunning());
+    }
+    // The tracker is gone; the worker's queued result must find its QPointer null.
+    release->store(true);
+    waitForAllJobs();
+    QCoreApplication::processEvents();
+    QVERIFY(!delivered);
+  }
+
+  void progressOfCurrentJobOnly() {
+    JobTracker tracker(QStringLiteral("test"));
+    QSignalSpy progress(&tracker, &JobTracker::progressed);
+    tracker.start(
+        [](const JobControl& control) {
+          auto fn = control.progressFn();
+          fn("step 1");
+          fn("step 2");
+          return 0;
+        },
+        [](int) {});
+    QTRY_VERIFY_WITH_TIMEOUT(!tracker.isRunning(), 30000);
+    QCOMPARE(progress.count(), 2);
+    QCOMPARE(progress.at(1).at(1).toString(), QStringLiteral("step 2"));
+  }
+
+  void inspectFacade() {
+    auto model = app::openModel(modelPath("ops/conv_bn_relu.pt").toStdString());
+    QVERIFY(model.ok());
+    app::BuildOptions o;
+    auto ins = app::inspect(model.value(), o);
+    QVERIFY2(ins.ok(), ins.ok() ? "" : ins.error().message.c_str());
+    const app::Inspection& i = ins.value();
+    int calls = 0;
+    for (const auto& n : i.graph.nodes) calls += n.kind == app::GraphNodeKind::Call;
+    QCOMPARE(calls, i.numCalls);
+    QVERIFY(!i.graph.edges.empty());
+    QVERIFY(i.graph.nodes.front().kind == app::GraphNodeKind::Input);
+    QVERIFY(i.graph.nodes.back().kind == app::GraphNodeKind::Output);
+    const app::GraphNode& first = i.graph.nodes[i.graph.nodeOfCall(0)];
+    QVERIFY(i.loopIrByKernel.count(first.kernel));
+    auto code = app::kernelCode(i, first.kernel);
+    QVERIFY2(code.ok(), code.ok() ? "" : code.error().message.c_str());
+    QVERIFY(QString::fromStdString(code.value().llvmIr).contains(QStringLiteral("define")));
+    QVERIFY(!code.value().assembly.empty());
+    QVERIFY(!app::kernelCode(i, "no_such_kernel").ok());
+    auto targets = app::targetChoices();
+    QVERIFY(targets.size() >= 3);
+    QVERIFY(targets.front().host && targets.front().runnable);
+  }
+
+  void lineDiff() {
+    auto d = app::lineDiff("a\nb\nc\nd\n", "a\nc\nx\nd\n");
+    std::string signs;
+    for (const auto& l : d) signs += l.kind == app::DiffKind::Same ? '=' : l.kind == app::DiffKind::Added ? '+' : '-';
+    QCOMPARE(QString::fromStdString(signs), QStringLiteral("=-=+="));
+    QCOMPARE(app::lineDiff("", "").size(), size_t(0));
+    QCOMPARE(app::lineDiff("same\n", "same\n").size(), size_t(1));
+  }
+
+ private:
+  QTemporaryDir m_dir;
+  std::string m_db;
+  std::vector<app::ProfileResult> m_profiles;
+};
+
+QTEST_GUILESS_MAIN(ModelsTest)
+#include "models_test.moc"

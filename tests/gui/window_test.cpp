@@ -1,0 +1,198 @@
+// The real main window, driven through its actions on the offscreen platform: open a small model,
+// compile, profile (the table must hold the façade's ProfileResult), pick a node and get its
+// kernel's code, sweep (the chart's series must hold the sweep's points), diff two builds, open
+// corrupt files (a readable error dialog, no crash) and drop a stale compile.
+#include <QMessageBox>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QLineSeries>
+#include <QtTest>
+
+#include "app/gui/compare_view.h"
+#include "app/gui/graph_view.h"
+#include "app/gui/ir_view.h"
+#include "app/gui/job_runner.h"
+#include "app/gui/main_window.h"
+#include "app/gui/profile_view.h"
+#include "app/gui/session_view.h"
+#include "app/gui/sweep_view.h"
+#include "app/gui/text_view.h"
+#include "app/gui/tuning_view.h"
+
+using namespace kiln;
+using namespace kiln::gui;
+
+namespace {
+constexpr int kJobTimeoutMs = 300000;  // generous: the machine is shared, this is not a benchmark
+QString modelPath(const char* relative) { return QStringLiteral(KILN_MODELS_DIR "/") + QLatin1String(relative); }
+}  // namespace
+
+class WindowTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    WorkbenchOptions o;
+    o.dbPath = m_dir.filePath(QStringLiteral("kiln.db"));
+    o.modelsDir = QStringLiteral(KILN_MODELS_DIR);
+    o.firstStartDialog = false;
+    o.persistSettings = false;
+    m_window = std::make_unique<MainWindow>(o);
+    m_window->setThreads(1);
+    m_window->resize(1280, 800);
+    m_window->show();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+  }
+
+  void cleanupTestCase() {
+    m_window->cancelJobs();
+    waitForAllJobs();
+    m_window.reset();
+  }
+
+  void openShowsGraphAndIr() {
+    m_window->openModelFile(modelPath("ops/conv_bn_relu.pt"));
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->inspection(), kJobTimeoutMs);
+    auto inspection = m_window->inspection();
+    QCOMPARE(m_window->graphView()->nodeCount(), static_cast<int>(inspection->graph.nodes.size()));
+    QVERIFY(m_window->graphView()->search(QStringLiteral("conv")) >= 1);
+    m_window->graphView()->search(QString());
+    m_window->irView()->showEntry(0);
+    QVERIFY(m_window->irView()->codeView()->text().contains(QStringLiteral("conv2d")));
+  }
+
+  void compileAndSelectNode() {
+    m_window->compile();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
+    m_window->graphView()->selectCall(0);
+    QCOMPARE(m_window->graphView()->selectedNode(), m_window->inspection()->graph.nodeOfCall(0));
+    // LLVM IR and assembly of the selected kernel arrive from a job.
+    auto* tabs = m_window->graphView()->codeTabs();
+    auto* llvm = qobject_cast<CodeView*>(tabs->widget(1));
+    QVERIFY(llvm);
+    QTRY_VERIFY_WITH_TIMEOUT(llvm->text().contains(QStringLiteral("define")), kJobTimeoutMs);
+    auto* loop = qobject_cast<CodeView*>(tabs->widget(0));
+    QVERIFY(!loop->text().isEmpty());
+  }
+
+  void profileTableMatchesResult() {
+    m_window->profile();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->lastProfile(), kJobTimeoutMs);
+    const app::ProfileResult& result = *m_window->lastProfile();
+    ProfileTableModel* model = m_window->profileView()->model();
+    QCOMPARE(model->rowCount(), static_cast<int>(result.profile.ops.size()));
+    for (int row = 0; row < model->rowCount(); ++row) {
+      const profiler::OpRecord& op = result.profile.ops[row];
+      QCOMPARE(model->index(row, ProfileTableModel::Index).data(ProfileTableModel::CallRole).toInt(), op.index);
+      QCOMPARE(model->index(row, ProfileTableModel::Kernel).data().toString(), QString::fromStdString(op.kernel));
+      QCOMPARE(model->index(row, ProfileTableModel::Time).data(ProfileTableModel::SortRole).toDouble(), op.timeUs);
+      QCOMPARE(model->index(row, ProfileTableModel::Share).data(ProfileTableModel::SortRole).toDouble(), op.percent);
+    }
+    // The table behind the sort/filter proxy shows the same rows.
+    QCOMPARE(m_window->profileView()->proxy()->rowCount(), model->rowCount());
+    QVERIFY(m_window->profileView()->chartBarCount() >= 1);
+    QVERIFY(result.stored.buildId > 0);
+  }
+
+  void sweepChartHoldsPoints() {
+    m_window->sweepView()->setBatches({1, 2});
+    m_window->sweepView()->setBackends({"kiln"});
+    m_window->sweep();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->lastSweep(), kJobTimeoutMs);
+    const app::SweepResult& sweep = *m_window->lastSweep();
+    QList<QPointF> latency = m_window->sweepView()->latencyPoints("kiln");
+    QList<QPointF> throughput = m_window->sweepView()->throughputPoints("kiln");
+    int ok = 0;
+    for (const auto& m : sweep.points) {
+      if (m.backend != "kiln" || !m.ok()) continue;
+      QVERIFY(ok < latency.size());
+      QCOMPARE(latency[ok].x(), static_cast<double>(m.batch));
+      QCOMPARE(latency[ok].y(), m.timing.medianMs);
+      QCOMPARE(throughput[ok].y(), m.throughput());
+      ++ok;
+    }
+    QCOMPARE(ok, 2);
+    QCOMPARE(latency.size(), 2);
+    QVERIFY(m_window->sweepView()->latencyPoints("pytorch-eager").isEmpty());
+  }
+
+  void sessionsAndDiff() {
+    m_window->setOptLevel(2);
+    m_window->profile();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    auto builds = m_window->lastTwoProfiledBuilds();
+    QVERIFY(builds);
+    m_window->refreshSessions();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    QCOMPARE(m_window->sessionBrowser()->model()->rowCount(), 1);
+    m_window->sessionBrowser()->selectBuilds({builds->first, builds->second});
+    QCOMPARE(m_window->sessionBrowser()->selectedProfiledBuilds().size(), size_t(2));
+    m_window->diffBuilds(builds->first, builds->second);
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->diffView()->model()->rowCount() > 0);
+    QCOMPARE(m_window->diffView()->model()->diff().buildA, builds->first);
+    m_window->setOptLevel(3);
+  }
+
+  void tuneReportsInsteadOfCrashing() {
+    m_window->tuningView()->setTrialsPerTask(2);
+    m_window->tuningView()->setTimeLimit(60);
+    m_window->tune(false);
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    // Whether the tuner is available yet or not, the window is usable afterwards.
+    QVERIFY(m_window->errorBox() == nullptr);
+  }
+
+  void staleCompileIsDropped() {
+    JobTracker* compile = m_window->tracker(QStringLiteral("compile"));
+    QVERIFY(compile);
+    QSignalSpy stale(compile, &JobTracker::staleResultDropped);
+    QSignalSpy finished(compile, &JobTracker::finished);
+    m_window->compile();
+    quint64 first = compile->currentJobId();
+    m_window->compile();
+    QVERIFY(compile->currentJobId() > first);
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && stale.count() == 1, kJobTimeoutMs);
+    QCOMPARE(stale.front().front().toULongLong(), first);
+    QCOMPARE(finished.count(), 1);
+  }
+
+  void corruptFilesShowErrors_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("truncated") << modelPath("bad/truncated.pt") << QStringLiteral("PytorchStreamReader");
+    QTest::newRow("not a model") << modelPath("bad/not_a_model.pt") << QStringLiteral("PytorchStreamReader");
+    QTest::newRow("unsupported op") << modelPath("bad/unsupported_op.pt") << QStringLiteral("aten::grid_sampler");
+    QTest::newRow("missing") << m_dir.filePath(QStringLiteral("missing.pt")) << QStringLiteral("no such file");
+  }
+
+  void corruptFilesShowErrors() {
+    QFETCH(QString, file);
+    QFETCH(QString, expected);
+    m_window->openModelFile(file);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->errorBox() != nullptr, kJobTimeoutMs);
+    QMessageBox* box = m_window->errorBox();
+    QString shown = box->text() + QLatin1Char('\n') + box->informativeText();
+    QVERIFY2(shown.contains(expected), qPrintable(shown));
+    QVERIFY(box->isVisible());
+    box->close();  // the dialog is auto-closed here, as a user would
+    QTRY_VERIFY(m_window->errorBox() == nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->isVisible());
+  }
+
+  void reopenAfterErrors() {
+    m_window->openModelFile(modelPath("ops/classifier_head.pt"));
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->inspection(), kJobTimeoutMs);
+    QVERIFY(m_window->graphView()->nodeCount() > 0);
+  }
+
+ private:
+  QTemporaryDir m_dir;
+  std::unique_ptr<MainWindow> m_window;
+};
+
+QTEST_MAIN(WindowTest)
+#include "window_test.moc"

@@ -1,0 +1,574 @@
+// Schedule primitives and traces (core/tir/schedule.h, core/tir/trace.h): golden TIR text for
+// each primitive on small lowered functions, trace text round trips and replay, rejected
+// applications, and property tests: random shapes and random primitive sequences must compute
+// what the unscheduled function computes, in the TIR interpreter and as JIT-compiled code.
+#include "core/tir/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "codegen/llvm/jit.h"
+#include "core/ir/parser.h"
+#include "core/lower/interpreter.h"
+#include "core/lower/lower.h"
+#include "core/tir/functor.h"
+#include "core/tir/printer.h"
+#include "core/tir/trace.h"
+#include "runtime/error.h"
+#include "tests/unit/core/kernels_test_util.h"
+
+namespace kiln::core::tir {
+namespace {
+
+using lower::testing::hostTarget;
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+PrimFunc lowerFirst(const std::string& text, int lanes = 1) {
+  Graph g = parseGraph(text);
+  lower::LowerOptions options;
+  options.vectorLanes = lanes;
+  return lower::lowerNode(g, 0, "f", options);
+}
+
+/// Rewrites buffers by name (joins two lowered functions into one).
+class BufferMap : public IRMutator {
+ public:
+  std::map<std::string, Buffer> byName;
+
+ protected:
+  using IRMutator::visit;
+  Buffer map(const Buffer& b) const {
+    auto it = byName.find(b->name);
+    return it == byName.end() ? b : it->second;
+  }
+  Expr visit(const Load* op, const Expr& self) override { return Load::make(map(op->buffer), mutate(op->index)); }
+  Stmt visit(const Store* op, const Stmt& self) override {
+    return Store::make(map(op->buffer), mutate(op->index), mutate(op->value));
+  }
+};
+
+/// Lowers the two nodes of `text` (node 1 reads node 0's output) into one function whose
+/// intermediate is a local buffer: a producer nest followed by a consumer nest.
+PrimFunc lowerChain(const std::string& text, int lanes = 1) {
+  Graph g = parseGraph(text);
+  lower::LowerOptions options;
+  options.vectorLanes = lanes;
+  PrimFunc p = lower::lowerNode(g, 0, "p", options), c = lower::lowerNode(g, 1, "c", options);
+  PrimFunc f;
+  f.name = "f";
+  Buffer mid = p.params.back();
+  BufferMap map;
+  for (size_t i = 0; i + 1 < p.params.size(); ++i) {
+    f.params.push_back(p.params[i]);
+    map.byName[p.params[i]->name] = p.params[i];
+  }
+  for (size_t i = 0; i + 1 < c.params.size(); ++i)
+    if (!map.byName.count(c.params[i]->name) && c.params[i]->name != mid->name) f.params.push_back(c.params[i]);
+  f.params.push_back(c.params.back());
+  map.byName[mid->name] = mid;
+  f.body = Allocate::make(mid, Seq::make({p.body, map.mutate(c.body)}));
+  f.attrs = c.attrs;
+  return f;
+}
+
+/// Inputs of every parameter but the outputs (random), outputs NaN.
+std::vector<std::vector<float>> makeArgs(const PrimFunc& f, uint32_t seed) {
+  std::vector<std::vector<float>> args;
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    bool output = i + f.numOutputs >= f.params.size();
+    if (output) args.emplace_back(f.params[i]->numel(), std::nanf(""));
+    else args.push_back(lower::testing::toVector(lower::testing::randomTensor(f.params[i]->shape, seed + i)));
+  }
+  return args;
+}
+
+std::vector<void*> pointers(std::vector<std::vector<float>>& bufs) {
+  std::vector<void*> p;
+  for (auto& b : bufs) p.push_back(b.data());
+  return p;
+}
+
+std::vector<std::vector<float>> interpret(const PrimFunc& f, uint32_t seed) {
+  auto args = makeArgs(f, seed);
+  lower::interpret(f, pointers(args));
+  return args;
+}
+
+::testing::AssertionResult sameValues(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+                                      double tol) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "argument count differs";
+  for (size_t p = 0; p < a.size(); ++p) {
+    if (a[p].size() != b[p].size()) return ::testing::AssertionFailure() << "size of argument " << p << " differs";
+    for (size_t i = 0; i < a[p].size(); ++i) {
+      double x = a[p][i], y = b[p][i];
+      if (std::isnan(x) || std::isnan(y) || std::fabs(x - y) > tol * (1 + std::fabs(y)))
+        return ::testing::AssertionFailure() << "argument " << p << " element " << i << ": " << x << " vs " << y;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// The message of the kiln::Error `f` throws ("" when it does not throw).
+template <typename F>
+std::string errorOf(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kAdd = R"(graph(%x: f32[4,6], %y: f32[4,6]) {
+  %z = add(%x, %y) : f32[4,6]
+  return %z
+})";
+const char* kBroadcast = R"(graph(%x: f32[4,5,6], %y: f32[5,1]) {
+  %z = add(%x, %y) : f32[4,5,6]
+  return %z
+})";
+const char* kSum = R"(graph(%x: f32[4,6,7]) {
+  %z = sum(%x) {axes=[1]} : f32[4,7]
+  return %z
+})";
+const char* kChain = R"(graph(%x: f32[3,5], %y: f32[3,5]) {
+  %t = exp(%x) : f32[3,5]
+  %z = add(%t, %y) : f32[3,5]
+  return %z
+})";
+
+/// Applies `steps` with a fresh Schedule and checks that the result computes what `f` did (in
+/// the interpreter) and that its trace replays on `f` to the same text.
+PrimFunc scheduled(const PrimFunc& f, const std::function<void(Schedule&)>& steps, double tol = 1e-6) {
+  Schedule s(f);
+  steps(s);
+  PrimFunc out = s.func();
+  EXPECT_TRUE(sameValues(interpret(out, 7), interpret(f, 7), tol)) << print(out);
+  EXPECT_EQ(print(Trace::parse(out.attrs.at("trace")).apply(f)), print(out));
+  return out;
+}
+
+// ---- golden text ----------------------------------------------------------------------------------
+
+TEST(TirSchedule, SplitWithGuard) {
+  PrimFunc f = scheduled(lowerFirst(kAdd), [](Schedule& s) { EXPECT_EQ(s.split("i", 5), std::make_pair(std::string("i_o"), std::string("i_i"))); });
+  EXPECT_EQ(print(f), R"(func f(x: f32[4,6], y: f32[4,6], z: f32[4,6]) {
+  for (i_o, 0, 5) {
+    for (i_i, 0, 5) {
+      if ((((i_o * 5) + i_i) < 24)) {
+        z[((i_o * 5) + i_i)] = (x[((i_o * 5) + i_i)] + y[((i_o * 5) + i_i)])
+      }
+    }
+  }
+}
+)");
+  EXPECT_EQ(f.attrs.at("trace"), "split(i; 5, 0)\n");
+}
+
+TEST(TirSchedule, SplitWithTailLoop) {
+  PrimFunc f = scheduled(lowerFirst(kAdd), [](Schedule& s) { s.split("i", 5, TailStrategy::Loop); });
+  EXPECT_EQ(print(f), R"(func f(x: f32[4,6], y: f32[4,6], z: f32[4,6]) {
+  for (i_o, 0, 4) {
+    for (i_i, 0, 5) {
+      z[((i_o * 5) + i_i)] = (x[((i_o * 5) + i_i)] + y[((i_o * 5) + i_i)])
+    }
+  }
+  for (i_t, 0, 4) {
+    z[(20 + i_t)] = (x[(20 + i_t)] + y[(20 + i_t)])
+  }
+}
+)");
+}
+
+TEST(TirSchedule, SplitDividingNeedsNoGuard) {
+  PrimFunc f = scheduled(lowerFirst(kAdd), [](Schedule& s) { s.split("i", 8, TailStrategy::Guard); });
+  EXPECT_EQ(print(f).find("if"), std::string::npos) << print(f);
+  EXPECT_EQ(loopNames(f), (std::vector<std::string>{"i_o", "i_i"}));
+}
+
+TEST(TirSchedule, ReorderFuseAndTile) {
+  PrimFunc r = scheduled(lowerFirst(kBroadcast), [](Schedule& s) { s.reorder({"i2", "i0"}); });
+  EXPECT_EQ(print(r), R"(func f(x: f32[4,5,6], y: f32[5,1], z: f32[4,5,6]) {
+  for (i2, 0, 6) {
+    for (i1, 0, 5) {
+      for (i0, 0, 4) {
+        z[(((i0 * 30) + (i1 * 6)) + i2)] = (x[(((i0 * 30) + (i1 * 6)) + i2)] + y[i1])
+      }
+    }
+  }
+}
+)");
+  PrimFunc fu = scheduled(lowerFirst(kBroadcast), [](Schedule& s) { EXPECT_EQ(s.fuse("i0", "i1"), "i0_i1_fused"); });
+  EXPECT_EQ(print(fu), R"(func f(x: f32[4,5,6], y: f32[5,1], z: f32[4,5,6]) {
+  for (i0_i1_fused, 0, 20) {
+    for (i2, 0, 6) {
+      z[((((i0_i1_fused / 5) * 30) + ((i0_i1_fused % 5) * 6)) + i2)] = (x[((((i0_i1_fused / 5) * 30) + ((i0_i1_fused % 5) * 6)) + i2)] + y[(i0_i1_fused % 5)])
+    }
+  }
+}
+)");
+  PrimFunc t = scheduled(lowerFirst(kBroadcast), [](Schedule& s) {
+    EXPECT_EQ(s.tile("i1", "i2", 2, 4), (std::vector<std::string>{"i1_o", "i2_o", "i1_i", "i2_i"}));
+  });
+  EXPECT_EQ(t.attrs.at("trace"), "tile(i1, i2; 2, 4)\n");
+  EXPECT_EQ(loopNames(t), (std::vector<std::string>{"i0", "i1_o", "i2_o", "i1_i", "i2_i"}));
+  EXPECT_EQ(print(t), R"(func f(x: f32[4,5,6], y: f32[5,1], z: f32[4,5,6]) {
+  for (i0, 0, 4) {
+    for (i1_o, 0, 3) {
+      for (i2_o, 0, 2) {
+        for (i1_i, 0, 2) {
+          for (i2_i, 0, 4) {
+            if ((((i2_o * 4) + i2_i) < 6)) {
+              if ((((i1_o * 2) + i1_i) < 5)) {
+                z[(((i0 * 30) + (((i1_o * 2) + i1_i) * 6)) + ((i2_o * 4) + i2_i))] = (x[(((i0 * 30) + (((i1_o * 2) + i1_i) * 6)) + ((i2_o * 4) + i2_i))] + y[((i1_o * 2) + i1_i)])
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+)");
+}
+
+TEST(TirSchedule, UnrollVectorizeParallel) {
+  PrimFunc f = scheduled(lowerFirst(kAdd), [](Schedule& s) {
+    s.split("i", 8, TailStrategy::Loop);
+    s.vectorize("i_i");
+    s.parallel("i_o");
+  });
+  EXPECT_EQ(print(f), R"(func f(x: f32[4,6], y: f32[4,6], z: f32[4,6]) {
+  parallel (i_o, 0, 3) {
+    z[ramp((i_o * 8), 1, 8)] = (x[ramp((i_o * 8), 1, 8)] + y[ramp((i_o * 8), 1, 8)])
+  }
+}
+)");
+  EXPECT_EQ(f.attrs.at("trace"), "split(i; 8, 1)\nvectorize(i_i)\nparallel(i_o)\n");
+  PrimFunc u = scheduled(lowerFirst(kSum), [](Schedule& s) { s.unroll("i2"); });
+  EXPECT_NE(print(u).find("unrolled (i2, 0, 7)"), std::string::npos) << print(u);
+}
+
+TEST(TirSchedule, ParallelPrivatizesScratchBuffer) {
+  // The accumulator of the unscheduled reduction is allocated once at the top; each parallel
+  // iteration needs its own.
+  PrimFunc f = scheduled(lowerFirst(kSum), [](Schedule& s) { s.parallel("i0"); });
+  EXPECT_EQ(print(f), R"(func f(x: f32[4,6,7], z: f32[4,7]) {
+  parallel (i0, 0, 4) {
+    allocate acc: f32[1]
+    for (i2, 0, 7) {
+      acc[0] = 0.0f
+      for (r1, 0, 6) {
+        acc[0] = (acc[0] + x[(((i0 * 42) + i2) + (r1 * 7))])
+      }
+      z[((i0 * 7) + i2)] = acc[0]
+    }
+  }
+}
+)");
+}
+
+TEST(TirSchedule, ComputeAt) {
+  PrimFunc f = scheduled(lowerChain(kChain), [](Schedule& s) {
+    s.split("i_1", 4, TailStrategy::Guard);
+    s.computeAt("t", "i_1_o");
+  });
+  EXPECT_EQ(print(f), R"(func f(x: f32[3,5], y: f32[3,5], z: f32[3,5]) {
+  for (i_1_o, 0, 4) {
+    allocate t_local: f32[4]
+    for (t_k, 0, 4) {
+      if (((((i_1_o * 4) + t_k) >= 0) && (((i_1_o * 4) + t_k) < 15))) {
+        t_local[t_k] = exp(x[((i_1_o * 4) + t_k)])
+      }
+    }
+    for (i_1_i, 0, 4) {
+      if ((((i_1_o * 4) + i_1_i) < 15)) {
+        z[((i_1_o * 4) + i_1_i)] = (t_local[i_1_i] + y[((i_1_o * 4) + i_1_i)])
+      }
+    }
+  }
+}
+)");
+  EXPECT_EQ(f.attrs.at("trace"), "split(i_1; 4, 0)\ncompute_at(t, i_1_o)\n");
+}
+
+TEST(TirSchedule, HandlesByBlockPath) {
+  PrimFunc f = lowerFirst(kBroadcast);
+  EXPECT_EQ(getLoops(f, "z"), (std::vector<std::string>{"i0", "i1", "i2"}));
+  Schedule s(f);
+  s.unroll("z/2");
+  EXPECT_EQ(s.trace().str(), "unroll(i2)\n");
+  EXPECT_EQ(errorOf([&] { getLoops(f, "nope"); }), "no block 'nope' (no statement stores to a buffer of that name)");
+  EXPECT_EQ(errorOf([&] { s.split("z/3", 2); }), "split: block 'z' has only 3 loops");
+}
+
+TEST(TirSchedule, DuplicateLoopNamesBecomeUnique) {
+  // The dense lowering repeats variable names (kb twice); a schedule names them as the printer
+  // shows them.
+  PrimFunc f = lowerFirst(R"(graph(%x: f32[3,6], %w: f32[5,6]) {
+    %z = dense(%x, %w) : f32[3,5]
+    return %z
+  })");
+  Schedule s(f);
+  EXPECT_EQ(s.loopNames(), (std::vector<std::string>{"kb", "kb_1"}));
+  EXPECT_EQ(print(s.func()), print(f));
+  s.unroll("kb_1");
+  EXPECT_EQ(print(Trace::parse(s.trace().str()).apply(f)), print(s.func()));
+}
+
+// ---- traces -----------------------------------------------------------------------------------------
+
+TEST(TirSchedule, TraceRoundTrip) {
+  std::string text = "split(i; 8, 1)\ntile(i0, i1; 4, 8)\nreorder(a, b, c)\nfuse(i0, i1)\nunroll(j)\n"
+                     "vectorize(i_i)\nparallel(i_o)\ncompute_at(t, i0)\n";
+  Trace t = Trace::parse(text);
+  EXPECT_EQ(t.steps().size(), 8u);
+  EXPECT_EQ(t.str(), text);
+  EXPECT_EQ(Trace::parse(t.str()), t);
+  EXPECT_EQ(Trace::parse("\n  split( i ;8,0 )  \n\n").str(), "split(i; 8, 0)\n");
+  EXPECT_EQ(t.steps()[1], (TraceStep{"tile", {"i0", "i1"}, {4, 8}}));
+}
+
+TEST(TirSchedule, TraceParseErrors) {
+  EXPECT_EQ(errorOf([] { Trace::parse("split(i; 8, 0)\nspin(i)"); }),
+            "trace line 2: unknown schedule primitive 'spin' ('spin(i)')");
+  EXPECT_EQ(errorOf([] { Trace::parse("split(i; 8)"); }),
+            "trace line 1: split takes 2 integer parameter(s), got 1 ('split(i; 8)')");
+  EXPECT_EQ(errorOf([] { Trace::parse("fuse(i)"); }), "trace line 1: fuse takes 2 loop name(s), got 1 ('fuse(i)')");
+  EXPECT_EQ(errorOf([] { Trace::parse("split(i; x, 0)"); }), "trace line 1: bad integer parameter 'x' ('split(i; x, 0)')");
+  EXPECT_EQ(errorOf([] { Trace::parse("unroll i"); }), "trace line 1: expected 'primitive(loops; params)' ('unroll i')");
+  EXPECT_EQ(errorOf([] { Trace::parse("unroll(a b)"); }), "trace line 1: bad loop name 'a b' ('unroll(a b)')");
+}
+
+TEST(TirSchedule, ReplayOnFreshLoweringAndAppend) {
+  Schedule s(lowerFirst(kBroadcast));
+  auto tiles = s.tile("i1", "i2", 2, 4);
+  s.fuse("i0", tiles[0]);
+  s.parallel("i0_i1_o_fused");
+  PrimFunc replayed = Trace::parse(s.func().attrs.at("trace")).apply(lowerFirst(kBroadcast));
+  EXPECT_EQ(print(replayed), print(s.func()));
+  EXPECT_EQ(replayed.attrs.at("trace"), s.trace().str());
+  // A trace applied to an already scheduled function extends its history.
+  PrimFunc more = Trace::parse("unroll(i1_i)").apply(replayed);
+  EXPECT_EQ(more.attrs.at("trace"), s.trace().str() + "unroll(i1_i)\n");
+  EXPECT_EQ(print(Trace::parse(more.attrs.at("trace")).apply(lowerFirst(kBroadcast))), print(more));
+}
+
+// ---- rejected applications ------------------------------------------------------------------------
+
+TEST(TirSchedule, RejectsInvalidApplications) {
+  PrimFunc add = lowerFirst(kAdd), sum = lowerFirst(kSum), bc = lowerFirst(kBroadcast);
+  // Runs `steps`; the last one is expected to fail and must leave the function as it was.
+  auto on = [](const PrimFunc& f, const std::function<void(Schedule&)>& steps) {
+    Schedule s(f);
+    return errorOf([&] { steps(s); });
+  };
+  auto unchanged = [](const PrimFunc& f, const std::function<void(Schedule&)>& bad) {
+    Schedule s(f);
+    std::string before = print(s.func());
+    EXPECT_NE(errorOf([&] { bad(s); }), "");
+    EXPECT_EQ(print(s.func()), before) << "a rejected primitive changed the function";
+    EXPECT_EQ(s.trace().str(), "");
+  };
+  EXPECT_EQ(on(add, [](Schedule& s) { s.split("j", 2); }), "split: no loop named 'j'");
+  EXPECT_EQ(on(add, [](Schedule& s) { s.split("i", 0); }), "split: factor 0 for loop 'i' must be at least 1");
+  EXPECT_EQ(on(sum, [](Schedule& s) { s.reorder({"i2", "r1"}); }), "reorder: loops 'i2' and 'r1' are not perfectly nested");
+  EXPECT_EQ(on(bc, [](Schedule& s) { s.reorder({"i0", "i0"}); }), "reorder: loop 'i0' is listed twice");
+  EXPECT_EQ(on(bc, [](Schedule& s) { s.fuse("i0", "i2"); }), "fuse: loop 'i2' is not the direct, perfectly nested child of 'i0'");
+  EXPECT_EQ(on(bc, [](Schedule& s) {
+              s.parallel("i1");
+              s.fuse("i1", "i2");
+            }),
+            "fuse: loop 'i1' is already parallel");
+  EXPECT_EQ(on(bc, [](Schedule& s) { s.tile("i2", "i0", 2, 2); }), "tile: loop 'i0' is not perfectly nested inside 'i2'");
+  EXPECT_EQ(on(bc, [](Schedule& s) { s.vectorize("i1"); }), "vectorize: loop 'i1' is not innermost");
+  EXPECT_EQ(on(add, [](Schedule& s) { s.vectorize("i"); }), "");
+  EXPECT_EQ(on(lowerFirst(R"(graph(%x: f32[100]) {
+    %z = relu(%x) : f32[100]
+    return %z
+  })"), [](Schedule& s) { s.vectorize("i"); }),
+            "vectorize: loop 'i' has extent 100; vectorize takes 2 to 64 (split it first)");
+  EXPECT_EQ(on(sum, [](Schedule& s) { s.vectorize("r1"); }).substr(0, 61),
+            "vectorize: loop 'r1' is not straight-line code with stores co");
+  EXPECT_EQ(on(add, [](Schedule& s) {
+              s.split("i", 5);
+              s.vectorize("i_i");
+            }).substr(0, 30),
+            "vectorize: loop 'i_i' is not s");
+  EXPECT_EQ(on(sum, [](Schedule& s) { s.parallel("r1"); }),
+            "parallel: iterations of loop 'r1' depend on each other through 'acc'");
+  EXPECT_EQ(on(bc, [](Schedule& s) {
+              s.parallel("i0");
+              s.parallel("i2");
+            }),
+            "parallel: loop 'i2' is inside parallel loop 'i0'");
+  EXPECT_EQ(on(bc, [](Schedule& s) {
+              s.unroll("i2");
+              s.unroll("i2");
+            }),
+            "unroll: loop 'i2' is already unrolled");
+  PrimFunc chain = lowerChain(kChain);
+  EXPECT_EQ(on(chain, [](Schedule& s) { s.computeAt("t", "i"); }), "compute_at: loop 'i' belongs to the producer of 't'");
+  EXPECT_EQ(on(chain, [](Schedule& s) { s.computeAt("z", "i"); }),
+            "compute_at: 'z' is a parameter of the function, not a local buffer");
+  EXPECT_EQ(on(chain, [](Schedule& s) {
+              s.split("i", 4);
+              s.computeAt("t", "i_1");
+            }),
+            "compute_at: the producer of 't' must be a loop nest whose body is one store to it");
+  EXPECT_EQ(on(chain, [](Schedule& s) {
+              s.fuse("i", "i");
+            }),
+            "fuse: loop 'i' is not the direct, perfectly nested child of 'i'");
+  EXPECT_EQ(on(add, [](Schedule& s) { s.computeAt("t", "i"); }), "compute_at: no block 't' (no statement stores to a buffer of that name)");
+  unchanged(sum, [](Schedule& s) { s.parallel("r1"); });
+  unchanged(bc, [](Schedule& s) { s.tile("i2", "i0", 2, 2); });
+  unchanged(chain, [](Schedule& s) { s.computeAt("t", "i"); });
+  unchanged(add, [](Schedule& s) { s.split("i", 0); });
+}
+
+TEST(TirSchedule, RejectsReorderAcrossADependence) {
+  // y[i, j] = y[i - 1, j + 1] + x[i, j]: the dependence distance (1, -1) turns negative when
+  // j runs outside i, so the loops cannot be interchanged.
+  Buffer x = makeBuffer("x", Type::f32(), {5, 5}), y = makeBuffer("y", Type::f32(), {6, 6});
+  Expr i = Var::make("i"), j = Var::make("j");
+  PrimFunc f;
+  f.name = "wave";
+  f.params = {x, y};
+  f.body = For::make(i, i64(1), i64(5), ForKind::Serial,
+                     For::make(j, i64(0), i64(5), ForKind::Serial,
+                               Store::make(y, i * 6 + j, Load::make(y, (i - 1) * 6 + j + 1) + Load::make(x, (i - 1) * 5 + j))));
+  Schedule s(f);
+  EXPECT_EQ(errorOf([&] { s.reorder({"j", "i"}); }), "reorder: iterations of loop 'i'..'j' depend on each other through 'y'");
+  EXPECT_EQ(errorOf([&] { s.parallel("i"); }), "parallel: iterations of loop 'i' depend on each other through 'y'");
+  // tile splits both loops and then fails to interchange them: nothing of it remains.
+  EXPECT_EQ(errorOf([&] { s.tile("i", "j", 2, 2); }),
+            "reorder: iterations of loop 'i_o'..'j_i' depend on each other through 'y'");
+  EXPECT_EQ(print(s.func()), print(f));
+  EXPECT_EQ(s.trace().str(), "");
+  EXPECT_EQ(errorOf([&] { s.parallel("j"); }), "");  // within a row the elements are independent
+}
+
+// ---- property tests ---------------------------------------------------------------------------------
+
+struct Case {
+  std::string text;
+  bool chain = false;
+};
+
+Case randomCase(std::mt19937& rng) {
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  auto dim = [&] { return std::vector<int64_t>{1, 2, 3, 5, 7, 8, 11, 13, 16, 17}[pick(0, 9)]; };
+  auto shape = [](const std::vector<int64_t>& s) {
+    std::string out = "[";
+    for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+    return out + "]";
+  };
+  int64_t a = dim(), b = dim(), c = dim();
+  switch (pick(0, 4)) {
+    case 0:
+      return {"graph(%x: f32" + shape({a, b}) + ", %y: f32" + shape({a, b}) + ") {\n %z = mul(%x, %y) : f32" +
+              shape({a, b}) + "\n return %z\n}"};
+    case 1:
+      return {"graph(%x: f32" + shape({a, b, c}) + ", %y: f32" + shape({b, 1}) + ") {\n %z = add(%x, %y) : f32" +
+              shape({a, b, c}) + "\n return %z\n}"};
+    case 2: {
+      int64_t axis = pick(0, 2);
+      std::vector<int64_t> in = {a, b, c}, out;
+      for (int64_t d = 0; d < 3; ++d)
+        if (d != axis) out.push_back(in[d]);
+      return {"graph(%x: f32" + shape(in) + ") {\n %z = sum(%x) {axes=[" + std::to_string(axis) + "]} : f32" +
+              shape(out) + "\n return %z\n}"};
+    }
+    case 3:
+      return {"graph(%x: f32" + shape({a, c}) + ", %w: f32" + shape({b, c}) + ") {\n %z = dense(%x, %w) : f32" +
+              shape({a, b}) + "\n return %z\n}"};
+    default:
+      return {"graph(%x: f32" + shape({a, b}) + ", %y: f32" + shape({a, b}) + ") {\n %t = exp(%x) : f32" +
+                  shape({a, b}) + "\n %z = add(%t, %y) : f32" + shape({a, b}) + "\n return %z\n}",
+              true};
+  }
+}
+
+/// One random primitive on a random loop of the current function; false when it was rejected.
+bool randomStep(Schedule& s, std::mt19937& rng, const PrimFunc& func) {
+  std::vector<std::string> loops = s.loopNames();
+  std::vector<std::string> blocks;
+  for (const Buffer& p : func.params) blocks.push_back(p->name);
+  if (loops.empty()) return false;
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  size_t at = static_cast<size_t>(pick(0, static_cast<int64_t>(loops.size()) - 1));
+  auto loop = [&] { return loops[pick(0, static_cast<int64_t>(loops.size()) - 1)]; };
+  // Neighbours in pre-order are often parent and child: good candidates for fuse, tile, reorder.
+  auto next = [&](size_t k) { return loops[std::min(loops.size() - 1, at + k)]; };
+  try {
+    switch (pick(0, 8)) {
+      case 0: s.split(loop(), pick(1, 9), pick(0, 1) ? TailStrategy::Loop : TailStrategy::Guard); break;
+      case 1: {
+        std::vector<std::string> some = {next(1), loops[at]};
+        if (pick(0, 1)) some.push_back(pick(0, 1) ? next(2) : loop());
+        s.reorder(some);
+        break;
+      }
+      case 2: s.fuse(loops[at], pick(0, 3) ? next(1) : loop()); break;
+      case 3: s.tile(loops[at], pick(0, 3) ? next(1) : loop(), pick(1, 6), pick(1, 6)); break;
+      case 4: s.unroll(loop()); break;
+      case 5: s.vectorize(loop()); break;
+      case 6: s.parallel(loop()); break;
+      case 7: s.computeAt("t", loop()); break;
+      default: {
+        // A split that tends to be vectorizable.
+        auto [o, i] = s.split(loop(), std::vector<int64_t>{2, 4, 8}[pick(0, 2)], TailStrategy::Loop);
+        (void)o;
+        s.vectorize(i);
+      }
+    }
+    return true;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(": "), std::string::npos) << e.what();
+    return false;
+  }
+}
+
+TEST(TirSchedule, RandomSchedulesPreserveResults) {
+  std::mt19937 rng(20240611);
+  std::vector<PrimFunc> jitFuncs;
+  std::vector<PrimFunc> references;
+  int applied = 0, rejected = 0;
+  for (int round = 0; round < 120; ++round) {
+    Case c = randomCase(rng);
+    int lanes = rng() % 3 == 0 ? 8 : 1;
+    PrimFunc original = c.chain ? lowerChain(c.text, lanes) : lowerFirst(c.text, lanes);
+    SCOPED_TRACE(c.text + "\n" + print(original));
+    Schedule s(original);
+    int steps = static_cast<int>(rng() % 6) + 1;
+    for (int k = 0; k < steps; ++k) (randomStep(s, rng, original) ? applied : rejected)++;
+    PrimFunc out = s.func();
+    SCOPED_TRACE(s.trace().str() + print(out));
+    // Reordered reductions and vector lane sums reassociate float sums.
+    ASSERT_TRUE(sameValues(interpret(out, round), interpret(original, round), 1e-5));
+    PrimFunc replay = s.trace().empty() ? original : Trace::parse(s.trace().str()).apply(original);
+    EXPECT_EQ(print(replay), print(out));
+    out.name = "sched" + std::to_string(round);
+    original.name = "orig" + std::to_string(round);
+    jitFuncs.push_back(out);
+    references.push_back(original);
+  }
+  EXPECT_GT(applied, 100);
+  EXPECT_GT(rejected, 20);
+  // JIT-compile every scheduled function at once and compare with the unscheduled one run in the
+  // interpreter.
+  auto lib = codegen::JitLibrary::compile(jitFuncs, hostTarget());
+  for (size_t k = 0; k < jitFuncs.size(); ++k) {
+    SCOPED_TRACE(jitFuncs[k].attrs.count("trace") ? jitFuncs[k].attrs.at("trace") : "");
+    auto args = makeArgs(jitFuncs[k], 99);
+    std::vector<void*> p = pointers(args);
+    lib->lookup(jitFuncs[k].name)(p.data());
+    EXPECT_TRUE(sameValues(args, interpret(references[k], 99), 1e-5)) << print(jitFuncs[k]);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::core::tir

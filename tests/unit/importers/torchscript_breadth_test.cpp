@@ -1,0 +1,198 @@
+// Import breadth: one scripted module per op family (indexing, selection, reductions, masks,
+// normalization, resampling, attention), imported and evaluated with the ATen reference
+// (torch_reference.h) against libtorch running the module itself. Odd shapes on purpose.
+#include <gtest/gtest.h>
+
+#include "importer_test_util.h"
+#include "torch_reference.h"
+#include "runtime/error.h"
+
+namespace kiln::importers {
+namespace {
+
+std::string specOf(const std::vector<std::pair<std::string, std::string>>& inputs) {
+  std::string json = R"({"inputs": [)";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& [shape, dtype] = inputs[i];
+    json += (i ? ", " : "") + std::string(R"({"name": "x)") + std::to_string(i) + R"(", "shape": )" + shape +
+            R"(, "dtype": ")" + dtype + R"("})";
+  }
+  return json + "]}";
+}
+
+/// Imports `forward` (over inputs x0, x1, ...) and checks it against libtorch.
+ImportedModel check(const std::string& name, const std::string& forward,
+                    const std::vector<std::pair<std::string, std::string>>& inputs,
+                    const std::vector<std::pair<std::string, at::Tensor>>& buffers = {}) {
+  std::string path = testing::saveScriptedModule(name, forward, specOf(inputs), buffers);
+  ImportedModel model = importTorchScript(path);
+  testing::expectMatchesLibtorch(path, model);
+  return model;
+}
+
+const std::string f32 = "float32";
+
+TEST(ImportBreadth, SlicingWithStepsSelectNarrow) {
+  auto m = check("Slicing",
+                 "def forward(self, x0):\n"
+                 "  a = x0[:, 1:6:2, ::3]\n"
+                 "  b = x0[-1, :, 2]\n"
+                 "  c = x0.narrow(2, 1, 4)[..., -2:]\n"
+                 "  return a, b, c, x0.select(1, -1)\n",
+                 {{"[3, 7, 9]", f32}});
+  EXPECT_GT(testing::opHistogram(m.graph)["strided_slice"], 3);
+}
+
+TEST(ImportBreadth, ChunkSplitUnbind) {
+  check("Chunks",
+        "def forward(self, x0):\n"
+        "  a, b, c = x0.chunk(3, dim=-1)\n"
+        "  d, e = torch.split(x0, [2, 3], dim=1)\n"
+        "  f = torch.split(x0, 4, dim=2)\n"
+        "  u = x0.unbind(0)\n"
+        "  return a + 1.0, b, c * 2.0, d, e, f[1], f[2], u[1]\n",
+        {{"[2, 5, 10]", f32}});
+}
+
+TEST(ImportBreadth, EmbeddingIndexSelectAndIndex) {
+  auto m = check("Gathers",
+                 "def forward(self, x0, x1):\n"
+                 "  i = x1.abs()\n"
+                 "  e = torch.embedding(self.w, i)\n"
+                 "  s = torch.index_select(x0, 1, i[0])\n"
+                 "  t = x0[:, i[1]]\n"
+                 "  return e, s, t, x0[i[0]]\n",
+                 {{"[6, 7]", f32}, {"[2, 5]", "int64"}}, {{"w", torch::randn({9, 4})}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["take"], 4);
+}
+
+TEST(ImportBreadth, ExpandRepeatMaskedFillWhere) {
+  check("Masks",
+        "def forward(self, x0, x1):\n"
+        "  e = x1.expand(3, 4, 5) + x0\n"
+        "  r = x1.repeat(2, 1, 3)\n"
+        "  m = x0.masked_fill(x0 > 0.5, -1.0)\n"
+        "  w = torch.where(x0 < x1, x0, x1 * 2.0)\n"
+        "  k = ((x0 >= 0.0) & ~(x1 != x1)).float()\n"
+        "  return e, r, m, w, k, (x0 == x0).to(x0.dtype)\n",
+        {{"[3, 4, 5]", f32}, {"[4, 1]", f32}});
+}
+
+TEST(ImportBreadth, CastsAndIntegerPromotion) {
+  check("Casts",
+        "def forward(self, x0, x1):\n"
+        "  a = (x0 * 3.0).long()\n"
+        "  b = x1 / 2\n"
+        "  c = x1.float() + x0\n"
+        "  return a, b, c, (x0 > 0).int()\n",
+        {{"[7]", f32}, {"[7]", "int64"}});
+}
+
+TEST(ImportBreadth, SelectingReductionsAndTopk) {
+  auto m = check("Reductions",
+                 "def forward(self, x0):\n"
+                 "  v, i = torch.max(x0, 1)\n"
+                 "  w, j = x0.min(dim=-1, keepdim=True)\n"
+                 "  a = torch.amax(x0, [0, 2])\n"
+                 "  t, k = torch.topk(x0, 3, dim=1)\n"
+                 "  s, o = torch.sort(x0, dim=2, descending=True)\n"
+                 "  return v, i, w, j, a, x0.argmax(), x0.argmin(2), t, k, s, o, torch.max(x0), torch.max(x0, x0 * 0.5)\n",
+                 {{"[3, 7, 5]", f32}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["topk"], 2);
+}
+
+TEST(ImportBreadth, LogSoftmaxOnAnyAxis) {
+  check("LogSoftmax",
+        "def forward(self, x0):\n"
+        "  return torch.log_softmax(x0, 0), torch.log_softmax(x0 * 3.0, dim=1), torch.softmax(x0, -2)\n",
+        {{"[3, 7, 5]", f32}});
+}
+
+TEST(ImportBreadth, GroupAndInstanceNorm) {
+  check("Norms",
+        "def forward(self, x0):\n"
+        "  g = torch.group_norm(x0, 3, self.w, self.b, 1e-5)\n"
+        "  i = torch.instance_norm(x0, self.w, self.b, None, None, True, 0.1, 1e-5, False)\n"
+        "  return g, i, torch.group_norm(x0, 1)\n",
+        {{"[2, 6, 5, 3]", f32}}, {{"w", torch::randn({6})}, {"b", torch::randn({6})}});
+}
+
+TEST(ImportBreadth, TransposedConvolutionUpsamplePixelShuffle) {
+  check("Image",
+        "def forward(self, x0):\n"
+        "  t = torch.conv_transpose2d(x0, self.w, self.b, [2, 1], [1, 0], [1, 0], 2, [1, 2])\n"
+        "  n = torch.upsample_nearest2d(x0, None, [2.0, 2.0])\n"
+        "  m = torch.upsample_nearest2d(x0, [7, 4], None)\n"
+        "  b = torch.upsample_bilinear2d(x0, [9, 11], False, None)\n"
+        "  a = torch.upsample_bilinear2d(x0, None, True, [1.5, 1.5])\n"
+        "  return t, n, m, b, a, torch.pixel_shuffle(x0, 2), torch.pixel_unshuffle(x0[:, :, :4, :6], 2)\n",
+        {{"[1, 4, 5, 7]", f32}}, {{"w", torch::randn({4, 3, 3, 2})}, {"b", torch::randn({6})}});
+}
+
+TEST(ImportBreadth, ActivationsFromExistingOps) {
+  check("Activations",
+        "def forward(self, x0):\n"
+        "  f = torch\n"
+        "  return f.elu(x0), torch.elu(x0, 0.5, 1.5, 2.0), torch.selu(x0), torch.celu(x0, 0.7), f.softplus(x0 * 10.0), f.mish(x0), torch.square(x0), "
+        "f.glu(x0, 1), torch.reciprocal(x0.abs() + 1.0)\n",
+        {{"[3, 4]", f32}});
+}
+
+TEST(ImportBreadth, BaddbmmAndBroadcastMatmul) {
+  check("Matmuls",
+        "def forward(self, x0, x1):\n"
+        "  a = torch.baddbmm(x0[:, :, :3], x0, x1, beta=0.5, alpha=2.0)\n"
+        "  return a, torch.matmul(x0, x1[0]), torch.matmul(x0.unsqueeze(0), x1), torch.matmul(x1[0, :, 0], x1[1])\n",
+        {{"[2, 3, 5]", f32}, {"[2, 5, 3]", f32}});
+}
+
+TEST(ImportBreadth, ShapeArithmeticIsFoldedAtImport) {
+  auto m = check("ShapeMath",
+                 "def forward(self, x0):\n"
+                 "  b, n, d = x0.size()\n"
+                 "  h = 2\n"
+                 "  y = x0.view(b, n, h, d // h).transpose(1, 2)\n"
+                 "  s = torch.matmul(y, y.transpose(-2, -1)) / float(d // h) ** 0.5\n"
+                 "  return s.softmax(-1).reshape(b * h, n, n)\n",
+                 {{"[2, 3, 6]", f32}});
+  for (const core::Node& n : m.graph.nodes()) EXPECT_NE(n.op, "cast") << "shape arithmetic reached the graph";
+}
+
+TEST(ImportBreadth, BooleanMaskIndexingIsRejectedByName) {
+  std::string path = testing::saveScriptedModule("BoolIndex", "def forward(self, x0):\n  return x0[x0 > 0]\n",
+                                                 specOf({{"[5]", f32}}));
+  try {
+    importTorchScript(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("aten::index"), std::string::npos) << e.what();
+  }
+}
+
+// --- the import doctor's survey --------------------------------------------------------------
+
+TEST(ImportSurvey, ContinuesPastUnsupportedNodesAndFlagsControlFlow) {
+  std::string path = testing::saveScriptedModule("Survey",
+                                                 "def forward(self, x0):\n"
+                                                 "  y = torch.relu(x0)\n"
+                                                 "  if bool(y.sum() > 0):\n"
+                                                 "    y = y * 2.0\n"
+                                                 "  z = torch.cumsum(y, 1)\n"
+                                                 "  return torch.sigmoid(z).view(-1)\n",
+                                                 specOf({{"[2, 3]", f32}}));
+  SurveyResult survey = surveyTorchScript(path);
+  EXPECT_TRUE(survey.controlFlow);
+  EXPECT_TRUE(survey.complete);
+  std::map<std::string, OpStatus> status;
+  for (const SurveyedOp& op : survey.ops) status[op.kind] = op.status;
+  EXPECT_EQ(status["aten::relu"], OpStatus::Supported);
+  // bool(tensor) reads data; libtorch's value then decides the branch, so the walk goes on.
+  EXPECT_EQ(status["aten::Bool"], OpStatus::Unsupported);
+  EXPECT_EQ(status["prim::If"], OpStatus::Folded);
+  EXPECT_EQ(status["aten::cumsum"], OpStatus::Unsupported);
+  EXPECT_EQ(status["aten::sigmoid"], OpStatus::Supported);  // after both: stand-ins kept it going
+}
+
+}  // namespace
+}  // namespace kiln::importers

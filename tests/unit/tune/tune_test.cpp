@@ -1,0 +1,275 @@
+// core/tune: tuning keys, spaces, records and tuners — and that a configuration from a record
+// really changes the generated kernel while computing the same values (interpreter and JIT).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "../core/kernels_test_util.h"
+#include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
+#include "core/passes/alter_layout.h"
+#include "core/passes/pass_manager.h"
+#include "core/tune/records.h"
+#include "core/tune/space.h"
+#include "core/tune/task.h"
+#include "core/tune/tuner.h"
+#include "runtime/error.h"
+
+namespace kiln::core::tune {
+namespace {
+
+namespace fs = std::filesystem;
+using lower::Knobs;
+using lower::testing::Engine;
+using lower::testing::evalGraph;
+
+lower::LowerOptions avx2() { return lower::lowerOptionsFor("haswell", ""); }
+
+const std::string kConv = "conv2d_nchwc:n=1,c=8,h=9,w=11,o=32,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32";
+const std::string kPointwise = "conv2d_nchwc:n=1,c=16,h=7,w=7,o=32,kh=1,kw=1,sh=1,sw=1,ph=0,pw=0,dh=1,dw=1,g=1:f32";
+const std::string kDense = "dense:m=2,k=37,n=21:f32";
+
+/// The task graph after alter-layout with `configs`, lowered.
+lower::LoweredModule lowerTask(const std::string& key, const lower::LowerOptions& base,
+                               std::shared_ptr<lower::ScheduleConfigs> configs) {
+  Graph g = taskGraph(key);
+  passes::PassManagerOptions pm;
+  pm.schedules = configs;
+  passes::PassManager(passes::parsePipeline("alter-layout{lanes=" + std::to_string(base.vectorLanes) + "}"), pm).run(g);
+  lower::LowerOptions options = base;
+  options.schedules = configs;
+  return lower::lowerGraph(g, options);
+}
+
+const tir::PrimFunc& taskKernel(const lower::LoweredModule& m, const std::string& key) {
+  for (const auto& f : m.funcs) {
+    auto it = f.attrs.find("tune_key");
+    if (it != f.attrs.end() && it->second == key) return f;
+  }
+  throw InternalError("no kernel with key " + key);
+}
+
+TEST(TuneKeys, RoundTripAndGeometry) {
+  lower::TuneKeyParts parts = lower::parseTuneKey(kConv);
+  EXPECT_EQ(parts.kind, "conv2d_nchwc");
+  EXPECT_EQ(parts.dtype, "f32");
+  EXPECT_EQ(parts.params.at("w"), 11);
+  EXPECT_DOUBLE_EQ(taskFlops(kConv), 2.0 * 32 * 9 * 11 * 8 * 9);
+  EXPECT_DOUBLE_EQ(taskFlops(kDense), 2.0 * 2 * 37 * 21);
+  EXPECT_THROW(lower::parseTuneKey("conv2d"), Error);
+  EXPECT_THROW(lower::parseKnobs("a=1,b"), Error);
+  EXPECT_THROW(lower::parseKnobs("a=x"), Error);
+  EXPECT_EQ(lower::knobsText(lower::parseKnobs("b=2,a=-1")), "a=-1,b=2");
+}
+
+TEST(TuneKeys, LoweredKernelCarriesTheKeyItsTaskGraphIsBuiltFrom) {
+  for (const std::string& key : {kConv, kPointwise, kDense}) {
+    lower::LoweredModule m = lowerTask(key, avx2(), nullptr);
+    const tir::PrimFunc& f = taskKernel(m, key);
+    EXPECT_FALSE(f.attrs.at("schedule").empty()) << key;
+  }
+}
+
+TEST(TuneSpace, EveryConfigurationIsValidDistinctAndCanonical) {
+  for (const std::string& key : {kConv, kPointwise, kDense}) {
+    ConfigSpace space = ConfigSpace::forKey(key, avx2());
+    ASSERT_GT(space.size(), 4) << key;
+    std::set<Knobs> seen;
+    size_t width = space.features(0).size();
+    for (int64_t i = 0; i < space.size(); ++i) {
+      EXPECT_TRUE(seen.insert(space.config(i)).second);
+      EXPECT_EQ(space.indexOf(space.config(i)), i);
+      EXPECT_EQ(space.features(i).size(), width);
+      for (int64_t j : space.neighbors(i)) {
+        int differ = 0;
+        for (const auto& [name, value] : space.config(i)) differ += space.config(j).at(name) != value;
+        EXPECT_EQ(differ, 1);
+      }
+    }
+  }
+  // The pointwise space offers the flattened row; the 3×3 one cannot.
+  EXPECT_EQ(ConfigSpace::forKey(kConv, avx2()).knobValues().at("flatten"), std::vector<int64_t>{0});
+  EXPECT_EQ(ConfigSpace::forKey(kPointwise, avx2()).knobValues().at("flatten"), (std::vector<int64_t>{0, 1}));
+  EXPECT_THROW(ConfigSpace::forKey("softmax:n=1:f32", avx2()), Error);
+}
+
+// The heuristic's choice is always a point of the space (it is the tuner's baseline), for the
+// shapes of real networks on both vector widths.
+TEST(TuneSpace, HeuristicIsInTheSpace) {
+  const char* keys[] = {
+      "conv2d_nchwc:n=1,c=512,h=7,w=7,o=512,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32",
+      "conv2d_nchwc:n=1,c=256,h=14,w=14,o=512,kh=1,kw=1,sh=2,sw=2,ph=0,pw=0,dh=1,dw=1,g=1:f32",
+      "conv2d_nchwc:n=1,c=3,h=224,w=224,o=64,kh=7,kw=7,sh=2,sw=2,ph=3,pw=3,dh=1,dw=1,g=1:f32",
+      "conv2d_nchwc:n=1,c=1024,h=14,w=14,o=256,kh=1,kw=1,sh=1,sw=1,ph=0,pw=0,dh=1,dw=1,g=1:f32",
+      "conv2d_nchwc:n=1,c=96,h=56,w=56,o=96,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=96:f32",
+      "dense:m=1,k=512,n=1000:f32"};
+  for (const lower::LowerOptions& options : {avx2(), lower::lowerOptionsFor("skylake-avx512", "")}) {
+    for (const char* key : keys) {
+      lower::LoweredModule m = lowerTask(key, options, nullptr);
+      std::string heuristic = taskKernel(m, key).attrs.at("schedule");
+      EXPECT_TRUE(ConfigSpace::forKey(key, options).indexOf(lower::parseKnobs(heuristic)).has_value())
+          << key << " lanes " << options.vectorLanes << ": " << heuristic;
+    }
+  }
+}
+
+// Apply-best changes the generated schedule: every configuration of the space lowers to a
+// kernel that records exactly those knobs, and computes what the heuristic's kernel computes.
+TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
+  for (const std::string& key : {kConv, kPointwise, kDense}) {
+    ConfigSpace space = ConfigSpace::forKey(key, avx2());
+    Graph reference = taskGraph(key);
+    runtime::Tensor x = lower::testing::randomTensor(reference.type(reference.inputs()[0]).shape, 3);
+    lower::LoweredModule base = lowerTask(key, avx2(), nullptr);
+    std::string heuristic = taskKernel(base, key).attrs.at("schedule");
+    std::vector<runtime::Tensor> expected = evalGraph(taskGraph(key), {x}, Engine::Interpreter, avx2());
+    std::set<std::string> schedules;
+    // Every configuration for the small dense space; a spread of them for the convolutions.
+    int64_t step = std::max<int64_t>(1, space.size() / 12);
+    for (int64_t i = 0; i < space.size(); i += step) {
+      auto configs = std::make_shared<lower::ScheduleConfigs>();
+      configs->byKey[key] = space.config(i);
+      lower::LoweredModule m = lowerTask(key, avx2(), configs);
+      EXPECT_EQ(taskKernel(m, key).attrs.at("schedule"), lower::knobsText(space.config(i))) << key;
+      schedules.insert(taskKernel(m, key).attrs.at("schedule"));
+      // Run the packed graph as the build would.
+      Graph g = taskGraph(key);
+      passes::PassManagerOptions pm;
+      pm.schedules = configs;
+      passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}"), pm).run(g);
+      lower::LowerOptions options = avx2();
+      options.schedules = configs;
+      for (Engine engine : {Engine::Interpreter, Engine::Jit}) {
+        std::vector<runtime::Tensor> got = evalGraph(g, {x}, engine, options);
+        ASSERT_EQ(got[0].numel(), expected[0].numel());
+        for (int64_t k = 0; k < got[0].numel(); ++k)
+          ASSERT_NEAR(got[0].data<float>()[k], expected[0].data<float>()[k], 1e-4) << key << " " << space.config(i).size();
+      }
+    }
+    EXPECT_GT(schedules.size(), 2u) << key;
+    EXPECT_TRUE(space.indexOf(lower::parseKnobs(heuristic)).has_value()) << "heuristic outside the space: " << heuristic;
+  }
+}
+
+TEST(TuneSpace, RecordWithAnotherPackingIsIgnoredNotMisapplied) {
+  // oc_vecs decides the weight packing in alter-layout; a lowering that meets a weight packed
+  // otherwise (the record applied to lowering only) must keep the heuristic.
+  auto configs = std::make_shared<lower::ScheduleConfigs>();
+  configs->byKey[kConv] = {{"oc_vecs", 4}, {"ow_block", 2}, {"flatten", 0}, {"oc_outer", 0}};
+  Graph g = taskGraph(kConv);
+  passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}")).run(g);  // no configs: heuristic packing
+  lower::LowerOptions options = avx2();
+  options.schedules = configs;
+  lower::LoweredModule m = lower::lowerGraph(g, options);
+  EXPECT_NE(taskKernel(m, kConv).attrs.at("schedule"), lower::knobsText(configs->byKey[kConv]));
+}
+
+TEST(TuneRecords, WrittenReadBackAndBestPerKeyAndTarget) {
+  fs::path dir = fs::temp_directory_path() / ("kiln_records_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string path = (dir / "sub" / "r.jsonl").string();
+  auto rec = [](std::string key, std::string target, Knobs k, double ms, std::string error = "") {
+    TuneRecord r;
+    r.key = std::move(key), r.target = std::move(target), r.knobs = std::move(k), r.costMs = ms;
+    r.costsMs = {ms, ms * 1.1};
+    r.error = std::move(error);
+    r.tuner = "random", r.timestamp = "2026-11-21T00:00:00Z", r.version = "test";
+    return r;
+  };
+  appendRecords(path, {rec(kDense, "llvm -mcpu=haswell", {{"rows", 1}, {"cols", 4}}, 2.0),
+                       rec(kDense, "llvm -mcpu=haswell", {{"rows", 2}, {"cols", 4}}, 1.0),
+                       rec(kDense, "llvm -mcpu=haswell", {{"rows", 2}, {"cols", 8}}, 0.0, "crashed (signal 11)"),
+                       rec(kDense, "llvm -mcpu=znver4", {{"rows", 1}, {"cols", 1}}, 0.5)});
+  RecordFile file = readRecords(path);
+  ASSERT_EQ(file.records.size(), 4u);
+  EXPECT_EQ(file.badLines, 0);
+  EXPECT_EQ(file.records[2].error, "crashed (signal 11)");
+  EXPECT_EQ(file.records[1].costsMs.size(), 2u);
+  lower::ScheduleConfigs best = bestConfigs(file.records, "llvm -mcpu=haswell");
+  EXPECT_EQ(lower::knobsText(best.byKey.at(kDense)), "cols=4,rows=2");
+  EXPECT_EQ(lower::knobsText(bestConfigs(file.records, "llvm -mcpu=znver4").byKey.at(kDense)), "cols=1,rows=1");
+
+  // A torn last line and garbage are skipped and counted; appending after them still works.
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "not json\n{\"key\":\"dense:m=1:f32\"}\n{\"key\":\"" << kDense << "\",\"target\":\"x\",\"kn";
+  }
+  appendRecords(path, {rec(kDense, "llvm -mcpu=haswell", {{"rows", 1}, {"cols", 2}}, 0.25)});
+  file = readRecords(path);
+  EXPECT_EQ(file.records.size(), 5u);
+  EXPECT_EQ(file.badLines, 3);
+  EXPECT_NE(file.firstProblem.find("line 5"), std::string::npos) << file.firstProblem;
+  EXPECT_EQ(lower::knobsText(bestConfigs(file.records, "llvm -mcpu=haswell").byKey.at(kDense)), "cols=2,rows=1");
+  EXPECT_TRUE(readRecords((dir / "missing.jsonl").string()).records.empty());
+  fs::remove_all(dir);
+}
+
+// A deterministic synthetic cost over the conv space: the tuners must propose each
+// configuration at most once, only valid ones, and cover the space when asked for all of it.
+TEST(Tuners, ProposeEachConfigurationOnceAndExhaustTheSpace) {
+  ConfigSpace space = ConfigSpace::forKey(kConv, avx2());
+  auto cost = [&](int64_t i) {
+    const Knobs& k = space.config(i);
+    return 1.0 + std::abs(static_cast<double>(k.at("ow_block") - 6)) + 0.5 * static_cast<double>(k.at("oc_vecs") != 2);
+  };
+  for (const std::string& name : tunerNames()) {
+    auto tuner = makeTuner(name, space, 7);
+    std::set<int64_t> seen;
+    while (!tuner->exhausted()) {
+      std::vector<int64_t> batch = tuner->propose(8);
+      ASSERT_FALSE(batch.empty()) << name;
+      std::vector<double> costs;
+      for (int64_t i : batch) {
+        ASSERT_GE(i, 0);
+        ASSERT_LT(i, space.size());
+        EXPECT_TRUE(seen.insert(i).second) << name << " proposed " << i << " twice";
+        costs.push_back(i % 11 == 0 ? -1.0 : cost(i));  // some candidates fail
+      }
+      tuner->update(batch, costs);
+    }
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), space.size()) << name;
+    EXPECT_TRUE(tuner->propose(4).empty());
+  }
+  EXPECT_THROW(makeTuner("annealing", space, 1), Error);
+}
+
+TEST(Tuners, ReportedRecordsAreNotProposedAgain) {
+  ConfigSpace space = ConfigSpace::forKey(kDense, avx2());
+  auto tuner = makeTuner("xgb", space, 3);
+  std::vector<int64_t> known;
+  for (int64_t i = 0; i < space.size(); i += 2) known.push_back(i);
+  tuner->update(known, std::vector<double>(known.size(), 1.0));
+  for (int64_t i : tuner->propose(static_cast<int>(space.size()))) EXPECT_EQ(i % 2, 1);
+}
+
+TEST(TuneTasks, ExtractedWithWeightsFromTheLoweredModule) {
+  // Two convolutions with the same shape and one with another: two tasks, weights 2 and 1.
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::Float32, {1, 8, 10, 10}});
+  auto conv = [&](ValueId in, int64_t o, const char* name) {
+    ValueId w = g.addConstant(std::string(name) + "_w", lower::testing::randomTensor({o, 8, 3, 3}, 1));
+    Attrs a;
+    a.set("padding", std::vector<int64_t>{1, 1});
+    return g.addNode("conv2d", {in, w}, a, {}, name)[0];
+  };
+  ValueId a = conv(x, 8, "a"), b = conv(a, 8, "b"), c = conv(b, 16, "c");
+  g.setOutputs({c});
+  passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}")).run(g);
+  std::vector<TuneTask> tasks = extractTasks(lower::lowerGraph(g, avx2()));
+  ASSERT_EQ(tasks.size(), 2u);
+  int weights = tasks[0].weight + tasks[1].weight;
+  EXPECT_EQ(weights, 3);
+  for (const TuneTask& t : tasks) {
+    EXPECT_EQ(t.kind, "conv2d_nchwc");
+    EXPECT_GT(t.flops, 0);
+    EXPECT_FALSE(t.defaultKnobs.empty());
+  }
+  // Largest weight × FLOPs first.
+  EXPECT_GE(tasks[0].weight * tasks[0].flops, tasks[1].weight * tasks[1].flops);
+}
+
+}  // namespace
+}  // namespace kiln::core::tune
