@@ -82,6 +82,7 @@ class XgbTuner final : public Tuner {
 
  private:
   static constexpr double kExploration = 0.15;  // share of each batch proposed at random
+  static constexpr int kInitialBatch = 4;
   static constexpr int kChains = 48;
   static constexpr int kSteps = 80;
 
@@ -93,7 +94,8 @@ class XgbTuner final : public Tuner {
     int succeeded = 0;
     for (const auto& [index, cost] : m_measured) succeeded += cost > 0;
     bool transfer = m_history && !m_history->groups(m_space.kind()).empty();
-    if (succeeded < 2 && !transfer) return randomUnvisited(count);
+    // Nothing to learn from yet: a small random batch, so the model starts guiding early.
+    if (succeeded < 2 && !transfer) return randomUnvisited(std::min(count, kInitialBatch));
     train();
     std::vector<float> scores = m_model.predict(m_features);
     std::vector<int64_t> best = anneal(scores, count);
