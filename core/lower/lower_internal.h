@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -198,5 +199,20 @@ tir::Stmt renameClashes(const tir::Stmt& body, const std::vector<tir::Buffer>& p
 
 /// Normalizes a possibly negative axis against `rank`.
 int64_t normalizeAxis(int64_t axis, int64_t rank);
+
+/// What a reduction over attrs "axes" of input 0 walks: the kept shape (reduced axes set to 1),
+/// one loop variable per reduced axis, the input offset they add, and how many elements each
+/// output combines.
+struct ReductionAxes {
+  std::set<int64_t> axes;            // normalized, ascending
+  Shape inputShape, keptShape;
+  std::vector<int64_t> inputStrides;  // contiguous strides of input 0
+  std::vector<tir::Expr> vars;        // one per reduced axis, in axis order
+  tir::Expr offset;                   // Σ var · stride over the reduced axes
+  int64_t count = 1;
+  /// `body` inside serial loops over the reduced axes (the last axis innermost).
+  tir::Stmt wrap(tir::Stmt body) const;
+};
+ReductionAxes reductionAxes(const OpContext& ctx);
 
 }  // namespace kiln::core::lower

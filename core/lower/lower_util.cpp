@@ -230,4 +230,31 @@ int64_t normalizeAxis(int64_t axis, int64_t rank) {
   return a;
 }
 
+ReductionAxes reductionAxes(const OpContext& ctx) {
+  const Shape& xs = ctx.inTypes[0].shape;
+  auto rank = static_cast<int64_t>(xs.size());
+  ReductionAxes r;
+  for (int64_t a : ctx.attrs.getInts("axes")) r.axes.insert(normalizeAxis(a, rank));
+  r.inputShape = r.keptShape = xs;
+  r.inputStrides = contiguousStrides(xs);
+  r.offset = i64(0);
+  for (int64_t d : r.axes) {
+    r.keptShape[d] = 1;
+    Expr v = Var::make("r" + std::to_string(d));
+    r.vars.push_back(v);
+    r.offset = r.offset + v * r.inputStrides[d];
+    r.count *= xs[d];
+  }
+  return r;
+}
+
+Stmt ReductionAxes::wrap(Stmt body) const {
+  size_t k = vars.size();
+  for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
+    --k;
+    body = serialFor(vars[k], 0, inputShape[static_cast<size_t>(*it)], body);
+  }
+  return body;
+}
+
 }  // namespace kiln::core::lower

@@ -79,21 +79,11 @@ Stmt lowerReduce(const OpContext& ctx) {
   if (isMean) ctx.requireFloat();
   const Shape& xs = ctx.inTypes[0].shape;
   int64_t rank = static_cast<int64_t>(xs.size());
-  std::set<int64_t> axes;
-  for (int64_t a : ctx.attrs.getInts("axes")) axes.insert(normalizeAxis(a, rank));
-
-  Shape keptShape = xs;
-  std::vector<int64_t> xStrides = contiguousStrides(xs);
-  std::vector<Expr> reduceVars;
-  Expr reduceOffset = i64(0);
-  int64_t count = 1;
-  for (int64_t d : axes) {
-    keptShape[d] = 1;
-    Expr v = Var::make("r" + std::to_string(d));
-    reduceVars.push_back(v);
-    reduceOffset = reduceOffset + v * xStrides[d];
-    count *= xs[d];
-  }
+  ReductionAxes r = reductionAxes(ctx);
+  const std::set<int64_t>& axes = r.axes;
+  const Shape& keptShape = r.keptShape;
+  const std::vector<int64_t>& xStrides = r.inputStrides;
+  int64_t count = r.count;
 
   Type t = ctx.out[0]->elemType;
   int lanes = lanesFor(ctx);
@@ -131,10 +121,8 @@ Stmt lowerReduce(const OpContext& ctx) {
   LoopNest nest(keptShape, {}, wantParallel(ctx.outTypes[0].numel(), count));
   Buffer acc = makeLocal("acc", t);
   std::vector<Expr> index;
-  for (int64_t d = 0, r = 0; d < rank; ++d) index.push_back(axes.count(d) ? reduceVars[r++] : nest[d]);
-  Stmt reduce = storeLocal(acc, loadLocal(acc) + ctx.inputAt(index, nest.offset(xStrides) + reduceOffset));
-  size_t k = reduceVars.size();
-  for (auto it = axes.rbegin(); it != axes.rend(); ++it) reduce = serialFor(reduceVars[--k], 0, xs[*it], reduce);
+  for (int64_t d = 0, k = 0; d < rank; ++d) index.push_back(axes.count(d) ? r.vars[static_cast<size_t>(k++)] : nest[d]);
+  Stmt reduce = r.wrap(storeLocal(acc, loadLocal(acc) + ctx.inputAt(index, nest.offset(xStrides) + r.offset)));
   Expr result = isMean ? loadLocal(acc) / countLiteral(t, count) : loadLocal(acc);
   Stmt body = Seq::make({storeLocal(acc, literal(t, 0)), reduce,
                          Store::make(ctx.out[0], nest.offset(contiguousStrides(keptShape)), result)});

@@ -42,32 +42,15 @@ AxisView viewAround(const Shape& shape, int64_t axis) {
 Stmt lowerMinMax(const OpContext& ctx) {
   if (ctx.inTypes[0].dtype == DType::Bool) ctx.unsupported("dtype bool");
   bool isMax = ctx.op == "max";
-  const Shape& xs = ctx.inTypes[0].shape;
-  auto rank = static_cast<int64_t>(xs.size());
-  std::set<int64_t> axes;
-  for (int64_t a : ctx.attrs.getInts("axes")) axes.insert(normalizeAxis(a, rank));
   if (ctx.inTypes[0].numel() == 0) ctx.unsupported("reducing an empty tensor");
-  Shape keptShape = xs;
-  std::vector<int64_t> xStrides = contiguousStrides(xs);
-  std::vector<Expr> reduceVars;
-  Expr reduceOffset = i64(0);
-  int64_t count = 1;
-  for (int64_t d : axes) {
-    keptShape[d] = 1;
-    Expr v = Var::make("r" + std::to_string(d));
-    reduceVars.push_back(v);
-    reduceOffset = reduceOffset + v * xStrides[d];
-    count *= xs[d];
-  }
+  ReductionAxes r = reductionAxes(ctx);
   Type t = ctx.out[0]->elemType;
-  LoopNest nest(keptShape, {}, wantParallel(ctx.outTypes[0].numel(), count));
+  LoopNest nest(r.keptShape, {}, wantParallel(ctx.outTypes[0].numel(), r.count));
   Buffer acc = makeLocal("acc", t);
-  Expr x = Load::make(ctx.in[0], nest.offset(xStrides) + reduceOffset);
-  Stmt reduce = storeLocal(acc, isMax ? max(loadLocal(acc), x) : min(loadLocal(acc), x));
-  size_t k = reduceVars.size();
-  for (auto it = axes.rbegin(); it != axes.rend(); ++it) reduce = serialFor(reduceVars[--k], 0, xs[*it], reduce);
+  Expr x = Load::make(ctx.in[0], nest.offset(r.inputStrides) + r.offset);
+  Stmt reduce = r.wrap(storeLocal(acc, isMax ? max(loadLocal(acc), x) : min(loadLocal(acc), x)));
   Stmt body = Seq::make({storeLocal(acc, isMax ? lowestValue(t) : highestValue(t)), reduce,
-                         Store::make(ctx.out[0], nest.offset(contiguousStrides(keptShape)), loadLocal(acc))});
+                         Store::make(ctx.out[0], nest.offset(contiguousStrides(r.keptShape)), loadLocal(acc))});
   return nest.wrap(body, {acc});
 }
 
