@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
                                  QStringLiteral("Open the model (default: MobileNetV2), run every view, save PNGs into DIR, quit."),
                                  QStringLiteral("dir"));
   QCommandLineOption stall(QStringLiteral("measure-stall"),
-                           QStringLiteral("Open, compile and profile the model, print the largest UI-thread stall, quit."));
+                           QStringLiteral("Open, compile, profile and tune the model, print the largest UI-thread stall, quit."));
   QCommandLineOption noWelcome(QStringLiteral("no-welcome"), QStringLiteral("Do not offer the sample models on first start."));
   parser.addOptions({db, models, screenshots, stall, noWelcome});
   parser.process(app);
