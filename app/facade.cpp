@@ -134,13 +134,49 @@ Result<std::shared_ptr<CompiledModel>> buildWithSchedules(std::shared_ptr<const 
   });
 }
 
+namespace {
+
+/// The batch size the inputs ask for when they differ from the compiled shapes only in
+/// dimension 0, all by the same amount; 0 otherwise (the executor then names the mismatch).
+int64_t otherBatch(const runtime::GraphExecutor& ex, const std::vector<runtime::Tensor>& inputs) {
+  int64_t batch = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const runtime::Shape& want = ex.inputSlot(static_cast<int>(i)).shape;
+    const runtime::Shape& got = inputs[i].shape();
+    if (got == want) return 0;
+    if (got.empty() || got.size() != want.size() || got[0] <= 0 ||
+        !std::equal(got.begin() + 1, got.end(), want.begin() + 1))
+      return 0;
+    if (batch != 0 && got[0] != batch) return 0;
+    batch = got[0];
+  }
+  return batch;
+}
+
+}  // namespace
+
 Result<std::vector<runtime::Tensor>> run(CompiledModel& compiled, const std::vector<runtime::Tensor>& inputs) {
   return guarded<std::vector<runtime::Tensor>>("", [&] {
-    runtime::GraphExecutor& ex = *compiled.executor;
-    if (static_cast<int>(inputs.size()) != ex.numInputs())
-      throw Error("the model takes " + std::to_string(ex.numInputs()) + " input(s), got " +
+    if (static_cast<int>(inputs.size()) != compiled.executor->numInputs())
+      throw Error("the model takes " + std::to_string(compiled.executor->numInputs()) + " input(s), got " +
                       std::to_string(inputs.size()),
                   ErrorKind::InvalidInput);
+    CompiledModel* target = &compiled;
+    if (int64_t batch = otherBatch(*compiled.executor, inputs); batch > 0 && compiled.model) {
+      std::shared_ptr<CompiledModel>& variant = compiled.batchVariants[batch];
+      if (!variant) {
+        OpenOptions open;
+        open.inputs = compiled.model->inputs;
+        open.batch = batch;
+        auto model = openModel(compiled.model->path, open);
+        if (!model) throw Error(model.error().message, model.error().kind);
+        auto built = build(model.value(), compiled.options);
+        if (!built) throw Error(built.error().message, built.error().kind);
+        variant = built.value();
+      }
+      target = variant.get();
+    }
+    runtime::GraphExecutor& ex = *target->executor;
     for (size_t i = 0; i < inputs.size(); ++i) ex.setInput(static_cast<int>(i), inputs[i]);
     ex.run();
     std::vector<runtime::Tensor> out;

@@ -87,6 +87,9 @@ struct CompiledModel {
   size_t unplannedBytes = 0;  // without storage reuse
   double compileSeconds = 0;
   std::shared_ptr<runtime::GraphExecutor> executor;
+  /// The same model built for other batch sizes: run() specializes one on the first call with
+  /// inputs of another batch and reuses it afterwards (dynamic batch, no rebuild by the caller).
+  std::map<int64_t, std::shared_ptr<CompiledModel>> batchVariants;
 };
 
 enum class IrStage { Graph, Optimized, Lowered, Llvm, Assembly };
@@ -94,7 +97,9 @@ std::optional<IrStage> parseIrStage(const std::string& name);
 
 Result<std::shared_ptr<const Model>> openModel(const std::string& path, const OpenOptions& options = {});
 Result<std::shared_ptr<CompiledModel>> build(std::shared_ptr<const Model> model, const BuildOptions& options);
-/// Runs one inference; inputs in forward-argument order.
+/// Runs one inference; inputs in forward-argument order. Inputs whose shapes differ from the
+/// compiled ones only in dimension 0, all by the same batch size, run on a build specialized for
+/// that batch (made on first use and cached in compiled.batchVariants).
 Result<std::vector<runtime::Tensor>> run(CompiledModel& compiled, const std::vector<runtime::Tensor>& inputs);
 Result<std::string> irText(std::shared_ptr<const Model> model, IrStage stage, const BuildOptions& options);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <fstream>
@@ -132,6 +133,44 @@ class ModelTest : public testing::Test {
   Case m_case;
   int64_t m_batch;
 };
+
+// Dynamic batch: a model built once at batch 1 runs batch-3 inputs through a build specialized
+// on first use and cached; every sample's output equals its batch-1 run, and PyTorch's.
+TEST(DynamicBatch, OneBuildRunsOtherBatchSizes) {
+  std::string path = std::string(KILN_MODELS_DIR) + "/ops/residual_block.pt";
+  auto model = app::openModel(path);
+  ASSERT_TRUE(model) << model.error().message;
+  auto compiled = app::build(model.value(), app::BuildOptions{});
+  ASSERT_TRUE(compiled) << compiled.error().message;
+  auto open3 = app::OpenOptions{};
+  open3.batch = 3;
+  auto model3 = app::openModel(path, open3);
+  ASSERT_TRUE(model3);
+  std::vector<runtime::Tensor> x3 = app::randomInputs(*model3.value(), 5);
+  auto out3 = app::run(*compiled.value(), x3);
+  ASSERT_TRUE(out3) << out3.error().message;
+  EXPECT_EQ(compiled.value()->batchVariants.size(), 1u);
+  ASSERT_EQ(out3.value()[0].shape()[0], 3);
+  profiler::TorchModel torch(path, profiler::TorchMode::Eager, 1);
+  std::vector<runtime::Tensor> expected = torch.run(x3);
+  int64_t per = x3[0].numel() / 3, outPer = out3.value()[0].numel() / 3;
+  for (int64_t b = 0; b < 3; ++b) {
+    runtime::Tensor one = runtime::Tensor::zeros(runtime::DType::Float32, model.value()->inputs[0].shape);
+    std::copy_n(x3[0].data<float>() + b * per, per, one.data<float>());
+    auto out1 = app::run(*compiled.value(), {one});
+    ASSERT_TRUE(out1);
+    for (int64_t i = 0; i < outPer; ++i) {
+      EXPECT_NEAR(out3.value()[0].data<float>()[b * outPer + i], out1.value()[0].data<float>()[i], 1e-5);
+      EXPECT_NEAR(out3.value()[0].data<float>()[b * outPer + i], expected[0].data<float>()[b * outPer + i], 1e-4);
+    }
+  }
+  // A second call reuses the specialized build; an input that differs elsewhere is an error.
+  ASSERT_TRUE(app::run(*compiled.value(), x3));
+  EXPECT_EQ(compiled.value()->batchVariants.size(), 1u);
+  runtime::Tensor wrong = runtime::Tensor::zeros(runtime::DType::Float32, {1, 3, 16, 16});
+  auto bad = app::run(*compiled.value(), {wrong});
+  EXPECT_FALSE(bad);
+}
 
 }  // namespace
 
