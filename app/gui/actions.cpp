@@ -11,12 +11,15 @@
 #include <fstream>
 
 #include "app/gui/compare_view.h"
+#include "app/gui/doctor_view.h"
 #include "app/gui/format.h"
 #include "app/gui/graph_layout.h"
 #include "app/gui/graph_view.h"
 #include "app/gui/ir_view.h"
 #include "app/gui/job_runner.h"
 #include "app/gui/main_window.h"
+
+#include "app/doctor.h"
 #include "app/gui/profile_view.h"
 #include "app/gui/session_view.h"
 #include "app/gui/sweep_view.h"
@@ -104,6 +107,7 @@ void MainWindow::openModelFile(const QString& path) {
   m_openJob->start([p](const JobControl&) { return app::openModel(p); },
                    [this, path](app::Result<std::shared_ptr<const app::Model>> r) {
                      if (!r) {
+                       m_failedPath = path;  // Run ▸ Diagnose import explains what failed
                        m_modelPath.clear();
                        m_modelLabel->clear();
                        setWindowTitle(tr("Kiln Workbench"));
@@ -286,6 +290,36 @@ void MainWindow::profile() {
                         showTab(ProfileTab);
                         finishJob(QStringLiteral("profile"), true);
                       });
+  updateActions();
+}
+
+void MainWindow::diagnose() {
+  QString path = m_modelPath.isEmpty() ? m_failedPath : m_modelPath;
+  if (path.isEmpty()) {
+    showError(tr("Nothing to diagnose"), tr("Open a model first (a file that fails to open can be diagnosed too)."));
+    return;
+  }
+  std::string p = path.toStdString();
+  app::OpenOptions open;
+  open.batch = batchOption();
+  setStatus(tr("Diagnosing the import of %1…").arg(QFileInfo(path).fileName()));
+  m_doctor->clear(tr("Diagnosing %1…").arg(QFileInfo(path).fileName()));
+  showTab(DoctorTab);
+  m_doctorJob->start([p, open](const JobControl&) { return app::diagnoseModel(p, open); },
+                     [this](app::Result<app::DoctorReport> r) {
+                       if (!r) {
+                         m_doctor->clear(tr("The doctor could not read the file: %1").arg(qs(r.error().message)));
+                         showError(tr("Diagnosis failed"), qs(r.error().message));
+                         finishJob(QStringLiteral("doctor"), false);
+                         return;
+                       }
+                       m_doctor->setReport(r.value());
+                       setStatus(tr("Diagnosed %1: %2 unsupported operator(s), %3% of the FLOPs compile")
+                                     .arg(qs(r.value().model))
+                                     .arg(r.value().unsupported)
+                                     .arg(r.value().compiledShare * 100, 0, 'f', 1));
+                       finishJob(QStringLiteral("doctor"), true);
+                     });
   updateActions();
 }
 

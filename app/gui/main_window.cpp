@@ -37,6 +37,7 @@
 #include <QVBoxLayout>
 
 #include "app/gui/compare_view.h"
+#include "app/gui/doctor_view.h"
 #include "app/gui/format.h"
 #include "app/gui/graph_view.h"
 #include "app/gui/ir_view.h"
@@ -90,6 +91,7 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
   m_tuneJob = new JobTracker(QStringLiteral("tune"), this);
   m_exportJob = new JobTracker(QStringLiteral("export"), this);
   m_sessionJob = new JobTracker(QStringLiteral("sessions"), this);
+  m_doctorJob = new JobTracker(QStringLiteral("doctor"), this);
   m_targets = app::targetChoices();
 
   createActions();
@@ -250,6 +252,7 @@ void MainWindow::createViews() {
   m_sweep = new SweepView(this);
   m_tuning = new TuningView(this);
   m_diff = new SessionDiffView(this);
+  m_doctor = new DoctorView(this);
   m_tabs->addTab(m_graph, tr("Graph"));
   m_tabs->addTab(m_ir, tr("IR"));
   m_tabs->addTab(m_profile, tr("Profile"));
@@ -257,6 +260,7 @@ void MainWindow::createViews() {
   m_tabs->addTab(m_sweep, tr("Batch sweep"));
   m_tabs->addTab(m_tuning, tr("Tuning"));
   m_tabs->addTab(m_diff, tr("Sessions diff"));
+  m_tabs->addTab(m_doctor, tr("Doctor"));
   setCentralWidget(m_tabs);
 
   m_sessions = new SessionBrowser(this);
@@ -302,6 +306,10 @@ void MainWindow::createMenus() {
 
   QMenu* run = menuBar()->addMenu(tr("&Run"));
   for (QAction* a : {m_compileAction, m_profileAction, m_compareAction, m_sweepAction, m_tuneAction}) run->addAction(a);
+  run->addSeparator();
+  QAction* doctor = run->addAction(tr("&Diagnose import"), this, &MainWindow::diagnose);
+  doctor->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_D));
+  doctor->setToolTip(tr("List every operator of the model and whether Kiln compiles it"));
   run->addSeparator();
   run->addAction(m_cancelAction);
 

@@ -29,6 +29,7 @@ class QToolButton;
 namespace kiln::gui {
 
 class CompareView;
+class DoctorView;
 class GraphView;
 class IrView;
 class JobTracker;
@@ -51,7 +52,7 @@ struct WorkbenchOptions {
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum Tab { GraphTab, IrTab, ProfileTab, CompareTab, SweepTab, TuningTab, DiffTab, TabCount };
+  enum Tab { GraphTab, IrTab, ProfileTab, CompareTab, SweepTab, TuningTab, DiffTab, DoctorTab, TabCount };
 
   explicit MainWindow(WorkbenchOptions options, QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -63,6 +64,8 @@ class MainWindow : public QMainWindow {
   void compareBackends();
   void sweep();
   void tune(bool resume = false);
+  /// The import doctor on the current model, or on the last file that failed to open.
+  void diagnose();
   void exportLibrary(const QString& directory);
   void exportReport(int64_t sessionId, const QString& file);
   void refreshSessions();
@@ -93,6 +96,7 @@ class MainWindow : public QMainWindow {
   TuningView* tuningView() const { return m_tuning; }
   SessionBrowser* sessionBrowser() const { return m_sessions; }
   SessionDiffView* diffView() const { return m_diff; }
+  DoctorView* doctorView() const { return m_doctor; }
   QTabWidget* tabs() const { return m_tabs; }
   JobTracker* tracker(const QString& name) const;
   /// The error box on screen, if any (tests close it).
@@ -158,6 +162,8 @@ class MainWindow : public QMainWindow {
   JobTracker* m_tuneJob;
   JobTracker* m_exportJob;
   JobTracker* m_sessionJob;
+  JobTracker* m_doctorJob;
+  QString m_failedPath;  // the last file that could not be opened (the doctor's subject)
 
   QTabWidget* m_tabs;
   GraphView* m_graph;
@@ -168,6 +174,7 @@ class MainWindow : public QMainWindow {
   TuningView* m_tuning;
   SessionBrowser* m_sessions;
   SessionDiffView* m_diff;
+  DoctorView* m_doctor;
   QDockWidget* m_sessionDock = nullptr;
 
   QComboBox* m_target;

@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QMessageBox>
 #include <QPainter>
 #include <QPixmap>
@@ -202,6 +203,14 @@ void WorkbenchScript::addScreenshotTour(const QString& model, const QString& bad
     if (shot.save(path)) std::printf("%s\n", path.toLocal8Bit().constData());
     box->close();
   });
+  // The import doctor on a model with an unsupported operator.
+  QString unsupported = QFileInfo(badModel).dir().filePath(QStringLiteral("unsupported_op.pt"));
+  add(QStringLiteral("open an unsupported model"), [w, unsupported] { w->openModelFile(unsupported); });
+  add(QStringLiteral("diagnose"), [w] {
+    if (QMessageBox* box = w->errorBox()) box->close();
+    w->diagnose();
+  });
+  add(QStringLiteral("grab doctor"), [this, dir] { grab(dir, QStringLiteral("09-doctor.png")); });
 }
 
 }  // namespace kiln::gui

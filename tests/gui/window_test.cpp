@@ -9,6 +9,7 @@
 #include <QtTest>
 
 #include "app/gui/compare_view.h"
+#include "app/gui/doctor_view.h"
 #include "app/gui/graph_view.h"
 #include "app/gui/ir_view.h"
 #include "app/gui/job_runner.h"
@@ -181,6 +182,21 @@ class WindowTest : public QObject {
     QTRY_VERIFY(m_window->errorBox() == nullptr);
     QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
     QVERIFY(m_window->isVisible());
+  }
+
+  // The doctor explains the file that failed to open: the unsupported operator is named.
+  void doctorExplainsAFailedOpen() {
+    m_window->openModelFile(modelPath("bad/unsupported_op.pt"));
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->errorBox() != nullptr, kJobTimeoutMs);
+    m_window->errorBox()->close();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    m_window->diagnose();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
+    QCOMPARE(m_window->tabs()->currentWidget(), static_cast<QWidget*>(m_window->doctorView()));
+    QVERIFY(m_window->doctorView()->kindRows() >= 2);
+    QVERIFY2(m_window->doctorView()->detailsText().contains(QStringLiteral("aten::grid_sampler")),
+             qPrintable(m_window->doctorView()->detailsText()));
   }
 
   void reopenAfterErrors() {
