@@ -118,38 +118,30 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
       result.backends.push_back(std::move(r));
     }
 
-    // With tuning records, the untuned build is timed too, so one run shows what tuning gained.
+    // Kiln as built; with tuning records, the untuned build first, so one run shows the gain.
+    auto timeKiln = [&](const std::string& name, CompiledModel& c) {
+      std::vector<runtime::Tensor> out;
+      auto runOnce = [&] {
+        auto r = run(c, inputs);
+        if (!r) throw Error(r.error().message, r.error().kind);
+        out = std::move(r.value());
+      };
+      runOnce();
+      double diff = maxAbsDiff(out, reference);
+      BackendResult k = fromTiming(name, profiler::timeIt(runOnce, timing));
+      k.maxAbsDiff = diff;
+      describeOutputs(k, out);
+      result.backends.push_back(std::move(k));
+    };
     if (!options.build.records.empty()) {
       BuildOptions plain = options.build;
       plain.records.clear();
       auto untuned = build(prepared->model, plain);
       if (!untuned) throw Error(untuned.error().message, untuned.error().kind);
-      std::vector<runtime::Tensor> out;
-      auto runOnce = [&] {
-        auto r = run(*untuned.value(), inputs);
-        if (!r) throw Error(r.error().message, r.error().kind);
-        out = std::move(r.value());
-      };
-      runOnce();
-      BackendResult u = fromTiming("kiln-untuned", profiler::timeIt(runOnce, timing));
-      u.maxAbsDiff = maxAbsDiff(out, reference);
-      describeOutputs(u, out);
-      result.backends.push_back(std::move(u));
+      timeKiln("kiln-untuned", *untuned.value());
     }
-
     CompiledModel& c = *compiledModel;
-    std::vector<runtime::Tensor> out;
-    auto runOnce = [&] {
-      auto r = run(c, inputs);
-      if (!r) throw Error(r.error().message, r.error().kind);
-      out = std::move(r.value());
-    };
-    runOnce();
-    double diff = maxAbsDiff(out, reference);
-    BackendResult k = fromTiming("kiln", profiler::timeIt(runOnce, timing));
-    k.maxAbsDiff = diff;
-    describeOutputs(k, out);
-    result.backends.push_back(std::move(k));
+    timeKiln("kiln", c);
 
     if (store) {
       result.stored = store->transaction([&] {

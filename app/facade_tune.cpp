@@ -12,6 +12,7 @@
 #include <set>
 #include <iostream>
 #include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -103,8 +104,6 @@ std::vector<int> budgets(const std::vector<core::tune::TuneTask>& tasks, const T
   }
   return out;
 }
-
-std::string storeConfig(const TuneRecord& r) { return core::tune::recordJson(r); }
 
 /// Records of these keys for the target from the file and the store.
 std::vector<TuneRecord> priorRecords(const TuneOptions& options, profiler::Store* store,
@@ -219,7 +218,8 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     auto write = [&](const TuneRecord& r) {
       if (!options.recordsPath.empty()) core::tune::appendRecords(options.recordsPath, {r});
       if (store) {
-        profiler::TuningRecord sr{r.key, r.target, storeConfig(r), r.costMs};
+        // The store keeps the whole record as its config JSON (parseRecord reads it back).
+        profiler::TuningRecord sr{r.key, r.target, core::tune::recordJson(r), r.costMs};
         store->transaction([&] { return store->addTuningRecord(sr, modelId, version()); });
       }
       ++result.recordsWritten;
@@ -301,11 +301,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
           break;
         }
         int want = std::min(options.batchSize, planned - tr.measured - tr.skipped);
-        std::vector<int64_t> batch = first.empty() ? tuner->propose(want) : first;
-        if (!first.empty()) {
-          tuner->update(first, {});  // marks it proposed; its cost is reported below
-          first.clear();
-        }
+        std::vector<int64_t> batch = first.empty() ? tuner->propose(want) : std::exchange(first, {});
         if (batch.empty()) break;
         std::vector<profiler::CandidateRequest> requests;
         for (int64_t index : batch) {

@@ -268,11 +268,7 @@ void MainWindow::profile() {
   setStatus(tr("Profiling %1 (compile, then time each call)…").arg(qs(m_model->name)));
   m_profileJob->start([path, o](const JobControl&) { return app::profile(path, o); },
                       [this](app::Result<app::ProfileResult> r) {
-                        if (!r) {
-                          showError(tr("Profiling failed"), qs(r.error().message));
-                          finishJob(QStringLiteral("profile"), false);
-                          return;
-                        }
+                        if (failed(r, QStringLiteral("profile"), tr("Profiling failed"))) return;
                         m_lastProfile = r.value();
                         const app::ProfileResult& p = *m_lastProfile;
                         m_profile->setProfile(p.profile, QStringLiteral("%1, %2 -O%3").arg(qs(p.model), qs(p.build.target)).arg(p.build.optLevel));
@@ -335,11 +331,7 @@ void MainWindow::compareBackends() {
   setStatus(tr("Comparing %1 with PyTorch…").arg(qs(m_model->name)));
   m_compareJob->start([path, o](const JobControl&) { return app::compare(path, o); },
                       [this, label](app::Result<app::CompareResult> r) {
-                        if (!r) {
-                          showError(tr("Comparison failed"), qs(r.error().message));
-                          finishJob(QStringLiteral("compare"), false);
-                          return;
-                        }
+                        if (failed(r, QStringLiteral("compare"), tr("Comparison failed"))) return;
                         m_compare->addResult(r.value(), label);
                         noteStored(r.value().stored);
                         setStatus(tr("Compared %1 (batch %2, %3 threads)").arg(qs(r.value().model)).arg(r.value().batch).arg(r.value().threads));
@@ -366,11 +358,7 @@ void MainWindow::sweep() {
   showTab(SweepTab);
   m_sweepJob->start([path, o](const JobControl& control) { return app::sweep(path, o, control.progressFn()); },
                     [this](app::Result<app::SweepResult> r) {
-                      if (!r) {
-                        showError(tr("Sweep failed"), qs(r.error().message));
-                        finishJob(QStringLiteral("sweep"), false);
-                        return;
-                      }
+                      if (failed(r, QStringLiteral("sweep"), tr("Sweep failed"))) return;
                       m_lastSweep = r.value();
                       m_sweep->setResult(*m_lastSweep);
                       noteStored(m_lastSweep->stored);
@@ -459,11 +447,7 @@ void MainWindow::exportLibrary(const QString& directory) {
   setStatus(tr("Exporting %1 to %2…").arg(qs(model->name), directory));
   m_exportJob->start([model, options, dir](const JobControl&) { return app::exportModel(model, options, dir); },
                      [this](app::Result<app::ExportResult> r) {
-                       if (!r) {
-                         showError(tr("Export failed"), qs(r.error().message));
-                         finishJob(QStringLiteral("export"), false);
-                         return;
-                       }
+                       if (failed(r, QStringLiteral("export"), tr("Export failed"))) return;
                        const app::ExportResult& e = r.value();
                        QStringList files;
                        for (const auto& f : e.files) files << QStringLiteral("%1 (%2)").arg(qs(f.name), formatBytes(static_cast<double>(f.bytes)));
@@ -532,11 +516,7 @@ void MainWindow::diffBuilds(int64_t buildA, int64_t buildB) {
   std::string db = dbPath().toStdString();
   m_sessionJob->start([db, buildA, buildB](const JobControl&) { return app::diffBuilds(db, buildA, buildB); },
                       [this](app::Result<app::BuildDiff> r) {
-                        if (!r) {
-                          showError(tr("Cannot diff these builds"), qs(r.error().message));
-                          finishJob(QStringLiteral("diff"), false);
-                          return;
-                        }
+                        if (failed(r, QStringLiteral("diff"), tr("Cannot diff these builds"))) return;
                         m_diff->setDiff(r.value());
                         showTab(DiffTab);
                         finishJob(QStringLiteral("diff"), true);

@@ -138,6 +138,14 @@ class MainWindow : public QMainWindow {
   void showError(const QString& title, const QString& message);
   void setStatus(const QString& text);
   void finishJob(const QString& kind, bool ok);
+  /// When `r` holds an error: shows it under `title`, ends job `kind` as failed, returns true.
+  template <typename T>
+  bool failed(const app::Result<T>& r, const QString& kind, const QString& title) {
+    if (r) return false;
+    showError(title, QString::fromStdString(r.error().message));
+    finishJob(kind, false);
+    return true;
+  }
   void noteStored(const app::StoredIds& ids);
 
   WorkbenchOptions m_options;

@@ -241,7 +241,7 @@ Stmt lowerConv2d(const OpContext& ctx) {
   // f64 gets half the lanes per register.
   int lanes = ctx.out[0]->elemType.bits == 64 ? std::max(1, ctx.options.vectorLanes / 2) : ctx.options.vectorLanes;
   ConvKnobs knobs = nchwConvKnobs(s, lanes, ctx.options);
-  ctx.schedule = knobs.str(false);
+  ctx.schedule = knobs.str();
   return NchwConvBuilder(ctx, s, knobs, lanes).build();
 }
 

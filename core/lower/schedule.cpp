@@ -33,10 +33,7 @@ LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features
   return options;
 }
 
-std::string ConvKnobs::str(bool packed) const {
-  if (packed) return "oc_vecs=" + std::to_string(ocVecs) + ",ow_block=" + std::to_string(owBlock);
-  return "oc_block=" + std::to_string(ocBlock) + ",ow_vecs=" + std::to_string(owVecs);
-}
+std::string ConvKnobs::str() const { return knobsText({{"oc_block", ocBlock}, {"ow_vecs", owVecs}}); }
 
 std::string GemmKnobs::str() const { return knobsText({{"rows", rows}, {"cols", cols}}); }
 

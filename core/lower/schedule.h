@@ -30,15 +30,13 @@ LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features
 
 // ---- knobs ----------------------------------------------------------------------------------
 
-/// Direct convolution register tile: `ocVecs` output-channel vectors × `owBlock` output columns.
-/// In the packed layout a vector holds the channel block; in NCHW it holds output columns and the
-/// tile is `ocBlock` channels × `owVecs` column vectors instead.
+/// NCHW direct convolution register tile: `ocBlock` output channels × `owVecs` column vectors.
+/// (The packed convolution's knobs are a schedule_config.h Knobs map: oc_vecs, ow_block, flatten,
+/// oc_outer.)
 struct ConvKnobs {
-  int ocVecs = 1;   // packed: channel-block vectors per tile (fixed by the weight packing)
-  int owBlock = 1;  // packed: output columns per tile
-  int ocBlock = 1;  // NCHW: output channels per tile
-  int owVecs = 1;   // NCHW: column vectors per tile
-  std::string str(bool packed) const;
+  int ocBlock = 1;
+  int owVecs = 1;
+  std::string str() const;
 };
 
 /// Dense / matmul register tile: `rows` × `cols` accumulators.

@@ -58,6 +58,14 @@ TEST(Cli, RunWritesOutputsThatMatchTheInputBatch) {
   for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.data<float>()[i], std::max(0.0f, x.data<float>()[i]));
 }
 
+// A sweep of a file that is not a model fails once, clearly, instead of recording every point
+// as failed.
+TEST(Cli, SweepOfACorruptModelIsOneError) {
+  auto o = runKiln("sweep " + models() + "/bad/truncated.pt --no-store --batches 1,2 --backends kiln");
+  expectCleanError(o, "truncated.pt");
+  EXPECT_EQ(o.out.find("median latency"), std::string::npos) << o.out;
+}
+
 TEST(Cli, TruncatedModel) {
   std::string in = writeInput("x1.npy", {1, 3, 224, 224});
   expectCleanError(runKiln("run " + models() + "/bad/truncated.pt --input " + in), "PytorchStreamReader");

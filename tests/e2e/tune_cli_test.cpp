@@ -93,6 +93,16 @@ TEST(TuneCli, RecordsAreWrittenResumedAndApplied) {
   ASSERT_EQ(fromStore.exitCode, 0) << fromStore.err;
   EXPECT_NE(fromStore.out.find("// schedule: " + best["knobs"].get<std::string>()), std::string::npos);
 
+  // compare with records times the untuned build beside the tuned one.
+  std::string json = (tempDir() / "compare.json").string();
+  Outcome cmp = kiln("compare " + model() + " --records " + records.string() + " --no-store --threads 1 --json " + json);
+  ASSERT_EQ(cmp.exitCode, 0) << cmp.err;
+  std::ifstream cj(json);
+  nlohmann::json compared = nlohmann::json::parse(cj);
+  std::set<std::string> backends;
+  for (const auto& b : compared["backends"]) backends.insert(b["backend"].get<std::string>());
+  EXPECT_TRUE(backends.count("kiln-untuned") && backends.count("kiln")) << compared.dump();
+
   // Outputs with the tuned schedule equal the untuned ones.
   kiln::runtime::Tensor x = kiln::runtime::Tensor::zeros(kiln::runtime::DType::Float32, {1, 8, 16, 16});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 17) / 8.0f - 1.0f;
@@ -164,6 +174,10 @@ TEST(TuneCli, BadArgumentsGiveOneLineErrors) {
   o = kiln("ir " + model() + " --stage lowered --records /nonexistent/records.jsonl");
   EXPECT_NE(o.exitCode, 0);
   EXPECT_NE(o.err.find("records"), std::string::npos) << o.err;
+  // A tuning run appends JSON lines: it refuses a session store as its records file.
+  o = kiln("tune " + model() + " --records " + (tempDir() / "x.db").string() + common());
+  EXPECT_EQ(o.exitCode, 2) << o.err;
+  EXPECT_NE(o.err.find("JSON-lines"), std::string::npos) << o.err;
   o = kiln("tune " + model() + " --list-tasks");
   ASSERT_EQ(o.exitCode, 0) << o.err;
   EXPECT_NE(o.out.find("conv2d_nchwc:n=1,c=8"), std::string::npos) << o.out;

@@ -31,17 +31,10 @@ Error errorOf(Fn fn) {
 
 bool oneLine(const std::string& s) { return s.find('\n') == std::string::npos; }
 
-/// Saves a scripted module with `forward` source; with `specJson`, embeds it as kiln.json.
+/// A scripted module saved to a temp file (importer_test_util.h), the spec optional.
 std::string saveScripted(const std::string& name, const std::string& source, const std::string& specJson = {},
                          const std::vector<std::pair<std::string, at::Tensor>>& buffers = {}) {
-  torch::jit::Module module("__torch__." + name);
-  for (const auto& [bufferName, value] : buffers) module.register_buffer(bufferName, value);
-  module.define(source);
-  std::string path = ::testing::TempDir() + "kiln_importer_" + name + ".pt";
-  torch::jit::ExtraFilesMap extra;
-  if (!specJson.empty()) extra["kiln.json"] = specJson;
-  module.save(path, extra);
-  return path;
+  return testing::saveScriptedModule(name, source, specJson, buffers);
 }
 
 std::string spec(const std::string& shape) {
