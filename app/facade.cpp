@@ -28,10 +28,25 @@
 
 namespace kiln::app {
 
+codegen::Target parseTarget(const std::string& spec) {
+  try {
+    return codegen::Target::parse(spec);
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    std::string what = e.what();
+    bool nameProblem = what.rfind("unknown CPU", 0) == 0 || what.rfind("unknown feature", 0) == 0;
+    if (what.rfind("unknown target '", 0) != 0) what = "unknown target '" + spec + "': " + what;
+    // LLVM's own tools list what this LLVM knows (Kiln's CPU and feature names are LLVM's).
+    if (nameProblem) what += "; `llc-19 -mcpu=help` lists the CPU and feature names";
+    throw Error(what, ErrorKind::UnknownTarget);
+  }
+}
+
 Optimized optimizeFor(const Model& model, const BuildOptions& options,
                       std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
   // The packed layout's channel block is the target's f32 vector width (schedule.h).
-  codegen::Target target = codegen::Target::parse(options.target);
+  codegen::Target target = parseTarget(options.target);
   int lanes = core::lower::lowerOptionsFor(target.cpu, target.features).vectorLanes;
   if (!schedules) schedules = schedulesFor(options, target.strWithCpu());
   std::string text = options.passes ? *options.passes : core::passes::defaultPipelineText(options.optLevel, lanes);
@@ -51,13 +66,14 @@ Lowered lowerFor(const Model& model, const BuildOptions& options,
     throw Error("opt level must be 0-" + std::to_string(core::passes::kMaxOptLevel) + ", got " +
                     std::to_string(options.optLevel),
                 ErrorKind::Usage);
-  codegen::Target target = codegen::Target::parse(options.target);
+  codegen::Target target = parseTarget(options.target);
   if (!schedules) schedules = schedulesFor(options, target.strWithCpu());
   Optimized optimized = optimizeFor(model, options, schedules);
   // Schedules pick vector widths and register tiles from the target (schedule.h), or take the
   // tuned knobs of a record.
   core::lower::LowerOptions lowerOptions = core::lower::lowerOptionsFor(target.cpu, target.features);
   lowerOptions.schedules = schedules;
+  lowerOptions.boundsCheck = options.boundsCheck;
   Lowered l{core::lower::lowerGraph(optimized.graph, lowerOptions), target, std::move(optimized.graph),
             std::move(optimized.passes), std::move(optimized.pipeline)};
   // O4: let code generation reassociate, ignore signed zeros, contract and approximate functions.

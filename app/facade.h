@@ -72,6 +72,8 @@ struct BuildOptions {
   /// schedule; workloads without a record keep the heuristic. "" : none; "store" or a .db file:
   /// the records kept in that session store (the default one for "store").
   std::string records;
+  /// Bounds-check every kernel load/store (core/tir/bounds_check.h; a debug mode, slower).
+  bool boundsCheck = false;
 };
 
 struct CompiledModel {
@@ -193,6 +195,17 @@ struct StoredIds {
   int64_t sessionId = 0, runId = 0, buildId = 0;
 };
 
+/// Running generated code in a child process (`kiln measure-worker`) with time limits: a kernel
+/// that crashes or hangs is then a failure with a one-line reason ("kernel crashed (signal 11) in
+/// fused_conv2d_relu_3", "timed out after 30 s in ...", ErrorKind::KernelFault) instead of taking
+/// the caller down. The worker runs the same code as the in-process path, so results match.
+struct IsolationOptions {
+  bool enabled = false;
+  double timeoutSeconds = 30;          // for running kernels (after compilation)
+  double compileTimeoutSeconds = 600;  // for importing and compiling
+  std::string workerCommand;           // the kiln program; "": the one beside this program, else PATH
+};
+
 struct CompareOptions {
   BuildOptions build;
   int64_t batch = 0;  // 0: the model's own batch
@@ -202,6 +215,7 @@ struct CompareOptions {
   bool torchCompile = true;  // also try torch.compile (Python subprocess; unavailable with a reason)
   std::string python;        // its interpreter; empty: python3, then /usr/bin/python3
   StoreOptions store;
+  IsolationOptions isolate;  // Kiln's timing in a worker process (the PyTorch backends stay here)
 };
 
 struct BackendResult {

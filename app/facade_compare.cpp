@@ -64,10 +64,106 @@ profiler::Measurement measurementOf(const BackendResult& b, int64_t batch, int w
   return m;
 }
 
+nlohmann::json outputsJson(const std::vector<runtime::Tensor>& out) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const runtime::Tensor& t : out) {
+    // Only float outputs are compared (maxAbsDiff); others travel as empty placeholders.
+    bool f32 = t.dtype() == runtime::DType::Float32;
+    std::vector<float> data = f32 ? std::vector<float>(t.data<float>(), t.data<float>() + t.numel()) : std::vector<float>{};
+    j.push_back({{"shape", f32 ? t.shape() : std::vector<int64_t>{0}}, {"data", data}});
+  }
+  return j;
+}
+
+std::vector<runtime::Tensor> outputsFromJson(const nlohmann::json& j) {
+  std::vector<runtime::Tensor> out;
+  for (const auto& o : j) {
+    auto shape = o.at("shape").get<std::vector<int64_t>>();
+    auto data = o.at("data").get<std::vector<float>>();
+    runtime::Tensor t = runtime::Tensor::zeros(runtime::DType::Float32, shape);
+    if (static_cast<int64_t>(data.size()) != t.numel()) throw Error("malformed outputs from the measuring worker", ErrorKind::Internal);
+    std::copy(data.begin(), data.end(), t.data<float>());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+/// What compare does with each Kiln build: runs `c` once (its outputs), then times it.
+struct KilnTiming {
+  std::vector<runtime::Tensor> outputs;
+  profiler::Timing timing;
+};
+
+KilnTiming timeKilnBuild(CompiledModel& c, const std::vector<runtime::Tensor>& inputs,
+                         const profiler::TimingOptions& timing) {
+  std::vector<runtime::Tensor> out;
+  auto runOnce = [&] {
+    auto r = run(c, inputs);
+    if (!r) throw Error(r.error().message, r.error().kind);
+    out = std::move(r.value());
+  };
+  runOnce();
+  KilnTiming k{out, {}};
+  k.timing = profiler::timeIt(runOnce, timing);
+  return k;
+}
+
+nlohmann::json kilnTimingJson(const std::string& name, const KilnTiming& k) {
+  return {{"name", name}, {"timing", toJson(k.timing)}, {"outputs", outputsJson(k.outputs)}};
+}
+
 }  // namespace
 
+nlohmann::json serveCompareRequest(const nlohmann::json& q) {
+  std::string path = q.at("path").get<std::string>();
+  BuildOptions build = buildOptionsFromJson(q.at("build"));
+  StoreOptions noStore;
+  noStore.enabled = false;
+  auto prepared = prepareMeasurement(path, q.at("batch").get<int64_t>(), build, noStore);
+  if (!prepared) throw Error(prepared.error().message, prepared.error().kind);
+  const Model& m = *prepared->model;
+  int threads = q.at("threads").get<int>();
+  int64_t batch = q.at("model_batch").get<int64_t>();
+  runtime::setNumThreads(threads);
+  std::shared_ptr<CompiledModel> untuned;
+  if (!build.records.empty()) {
+    BuildOptions plain = build;
+    plain.records.clear();
+    auto u = app::build(prepared->model, plain);
+    if (!u) throw Error(u.error().message, u.error().kind);
+    untuned = u.value();
+  }
+  std::vector<runtime::Tensor> inputs = randomInputs(m);
+  profiler::TimingOptions timing{q.at("warmup").get<int>(), 1, q.at("repeat").get<int>(), q.at("min_repeat_ms").get<double>()};
+  workerMeasuring();
+  nlohmann::json backends = nlohmann::json::array();
+  if (untuned) backends.push_back(kilnTimingJson("kiln-untuned", timeKilnBuild(*untuned, inputs, timing)));
+  CompiledModel& c = *prepared->compiled;
+  backends.push_back(kilnTimingJson("kiln", timeKilnBuild(c, inputs, timing)));
+  return {{"target", c.targetString},
+          {"compile_seconds", c.compileSeconds},
+          {"build", toJson(buildRecordOf(c, threads, batch))},
+          {"backends", std::move(backends)}};
+}
+
 Result<CompareResult> compare(const std::string& path, const CompareOptions& options) {
-  auto prepared = prepareMeasurement(path, options.batch, options.build, options.store);
+  bool isolated = options.isolate.enabled;
+  Result<PreparedMeasurement> prepared = PreparedMeasurement{};
+  if (!isolated) {
+    prepared = prepareMeasurement(path, options.batch, options.build, options.store);
+  } else {
+    // Isolated, the worker builds and runs Kiln: here only the store (first) and the model.
+    auto opened = guarded<bool>(path, [&] {
+      prepared->store = openStoreFor(options.store);
+      return true;
+    });
+    if (!opened) return opened.error();
+    OpenOptions open;
+    open.batch = options.batch;
+    auto model = openModel(path, open);
+    if (!model) return model.error();
+    prepared->model = model.value();
+  }
   if (!prepared) return prepared.error();
   std::unique_ptr<profiler::Store>& store = prepared->store;
   std::shared_ptr<CompiledModel>& compiledModel = prepared->compiled;
@@ -78,11 +174,11 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     result.batch = m.inputs.empty() || m.inputs[0].shape.empty() ? 1 : m.inputs[0].shape[0];
     result.threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
     runtime::setNumThreads(result.threads);
-    result.target = compiledModel->targetString;
+    if (compiledModel) result.target = compiledModel->targetString;
     result.optLevel = options.build.optLevel;
     result.torchVersion = profiler::torchVersion();
     result.cpu = cpuModelName();
-    result.compileSeconds = compiledModel->compileSeconds;
+    if (compiledModel) result.compileSeconds = compiledModel->compileSeconds;
 
     std::vector<runtime::Tensor> inputs = randomInputs(m);
     profiler::TimingOptions timing{options.warmup, 1, options.repeat, options.minRepeatMs};
@@ -120,34 +216,48 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
 
     // Kiln as built; with tuning records, the untuned build first, so one run shows the gain.
     auto timeKiln = [&](const std::string& name, CompiledModel& c) {
-      std::vector<runtime::Tensor> out;
-      auto runOnce = [&] {
-        auto r = run(c, inputs);
-        if (!r) throw Error(r.error().message, r.error().kind);
-        out = std::move(r.value());
-      };
-      runOnce();
-      double diff = maxAbsDiff(out, reference);
-      BackendResult k = fromTiming(name, profiler::timeIt(runOnce, timing));
-      k.maxAbsDiff = diff;
-      describeOutputs(k, out);
+      KilnTiming t = timeKilnBuild(c, inputs, timing);
+      BackendResult k = fromTiming(name, t.timing);
+      k.maxAbsDiff = maxAbsDiff(t.outputs, reference);
+      describeOutputs(k, t.outputs);
       result.backends.push_back(std::move(k));
     };
-    if (!options.build.records.empty()) {
-      BuildOptions plain = options.build;
-      plain.records.clear();
-      auto untuned = build(prepared->model, plain);
-      if (!untuned) throw Error(untuned.error().message, untuned.error().kind);
-      timeKiln("kiln-untuned", *untuned.value());
+    profiler::BuildRecord kilnBuild;
+    if (isolated) {
+      nlohmann::json request = {{"op", "compare-kiln"}, {"path", path}, {"batch", options.batch},
+                                {"model_batch", result.batch}, {"threads", result.threads},
+                                {"build", toJson(options.build)}, {"warmup", options.warmup},
+                                {"repeat", options.repeat}, {"min_repeat_ms", options.minRepeatMs}};
+      auto reply = callMeasureWorker(request, options.isolate);
+      if (!reply) throw Error(reply.error().message, reply.error().kind);
+      const nlohmann::json& j = reply.value();
+      result.target = j.at("target").get<std::string>();
+      result.compileSeconds = j.at("compile_seconds").get<double>();
+      kilnBuild = buildRecordFromJson(j.at("build"));
+      for (const auto& b : j.at("backends")) {
+        std::vector<runtime::Tensor> out = outputsFromJson(b.at("outputs"));
+        BackendResult k = fromTiming(b.at("name").get<std::string>(), timingFromJson(b.at("timing")));
+        k.maxAbsDiff = maxAbsDiff(out, reference);
+        describeOutputs(k, out);
+        result.backends.push_back(std::move(k));
+      }
+    } else {
+      if (!options.build.records.empty()) {
+        BuildOptions plain = options.build;
+        plain.records.clear();
+        auto untuned = build(prepared->model, plain);
+        if (!untuned) throw Error(untuned.error().message, untuned.error().kind);
+        timeKiln("kiln-untuned", *untuned.value());
+      }
+      timeKiln("kiln", *compiledModel);
+      kilnBuild = buildRecordOf(*compiledModel, result.threads, result.batch);
     }
-    CompiledModel& c = *compiledModel;
-    timeKiln("kiln", c);
 
     if (store) {
       result.stored = store->transaction([&] {
         profiler::RunContext context = runContextFor(options.build, result.threads, result.target, result.compileSeconds);
         StoredIds ids = beginStoredRun(*store, options.store, path, m.name, "compare", context);
-        ids.buildId = store->addBuild(ids.runId, buildRecordOf(c, result.threads, result.batch));
+        ids.buildId = store->addBuild(ids.runId, kilnBuild);
         for (const BackendResult& b : result.backends)
           store->addMeasurement(ids.runId, b.backend == "kiln" ? ids.buildId : 0, 0,
                                 measurementOf(b, result.batch, options.warmup));

@@ -13,6 +13,9 @@
 
 namespace kiln::app {
 
+/// codegen::Target::parse, with its errors as ErrorKind::UnknownTarget naming the whole spec.
+codegen::Target parseTarget(const std::string& spec);
+
 /// A model lowered for a target: what build() JIT-compiles and exportModel() writes to disk, so
 /// both run the same kernels on the same plan.
 struct Lowered {

@@ -11,45 +11,111 @@
 
 namespace kiln::app {
 
+namespace {
+
+/// Profiles a prepared build in this process (the worker's and the in-process path alike).
+ProfileResult profileHere(const std::string& path, const ProfileOptions& options, PreparedMeasurement& prepared) {
+  const Model& m = *prepared.model;
+  CompiledModel& c = *prepared.compiled;
+  int threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
+  runtime::setNumThreads(threads);
+
+  ProfileResult r;
+  r.model = m.name;
+  r.modelPath = path;
+  r.context = runContextFor(options.build, threads, c.targetString, c.compileSeconds);
+  r.build = buildRecordOf(c, threads, modelBatch(m));
+  r.numFusedFunctions = c.numFusedFunctions;
+
+  std::vector<runtime::Tensor> inputs = randomInputs(m);
+  for (size_t i = 0; i < inputs.size(); ++i) c.executor->setInput(static_cast<int>(i), inputs[i]);
+  profiler::ProfileOptions po;
+  po.warmup = options.warmup;
+  po.repeat = options.repeat;
+  po.minRepeatMs = options.minRepeatMs;
+  r.profile = profiler::profileExecutor(*c.executor, c.graph, po);
+  return r;
+}
+
+/// Files the profile in the store: one transaction, so a kill leaves all of it or none.
+void storeProfile(profiler::Store& store, const ProfileOptions& options, const std::string& path, ProfileResult& r) {
+  r.stored = store.transaction([&] {
+    StoredIds ids = beginStoredRun(store, options.store, path, r.model, "profile", r.context);
+    ids.buildId = store.addBuild(ids.runId, r.build);
+    profiler::Measurement e2e;
+    e2e.backend = "kiln";
+    e2e.batch = r.profile.batch;
+    e2e.timing = r.profile.endToEnd;
+    store.addMeasurement(ids.runId, ids.buildId, 0, e2e);
+    store.addProfile(ids.runId, ids.buildId, r.profile);
+    return ids;
+  });
+}
+
+nlohmann::json profileRequest(const std::string& path, const ProfileOptions& o) {
+  return {{"op", "profile"}, {"path", path},     {"batch", o.batch},          {"warmup", o.warmup},
+          {"repeat", o.repeat}, {"min_repeat_ms", o.minRepeatMs}, {"build", toJson(o.build)}};
+}
+
+/// profile() in a `kiln measure-worker`; the store is written here, by the caller.
+Result<ProfileResult> profileIsolated(const std::string& path, const ProfileOptions& options) {
+  std::unique_ptr<profiler::Store> store;
+  try {
+    store = openStoreFor(options.store);  // a bad database fails before anything runs
+  } catch (const Error& e) {
+    return Diagnostic{e.what(), e.kind()};
+  }
+  auto reply = callMeasureWorker(profileRequest(path, options), options.isolate);
+  if (!reply) {
+    const Diagnostic& d = reply.error();
+    // The worker's own errors already name the model.
+    return Diagnostic{d.message.rfind(path, 0) == 0 ? d.message : path + ": " + d.message, d.kind};
+  }
+  return guarded<ProfileResult>(path, [&] {
+    const nlohmann::json& j = reply.value();
+    ProfileResult r;
+    r.model = j.at("model").get<std::string>();
+    r.modelPath = j.at("model_path").get<std::string>();
+    r.context = runContextFromJson(j.at("context"));
+    r.build = buildRecordFromJson(j.at("build"));
+    r.numFusedFunctions = j.at("fused_functions").get<int>();
+    r.profile = profileRecordFromJson(j.at("profile"));
+    if (store) storeProfile(*store, options, path, r);
+    return r;
+  });
+}
+
+}  // namespace
+
+nlohmann::json serveProfileRequest(const nlohmann::json& q) {
+  ProfileOptions o;
+  std::string path = q.at("path").get<std::string>();
+  o.batch = q.at("batch").get<int64_t>();
+  o.warmup = q.at("warmup").get<int>();
+  o.repeat = q.at("repeat").get<int>();
+  o.minRepeatMs = q.at("min_repeat_ms").get<double>();
+  o.build = buildOptionsFromJson(q.at("build"));
+  o.store.enabled = false;
+  auto prepared = prepareMeasurement(path, o.batch, o.build, o.store);
+  if (!prepared) throw Error(prepared.error().message, prepared.error().kind);
+  workerMeasuring();
+  ProfileResult r = profileHere(path, o, prepared.value());
+  return {{"model", r.model},
+          {"model_path", r.modelPath},
+          {"context", toJson(r.context)},
+          {"build", toJson(r.build)},
+          {"fused_functions", r.numFusedFunctions},
+          {"profile", toJson(r.profile)}};
+}
+
 Result<ProfileResult> profile(const std::string& path, const ProfileOptions& options) {
   if (options.repeat < 1) return Diagnostic{path + ": --repeat must be at least 1", ErrorKind::Usage};
+  if (options.isolate.enabled) return profileIsolated(path, options);
   auto prepared = prepareMeasurement(path, options.batch, options.build, options.store);
   if (!prepared) return prepared.error();
-  std::unique_ptr<profiler::Store>& store = prepared->store;
   return guarded<ProfileResult>(path, [&] {
-    const Model& m = *prepared->model;
-    CompiledModel& c = *prepared->compiled;
-    int threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
-    runtime::setNumThreads(threads);
-
-    ProfileResult r;
-    r.model = m.name;
-    r.modelPath = path;
-    r.context = runContextFor(options.build, threads, c.targetString, c.compileSeconds);
-    r.build = buildRecordOf(c, threads, modelBatch(m));
-    r.numFusedFunctions = c.numFusedFunctions;
-
-    std::vector<runtime::Tensor> inputs = randomInputs(m);
-    for (size_t i = 0; i < inputs.size(); ++i) c.executor->setInput(static_cast<int>(i), inputs[i]);
-    profiler::ProfileOptions po;
-    po.warmup = options.warmup;
-    po.repeat = options.repeat;
-    po.minRepeatMs = options.minRepeatMs;
-    r.profile = profiler::profileExecutor(*c.executor, c.graph, po);
-
-    if (store) {
-      r.stored = store->transaction([&] {
-        StoredIds ids = beginStoredRun(*store, options.store, path, m.name, "profile", r.context);
-        ids.buildId = store->addBuild(ids.runId, r.build);
-        profiler::Measurement e2e;
-        e2e.backend = "kiln";
-        e2e.batch = r.profile.batch;
-        e2e.timing = r.profile.endToEnd;
-        store->addMeasurement(ids.runId, ids.buildId, 0, e2e);
-        store->addProfile(ids.runId, ids.buildId, r.profile);
-        return ids;
-      });
-    }
+    ProfileResult r = profileHere(path, options, prepared.value());
+    if (prepared->store) storeProfile(*prepared->store, options, path, r);
     return r;
   });
 }
@@ -62,7 +128,7 @@ std::string profileResultJson(const ProfileResult& r) {
   nlohmann::json j = nlohmann::json::parse(profiler::profileJson(r.profile));
   j["model"] = r.model;
   j["model_path"] = r.modelPath;
-  j["context"] = nlohmann::json::parse(contextJson(r.context));
+  j["context"] = toJson(r.context);
   j["build"] = {{"target", r.build.target},
                 {"opt_level", r.build.optLevel},
                 {"threads", r.build.threads},

@@ -78,23 +78,7 @@ bool looksOutOfMemory(const std::string& m) {
          m.find("can't allocate memory") != std::string::npos || m.find("bad_alloc") != std::string::npos;
 }
 
-std::string contextJson(const profiler::RunContext& c) {
-  nlohmann::json j = {{"cpu", c.cpu},
-                      {"physical_cores", c.physicalCores},
-                      {"hardware_threads", c.hardwareThreads},
-                      {"threads", c.threads},
-                      {"target", c.target},
-                      {"opt_level", c.optLevel},
-                      {"kiln_version", c.kilnVersion},
-                      {"torch_version", c.torchVersion},
-                      {"llvm_version", c.llvmVersion},
-                      {"blas", c.blas},
-                      {"tuning_records", c.tuningRecords},
-                      {"date", c.date},
-                      {"hostname", c.hostname},
-                      {"compile_seconds", c.compileSeconds}};
-  return j.dump();
-}
+std::string contextJson(const profiler::RunContext& c) { return toJson(c).dump(); }
 
 // ---- reading the store ------------------------------------------------------------------------
 

@@ -1,10 +1,12 @@
 // kiln sweep: latency and throughput per backend over batch sizes. A backend that runs out of
 // memory, fails or exceeds its time budget is stopped; its larger batch sizes are recorded as
-// skipped with the reason, and the other backends go on.
+// skipped with the reason, and the other backends go on. Each point is committed to the store as
+// soon as it is measured, so a killed sweep can be resumed (SweepOptions::resume).
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "app/facade.h"
 #include "app/facade_internal.h"
 #include "app/measure_internal.h"
+#include "profiler/sha256.h"
 #include "profiler/torch_baseline.h"
 #include "profiler/torch_compile.h"
 #include "runtime/thread_pool.h"
@@ -73,6 +76,128 @@ const std::vector<std::string>& sweepBackendNames() {
   return *names;
 }
 
+namespace {
+
+/// A Kiln point measured in this process: build at the batch, then time it.
+Measurement timeKilnHere(const std::shared_ptr<const Model>& model, const std::vector<runtime::Tensor>& inputs,
+                         int64_t batch, int threads, const SweepOptions& options,
+                         std::optional<profiler::BuildRecord>& buildRecord, std::string& target,
+                         double& compileSeconds, bool inWorker) {
+  auto compiled = build(model, options.build);
+  if (!compiled)
+    return failure("kiln", batch,
+                   looksOutOfMemory(compiled.error().message) ? Status::OutOfMemory : Status::Failed,
+                   compiled.error().message);
+  CompiledModel& c = *compiled.value();
+  target = c.targetString;
+  compileSeconds = c.compileSeconds;
+  buildRecord = buildRecordOf(c, threads, batch);
+  if (inWorker) workerMeasuring();
+  return timePoint(
+      "kiln", batch,
+      [&] {
+        auto r = run(c, inputs);
+        if (!r) throw Error(r.error().message, r.error().kind);
+      },
+      options);
+}
+
+/// A Kiln point measured in a `kiln measure-worker`: a crash or a hang fails this point only.
+Measurement timeKilnIsolated(const std::string& path, int64_t batch, const SweepOptions& options,
+                             std::optional<profiler::BuildRecord>& buildRecord, std::string& target,
+                             double& compileSeconds) {
+  nlohmann::json request = {{"op", "time"},
+                            {"path", path},
+                            {"batch", batch},
+                            {"build", toJson(options.build)},
+                            {"warmup", options.warmup},
+                            {"repeat", options.repeat},
+                            {"min_repeat_ms", options.minRepeatMs},
+                            {"budget_seconds", options.budgetSeconds}};
+  IsolationOptions isolation = options.isolate;
+  // A point may run for its whole budget: the limit is never shorter than that.
+  isolation.timeoutSeconds = std::max(isolation.timeoutSeconds, options.budgetSeconds * 1.5 + 5);
+  auto reply = callMeasureWorker(request, isolation);
+  if (!reply) {
+    const std::string& why = reply.error().message;
+    bool timedOut = why.find("timed out") != std::string::npos;
+    return failure("kiln", batch, timedOut ? Status::Timeout : Status::Failed, why);
+  }
+  const nlohmann::json& j = reply.value();
+  if (j.contains("build")) buildRecord = buildRecordFromJson(j["build"]);
+  target = j.value("target", target);
+  compileSeconds = j.value("compile_seconds", 0.0);
+  return measurementFromJson(j.at("measurement"));
+}
+
+/// Where a sweep's points go in the store, one committed transaction per point.
+struct SweepFiling {
+  int64_t runId = 0, sweepId = 0;
+  StoredIds ids;
+  std::map<std::pair<std::string, int64_t>, Measurement> done;  // (backend, batch) → stored point
+};
+
+/// The latest sweep of this model in the session the options choose, if it has the same
+/// batches, backends, budget and build and misses some points.
+std::optional<SweepFiling> findUnfinished(profiler::Store& store, const std::string& path, const SweepResult& r,
+                                          const SweepOptions& o, int threads) {
+  std::string sha = profiler::sha256File(path);
+  int64_t session = o.store.session;
+  if (session < 0) return std::nullopt;  // a new session holds nothing to resume
+  if (session == 0)
+    for (const auto& s : store.listSessions())
+      if (s.model.sha256 == sha) session = s.id;
+  if (session <= 0) return std::nullopt;
+  auto data = store.loadSession(session);
+  if (!data || data->summary.model.sha256 != sha) return std::nullopt;
+  std::string target = codegen::Target::parse(o.build.target).str();
+  std::string records = o.build.records.empty() ? "none" : o.build.records;
+  for (auto it = data->sweeps.rbegin(); it != data->sweeps.rend(); ++it) {
+    const profiler::StoredRun* run = data->run(it->runId);
+    if (!run || it->batches != r.batches || it->backends != r.backends || it->budgetSeconds != o.budgetSeconds ||
+        run->context.threads != threads || run->context.optLevel != o.build.optLevel ||
+        run->context.tuningRecords != records ||
+        (run->context.target != target && run->context.target != o.build.target))
+      continue;
+    SweepFiling f;
+    f.runId = it->runId;
+    f.sweepId = it->id;
+    f.ids = StoredIds{store.path(), session, it->runId, 0};
+    for (const auto& m : data->measurements)
+      if (m.sweepId == it->id) f.done[{m.measurement.backend, m.measurement.batch}] = m.measurement;
+    if (f.done.size() >= r.batches.size() * r.backends.size()) return std::nullopt;  // finished
+    return f;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+nlohmann::json serveTimeRequest(const nlohmann::json& q) {
+  std::string path = q.at("path").get<std::string>();
+  SweepOptions o;
+  int64_t batch = q.at("batch").get<int64_t>();
+  o.build = buildOptionsFromJson(q.at("build"));
+  o.warmup = q.at("warmup").get<int>();
+  o.repeat = q.at("repeat").get<int>();
+  o.minRepeatMs = q.at("min_repeat_ms").get<double>();
+  o.budgetSeconds = q.at("budget_seconds").get<double>();
+  int threads = o.build.threads > 0 ? o.build.threads : runtime::numThreads();
+  runtime::setNumThreads(threads);
+  OpenOptions open;
+  open.batch = batch;
+  auto model = openModel(path, open);
+  if (!model) throw Error(model.error().message, model.error().kind);
+  std::vector<runtime::Tensor> inputs = randomInputs(*model.value());
+  std::optional<profiler::BuildRecord> record;
+  std::string target;
+  double compileSeconds = 0;
+  Measurement m = timeKilnHere(model.value(), inputs, batch, threads, o, record, target, compileSeconds, true);
+  nlohmann::json reply = {{"measurement", toJson(m)}, {"target", target}, {"compile_seconds", compileSeconds}};
+  if (record) reply["build"] = toJson(*record);
+  return reply;
+}
+
 Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, const ProgressFn& progress) {
   return guarded<SweepResult>(path, [&] {
     const auto& known = sweepBackendNames();
@@ -91,6 +216,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
     std::unique_ptr<profiler::Store> store = openStoreFor(options.store);
     // A file that is not a model fails here, once, not as a failure of every point.
     if (auto model = openModel(path); !model) throw Error(model.error().message, model.error().kind);
+    parseTarget(options.build.target);  // so does an unknown target
 
     SweepResult result;
     result.batches.assign(batchSet.begin(), batchSet.end());
@@ -100,53 +226,85 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
 
     std::map<std::string, std::string> stopped;  // backend → why its larger batches are skipped
     std::map<std::string, std::unique_ptr<profiler::TorchModel>> torchModels;
-    std::vector<std::pair<size_t, profiler::BuildRecord>> builds;  // point index → Kiln build
     std::string target = options.build.target;
     double compileSeconds = 0;
     bool cancelled = false;
 
+    std::optional<SweepFiling> filing;
+    if (store && options.resume) filing = findUnfinished(*store, path, result, options, threads);
+    bool targetKnown = false;
+    // Each point is committed on its own: a killed sweep loses only the point in flight.
+    auto file = [&](const Measurement& m, const std::optional<profiler::BuildRecord>& record) {
+      if (!store) return;
+      store->transaction([&] {
+        if (!filing) {
+          filing.emplace();
+          filing->ids = beginStoredRun(*store, options.store, path, result.model, "sweep",
+                                       runContextFor(options.build, threads, target, compileSeconds));
+          filing->runId = filing->ids.runId;
+          filing->sweepId = store->addSweep(filing->runId, result.batches, result.backends, options.budgetSeconds);
+        } else if (record && !targetKnown) {
+          store->updateRunBuild(filing->runId, target, compileSeconds);
+        }
+        if (record) targetKnown = true;
+        int64_t buildId = record ? store->addBuild(filing->runId, *record) : 0;
+        store->addMeasurement(filing->runId, buildId, filing->sweepId, m);
+      });
+    };
+
     for (int64_t batch : result.batches) {
-      OpenOptions open;
-      open.batch = batch;
-      auto model = openModel(path, open);
-      if (model && result.model.empty()) result.model = model.value()->name;
-      std::vector<runtime::Tensor> inputs =
-          model ? randomInputs(*model.value()) : std::vector<runtime::Tensor>{};
+      std::shared_ptr<const Model> model;
+      std::string modelError;
+      std::vector<runtime::Tensor> inputs;
+      auto needModel = [&]() -> bool {
+        if (model || !modelError.empty()) return static_cast<bool>(model);
+        OpenOptions open;
+        open.batch = batch;
+        auto opened = openModel(path, open);
+        if (!opened) {
+          modelError = opened.error().message;
+          return false;
+        }
+        model = opened.value();
+        inputs = randomInputs(*model);
+        return true;
+      };
+      if (result.model.empty() && needModel()) result.model = model->name;
       for (const std::string& backend : options.backends) {
+        if (filing) {
+          auto it = filing->done.find({backend, batch});
+          if (it != filing->done.end()) {
+            // Measured by the run being resumed: kept as it is, not measured again.
+            const Measurement& m = it->second;
+            if (!m.ok() && m.status != Status::Unavailable && m.status != Status::Skipped)
+              stopped[backend] = std::string("stopped after ") + profiler::statusName(m.status) + " at batch " +
+                                 std::to_string(batch);
+            else if (m.status == Status::Skipped && !stopped.count(backend))
+              stopped[backend] = m.reason;
+            result.points.push_back(m);
+            ++result.resumedPoints;
+            continue;
+          }
+        }
         std::string step = backend + " at batch " + std::to_string(batch);
         if (!cancelled && progress && !progress(step)) cancelled = true;
         if (cancelled) {
+          // Not filed: a resumed sweep measures it.
           result.points.push_back(failure(backend, batch, Status::Skipped, "cancelled"));
           continue;
         }
-        if (stopped.count(backend)) {
-          result.points.push_back(failure(backend, batch, Status::Skipped, stopped[backend]));
-          continue;
-        }
-        if (!model) {
-          result.points.push_back(failure(backend, batch, Status::Failed, model.error().message));
-          continue;
-        }
         Measurement m;
-        if (backend == "kiln") {
-          auto compiled = build(model.value(), options.build);
-          if (!compiled) {
-            m = failure(backend, batch,
-                        looksOutOfMemory(compiled.error().message) ? Status::OutOfMemory : Status::Failed,
-                        compiled.error().message);
-          } else {
-            CompiledModel& c = *compiled.value();
-            target = c.targetString;
-            if (compileSeconds == 0) compileSeconds = c.compileSeconds;
-            m = timePoint(
-                backend, batch,
-                [&] {
-                  auto r = run(c, inputs);
-                  if (!r) throw Error(r.error().message, r.error().kind);
-                },
-                options);
-            builds.emplace_back(result.points.size(), buildRecordOf(c, threads, batch));
-          }
+        std::optional<profiler::BuildRecord> record;
+        if (stopped.count(backend)) {
+          m = failure(backend, batch, Status::Skipped, stopped[backend]);
+        } else if (!needModel()) {
+          m = failure(backend, batch, Status::Failed, modelError);
+        } else if (backend == "kiln") {
+          double seconds = 0;
+          m = options.isolate.enabled
+                  ? timeKilnIsolated(path, batch, options, record, target, seconds)
+                  : timeKilnHere(model, inputs, batch, threads, options, record, target, seconds, false);
+          if (compileSeconds == 0) compileSeconds = seconds;
         } else if (backend == "torch-compile") {
           profiler::TorchCompileOptions tc;
           tc.python = options.python;
@@ -171,25 +329,26 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
             m = failure(backend, batch, Status::Failed, e.what());
           }
         }
-        if (!m.ok() && m.status != Status::Unavailable)
+        if (!m.ok() && m.status != Status::Unavailable && m.status != Status::Skipped)
           stopped[backend] = std::string("stopped after ") + profiler::statusName(m.status) + " at batch " +
                              std::to_string(batch);
+        if (result.model.empty()) result.model = std::filesystem::path(path).stem().string();
+        file(m, record);
+        if (options.onPoint) options.onPoint(m);
         result.points.push_back(std::move(m));
       }
     }
     if (result.model.empty()) result.model = std::filesystem::path(path).stem().string();
     result.context = runContextFor(options.build, threads, target, compileSeconds);
-
-    if (store) {
+    if (store && !filing) {
+      // Nothing measured (all cancelled): the run is still filed, empty.
       result.stored = store->transaction([&] {
         StoredIds ids = beginStoredRun(*store, options.store, path, result.model, "sweep", result.context);
-        int64_t sweepId = store->addSweep(ids.runId, result.batches, result.backends, options.budgetSeconds);
-        std::map<size_t, int64_t> buildIds;
-        for (const auto& [index, record] : builds) buildIds[index] = store->addBuild(ids.runId, record);
-        for (size_t i = 0; i < result.points.size(); ++i)
-          store->addMeasurement(ids.runId, buildIds.count(i) ? buildIds[i] : 0, sweepId, result.points[i]);
+        store->addSweep(ids.runId, result.batches, result.backends, options.budgetSeconds);
         return ids;
       });
+    } else if (filing) {
+      result.stored = filing->ids;
     }
     return result;
   });
@@ -198,7 +357,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
 std::string sweepJson(const SweepResult& r) {
   nlohmann::json j;
   j["model"] = r.model;
-  j["context"] = nlohmann::json::parse(contextJson(r.context));
+  j["context"] = toJson(r.context);
   j["batches"] = r.batches;
   j["backends"] = r.backends;
   j["points"] = nlohmann::json::array();

@@ -38,20 +38,9 @@ using core::tune::TuneRecord;
 
 namespace {
 
-/// The program that serves the worker protocol: options.workerCommand, else $KILN_TUNE_WORKER,
-/// else the `kiln` next to (or one folder above) this executable, else `kiln` on PATH.
-std::vector<std::string> workerArgv(const TuneOptions& options) {
-  if (!options.workerCommand.empty()) return {options.workerCommand, "tune-worker"};
-  if (const char* env = std::getenv("KILN_TUNE_WORKER")) return {env, "tune-worker"};
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    if (self.filename() == "kiln") return {self.string(), "tune-worker"};
-    // Beside this program, one folder up (the workbench in app/gui/), or in app/ (tests/).
-    for (const fs::path& dir : {self.parent_path(), self.parent_path().parent_path(), self.parent_path().parent_path() / "app"})
-      if (fs::exists(dir / "kiln")) return {(dir / "kiln").string(), "tune-worker"};
-  }
-  return {"kiln", "tune-worker"};
+/// The program that serves the worker protocol (measure_internal.h: workerArgv).
+std::vector<std::string> tuneWorkerArgv(const TuneOptions& options) {
+  return workerArgv(options.workerCommand, "tune-worker");
 }
 
 TuneTaskInfo infoOf(const core::tune::TuneTask& task, const core::lower::LowerOptions& lower) {
@@ -171,6 +160,25 @@ std::shared_ptr<const core::lower::ScheduleConfigs> schedulesFor(const BuildOpti
   return std::make_shared<core::lower::ScheduleConfigs>(core::tune::bestConfigs(file.records, target));
 }
 
+Result<RecordsCheck> checkRecords(const std::string& path) {
+  return guarded<RecordsCheck>(path, [&] {
+    RecordsCheck check;
+    if (path.empty() || path == "store" || path.ends_with(".db")) return check;
+    std::error_code ec;
+    if (!fs::exists(path, ec)) throw Error("no such tuning-records file", ErrorKind::Io);
+    if (fs::is_directory(path, ec)) throw Error("is a directory, expected a tuning-records file", ErrorKind::Io);
+    core::tune::RecordFile file = core::tune::readRecords(path);
+    check.records = static_cast<int>(file.records.size());
+    check.badLines = file.badLines;
+    check.firstProblem = file.firstProblem;
+    if (check.records == 0 && check.badLines > 0)
+      throw Error("not a tuning-records file: none of its " + std::to_string(check.badLines) +
+                      " line(s) is a record (" + check.firstProblem + ")",
+                  ErrorKind::InvalidInput);
+    return check;
+  });
+}
+
 Result<std::vector<TuneTaskInfo>> tuneTasks(const std::string& path, const TuneOptions& options) {
   return guarded<std::vector<TuneTaskInfo>>(path, [&] {
     Prepared p = prepare(path, options);
@@ -229,7 +237,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     int totalBudget = 0;
     for (int b : budget) totalBudget += b;
     int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 2);
-    profiler::TuneRunner runner(workerArgv(options), workers, options.measureTimeoutSeconds);
+    profiler::TuneRunner runner(tuneWorkerArgv(options), workers, options.measureTimeoutSeconds);
     int totalTrials = 0;
     bool stop = false;
 
@@ -313,10 +321,10 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
           r.optLevel = options.build.optLevel;
           requests.push_back(std::move(r));
         }
-        std::vector<profiler::CandidateResult> measured = runner.run(requests);
-        std::vector<double> costs;
-        for (size_t k = 0; k < batch.size(); ++k) {
-          const auto& m = measured[k];
+        // Each record is written as soon as its candidate is measured: a killed run loses only
+        // the candidates still in flight, and resuming skips every record written.
+        std::vector<double> costs(batch.size(), -1.0);
+        runner.run(requests, [&](size_t k, const profiler::CandidateResult& m) {
           TuneRecord rec;
           rec.key = task.key;
           rec.target = target;
@@ -328,7 +336,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
           rec.timestamp = profiler::utcNow();
           rec.version = version();
           write(rec);
-          costs.push_back(m.ok() ? m.medianMs : -1.0);
+          costs[k] = m.ok() ? m.medianMs : -1.0;
           std::string text = core::lower::knobsText(rec.knobs);
           tr.trials.push_back({static_cast<int>(tr.trials.size()) + 1, text, rec.costMs,
                                m.ok() ? task.flops / (m.medianMs * 1e6) : 0, m.error, false});
@@ -337,7 +345,9 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
           if (!m.ok()) ++tr.errors;
           if (text == task.defaultKnobs && m.ok()) defaultMs = m.medianMs;
           sinceBest = consider(text, rec.costMs) ? 0 : sinceBest + 1;
-        }
+          report(task.name + ": " + std::to_string(tr.measured + tr.skipped) + "/" + std::to_string(planned) +
+                 " trials");
+        });
         tuner->update(batch, costs);
         if (!report(task.name + ": " + std::to_string(tr.measured + tr.skipped) + "/" + std::to_string(planned) +
                     " trials")) {

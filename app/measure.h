@@ -28,6 +28,7 @@ struct ProfileOptions {
   int repeat = 20;  // timed passes (call by call, and end to end)
   double minRepeatMs = 20;
   StoreOptions store;
+  IsolationOptions isolate;
 };
 
 struct ProfileResult {
@@ -65,6 +66,14 @@ struct SweepOptions {
   double budgetSeconds = 60;
   std::string python;  // for torch-compile
   StoreOptions store;
+  IsolationOptions isolate;  // each Kiln point in a worker process: a crash fails that point only
+  /// Continue the latest unfinished sweep of this model with the same batches, backends, budget
+  /// and build in the store's session instead of starting a new one: points already stored are
+  /// kept and not measured again. Without such a sweep, a new one starts.
+  bool resume = false;
+  /// Called after each point is measured and stored (each point is committed on its own, so a
+  /// killed sweep loses at most the point in flight).
+  std::function<void(const profiler::Measurement&)> onPoint;
 };
 
 struct SweepResult {
@@ -74,11 +83,16 @@ struct SweepResult {
   std::vector<std::string> backends;
   std::vector<profiler::Measurement> points;  // batch-major, in the order run
   StoredIds stored;
+  int resumedPoints = 0;  // points taken from the store (resume), not measured again
 };
 
 Result<SweepResult> sweep(const std::string& path, const SweepOptions& options,
                           const ProgressFn& progress = {});
 std::string sweepJson(const SweepResult& result);
+
+/// Serves one request of an isolated measurement on stdin/stdout (`kiln measure-worker`,
+/// profiler/measure_worker.h); returns the process exit code.
+int runMeasureWorker();
 
 /// Context and stored ids as JSON objects (shared by the JSON writers).
 std::string contextJson(const profiler::RunContext& context);

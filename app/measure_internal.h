@@ -2,10 +2,15 @@
 // Not a public header.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "app/facade.h"
+#include "app/measure.h"
 #include "profiler/store.h"
 
 namespace kiln::app {
@@ -44,5 +49,38 @@ int64_t modelBatch(const Model& model);
 
 /// True when an error message says memory ran out (libtorch's allocator, std::bad_alloc).
 bool looksOutOfMemory(const std::string& message);
+
+// ---- isolation (facade_isolate.cpp) -------------------------------------------------------------
+
+/// The program that serves a worker subcommand ("tune-worker", "measure-worker"): `command` if
+/// given, else $KILN_WORKER or $KILN_TUNE_WORKER, else the `kiln` this process is or finds beside
+/// itself (one folder up for the workbench, in app/ for tests), else `kiln` on PATH.
+std::vector<std::string> workerArgv(const std::string& command, const std::string& subcommand);
+
+/// Sends `request` to a `kiln measure-worker` and returns its result object. A crash or a time
+/// limit gives ErrorKind::KernelFault with the reason; errors the worker reports keep their kind.
+Result<nlohmann::json> callMeasureWorker(const nlohmann::json& request, const IsolationOptions& isolation,
+                                         const std::function<bool()>& cancelled = {});
+/// Worker side: tells the parent that compilation is done and kernels run from now on.
+void workerMeasuring();
+
+// The exact JSON forms the worker's results travel in (every field, doubles round-trip).
+nlohmann::json toJson(const BuildOptions& b);
+BuildOptions buildOptionsFromJson(const nlohmann::json& j);
+nlohmann::json toJson(const profiler::RunContext& c);
+profiler::RunContext runContextFromJson(const nlohmann::json& j);
+nlohmann::json toJson(const profiler::BuildRecord& b);
+profiler::BuildRecord buildRecordFromJson(const nlohmann::json& j);
+nlohmann::json toJson(const profiler::Timing& t);
+profiler::Timing timingFromJson(const nlohmann::json& j);
+nlohmann::json toJson(const profiler::ProfileRecord& p);
+profiler::ProfileRecord profileRecordFromJson(const nlohmann::json& j);
+nlohmann::json toJson(const profiler::Measurement& m);
+profiler::Measurement measurementFromJson(const nlohmann::json& j);
+
+// Worker-side handlers of the requests (facade_profile.cpp, facade_sweep.cpp, facade_compare.cpp).
+nlohmann::json serveProfileRequest(const nlohmann::json& request);
+nlohmann::json serveTimeRequest(const nlohmann::json& request);
+nlohmann::json serveCompareRequest(const nlohmann::json& request);
 
 }  // namespace kiln::app

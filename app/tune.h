@@ -99,6 +99,17 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options,
                         const TuneProgressFn& progress = {});
 std::string tuneResultJson(const TuneResult& result);
 
+/// What a tuning-records file holds, read the way a build reads it (bad lines are skipped).
+struct RecordsCheck {
+  int records = 0;           // valid records
+  int badLines = 0;          // skipped lines
+  std::string firstProblem;  // "line 7: not a JSON object"
+};
+/// Checks `--records PATH` before a build: a missing file or a directory is an Io error, a
+/// non-empty file without one valid record an InvalidInput error (it is not a records file). Session
+/// stores ("store", *.db) are not read here (the build opens them). Never throws.
+Result<RecordsCheck> checkRecords(const std::string& path);
+
 /// Serves the candidate-measurement protocol on stdin/stdout (profiler/tune_measure.h); the
 /// body of `kiln tune-worker`. Returns the exit code.
 int runTuneWorker();

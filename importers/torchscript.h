@@ -8,10 +8,17 @@
 // source location. libtorch headers stay inside importers/*.cpp.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/ir/graph.h"
+
+namespace torch::jit {
+struct Graph;
+struct Module;
+struct Node;
+}  // namespace torch::jit
 
 namespace kiln::importers {
 
@@ -76,5 +83,37 @@ SurveyResult surveyTorchScript(const std::string& path, const ImportOptions& opt
 
 /// The aten:: kinds the importer maps ("aten::conv2d", ...), sorted.
 std::vector<std::string> supportedTorchScriptOps();
+/// True when the importer maps this kind ("aten::conv2d"); arguments are checked at import.
+bool supportsTorchScriptOp(const std::string& kind);
+
+// ---- in-memory modules and graphs (app/torch: kiln::torch::optimize) ---------------------------
+
+/// The forward graph of an in-memory module, prepared as importTorchScript prepares a file's
+/// (eval, freeze, inline, cleanups) without changing the module; the unused `self` input is
+/// removed, so the graph's inputs are the forward arguments. Throws kiln::Error (InvalidModel)
+/// when the module has no forward method or cannot be frozen.
+std::shared_ptr<::torch::jit::Graph> prepareTorchScriptModule(const ::torch::jit::Module& module);
+
+/// Imports a prepared graph (or a sub-graph of one): `inputs` gives one spec per graph input,
+/// every graph input must be a tensor. Throws like importTorchScript.
+ImportedModel importTorchScriptGraph(const std::shared_ptr<::torch::jit::Graph>& graph,
+                                     const std::vector<InputSpec>& inputs);
+
+/// What the importer does with one node of a prepared graph for given input shapes.
+struct NodeSupport {
+  const ::torch::jit::Node* node = nullptr;
+  /// Supported: mapped onto Kiln operators; Folded: evaluated at import time or structural
+  /// (constants, lists, tuples); Unsupported: see message.
+  OpStatus status = OpStatus::Supported;
+  std::string message;  // Unsupported: the importer's one-line error
+};
+
+/// Judges every node of a prepared graph (nodes of the taken branch of an import-time prim::If
+/// too), like surveyTorchScript: libtorch runs the graph once on random inputs and the outputs of
+/// unsupported nodes stand in so that later nodes are judged as well. Nodes after a point where
+/// the walk had to stop are Unsupported ("not checked: ..."). Throws kiln::Error for non-tensor
+/// graph inputs or a wrong number of specs.
+std::vector<NodeSupport> classifyTorchScriptGraph(const std::shared_ptr<::torch::jit::Graph>& graph,
+                                                  const std::vector<InputSpec>& inputs);
 
 }  // namespace kiln::importers

@@ -83,6 +83,14 @@ double opFlops(const std::string& op, const core::Attrs& attrs, const std::vecto
     double spatial = static_cast<double>(y.shape[0] * y.shape[2] * y.shape[3]);
     return 2.0 * spatial * numel(in[1]) + (in.size() > 2 ? numel(y) : 0);
   }
+  if (op == "conv2d_winograd_nchwc") {
+    // Nominal work of the 3x3 convolution it computes (as for conv2d), not the transformed
+    // arithmetic: the weight holds (tile + 2)^2 positions per channel pair instead of 9 taps.
+    if (in.size() < 2 || y.rank() < 4 || in[1].rank() < 3) return 0;
+    double spatial = static_cast<double>(y.shape[0] * y.shape[2] * y.shape[3]);
+    double alpha2 = static_cast<double>(in[1].shape[1] * in[1].shape[2]);
+    return 2.0 * spatial * numel(in[1]) * 9.0 / alpha2 + (in.size() > 2 ? numel(y) : 0);
+  }
   if (op == "dense" || op == "matmul") {
     if (in.empty() || in[0].rank() < 1) return 0;
     double k = static_cast<double>(in[0].shape.back());

@@ -105,7 +105,7 @@ void checkHeader(const std::string& path) {
   std::streamsize got = in.gcount();
   if (got == 0) return;  // empty: SQLite treats it as a new database
   if (got < 16 || std::memcmp(header, "SQLite format 3", 16) != 0)
-    throw Error(path + ": not a SQLite database (refusing to touch it)", ErrorKind::Io);
+    throw Error(path + ": not a SQLite database (refusing to touch it)", ErrorKind::Store);
 }
 
 }  // namespace
@@ -162,16 +162,23 @@ Store::Store(const std::string& path, int migrateTo) : m_path(path) {
     if (appId != 0 && appId != kApplicationId)
       throw Error(path + ": a SQLite database of another application (application_id " +
                       std::to_string(appId) + "), not a Kiln session store",
-                  ErrorKind::Io);
+                  ErrorKind::Store);
     if (appId == 0 && objects > 0)
       throw Error(path + ": a SQLite database that is not a Kiln session store (refusing to modify it)",
-                  ErrorKind::Io);
+                  ErrorKind::Store);
     if (version > latestSchemaVersion())
-      throw Error(path + ": written by a newer Kiln (schema version " + std::to_string(version) +
-                      ", this Kiln knows up to " + std::to_string(latestSchemaVersion()) + "); not touched",
-                  ErrorKind::Io);
+      throw Error(path + ": written by a newer Kiln (schema version " + std::to_string(version) + " > " +
+                      std::to_string(latestSchemaVersion()) + "); refusing to modify it",
+                  ErrorKind::Store);
     exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
     migrate(migrateTo);
+  } catch (const Error& e) {
+    sqlite3_close(m_db);
+    m_db = nullptr;
+    // SQLite's own refusals while opening (a corrupt file, a lock held past the busy timeout) are
+    // the store's condition, not a plain I/O error.
+    if (e.kind() == ErrorKind::Io) throw Error(e.what(), ErrorKind::Store);
+    throw;
   } catch (...) {
     sqlite3_close(m_db);
     m_db = nullptr;
@@ -272,6 +279,11 @@ int64_t Store::addRun(int64_t sessionId, const std::string& kind, const RunConte
   s.bind(10, c.kilnVersion).bind(11, c.torchVersion).bind(12, c.llvmVersion).bind(13, c.blas);
   s.bind(14, c.tuningRecords).bind(15, c.hostname).bind(16, c.compileSeconds).run();
   return sqlite3_last_insert_rowid(m_db);
+}
+
+void Store::updateRunBuild(int64_t runId, const std::string& target, double compileSeconds) {
+  Stmt s(m_db, "UPDATE runs SET target = ?1, compile_seconds = ?2 WHERE id = ?3", m_path);
+  s.bind(1, target).bind(2, compileSeconds).bind(3, runId).run();
 }
 
 int64_t Store::addBuild(int64_t runId, const BuildRecord& b) {

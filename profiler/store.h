@@ -1,5 +1,14 @@
 // The session store: everything Kiln measures, kept in one SQLite file that the CLI and the
-// Workbench share (WAL mode, a busy timeout, one transaction per command's results).
+// Workbench share.
+//
+// - Sharing and durability: WAL mode, so readers never block the writer; a busy timeout of 10 s,
+//   so a second writer (the CLI while the Workbench tunes) waits instead of failing with
+//   SQLITE_BUSY; every write in one BEGIN IMMEDIATE transaction (transaction()), one per tuning
+//   record, per sweep point and per profile, so a kill -9 loses at most the one in flight.
+//   synchronous=NORMAL: in WAL mode a commit is then durable against a killed process (the
+//   kernel holds what was written) but not against a power cut, which may lose the last commits
+//   (never corrupt the file); FULL would fsync every commit for a guarantee measurements do not
+//   need.
 //
 // - Schema: resources/sql/NNN_*.sql, embedded at build time and applied in order as migrations;
 //   PRAGMA user_version is the schema version and PRAGMA application_id marks a Kiln database.
@@ -120,6 +129,9 @@ class Store {
   /// (created if none); < 0: a new session.
   int64_t sessionFor(int64_t modelId, int64_t requested);
   int64_t addRun(int64_t sessionId, const std::string& kind, const RunContext& context);
+  /// Completes a run's target and compile time once known (a sweep files its run before its
+  /// first build, so that each point can be committed as soon as it is measured).
+  void updateRunBuild(int64_t runId, const std::string& target, double compileSeconds);
   int64_t addBuild(int64_t runId, const BuildRecord& build);
   int64_t addSweep(int64_t runId, const std::vector<int64_t>& batches,
                    const std::vector<std::string>& backends, double budgetSeconds);

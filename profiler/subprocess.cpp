@@ -7,9 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 
 extern char** environ;
 
@@ -119,6 +122,131 @@ ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSec
   else if (WIFSIGNALED(status))
     result.exitCode = -WTERMSIG(status);
   return result;
+}
+
+// ---- WorkerProcess ------------------------------------------------------------------------------
+
+WorkerProcess::WorkerProcess(WorkerProcess&& other) noexcept
+    : m_pid(std::exchange(other.m_pid, -1)),
+      m_in(std::exchange(other.m_in, -1)),
+      m_out(std::exchange(other.m_out, -1)),
+      m_endSignal(other.m_endSignal),
+      m_buffer(std::move(other.m_buffer)) {}
+
+bool WorkerProcess::start(const std::vector<std::string>& argv, std::string& why) {
+  stop();
+  int toChild[2], fromChild[2];
+  if (pipe2(toChild, O_CLOEXEC) != 0) {
+    why = std::strerror(errno);
+    return false;
+  }
+  if (pipe2(fromChild, O_CLOEXEC) != 0) {
+    why = std::strerror(errno);
+    close(toChild[0]);
+    close(toChild[1]);
+    return false;
+  }
+  pid_t pid = spawnProcess(argv, toChild[0], fromChild[1], -1, why);
+  close(toChild[0]);
+  close(fromChild[1]);
+  if (pid < 0) {
+    close(toChild[1]);
+    close(fromChild[0]);
+    return false;
+  }
+  m_pid = pid;
+  m_in = toChild[1];
+  m_out = fromChild[0];
+  m_endSignal = 0;
+  m_buffer.clear();
+  return true;
+}
+
+bool WorkerProcess::send(const std::string& line) {
+  if (m_in < 0) return false;
+  std::string data = line + "\n";
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = write(m_in, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+std::optional<std::string> WorkerProcess::receive(double timeoutSeconds, std::string& failure, bool keepOnTimeout) {
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::duration<double>(timeoutSeconds);
+  for (;;) {
+    size_t nl = m_buffer.find('\n');
+    if (nl != std::string::npos) {
+      std::string line = m_buffer.substr(0, nl);
+      m_buffer.erase(0, nl + 1);
+      return line;
+    }
+    if (m_out < 0) {
+      failure = "worker not running";
+      return std::nullopt;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      char text[48];
+      std::snprintf(text, sizeof text, "timeout (%g s)", timeoutSeconds);
+      failure = text;
+      if (!keepOnTimeout) stop();
+      return std::nullopt;
+    }
+    pollfd fd{m_out, POLLIN, 0};
+    int n = poll(&fd, 1, static_cast<int>(std::min<int64_t>(left, 500)));
+    if (n < 0 && errno != EINTR) {
+      failure = std::string("poll: ") + std::strerror(errno);
+      stop();
+      return std::nullopt;
+    }
+    if (n <= 0) continue;
+    char buf[4096];
+    ssize_t got = read(m_out, buf, sizeof buf);
+    if (got > 0) {
+      m_buffer.append(buf, static_cast<size_t>(got));
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    failure = reap();
+    return std::nullopt;
+  }
+}
+
+void WorkerProcess::signal(int sig) {
+  if (m_pid > 0) kill(m_pid, sig);
+}
+
+void WorkerProcess::stop() {
+  if (m_pid <= 0) return;
+  kill(-m_pid, SIGKILL);
+  reap();
+}
+
+std::string WorkerProcess::reap() {
+  int status = 0;
+  std::string how = "worker ended";
+  pid_t w = -1;
+  if (m_pid > 0) {
+    do w = waitpid(m_pid, &status, 0);
+    while (w < 0 && errno == EINTR);
+  }
+  if (w == m_pid) {
+    if (WIFSIGNALED(status)) {
+      m_endSignal = WTERMSIG(status);
+      how = "crashed (signal " + std::to_string(m_endSignal) + ")";
+    } else if (WIFEXITED(status)) {
+      how = "worker exited with code " + std::to_string(WEXITSTATUS(status));
+    }
+  }
+  if (m_in >= 0) close(m_in);
+  if (m_out >= 0) close(m_out);
+  m_in = m_out = m_pid = -1;
+  return how;
 }
 
 }  // namespace kiln::profiler

@@ -4,10 +4,13 @@
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/version.h>
 #include <ATen/Parallel.h>
+#include <ATen/Context.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
 
@@ -67,6 +70,36 @@ void flatten(const c10::IValue& v, std::vector<runtime::Tensor>& out) {
   }
 }
 
+/// Quantized models run on the engine they were quantized for: kiln.json's
+/// "quantization": {"qengine": "onednn"} (resources/models/export_models.py). The engine must be
+/// set before loading, since packed weights are re-packed for the current engine on load.
+/// Models without the entry keep libtorch's default engine.
+void selectQuantizedEngine(const std::string& path) {
+  torch::jit::ExtraFilesMap extra{{"kiln.json", ""}};
+  try {
+    torch::jit::load(path, c10::nullopt, extra);
+  } catch (const c10::Error&) {
+    return;  // the real load reports it
+  }
+  nlohmann::json meta = nlohmann::json::parse(extra["kiln.json"], nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object() || !meta.contains("quantization") || !meta["quantization"].is_object()) return;
+  std::string name = meta["quantization"].value("qengine", std::string());
+  if (name.empty()) return;
+  static const std::pair<const char*, at::QEngine> kEngines[] = {
+      {"fbgemm", at::QEngine::FBGEMM}, {"x86", at::QEngine::X86}, {"onednn", at::QEngine::ONEDNN},
+      {"qnnpack", at::QEngine::QNNPACK}};
+  for (const auto& [engineName, engine] : kEngines) {
+    if (name != engineName) continue;
+    const auto& supported = at::globalContext().supportedQEngines();
+    if (std::find(supported.begin(), supported.end(), engine) == supported.end())
+      throw Error(path + ": the quantized engine '" + name + "' is not available in this libtorch",
+                  ErrorKind::Unsupported);
+    at::globalContext().setQEngine(engine);
+    return;
+  }
+  throw Error(path + ": unknown quantized engine '" + name + "'", ErrorKind::InvalidModel);
+}
+
 }  // namespace
 
 const char* torchModeName(TorchMode mode) {
@@ -83,6 +116,7 @@ TorchModel::TorchModel(const std::string& path, TorchMode mode, int threads)
     : m_impl(std::make_unique<Impl>()) {
   m_impl->mode = mode;
   m_impl->threads = threads;
+  selectQuantizedEngine(path);
   try {
     torch::jit::Module m = torch::jit::load(path);
     m.eval();

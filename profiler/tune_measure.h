@@ -22,6 +22,7 @@
 // substring ("crash:ow_block=1," hits ow_block=1 only).
 #pragma once
 
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -65,7 +66,10 @@ class TuneRunner {
   /// Never throws for a candidate's failure: its result carries the error ("timeout", "crashed
   /// (signal 11)", "wrong result (max |diff| 3.2)", "compile error: ..."). Throws kiln::Error
   /// (Internal) only when no worker can be started at all.
-  std::vector<CandidateResult> run(const std::vector<CandidateRequest>& batch);
+  /// `done` (optional) is called with each candidate's index and result as soon as it is final, so
+  /// the caller can record it at once: a killed tuner then loses only the candidates in flight.
+  std::vector<CandidateResult> run(const std::vector<CandidateRequest>& batch,
+                                   const std::function<void(size_t, const CandidateResult&)>& done = {});
   /// Workers started so far, restarts included.
   int workersStarted() const;
 

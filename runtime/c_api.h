@@ -28,10 +28,14 @@ extern "C" {
 typedef enum KilnStatus {
   KILN_OK = 0,
   KILN_ERROR_USAGE = 2,         /* bad arguments: null pointers, an index out of range */
-  KILN_ERROR_INVALID_MODEL = 3, /* not a module, another format version, corrupted files */
-  KILN_ERROR_UNSUPPORTED = 4,   /* compiled for another architecture or for missing CPU features */
+  KILN_ERROR_INVALID_MODEL = 3, /* not a module directory, missing or corrupted files */
+  KILN_ERROR_UNSUPPORTED = 4,   /* a construct the runtime cannot run */
   KILN_ERROR_INVALID_INPUT = 5, /* wrong byte count, an input not set */
   KILN_ERROR_IO = 6,            /* a file cannot be read */
+  KILN_ERROR_KERNEL_FAULT = 7,  /* (the compiler's isolated measurements only) */
+  KILN_ERROR_UNKNOWN_TARGET = 8, /* (the compiler only) */
+  KILN_ERROR_INCOMPATIBLE_MODULE = 9, /* another format version (recompile it), architecture or CPU */
+  KILN_ERROR_STORE = 10,        /* (the compiler's session store only) */
   KILN_ERROR_INTERNAL = 70
 } KilnStatus;
 

@@ -1,10 +1,39 @@
 #include "runtime/graph_executor.h"
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "runtime/error.h"
 
 namespace kiln::runtime {
+
+namespace {
+
+std::atomic<bool> g_watch{false};
+std::atomic<const char*> g_current{nullptr};
+
+/// The fault KILN_FAULT asks for on a call ('c' crash, 'h' hang, 0 none).
+char faultFor(const KernelCall& call) {
+  const char* spec = std::getenv("KILN_FAULT");
+  if (!spec) return 0;
+  std::string s(spec);
+  size_t colon = s.find(':');
+  if (colon == std::string::npos) return 0;
+  std::string kind = s.substr(0, colon), needle = s.substr(colon + 1);
+  if (needle.empty()) return 0;
+  if (call.node.find(needle) == std::string::npos && call.kernel.find(needle) == std::string::npos) return 0;
+  return kind == "crash" ? 'c' : kind == "hang" ? 'h' : 0;
+}
+
+}  // namespace
+
+void enableKernelWatch() { g_watch = true; }
+
+const char* watchedKernel() { return g_current.load(std::memory_order_relaxed); }
 
 GraphExecutor::GraphExecutor(GraphPlan plan, std::shared_ptr<KernelLibrary> library)
     : m_plan(std::move(plan)), m_library(std::move(library)) {
@@ -43,6 +72,19 @@ GraphExecutor::GraphExecutor(GraphPlan plan, std::shared_ptr<KernelLibrary> libr
     m_callArgs.push_back(std::move(args));
   }
   m_inputBound.assign(m_plan.inputs.size(), false);
+  m_watched = g_watch.load();
+  if (m_watched)
+    for (const KernelCall& call : m_plan.calls) m_fault.push_back(faultFor(call));
+}
+
+void GraphExecutor::callWatched(size_t c) {
+  const KernelCall& call = m_plan.calls[c];
+  g_current.store(call.kernel.c_str(), std::memory_order_relaxed);
+  if (m_fault[c] == 'c') std::raise(SIGSEGV);
+  if (m_fault[c] == 'h')
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  m_fns[c](m_callArgs[c].data());
+  g_current.store(nullptr, std::memory_order_relaxed);
 }
 
 void GraphExecutor::setInput(int index, const Tensor& tensor) {
@@ -65,10 +107,21 @@ void GraphExecutor::run() {
   for (size_t i = 0; i < m_inputBound.size(); ++i) {
     if (!m_inputBound[i]) throw Error("input " + std::to_string(i) + " was not set");
   }
+  if (m_watched) {
+    for (size_t c = 0; c < m_fns.size(); ++c) callWatched(c);
+    return;
+  }
   for (size_t c = 0; c < m_fns.size(); ++c) m_fns[c](m_callArgs[c].data());
 }
 
-void GraphExecutor::runCall(int index) { m_fns.at(index)(m_callArgs.at(index).data()); }
+void GraphExecutor::runCall(int index) {
+  if (m_watched) {
+    if (index < 0 || index >= static_cast<int>(m_fns.size())) throw Error("call index out of range");
+    callWatched(static_cast<size_t>(index));
+    return;
+  }
+  m_fns.at(index)(m_callArgs.at(index).data());
+}
 
 Tensor GraphExecutor::output(int index) const {
   if (index < 0 || index >= numOutputs()) throw Error("output index out of range");

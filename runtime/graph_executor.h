@@ -11,6 +11,16 @@
 
 namespace kiln::runtime {
 
+/// Kernel watch, for worker processes that run generated code in isolation (app/ measure-worker):
+/// once enabled, every executor publishes the name of the call it is running, readable from a
+/// signal handler, so the parent can say which kernel crashed or hung. It also honours
+/// KILN_FAULT for tests: "crash:<substring>" raises SIGSEGV and "hang:<substring>" loops forever
+/// instead of running a call whose fused function or kernel name contains the substring. Off by
+/// default: ordinary processes never read KILN_FAULT and pay nothing.
+void enableKernelWatch();
+/// The kernel (compiled function symbol) being called, or nullptr; async-signal-safe.
+const char* watchedKernel();
+
 class GraphExecutor {
  public:
   /// Resolves every kernel in `library` (kept alive by the executor); throws kiln::Error if one
@@ -40,6 +50,10 @@ class GraphExecutor {
   std::vector<Tensor> m_slotTensors;          // bound tensor per slot
   std::vector<std::vector<void*>> m_callArgs; // per call: argument pointers
   std::vector<bool> m_inputBound;
+  std::vector<char> m_fault;  // per call, under the kernel watch: 0 none, 'c' crash, 'h' hang
+  bool m_watched = false;
+
+  void callWatched(size_t index);
 };
 
 }  // namespace kiln::runtime

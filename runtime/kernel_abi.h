@@ -22,6 +22,24 @@ typedef int32_t (*KilnParallelTask)(int64_t begin, int64_t end, void* closure);
 /// value a chunk returned.
 int32_t kiln_parallel_launch(KilnParallelTask task, void* closure, int64_t extent);
 
+/// Called by kernels built with bounds checks (core/tir/bounds_check.h) when an access of
+/// `buffer` at `index` lies outside [0, extent): prints one line to stderr and aborts.
+#ifdef __cplusplus
+[[noreturn]]
+#endif
+void kiln_bounds_fail(const char* kernel, const char* buffer, int64_t index, int64_t extent);
+
 #ifdef __cplusplus
 }
+#endif
+
+#ifdef __cplusplus
+#include <string>
+
+namespace kiln {
+/// The one-line report of a failed kernel bounds check, shared by kiln_bounds_fail and the TIR
+/// interpreter: "out-of-bounds access in kernel 'K': buffer 'B', index I, extent N".
+std::string boundsFailureMessage(const std::string& kernel, const std::string& buffer, int64_t index,
+                                 int64_t extent);
+}  // namespace kiln
 #endif

@@ -210,12 +210,12 @@ void checkModuleRunsHere(const ModuleInfo& info, const std::string& dir) {
   if (arch != hostArchitecture() || info.triple.find(hostOs()) == std::string::npos)
     throw Error(dir + ": kernels were compiled for " + info.triple + " (target '" + info.target +
                     "'), this machine is " + hostArchitecture() + "-" + hostOs(),
-                ErrorKind::Unsupported);
+                ErrorKind::IncompatibleModule);
   std::vector<std::string> missing = missingCpuFeatures(info.cpuFeatures);
   if (!missing.empty())
     throw Error(dir + ": kernels were compiled for CPU '" + info.cpu + "' and need CPU features this machine lacks: " +
                     joined(missing) + " (export again with --target llvm, or a -mcpu this CPU supports)",
-                ErrorKind::Unsupported);
+                ErrorKind::IncompatibleModule);
 }
 
 std::unique_ptr<Module> Module::load(const std::string& dir) {

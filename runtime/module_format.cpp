@@ -213,9 +213,9 @@ void checkVersion(const std::vector<std::string>& lines, const std::string& file
   std::string writer;
   if (lines.size() > 1 && lines[1].rfind("kiln-version ", 0) == 0) writer = " (written by Kiln " + lines[1].substr(13) + ")";
   throw Error(dir + ": module format version " + std::to_string(version) + writer +
-                  " is not supported: this runtime reads version " + std::to_string(kModuleFormatVersion) +
-                  "; export the model again with this Kiln",
-              ErrorKind::InvalidModel);
+                  ", this runtime reads version " + std::to_string(kModuleFormatVersion) +
+                  "; recompile it with this Kiln (kiln compile MODEL -o DIR)",
+              ErrorKind::IncompatibleModule);
 }
 
 ParsedGraph parseGraph(const std::vector<std::string>& lines, const std::string& file, const std::string& dir) {

@@ -1,6 +1,7 @@
 #include "runtime/npy.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -56,8 +57,14 @@ std::string headerField(const std::string& header, const std::string& key,
 }  // namespace
 
 Tensor readNpy(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, expected a .npy file", ErrorKind::Io);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open file", ErrorKind::Io);
+  return readNpy(in, path);
+}
+
+Tensor readNpy(std::istream& in, const std::string& path) {
   char magic[6];
   if (!in.read(magic, 6) || std::memcmp(magic, kMagic, 6) != 0)
     throw Error(path + ": not a .npy file (bad magic)");
@@ -88,6 +95,8 @@ Tensor readNpy(const std::string& path) {
     throw Error(path + ": Fortran-ordered .npy arrays are not supported (save with C order)");
 
   std::string shapeText = headerField(header, "shape", path);
+  if (shapeText.size() < 2 || shapeText.front() != '(' || shapeText.back() != ')')
+    throw Error(path + ": malformed .npy shape '" + shapeText + "'");
   Shape shape;
   std::string inner = shapeText.substr(1, shapeText.size() - 2);
   std::stringstream ss(inner);
@@ -104,6 +113,22 @@ Tensor readNpy(const std::string& path) {
       throw Error(path + ": malformed .npy shape " + shapeText);
     }
   }
+  // The data must be there before memory is allocated for it: a header may claim any shape.
+  uint64_t bytes = dtypeSize(*dtype);
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) || bytes > (uint64_t{1} << 62))
+      throw Error(path + ": .npy shape " + shapeText + " is too large");
+  }
+  const std::streampos dataStart = in.tellg();
+  if (dataStart >= 0 && in.seekg(0, std::ios::end)) {
+    const uint64_t present = static_cast<uint64_t>(in.tellg() - dataStart);
+    in.seekg(dataStart);
+    if (present < bytes)
+      throw Error(path + ": truncated .npy data (expected " + std::to_string(bytes) + " bytes, found " +
+                  std::to_string(present) + ")");
+  }
+  in.clear();
+  in.seekg(dataStart);
   Tensor t = Tensor::zeros(*dtype, shape);
   if (t.nbytes() && !in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
     throw Error(path + ": truncated .npy data (expected " + std::to_string(t.nbytes()) + " bytes)");
@@ -111,6 +136,12 @@ Tensor readNpy(const std::string& path) {
 }
 
 void writeNpy(const std::string& path, const Tensor& tensor) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw Error(path + ": cannot write file", ErrorKind::Io);
+  writeNpy(out, path, tensor);
+}
+
+void writeNpy(std::ostream& out, const std::string& path, const Tensor& tensor) {
   std::string shape = "(";
   for (size_t i = 0; i < tensor.shape().size(); ++i) {
     shape += std::to_string(tensor.shape()[i]);
@@ -120,17 +151,18 @@ void writeNpy(const std::string& path, const Tensor& tensor) {
   shape += ")";
   std::string header = "{'descr': '" + descrFor(tensor.dtype()) +
                        "', 'fortran_order': False, 'shape': " + shape + ", }";
-  size_t total = 10 + header.size() + 1;
+  // Version 1.0 has a 2-byte header length; longer headers (thousands of dimensions) need 2.0.
+  const bool v2 = 10 + header.size() + 1 + 63 > 0xffff;
+  const size_t prefix = v2 ? 12 : 10;
+  size_t total = prefix + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw Error(path + ": cannot write file", ErrorKind::Io);
   out.write(kMagic, 6);
-  const char version[2] = {1, 0};
+  const char version[2] = {static_cast<char>(v2 ? 2 : 1), 0};
   out.write(version, 2);
-  const unsigned char len[2] = {static_cast<unsigned char>(header.size() & 0xff),
-                                static_cast<unsigned char>(header.size() >> 8)};
-  out.write(reinterpret_cast<const char*>(len), 2);
+  unsigned char len[4];
+  for (int k = 0; k < 4; ++k) len[k] = static_cast<unsigned char>(header.size() >> (8 * k));
+  out.write(reinterpret_cast<const char*>(len), v2 ? 4 : 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
   out.write(static_cast<const char*>(tensor.raw()), static_cast<std::streamsize>(tensor.nbytes()));
   if (!out) throw Error(path + ": write failed", ErrorKind::Io);

@@ -2,6 +2,7 @@
 // Used by `kiln run` for inputs and outputs. Malformed files raise kiln::Error naming the file.
 #pragma once
 
+#include <iosfwd>
 #include <string>
 
 #include "runtime/tensor.h"
@@ -10,5 +11,8 @@ namespace kiln::runtime {
 
 Tensor readNpy(const std::string& path);
 void writeNpy(const std::string& path, const Tensor& tensor);
+/// The same on streams; `name` is the file name used in error messages.
+Tensor readNpy(std::istream& in, const std::string& name);
+void writeNpy(std::ostream& out, const std::string& name, const Tensor& tensor);
 
 }  // namespace kiln::runtime

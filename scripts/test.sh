@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds Kiln and runs the whole test suite with ctest.
+# Installs dependencies, builds Kiln and runs the whole test suite with ctest; then a second phase
+# builds the unit and small end-to-end tests with ASan + UBSan and bounds-checked kernels and runs
+# them (scripts/sanitize.sh, build-asan/; KILN_SKIP_SANITIZE=1 skips it).
 # Usage: scripts/test.sh [--fast]   (--fast skips tests labelled "slow")
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -8,3 +10,6 @@ scripts/build.sh
 args=(--test-dir build --output-on-failure --timeout 1200 -j "${KILN_TEST_JOBS:-2}")
 if [ "${1:-}" = "--fast" ]; then args+=(-LE slow); fi
 ctest "${args[@]}"
+if [ "${KILN_SKIP_SANITIZE:-0}" != 1 ]; then
+  scripts/sanitize.sh
+fi

@@ -9,6 +9,7 @@ namespace kiln::cli {
 namespace {
 
 struct CompareArgs {
+  bool isolate = false;
   std::string model, json;
   int repeat = 15;
   std::string python;
@@ -18,6 +19,7 @@ struct CompareArgs {
 };
 
 int compareCommand(const CompareArgs& a) {
+  if (int rc = checkBuildFlags(a.flags)) return rc;
   app::CompareOptions options;
   options.build = buildOptions(a.flags);
   options.batch = a.flags.batch;
@@ -25,6 +27,7 @@ int compareCommand(const CompareArgs& a) {
   options.python = a.python;
   options.torchCompile = !a.noTorchCompile;
   options.store = storeOptions(a.store);
+  options.isolate.enabled = a.isolate;
   auto result = app::compare(a.model, options);
   if (!result) return fail(result.error());
   const auto& r = result.value();
@@ -70,6 +73,7 @@ void registerCompare(CLI::App& cli, Action& action) {
   cmd->add_option("--repeat", args->repeat, "timed repeats per backend")->check(CLI::PositiveNumber);
   cmd->add_option("--python", args->python, "python with torch >= 2 for the torch.compile baseline");
   cmd->add_flag("--no-torch-compile", args->noTorchCompile, "skip the torch.compile baseline");
+  cmd->add_flag("--isolate", args->isolate, "run Kiln's kernels in a child process: a crash or hang is an error (exit code 7)");
   addBuildFlags(cmd, args->flags);
   addStoreFlags(cmd, args->store);
   cmd->callback([args, &action] { action = [args] { return compareCommand(*args); }; });

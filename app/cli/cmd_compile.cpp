@@ -21,6 +21,7 @@ std::string humanBytes(uint64_t bytes) {
 }
 
 int compileCommand(const CompileArgs& a) {
+  if (int rc = checkBuildFlags(a.flags)) return rc;
   app::OpenOptions open;
   open.batch = a.flags.batch;
   auto model = app::openModel(a.model, open);

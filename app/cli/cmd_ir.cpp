@@ -27,6 +27,7 @@ int irCommand(const IrArgs& a) {
     return 0;
   }
   if (a.model.empty()) return fail("a model is required", ErrorKind::Usage);
+  if (int rc = checkBuildFlags(a.flags)) return rc;
   auto stage = app::parseIrStage(a.stage);
   if (!stage)
     return fail("unknown stage '" + a.stage + "' (expected graph, optimized, lowered, llvm or asm)",

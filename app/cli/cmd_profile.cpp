@@ -1,4 +1,5 @@
 // kiln profile MODEL [--repeat N] [--warmup N] [--top N] [--by call|op] [--trace FILE] [--json FILE]
+//                    [--isolate [--timeout SECONDS]]
 //                    [--batch N] [-O] [--target] [--threads] [--db FILE] [--no-store] [--session ID]
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +13,8 @@ namespace {
 struct ProfileArgs {
   std::string model, json, trace, by = "call";
   int repeat = 20, warmup = 3, top = 20;
+  bool isolate = false;
+  double timeout = 30;
   BuildFlags flags;
   StoreFlags store;
 };
@@ -54,12 +57,15 @@ void printRows(const std::vector<profiler::OpRecord>& rows, int top, bool groupe
 int profileCommand(const ProfileArgs& a) {
   if (a.by != "call" && a.by != "op")
     return fail("--by must be 'call' or 'op', got '" + a.by + "'", ErrorKind::Usage);
+  if (int rc = checkBuildFlags(a.flags)) return rc;
   app::ProfileOptions options;
   options.build = buildOptions(a.flags);
   options.batch = a.flags.batch;
   options.repeat = a.repeat;
   options.warmup = a.warmup;
   options.store = storeOptions(a.store);
+  options.isolate.enabled = a.isolate;
+  options.isolate.timeoutSeconds = a.timeout;
   auto result = app::profile(a.model, options);
   if (!result) return fail(result.error());
   const auto& r = result.value();
@@ -120,6 +126,10 @@ void registerProfile(CLI::App& cli, Action& action) {
   cmd->add_option("--by", args->by, "call: one row per fused function; op: grouped by operator kind");
   cmd->add_option("--trace", args->trace, "write one pass as Chrome trace-event JSON (Perfetto)");
   cmd->add_option("--json", args->json, "write the profile as JSON");
+  cmd->add_flag("--isolate", args->isolate,
+                 "run the kernels in a child process: a crash or hang is reported as an error (exit code 7)");
+  cmd->add_option("--timeout", args->timeout, "with --isolate: seconds the kernels may run (compilation excluded)")
+      ->check(CLI::PositiveNumber);
   addBatchFlag(cmd, args->flags);
   addBuildFlags(cmd, args->flags);
   addStoreFlags(cmd, args->store);

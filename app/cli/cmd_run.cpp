@@ -17,7 +17,47 @@ struct RunArgs {
 
 int writeOutputs(const RunArgs& a, const std::vector<runtime::Tensor>& outputs);
 
+std::string describe(const app::InputSpec& spec, size_t index) {
+  return "input " + std::to_string(index) + (spec.name.empty() ? "" : " (" + spec.name + ")");
+}
+
+/// Count and dtypes against the model's declared inputs (kiln.json), before anything is built.
+int checkInputs(const RunArgs& a, const std::vector<runtime::Tensor>& inputs, const std::vector<app::InputSpec>& declared) {
+  if (declared.empty()) return 0;
+  if (inputs.size() != declared.size()) {
+    std::string names;
+    for (const auto& d : declared) names += (names.empty() ? "" : ", ") + d.name;
+    return fail(a.model + ": the model takes " + std::to_string(declared.size()) + " input(s) (" + names + "), got " +
+                    std::to_string(inputs.size()) + " --input file(s)",
+                ErrorKind::InvalidInput);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dtype() != declared[i].dtype)
+      return fail(a.inputs[i] + ": " + describe(declared[i], i) + " is " + std::string(runtime::dtypeName(inputs[i].dtype())) +
+                      runtime::shapeString(inputs[i].shape()) + ", the model expects " +
+                      std::string(runtime::dtypeName(declared[i].dtype)) + runtime::shapeString(declared[i].shape),
+                  ErrorKind::InvalidInput);
+  }
+  return 0;
+}
+
+/// A model re-imported for the inputs' shapes failed: when a shape differs from the declared one,
+/// the input is the likely culprit, so the error names it (the model's own message follows).
+int failWithShapes(const app::Diagnostic& d, const RunArgs& a, const std::vector<runtime::Tensor>& inputs,
+                   const std::vector<app::InputSpec>& declared) {
+  if (d.kind != ErrorKind::InvalidModel && d.kind != ErrorKind::InvalidInput) return fail(d);
+  for (size_t i = 0; i < inputs.size() && i < declared.size(); ++i) {
+    if (inputs[i].shape() == declared[i].shape) continue;
+    return fail(a.inputs[i] + ": " + describe(declared[i], i) + " has shape " + runtime::shapeString(inputs[i].shape()) +
+                    ", the model was exported for " + runtime::shapeString(declared[i].shape) +
+                    " and does not compile for it: " + d.message,
+                ErrorKind::InvalidInput);
+  }
+  return fail(d);
+}
+
 int runCommand(const RunArgs& a) {
+  if (int rc = checkBuildFlags(a.flags)) return rc;
   std::vector<runtime::Tensor> inputs;
   for (const auto& p : a.inputs) {
     try {
@@ -41,6 +81,7 @@ int runCommand(const RunArgs& a) {
   } catch (const Error&) {
     // The import below reports unreadable files.
   }
+  if (int rc = checkInputs(a, inputs, declared)) return rc;
   for (size_t i = 0; i < inputs.size(); ++i) {
     app::InputSpec spec;
     spec.name = i < declared.size() ? declared[i].name : "input" + std::to_string(i);
@@ -49,9 +90,9 @@ int runCommand(const RunArgs& a) {
     open.inputs.push_back(spec);
   }
   auto model = app::openModel(a.model, open);
-  if (!model) return fail(model.error());
+  if (!model) return failWithShapes(model.error(), a, inputs, declared);
   auto compiled = app::build(model.value(), buildOptions(a.flags));
-  if (!compiled) return fail(compiled.error());
+  if (!compiled) return failWithShapes(compiled.error(), a, inputs, declared);
   auto outputs = app::run(*compiled.value(), inputs);
   if (!outputs) return fail(outputs.error());
   return writeOutputs(a, outputs.value());

@@ -1,6 +1,6 @@
 // kiln sweep MODEL [--batches 1,4,16,64] [--backends kiln,pytorch-eager,pytorch-compiled]
 //                  [--repeat N] [--budget SECONDS] [--python PY] [--json FILE] [-O] [--target]
-//                  [--threads] [--db FILE] [--no-store] [--session ID]
+//                  [--threads] [--db FILE] [--no-store] [--session ID] [--resume] [--isolate [--timeout S]]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -17,11 +17,14 @@ struct SweepArgs {
   std::vector<std::string> backends{"kiln", "pytorch-eager", "pytorch-compiled"};
   int repeat = 10;
   double budget = 60;
+  bool resume = false, isolate = false;
+  double timeout = 30;
   BuildFlags flags;
   StoreFlags store;
 };
 
 int sweepCommand(const SweepArgs& a) {
+  if (int rc = checkBuildFlags(a.flags)) return rc;
   app::SweepOptions options;
   options.build = buildOptions(a.flags);
   options.batches = a.batches;
@@ -30,6 +33,19 @@ int sweepCommand(const SweepArgs& a) {
   options.budgetSeconds = a.budget;
   options.python = a.python;
   options.store = storeOptions(a.store);
+  options.resume = a.resume;
+  options.isolate.enabled = a.isolate;
+  options.isolate.timeoutSeconds = a.timeout;
+  // Printed once the point is committed: what a kill can no longer take away.
+  options.onPoint = [stored = !a.store.noStore](const profiler::Measurement& m) {
+    char what[64];
+    if (m.ok())
+      std::snprintf(what, sizeof what, "%.3f ms", m.timing.medianMs);
+    else
+      std::snprintf(what, sizeof what, "%s", profiler::statusName(m.status));
+    std::fprintf(stderr, "  %s %s at batch %lld: %s\n", stored ? "stored" : "measured", m.backend.c_str(),
+                 static_cast<long long>(m.batch), what);
+  };
   auto result = app::sweep(a.model, options, [](const std::string& step) {
     std::fprintf(stderr, "  measuring %s\n", step.c_str());
     return true;
@@ -86,6 +102,8 @@ int sweepCommand(const SweepArgs& a) {
     if (!out || !(out << app::sweepJson(r) << "\n"))
       return fail(a.json + ": cannot write file", ErrorKind::Io);
   }
+  if (r.resumedPoints > 0)
+    std::printf("resumed: %d of %zu points were already stored\n", r.resumedPoints, r.points.size());
   if (r.stored.sessionId)
     std::printf("stored: session %lld, run %lld in %s\n", static_cast<long long>(r.stored.sessionId),
                 static_cast<long long>(r.stored.runId), r.stored.dbPath.c_str());
@@ -107,6 +125,11 @@ void registerSweep(CLI::App& cli, Action& action) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--python", args->python, "python with torch >= 2 for the torch-compile backend");
   cmd->add_option("--json", args->json, "write the results as JSON");
+  cmd->add_flag("--resume", args->resume,
+                "continue the latest unfinished sweep with the same options in the store: stored points are kept");
+  cmd->add_flag("--isolate", args->isolate, "time Kiln in a child process: a crashing or hanging kernel fails its point only");
+  cmd->add_option("--timeout", args->timeout, "with --isolate: seconds a point's kernels may run (at least 1.5x the budget)")
+      ->check(CLI::PositiveNumber);
   addBuildFlags(cmd, args->flags);
   addStoreFlags(cmd, args->store);
   cmd->callback([args, &action] { action = [args] { return sweepCommand(*args); }; });

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "app/cli/commands.h"
@@ -50,6 +51,10 @@ int listTasks(const TuneArgs& a) {
 }
 
 int tuneCommand(TuneArgs& a) {
+  // The records file is read (bad lines reported below) and appended to: refuse one that is not
+  // a records file. A new file is created.
+  if (std::error_code ec; std::filesystem::exists(a.flags.records, ec))
+    if (int rc = checkBuildFlags(a.flags, false)) return rc;
   app::TuneOptions& o = a.options;
   o.build = buildOptions(a.flags);
   // --records (a build flag) is the file this run resumes from and appends to; the tasks come
@@ -62,7 +67,7 @@ int tuneCommand(TuneArgs& a) {
   if (a.listTasks) return listTasks(a);
 
   bool tty = isatty(2);
-  int lastTask = -1;
+  int lastTask = -1, lastMeasured = 0;
   auto result = app::tune(a.model, o, [&](const app::TuneProgress& p) {
     if (tty) {
       int width = 24, filled = p.taskBudget > 0 ? width * p.taskTrials / p.taskBudget : 0;
@@ -74,8 +79,12 @@ int tuneCommand(TuneArgs& a) {
                    duration(p.etaSeconds).c_str());
     } else if (p.taskIndex != lastTask) {
       std::fprintf(stderr, "  task %d/%d: %s\n", p.taskIndex + 1, p.numTasks, p.taskName.c_str());
+    } else if (p.totalTrials != lastMeasured) {
+      // Once per record written: what a kill can no longer take away.
+      std::fprintf(stderr, "    %d/%d trials, %d measured by this run\n", p.taskTrials, p.taskBudget, p.totalTrials);
     }
     lastTask = p.taskIndex;
+    lastMeasured = p.totalTrials;
     return true;
   });
   if (tty) std::fprintf(stderr, "\r\033[K");

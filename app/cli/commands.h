@@ -22,10 +22,14 @@ struct BuildFlags {
   int threads = 0;
   int64_t batch = 0;
   std::string records;
+  bool boundsCheck = false;
 };
 void addBuildFlags(CLI::App* cmd, BuildFlags& flags);
 void addBatchFlag(CLI::App* cmd, BuildFlags& flags);
 app::BuildOptions buildOptions(const BuildFlags& flags);
+/// Checks --records before a build: an unusable file fails (returns its exit code); bad lines
+/// are skipped, and reported as one warning when `warn` is set. 0 when the build can go on.
+int checkBuildFlags(const BuildFlags& flags, bool warn = true);
 
 /// Flags of every command that stores results (--db, --no-store, --session, --new-session).
 struct StoreFlags {
@@ -40,6 +44,10 @@ app::StoreOptions storeOptions(const StoreFlags& flags);
 /// Prints "error: <message>" on stderr and returns the exit code of its kind.
 int fail(const app::Diagnostic& d);
 int fail(const std::string& message, ErrorKind kind);
+/// The exit-code table of `kiln --help` (runtime/error.h has the same table).
+std::string exitCodeHelp();
+/// A CLI11 parse error as one lower-case line that says where to look.
+std::string usageMessage(const std::string& cli11Message);
 
 void registerRun(CLI::App& cli, Action& action);
 void registerIr(CLI::App& cli, Action& action);
@@ -51,5 +59,6 @@ void registerReport(CLI::App& cli, Action& action);
 void registerCompile(CLI::App& cli, Action& action);
 void registerTune(CLI::App& cli, Action& action);
 void registerDoctor(CLI::App& cli, Action& action);
+void registerMeasureWorker(CLI::App& cli, Action& action);
 
 }  // namespace kiln::cli

@@ -1,5 +1,8 @@
 #include "app/cli/commands.h"
 
+#include "app/tune.h"
+
+#include <cctype>
 #include <iostream>
 
 namespace kiln::cli {
@@ -11,12 +14,47 @@ int fail(const app::Diagnostic& d) {
 
 int fail(const std::string& message, ErrorKind kind) { return fail(app::Diagnostic{message, kind}); }
 
+int checkBuildFlags(const BuildFlags& f, bool warn) {
+  auto check = app::checkRecords(f.records);
+  if (!check) return fail(check.error());
+  if (warn && check->badLines > 0)
+    std::cerr << "warning: " << f.records << ": skipped " << check->badLines << " bad line(s) ("
+              << check->firstProblem << "); using " << check->records << " record(s)\n";
+  return 0;
+}
+
+std::string exitCodeHelp() {
+  return "Errors are one line on stderr, \"error: FILE: PROBLEM\", with an exit code by kind (the same for every\n"
+         "subcommand, and the C API's status codes):\n"
+         "   0 success                      6 a file cannot be read or written\n"
+         "   2 usage: bad flags/arguments   7 generated code crashed or hung (isolated worker)\n"
+         "   3 not a model / corrupt file   8 unknown target, CPU or feature\n"
+         "   4 unsupported operator or      9 exported module of another version or machine:\n"
+         "     data-dependent control flow    recompile it\n"
+         "   5 bad inputs (count, shape,   10 session store: not a Kiln database, corrupt, or\n"
+         "     dtype, .npy, records file)     newer than this Kiln (left untouched)\n"
+         "                                 70 internal error (a bug in Kiln)";
+}
+
+std::string usageMessage(const std::string& cli11Message) {
+  std::string m = cli11Message;
+  while (!m.empty() && (m.back() == '\n' || m.back() == '.' || m.back() == ' ')) m.pop_back();
+  for (char& c : m) if (c == '\n') c = ' ';
+  // CLI11 starts some messages with a capital ("The following argument was not expected").
+  if (m.size() > 1 && std::isupper(static_cast<unsigned char>(m[0])) &&
+      (std::islower(static_cast<unsigned char>(m[1])) || m[1] == ' '))
+    m[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(m[0])));
+  return m + " (see --help)";
+}
+
 void addBuildFlags(CLI::App* cmd, BuildFlags& f) {
   cmd->add_option("--target", f.target, "LLVM-style target: llvm, llvm -mcpu=NAME, llvm -mtriple=T -mcpu=NAME");
   cmd->add_option("-O,--opt-level", f.optLevel, "optimization level 0-4 (4: O3 plus fast math)")->check(CLI::Range(0, 4));
   cmd->add_option("--threads", f.threads, "worker threads (default: KILN_NUM_THREADS or all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--records", f.records, "tuning records (JSON lines from kiln tune, or 'store' / a .db session store): use the best schedule per workload");
+  cmd->add_flag("--bounds-check", f.boundsCheck,
+                "check every kernel load/store index against its buffer (debug; also KILN_BOUNDS_CHECK=1)");
 }
 
 void addBatchFlag(CLI::App* cmd, BuildFlags& f) {
@@ -29,6 +67,7 @@ app::BuildOptions buildOptions(const BuildFlags& f) {
   b.optLevel = f.optLevel;
   b.threads = f.threads;
   b.records = f.records;
+  b.boundsCheck = f.boundsCheck;
   return b;
 }
 

@@ -264,6 +264,9 @@ void MainWindow::profile() {
   o.build = buildOptions();
   o.batch = batchOption();
   o.store = storeOptions();
+  // Generated code runs in a `kiln measure-worker`: a kernel that crashes or hangs fails the job,
+  // not the workbench.
+  o.isolate.enabled = true;
   std::string path = m_modelPath.toStdString();
   setStatus(tr("Profiling %1 (compile, then time each call)…").arg(qs(m_model->name)));
   m_profileJob->start([path, o](const JobControl&) { return app::profile(path, o); },
@@ -326,6 +329,7 @@ void MainWindow::compareBackends() {
   o.batch = batchOption();
   o.store = storeOptions();
   o.torchCompile = m_compare->includeTorchCompile();
+  o.isolate.enabled = true;  // Kiln's timing in a worker process
   std::string path = m_modelPath.toStdString();
   QString label = buildLabel();
   setStatus(tr("Comparing %1 with PyTorch…").arg(qs(m_model->name)));
@@ -349,6 +353,7 @@ void MainWindow::sweep() {
   o.backends = m_sweep->backends();
   o.budgetSeconds = m_sweep->budgetSeconds();
   o.store = storeOptions();
+  o.isolate.enabled = true;  // each Kiln point in a worker process
   if (o.batches.empty() || o.backends.empty()) {
     showError(tr("Nothing to sweep"), tr("Enter at least one batch size and pick at least one backend."));
     return;

@@ -2,9 +2,12 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/IR/MDBuilder.h>
 
 #include "codegen/llvm/function_codegen.h"
 #include "codegen/llvm/vector_math.h"
+#include "core/tir/bounds_check.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -256,6 +259,35 @@ FunctionCodeGen::Value* FunctionCodeGen::visit(const Call* op) {
   if (args.empty()) fail("call of '" + op->name + "' without arguments");
   const std::string& n = op->name;
   Value* x = args[0];
+  if (n == "bounds_check") {
+    // (x, lowOffset, highOffset, extent, site) → x, or kiln_bounds_fail (core/tir/bounds_check.h).
+    if (args.size() != 5) fail("bounds_check takes five arguments");
+    const bool isSigned = op->type.code == Type::Code::Int;
+    auto wide = [&](Value* v) { return m_b.CreateIntCast(v, m_b.getInt64Ty(), isSigned); };
+    Value* low = m_b.CreateAdd(wide(x), wide(args[1]));
+    Value* high = m_b.CreateAdd(wide(x), wide(args[2]));
+    Value* extent = wide(args[3]);
+    Value* ok = m_b.CreateAnd(m_b.CreateICmpSGE(low, m_b.getInt64(0)), m_b.CreateICmpSLT(high, extent));
+    auto* failBlock = llvm::BasicBlock::Create(m_ctx, "bounds.fail");
+    auto* okBlock = llvm::BasicBlock::Create(m_ctx, "bounds.ok");
+    m_b.CreateCondBr(ok, okBlock, failBlock, llvm::MDBuilder(m_ctx).createBranchWeights(1 << 20, 1));
+    startBlock(failBlock);
+    llvm::Type* ptrTy = llvm::PointerType::get(m_ctx, 0);
+    llvm::FunctionCallee trap = m_module.getOrInsertFunction(
+        "kiln_bounds_fail", llvm::FunctionType::get(m_b.getVoidTy(), {ptrTy, ptrTy, m_b.getInt64Ty(), m_b.getInt64Ty()}, false));
+    if (auto* fn = llvm::dyn_cast<llvm::Function>(trap.getCallee())) {
+      fn->setDoesNotReturn();
+      fn->addFnAttr(llvm::Attribute::Cold);
+    }
+    const int64_t* site = asConstInt(op->args[4]);
+    std::string buffer = core::tir::boundsCheckBufferName(m_func, site ? *site : -1);
+    Value* where = m_b.CreateSelect(m_b.CreateICmpSLT(low, m_b.getInt64(0)), low, high);
+    m_b.CreateCall(trap, {m_b.CreateGlobalString(m_func.name), m_b.CreateGlobalString(buffer), where, extent});
+    m_b.CreateUnreachable();
+    startBlock(okBlock);
+    return x;
+  }
+  if (n == "dot4_u8i8") return dot4U8I8(args, op->type.lanes);
   llvm::Intrinsic::ID unary = llvm::Intrinsic::not_intrinsic;
   if (n == "exp")
     unary = llvm::Intrinsic::exp;
@@ -271,6 +303,8 @@ FunctionCodeGen::Value* FunctionCodeGen::visit(const Call* op) {
     unary = llvm::Intrinsic::ceil;
   else if (n == "round")
     unary = llvm::Intrinsic::round;  // C round: ties away from zero
+  else if (n == "roundeven")
+    unary = llvm::Intrinsic::roundeven;  // ties to even (quantization)
   // f32 vectors: exp, tanh, erf and sigmoid as vector code (vector_math.h) instead of a libm
   // call per lane.
   const bool f32Vector = op->type.isFloat() && op->type.bits == 32 && op->type.lanes > 1;
@@ -290,6 +324,38 @@ FunctionCodeGen::Value* FunctionCodeGen::visit(const Call* op) {
     return m_b.CreateFDiv(one, m_b.CreateFAdd(one, e));
   }
   fail("unknown intrinsic '" + n + "'");
+}
+
+/// dot4_u8i8(acc i32xN, a u8x4 | u8x4N, b i8x4N) (core/tir/expr.h): vpdpbusd with AVX-512 VNNI
+/// (N = 16, or 8 with AVX-512VL), else exact widening multiplies and adds.
+FunctionCodeGen::Value* FunctionCodeGen::dot4U8I8(const std::vector<Value*>& args, unsigned lanes) {
+  llvm::Type* i32 = m_b.getInt32Ty();
+  auto* words = llvm::FixedVectorType::get(i32, lanes);
+  Value* a = args[1];
+  if (llvm::cast<llvm::FixedVectorType>(a->getType())->getNumElements() == 4)
+    a = m_b.CreateVectorSplat(lanes, m_b.CreateBitCast(a, i32));
+  else
+    a = m_b.CreateBitCast(a, words);
+  Value* b = m_b.CreateBitCast(args[2], words);
+  const std::string& f = m_target.features;
+  bool vnni = f.find("+avx512vnni") != std::string::npos;
+  bool vl = f.find("+avx512vl") != std::string::npos;
+  if (vnni && (lanes == 16 || (lanes == 8 && vl))) {
+    llvm::Intrinsic::ID id = lanes == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256;
+    return m_b.CreateIntrinsic(id, {}, {args[0], a, b});
+  }
+  // Generic: zero-extend a, sign-extend b, multiply in i32 and add each group of four lanes.
+  auto* bytes = llvm::FixedVectorType::get(m_b.getInt8Ty(), 4 * lanes);
+  auto* wide = llvm::FixedVectorType::get(i32, 4 * lanes);
+  Value* prod = m_b.CreateMul(m_b.CreateZExt(m_b.CreateBitCast(a, bytes), wide),
+                              m_b.CreateSExt(m_b.CreateBitCast(b, bytes), wide));
+  Value* sum = args[0];
+  for (unsigned k = 0; k < 4; ++k) {
+    std::vector<int> pick;
+    for (unsigned i = 0; i < lanes; ++i) pick.push_back(static_cast<int>(4 * i + k));
+    sum = m_b.CreateAdd(sum, m_b.CreateShuffleVector(prod, pick));
+  }
+  return sum;
 }
 
 // ---- memory ----------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ class FunctionCodeGen {
                  llvm::CmpInst::Predicate unsignedPred, llvm::CmpInst::Predicate floatPred);
   Value* minMax(const core::tir::Expr& a, const core::tir::Expr& b, bool isMax);
   Value* libmCall(const std::string& name, Value* x, const core::tir::Type& type);
+  Value* dot4U8I8(const std::vector<Value*>& args, unsigned lanes);  // the int8 dot-product intrinsic
   Value* castValue(Value* v, const core::tir::Type& from, const core::tir::Type& to);
 
   // --- memory ---

@@ -21,6 +21,7 @@
 
 #include "codegen/llvm/codegen_llvm.h"
 #include "codegen/llvm/llvm_support.h"
+#include "core/tir/bounds_check.h"
 #include "runtime/error.h"
 #include "runtime/kernel_abi.h"
 
@@ -72,7 +73,13 @@ std::shared_ptr<JitLibrary> JitLibrary::compile(const std::vector<core::tir::Pri
   auto tm = builder.createTargetMachine();
   throwIfError(tm.takeError(), "jit: target machine for '" + target.str() + "'");
 
-  std::unique_ptr<llvm::Module> module = buildModule(funcs, target, **tm, *ctx);
+  // KILN_BOUNDS_CHECK=1: every kernel that runs checks its accesses (core/tir/bounds_check.h);
+  // printed IR and exported objects stay as lowered.
+  std::vector<core::tir::PrimFunc> checked;
+  if (core::tir::boundsCheckRequested()) {
+    for (const core::tir::PrimFunc& f : funcs) checked.push_back(core::tir::insertBoundsChecks(f));
+  }
+  std::unique_ptr<llvm::Module> module = buildModule(checked.empty() ? funcs : checked, target, **tm, *ctx);
   optimizeModule(*module, **tm);
   throwIfDiagnosed(*diagnostics, "optimizing the module");
 
@@ -94,6 +101,9 @@ std::shared_ptr<JitLibrary> JitLibrary::compile(const std::vector<core::tir::Pri
   llvm::orc::SymbolMap runtimeSymbols;
   runtimeSymbols[lljit.mangleAndIntern("kiln_parallel_launch")] =
       llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&kiln_parallel_launch),
+                                   llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  runtimeSymbols[lljit.mangleAndIntern("kiln_bounds_fail")] =  // bounds-checked kernels only
+      llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&kiln_bounds_fail),
                                    llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
   throwIfError(dylib.define(llvm::orc::absoluteSymbols(std::move(runtimeSymbols))), "jit: runtime symbols");
   auto process =

@@ -352,6 +352,106 @@ Types inferConv2dNchwc(const Types& in, const Attrs& attrs) {
   return {TensorType{in[0].dtype, {x[0], oc / outBlock, oh, ow, outBlock}}};
 }
 
+// Winograd F(m×m, 3×3): x [N, C/ib, H, W, ib] · u [O/ob, α, α, C, ob] (α = m + 2, tile=m;
+// u = G g Gᵀ per channel pair) (+ bias [O]) → [N, O/L, H + 2ph − 2, W + 2pw − 2, L].
+Types inferConv2dWinogradNchwc(const Types& in, const Attrs& attrs) {
+  requireRank(in[0], 5, "conv2d_winograd_nchwc input");
+  requireRank(in[1], 5, "conv2d_winograd_nchwc weight");
+  auto pad = pair(attrs, "padding", 0);
+  int64_t tile = attrs.getInt("tile", 0), outBlock = layoutBlock(attrs, "out_layout");
+  const Shape& x = in[0].shape;
+  const Shape& u = in[1].shape;
+  if (tile != 2 && tile != 4) fail("conv2d_winograd_nchwc tile must be 2 or 4, got " + std::to_string(tile));
+  if (u[1] != tile + 2 || u[2] != tile + 2 || u[3] != x[1] * x[4])
+    fail("weight " + in[1].str() + " does not match input " + in[0].str() + " and tile " + std::to_string(tile));
+  if (outBlock == 0 || u[4] % outBlock != 0)
+    fail("weight " + in[1].str() + " does not match out_layout " + attrs.getString("out_layout"));
+  int64_t oc = u[0] * u[4];
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].shape[0] != oc))
+    fail("bias " + in[2].str() + " does not match " + std::to_string(oc) + " output channels");
+  int64_t oh = x[2] + 2 * pad[0] - 2, ow = x[3] + 2 * pad[1] - 2;
+  if (oh <= 0 || ow <= 0) fail("kernel larger than padded input " + in[0].str());
+  return {TensorType{in[0].dtype, {x[0], oc / outBlock, oh, ow, outBlock}}};
+}
+
+// ---- quantized dialect (qnn.*; imported from PyTorch quantized models, issue 9) ---------------
+
+void requireDType(const TensorType& t, DType dtype, const char* what) {
+  if (t.dtype != dtype) fail(std::string(what) + " must be " + std::string(runtime::dtypeName(dtype)) + ", got " + t.str());
+}
+
+void requirePerChannel(const Types& in, size_t first, int64_t channels, const char* op) {
+  for (size_t i = first; i < in.size(); ++i) {
+    requireDType(in[i], DType::Float32, "requantization parameter");
+    if (in[i].rank() != 1 || in[i].shape[0] != channels)
+      fail(std::string(op) + " requantization parameter " + in[i].str() + " does not match " +
+           std::to_string(channels) + " output channels");
+  }
+}
+
+Types inferQnnQuantize(const Types& in, const Attrs& attrs) {
+  requireDType(in[0], DType::Float32, "qnn.quantize input");
+  if (!attrs.has("out_layout") || attrs.getString("out_layout") == "NCHW") return {TensorType{DType::UInt8, in[0].shape}};
+  int64_t block = layoutBlock(attrs, "out_layout");
+  requireRank(in[0], 4, "qnn.quantize input with out_layout");
+  const Shape& x = in[0].shape;
+  return {TensorType{DType::UInt8, {x[0], (x[1] + block - 1) / block, x[2], x[3], block}}};
+}
+
+Types inferQnnDequantize(const Types& in, const Attrs&) {
+  requireDType(in[0], DType::UInt8, "qnn.dequantize input");
+  return {TensorType{DType::Float32, in[0].shape}};
+}
+
+Types inferQnnConv2d(const Types& in, const Attrs& attrs) {
+  requireDType(in[0], DType::UInt8, "qnn.conv2d input");
+  requireDType(in[1], DType::Int8, "qnn.conv2d weight");
+  Types out = inferConv2d({in[0], in[1]}, attrs);
+  requirePerChannel(in, 2, in[1].shape[0], "qnn.conv2d");
+  return {TensorType{DType::UInt8, out[0].shape}};
+}
+
+Types inferQnnDense(const Types& in, const Attrs& attrs) {
+  requireDType(in[0], DType::UInt8, "qnn.dense input");
+  requireDType(in[1], DType::Int8, "qnn.dense weight");
+  Types out = inferDense({in[0], in[1]}, attrs);
+  requirePerChannel(in, 2, in[1].shape[0], "qnn.dense");
+  return {TensorType{DType::UInt8, out[0].shape}};
+}
+
+Types inferQnnAdd(const Types& in, const Attrs&) {
+  requireDType(in[0], DType::UInt8, "qnn.add operand");
+  requireDType(in[1], DType::UInt8, "qnn.add operand");
+  if (in[0].shape != in[1].shape) fail("qnn.add operand shapes differ: " + in[0].str() + " vs " + in[1].str());
+  return {in[0]};
+}
+
+// x [N, Cp/ib, H, W, ib] u8 · w [O/ob, Cp/4, KH, KW, ob, 4] i8 (depthwise: [O/ob, 1, KH, KW, ob, 1]),
+// multiplier [O], offset [O] f32 → [N, O/ob, OH, OW, ob] u8 with ob the block of out_layout.
+Types inferQnnConv2dNchwc(const Types& in, const Attrs& attrs) {
+  requireDType(in[0], DType::UInt8, "qnn.conv2d_nchwc input");
+  requireDType(in[1], DType::Int8, "qnn.conv2d_nchwc weight");
+  requireRank(in[0], 5, "qnn.conv2d_nchwc input");
+  requireRank(in[1], 6, "qnn.conv2d_nchwc weight");
+  auto stride = pair(attrs, "stride", 1), pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
+  int64_t outBlock = layoutBlock(attrs, "out_layout");
+  const Shape &x = in[0].shape, &w = in[1].shape;
+  int64_t groups = attrs.getInt("groups", 1), oc = w[0] * w[4];
+  if (outBlock == 0 || w[4] != outBlock)
+    fail("weight " + in[1].str() + " does not match out_layout " + attrs.getString("out_layout"));
+  if (groups == 1 && (w[5] != 4 || w[1] * 4 != x[1] * x[4] || x[4] % 4 != 0))
+    fail("weight " + in[1].str() + " does not match input " + in[0].str());
+  if (groups != 1 && (w[1] != 1 || w[5] != 1 || x[4] != outBlock || x[1] * x[4] != oc))
+    fail("qnn.conv2d_nchwc supports groups=1 or depthwise, got weight " + in[1].str() + " for " + in[0].str());
+  requirePerChannel({in[0], in[1], in[2], in[3]}, 2, oc, "qnn.conv2d_nchwc");
+  if (in[4].dtype != DType::Int32 || in[4].rank() != 1 || in[4].shape[0] != oc)
+    fail("qnn.conv2d_nchwc zero-point sum " + in[4].str() + " must be i32[" + std::to_string(oc) + "]");
+  int64_t oh = windowOutputSize(x[2], w[2], stride[0], pad[0], dil[0], false);
+  int64_t ow = windowOutputSize(x[3], w[3], stride[1], pad[1], dil[1], false);
+  if (oh <= 0 || ow <= 0) fail("kernel larger than padded input " + in[0].str());
+  return {TensorType{DType::UInt8, {x[0], oc / outBlock, oh, ow, outBlock}}};
+}
+
 struct Registry {
   std::map<std::string, OpDef, std::less<>> ops;
   void add(std::string name, std::string summary, int minIn, int maxIn, OpPattern pattern,
@@ -406,6 +506,19 @@ const Registry& registry() {
            inferLayoutTransform);
     r->add("conv2d_nchwc", "2-D convolution in the packed NCHW[x]c layout with a pre-packed weight", 2, 3,
            P::OutEWiseFusable, inferConv2dNchwc);
+    r->add("conv2d_winograd_nchwc", "3x3 convolution as Winograd F(m x m, 3x3) in the packed layout", 2, 3,
+           P::OutEWiseFusable, inferConv2dWinogradNchwc);
+    // Quantized dialect (op_registry.h, "Quantized operators"); kernels fuse their requantization.
+    r->add("qnn.quantize", "f32 → u8: clamp(roundeven(x / output_scale) + output_zero_point) [out_layout]", 1, 1,
+           P::Opaque, inferQnnQuantize);
+    r->add("qnn.dequantize", "u8 → f32: (x − zero_point) · scale", 1, 1, P::Opaque, inferQnnDequantize);
+    r->add("qnn.conv2d", "u8 × i8 convolution, i32 accumulation, per-channel requantization to u8", 4, 4, P::Opaque,
+           inferQnnConv2d);
+    r->add("qnn.conv2d_nchwc", "qnn.conv2d in the packed NCHW[x]c layout with a pre-packed weight", 5, 5, P::Opaque,
+           inferQnnConv2dNchwc);
+    r->add("qnn.dense", "u8 × i8 dense layer, i32 accumulation, per-channel requantization to u8", 4, 4, P::Opaque,
+           inferQnnDense);
+    r->add("qnn.add", "sum of two u8 tensors requantized to u8", 2, 2, P::Opaque, inferQnnAdd);
     return r;
   }();
   return *reg;

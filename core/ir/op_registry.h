@@ -33,6 +33,26 @@
 //   conv2d_nchwc(x, w[, b])  x [N,C/x,H,W,x], w [O/y,C/x,KH,KW,x,y] (depthwise: [O/y,1,KH,KW,1,y]),
 //                            b [O]; stride padding dilation groups (1 or C) out_layout="NCHW<z>c"
 //                            (y a multiple of z); informative data_layout, kernel_layout
+//   conv2d_winograd_nchwc(x, u[, b])  3×3, stride 1: x as above, u [O/y,m+2,m+2,C,y] the
+//                            transformed filter (core/lower/schedule.h winogradMatrices), b [O];
+//                            tile=m (2|4) padding out_layout
+// Quantized operators (u8 activations with one scale and zero point per tensor, i8 weights with one
+// scale per output channel; core/passes/qnn_alter_layout.h):
+//   qnn.quantize(x f32)          output_scale output_zero_point [out_layout="NCHW<b>c": packed,
+//                                channels padded to a multiple of b with the zero point]
+//   qnn.dequantize(x u8)         scale zero_point → f32
+//   qnn.conv2d(x u8, w i8, multiplier f32[O], offset f32[O])  conv2d's attributes, input_zero_point,
+//                                output_zero_point, relu; y = clamp(roundeven((acc + offset[o])·
+//                                multiplier[o] + output_zero_point), relu ? output_zero_point : 0, 255)
+//                                in f32, with acc = Σ (x − input_zero_point)·w (i32; padding adds 0);
+//                                informative input_scale, output_scale
+//   qnn.dense(x u8, w i8 [N,K], multiplier, offset)          the same for a dense layer
+//   qnn.add(a u8, b u8)          a_scale a_zero_point b_scale b_zero_point output_scale
+//                                output_zero_point relu (equal shapes, any layout)
+//   qnn.conv2d_nchwc(x, w, multiplier, offset, zsum i32[O])  packed form (qnn-alter-layout): x
+//                                NCHW<ib>c (ib % 4 == 0), w [O/ob, Cp/4, KH, KW, ob, 4] (depthwise
+//                                [O/ob, 1, KH, KW, ob, 1]), out_layout="NCHW<ob>c"; acc = Σ x·w over
+//                                the window with padding reading input_zero_point, minus zsum[o]
 #pragma once
 
 #include <functional>

@@ -125,6 +125,10 @@ class Parser {
       while (accept(','));
     }
     expect(']');
+    // Element counts must fit in int64 (shape arithmetic everywhere relies on it).
+    int64_t numel = 1;
+    for (int64_t d : t.shape)
+      if (d >= 0 && __builtin_mul_overflow(numel, d, &numel)) error("shape " + runtime::shapeString(t.shape) + " is too large");
     return t;
   }
 
@@ -216,6 +220,14 @@ class Parser {
   }
 
   runtime::Tensor parseConstantData(const TensorType& type) {
+    // An elided constant is allocated from its type alone: bound what a line of text may ask for.
+    constexpr int64_t kMaxConstantBytes = int64_t{1} << 30;
+    int64_t bytes = static_cast<int64_t>(runtime::dtypeSize(type.dtype));
+    for (int64_t d : type.shape) {
+      if (d < 0) error("negative dimension in constant type " + type.str());
+      if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > kMaxConstantBytes)
+        error("constant of type " + type.str() + " is larger than 1 GiB");
+    }
     runtime::Tensor t = runtime::Tensor::zeros(type.dtype, type.shape);
     if (peekWord("elided")) {
       m_pos += 6;
@@ -314,6 +326,9 @@ class Parser {
       error(e.what());
     }
     if (outs.size() != names.size()) error(op + " defines " + std::to_string(outs.size()) + " values");
+    if (declared.size() != outs.size())
+      error(op + " defines " + std::to_string(outs.size()) + " values but " + std::to_string(declared.size()) +
+            " types are declared");
     for (size_t i = 0; i < outs.size(); ++i) {
       if (!(m_graph.type(outs[i]) == declared.at(i)))
         error("declared type " + declared[i].str() + " of %" + names[i] + " differs from inferred " +

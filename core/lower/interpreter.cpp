@@ -8,7 +8,9 @@
 #include <limits>
 #include <memory>
 
+#include "core/tir/bounds_check.h"
 #include "runtime/error.h"
+#include "runtime/kernel_abi.h"
 
 namespace kiln::core::lower {
 
@@ -107,6 +109,7 @@ double callIntrinsic(const std::string& name, Type t, double a, double b) {
   if (name == "floor") return std::floor(a);
   if (name == "ceil") return std::ceil(a);
   if (name == "round") return std::round(a);
+  if (name == "roundeven") return single ? std::nearbyint(fa) : std::nearbyint(a);
   if (name == "pow") return single ? std::pow(fa, fb) : std::pow(a, b);
   fail("unknown intrinsic '" + name + "'");
 }
@@ -125,6 +128,7 @@ class Interpreter {
       if (!args[i] && func.params[i]->numel() > 0) fail("null argument for " + func.params[i]->name);
       m_buffers.push_back({func.params[i].get(), static_cast<uint8_t*>(args[i])});
     }
+    m_func = &func;
     if (func.body.defined()) exec(func.body);
   }
 
@@ -188,6 +192,7 @@ class Interpreter {
         const auto* c = e.as<Call>();
         std::vector<Value> args;
         for (const Expr& a : c->args) args.push_back(eval(a));
+        if (c->name == "bounds_check") return boundsCheck(args);
         Value v(e.type());
         for (int k = 0; k < v.lanes(); ++k) {
           double b = args.size() > 1 ? args[1][k].f : 0.0;
@@ -197,6 +202,18 @@ class Interpreter {
       }
     }
     fail(std::string("unknown expression kind ") + exprKindName(e.kind()));
+  }
+
+  // bounds_check(x, lowOffset, highOffset, extent, site) → x (core/tir/bounds_check.h).
+  Value boundsCheck(const std::vector<Value>& args) {
+    if (args.size() != 5) fail("bounds_check takes five arguments");
+    int64_t x = args[0].one.i, extent = args[3].one.i;
+    int64_t low = x + args[1].one.i, high = x + args[2].one.i;
+    if (low < 0 || high >= extent) {
+      std::string buffer = boundsCheckBufferName(*m_func, args[4].one.i);
+      throw InternalError(boundsFailureMessage(m_func->name, buffer, low < 0 ? low : high, extent));
+    }
+    return args[0];
   }
 
   Value lookup(const Var* var) {
@@ -382,6 +399,7 @@ class Interpreter {
 
   std::vector<std::pair<const Var*, Value>> m_vars;  // innermost binding last
   std::vector<BufferBinding> m_buffers;              // innermost allocation last
+  const PrimFunc* m_func = nullptr;
 };
 
 }  // namespace

@@ -8,7 +8,9 @@
 //   error. Floats of 32 bits are rounded to single precision after every operation.
 // - Every ForKind runs as a serial loop. Allocate gives heap memory filled with 0xFF bytes (NaN
 //   for floats, -1 for signed integers), so reading an uninitialized local shows up in results.
-// - Each Load and Store is bounds-checked.
+// - Each Load and Store is bounds-checked (always, so KILN_BOUNDS_CHECK changes nothing here).
+//   A bounds_check intrinsic (core/tir/bounds_check.h) that fails throws InternalError with
+//   kiln::boundsFailureMessage's text.
 #pragma once
 
 #include <vector>

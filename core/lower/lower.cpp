@@ -7,6 +7,7 @@
 
 #include "core/ir/printer.h"
 #include "core/lower/lower_internal.h"
+#include "core/tir/bounds_check.h"
 #include "core/tir/vectorize.h"
 #include "core/tir/simplify.h"
 #include "runtime/error.h"
@@ -27,6 +28,7 @@ Stmt lowerArgMinMax(const OpContext& ctx);        // ops_select_reduce.cpp
 Stmt lowerTopk(const OpContext& ctx);             // ops_select_reduce.cpp
 Stmt lowerConvTranspose2d(const OpContext& ctx);  // ops_image.cpp
 Stmt lowerResize2d(const OpContext& ctx);         // ops_image.cpp
+void addQuantLowerings(std::map<std::string, OpLowering, std::less<>>& table);  // ops_quant.cpp (qnn.*)
 
 namespace {
 
@@ -52,6 +54,7 @@ const std::map<std::string, OpLowering, std::less<>>& lowerings() {
     (*t)["sum"] = lowerReduce;
     (*t)["softmax"] = lowerSoftmax;
     (*t)["conv2d_nchwc"] = lowerConv2dNchwc;
+    (*t)["conv2d_winograd_nchwc"] = lowerConv2dWinogradNchwc;
     (*t)["layout_transform"] = lowerLayoutTransform;
     (*t)["strided_slice"] = lowerStridedSlice;
     (*t)["take"] = lowerTake;
@@ -67,6 +70,7 @@ const std::map<std::string, OpLowering, std::less<>>& lowerings() {
     (*t)["topk"] = lowerTopk;
     (*t)["conv_transpose2d"] = lowerConvTranspose2d;
     (*t)["resize2d"] = lowerResize2d;
+    addQuantLowerings(*t);
     return t;
   }();
   return *table;
@@ -160,6 +164,7 @@ PrimFunc lowerApplication(const OpApplication& app, const std::string& funcName,
   func.attrs["op"] = app.op;
   if (!ctx.schedule.empty()) func.attrs["schedule"] = ctx.schedule;
   if (!ctx.tuneKey.empty()) func.attrs["tune_key"] = ctx.tuneKey;
+  if (options.boundsCheck) func = insertBoundsChecks(func);
   return func;
 }
 
@@ -223,6 +228,7 @@ class GraphLowering {
     std::string name = m_graph.groups()[group].name;
     tir::PrimFunc func = lowerGroup(m_graph, group, name, m_options);
     func.body = simplify(vectorizeInnermostLoops(func.body, m_options.vectorLanes));
+    if (m_options.boundsCheck) func = insertBoundsChecks(func);
     m_module.funcs.push_back(std::move(func));
     m_funcByKey.emplace(key, name);
     return name;

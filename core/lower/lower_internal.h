@@ -93,6 +93,7 @@ tir::Stmt lowerReduce(const OpContext& ctx);         // ops_reduce.cpp (mean, su
 tir::Stmt lowerSoftmax(const OpContext& ctx);        // ops_reduce.cpp
 tir::Stmt lowerConv2dNchwc(const OpContext& ctx);    // ops_conv_packed.cpp
 tir::Stmt lowerLayoutTransform(const OpContext& ctx);  // ops_conv_packed.cpp
+tir::Stmt lowerConv2dWinogradNchwc(const OpContext& ctx);  // ops_conv_winograd.cpp
 
 // ---- per-element expressions (ops_elementwise.cpp), shared with fused lowering (fused.cpp) ---
 

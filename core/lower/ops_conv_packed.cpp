@@ -59,8 +59,8 @@ struct PackedConvShape {
 
 class PackedConvBuilder {
  public:
-  PackedConvBuilder(const OpContext& ctx, PackedConvShape s, int owBlock, bool ocOuter)
-      : m_ctx(ctx), m_s(std::move(s)), m_owBlock(owBlock), m_ocOuter(ocOuter) {}
+  PackedConvBuilder(const OpContext& ctx, PackedConvShape s, int owBlock, bool ocOuter, int unroll)
+      : m_ctx(ctx), m_s(std::move(s)), m_owBlock(owBlock), m_ocOuter(ocOuter), m_unroll(unroll) {}
 
   Stmt build() {
     const PackedConvShape& s = m_s;
@@ -161,16 +161,21 @@ class PackedConvBuilder {
     // kw outside ic: one ic step holds one tap's broadcasts only (reusing them across taps would
     // keep more values live than the register file has room for next to the tile).
     Stmt inner;
+    // The ic loop, unrolled by the knob: `step` reads ic, bound here per copy.
+    auto icLoop = [&](const Expr& kw, const std::vector<int64_t>& columns) {
+      Stmt body = step(kw, columns);
+      Expr icVar = Var::make("ic");
+      return unrolledFor(icVar, s.ib, m_unroll, [&](const Expr& index) { return substitute(body, {{ic, index}}); });
+    };
     if (interior) {
       Expr kw = Var::make("kw");
-      inner = serialFor(kw, 0, s.kw, serialFor(ic, 0, s.ib, step(kw, liveColumns(ow0, width, 0, true))));
+      inner = serialFor(kw, 0, s.kw, icLoop(kw, liveColumns(ow0, width, 0, true)));
     } else {
       std::vector<Stmt> taps;
       for (int64_t k = 0; k < s.kw; ++k) {
         std::vector<int64_t> live = liveColumns(ow0, width, k, false);
         if (live.empty()) continue;
-        Expr icTap = Var::make("ic");
-        taps.push_back(serialFor(icTap, 0, s.ib, substitute(step(i64(k), live), {{ic, icTap}})));
+        taps.push_back(icLoop(i64(k), live));
       }
       if (taps.empty()) return Stmt();
       inner = Seq::make(std::move(taps));
@@ -234,6 +239,7 @@ class PackedConvBuilder {
   PackedConvShape m_s;
   int m_owBlock;
   bool m_ocOuter;
+  int m_unroll;
   Expr m_n, m_oco, m_oh;
   RegisterTile m_acc{"acc", Type::f32(), 1, 1};
 };
@@ -259,7 +265,8 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   // whose oc_vecs disagrees with the weight packing was made for another packing: ignore it.
   ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
   const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey);
-  if (tuned && knob(*tuned, "oc_vecs", s.ocVecs) != s.ocVecs) tuned = nullptr;
+  // Likewise a record for a Winograd algorithm (alter-layout did not transform this weight).
+  if (tuned && (knob(*tuned, "oc_vecs", s.ocVecs) != s.ocVecs || knob(*tuned, "algo", 0) != 0)) tuned = nullptr;
   bool pointwise = s.kh == 1 && s.kw == 1 && stride == std::vector<int64_t>{1, 1} && pad == std::vector<int64_t>{0, 0};
   bool flatten = packedConvFlattens(s.kh, s.kw, stride, pad, s.ow, ctx.options);
   if (tuned) flatten = pointwise && knob(*tuned, "flatten", flatten) != 0;
@@ -274,14 +281,24 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
 
   int owBlock = packedConvOwBlock(s.ow, s.ocVecs, ctx.options);
   bool ocOuter = true;
+  int unroll = 1;
   if (tuned) {
     int64_t b = knob(*tuned, "ow_block", owBlock);
     if (b >= 1 && b <= s.ow && packedConvTileFits(s.ocVecs, b, ctx.options)) owBlock = static_cast<int>(b);
     ocOuter = knob(*tuned, "oc_outer", 1) != 0;
+    int64_t u = knob(*tuned, "unroll", 1);
+    std::vector<int64_t> factors = packedConvUnrollFactors(s.ib, s.depthwise);
+    if (std::find(factors.begin(), factors.end(), u) != factors.end()) unroll = static_cast<int>(u);
   }
-  Knobs used{{"oc_vecs", s.ocVecs}, {"ow_block", owBlock}, {"flatten", flatten ? 1 : 0}, {"oc_outer", ocOuter ? 1 : 0}};
+  Knobs used{{"oc_vecs", s.ocVecs},
+             {"ow_block", owBlock},
+             {"flatten", flatten ? 1 : 0},
+             {"oc_outer", ocOuter ? 1 : 0},
+             {"unroll", unroll}};
+  // Convolutions that could run as Winograd carry the algorithm knob (0: this direct kernel).
+  if (winogradEligible(convGeometry(ctx.op, ctx.attrs, ctx.inTypes))) used["algo"] = 0;
   ctx.schedule = knobsText(used);
-  return PackedConvBuilder(ctx, s, owBlock, ocOuter).build();
+  return PackedConvBuilder(ctx, s, owBlock, ocOuter, unroll).build();
 }
 
 Stmt lowerLayoutTransform(const OpContext& ctx) {

@@ -83,6 +83,28 @@ int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options)
   return static_cast<int>((outWidth + tiles - 1) / tiles);
 }
 
+std::vector<int64_t> packedConvUnrollFactors(int64_t block, bool depthwise) {
+  std::vector<int64_t> factors{1};
+  if (depthwise) return factors;
+  for (int64_t u : {2, 4})
+    if (block % u == 0) factors.push_back(u);
+  return factors;
+}
+
+Stmt unrolledFor(const Expr& var, int64_t extent, int64_t factor, const std::function<Stmt(const Expr&)>& body) {
+  if (factor <= 1 || extent % factor != 0 || extent <= factor) {
+    if (extent == factor && factor > 1) {
+      std::vector<Stmt> copies;
+      for (int64_t k = 0; k < factor; ++k) copies.push_back(body(i64(k)));
+      return Seq::make(std::move(copies));
+    }
+    return serialFor(var, 0, extent, body(var));
+  }
+  std::vector<Stmt> copies;
+  for (int64_t k = 0; k < factor; ++k) copies.push_back(body(var * factor + k));
+  return serialFor(var, 0, extent / factor, Seq::make(std::move(copies)));
+}
+
 // ---- window geometry ------------------------------------------------------------------------
 
 std::pair<int64_t, int64_t> WindowAxis::interior() const {

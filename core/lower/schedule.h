@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/lower/lower.h"
+#include "core/lower/schedule_config.h"
 #include "core/tir/stmt.h"
 
 namespace kiln::core::lower {
@@ -76,6 +77,39 @@ bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const Lower
 
 /// Packed conv tile width for a row of `outWidth` columns with `ocVecs` vectors per column.
 int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options);
+
+/// Unroll factors of the packed convolutions' innermost reduction loop (over the input channels
+/// of a block, `block` of them): 1 (a loop; LLVM decides) and the factors ≤ 4 dividing `block`.
+/// Depthwise convolutions have no such loop: 1 only.
+std::vector<int64_t> packedConvUnrollFactors(int64_t block, bool depthwise);
+
+// ---- Winograd convolution (ops_conv_winograd.cpp) -------------------------------------------
+
+/// Whether a convolution can run as Winograd F(m×m, 3×3): 3×3, stride 1, dilation 1, groups 1,
+/// padding ≤ 2 (so every output tile reads at least one input row and column).
+bool winogradEligible(const ConvGeometry& g);
+
+/// The algorithm (knob `algo`) alter-layout picks for a packed convolution without a tuning
+/// record: 0 (direct) or an output tile size m of Winograd F(m×m, 3×3) (2 or 4).
+int packedConvAlgo(const ConvGeometry& g, const LowerOptions& options);
+
+/// The transforms of Winograd F(m×m, 3×3) (m = 2 or 4; α = m + 2 input tile), built by
+/// Toom-Cook from the interpolation points 0, ±1 (m = 2) and 0, ±1, ±1/2 (m = 4), plus ∞:
+///   Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A  for a 3×3 filter g and an α×α input tile d.
+/// Aᵀ and Bᵀ hold only dyadic rationals (exact in f32); the 1/Π(pᵢ − pⱼ) scalings sit in G,
+/// which is applied at compile time in double precision. Row-major.
+struct WinogradMatrices {
+  int m = 0, alpha = 0;
+  std::vector<double> at;  // Aᵀ: m × α
+  std::vector<double> g;   // G: α × 3
+  std::vector<double> bt;  // Bᵀ: α × α
+};
+const WinogradMatrices& winogradMatrices(int m);
+
+/// Loop `var` over [0, extent) around `body(index)`; with factor > 1 (dividing extent) the loop
+/// steps by `factor` and its body holds `factor` copies at index var·factor + k.
+tir::Stmt unrolledFor(const tir::Expr& var, int64_t extent, int64_t factor,
+                      const std::function<tir::Stmt(const tir::Expr&)>& body);
 
 // ---- column plans -----------------------------------------------------------------------------
 

@@ -84,6 +84,10 @@ ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::
   if (op == "conv2d_nchwc") {
     g.c = x[1] * x[4];
     g.o = w[0] * w[5];
+  } else if (op == "conv2d_winograd_nchwc") {  // w [O/ob, α, α, C, ob]: a 3×3 filter
+    g.c = x[1] * x[4];
+    g.o = w[0] * w[4];
+    g.kh = g.kw = 3;
   } else {
     g.c = x[1];
     g.o = w[0];
@@ -102,6 +106,8 @@ std::string denseTuneKey(int64_t m, int64_t k, int64_t n, DType dtype) {
 std::string tuneKeyOf(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& in,
                       const std::vector<TensorType>& out) {
   if (op == "conv2d_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 6)
+    return packedConvTuneKey(convGeometry(op, attrs, in), in[0].dtype);
+  if (op == "conv2d_winograd_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 5)
     return packedConvTuneKey(convGeometry(op, attrs, in), in[0].dtype);
   if (op == "dense" && in.size() >= 2 && in[0].rank() >= 1 && in[1].rank() == 2) {
     int64_t m = 1;

@@ -8,13 +8,18 @@
 // with the same layer shapes. The key is also complete: core/tune rebuilds a standalone task
 // from it.
 //
-// Knobs of a packed convolution (conv2d_nchwc):
+// Knobs of a packed convolution (conv2d_nchwc, or conv2d_winograd_nchwc after alter-layout):
+//   algo      only for Winograd-eligible convolutions (3×3, stride 1, dilation 1, groups 1):
+//             0 direct, 2 Winograd F(2×2, 3×3), 4 Winograd F(4×4, 3×3) — the output tile size.
+//             It decides the weight transform, so alter-layout reads it (schedule.h)
 //   oc_vecs   output-channel vectors per register tile (fixes the weight packing, so the
 //             alter-layout pass reads it as well as the lowering)
-//   ow_block  output columns per register tile
-//   flatten   1: a pointwise convolution walks its OH·OW outputs as one row
-//   oc_outer  1: the parallel loop runs output-channel groups outside rows (weights stay in
-//             cache across rows); 0: rows outside (inputs stay in cache across channel groups)
+//   ow_block  output columns per register tile (direct); output tiles per register tile of
+//             the batched GEMM (Winograd)
+//   flatten   1: a pointwise convolution walks its OH·OW outputs as one row (direct only)
+//   oc_outer  1: the parallel loop runs output-channel groups outside rows (direct) or tile
+//             blocks (Winograd): weights stay in cache; 0: the other way round
+//   unroll    unroll factor of the innermost reduction loop over a block's input channels
 // Knobs of dense: rows (input rows per tile, dividing M) and cols (weight rows per tile).
 //
 // Lowerings validate a configuration against the workload and the target and fall back to the

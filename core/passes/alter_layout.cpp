@@ -69,6 +69,33 @@ runtime::Tensor packConvWeight(const Tensor& oihw, int64_t inBlock, int64_t outB
   return out;
 }
 
+runtime::Tensor winogradConvWeight(const Tensor& oihw, int m, int64_t outBlock) {
+  const Shape& s = oihw.shape();
+  KILN_ASSERT(s.size() == 4 && s[2] == 3 && s[3] == 3 && oihw.dtype() == DType::Float32,
+              "winogradConvWeight: expects f32 OIHW 3x3");
+  const lower::WinogradMatrices& mat = lower::winogradMatrices(m);
+  int64_t o = s[0], i = s[1], a = mat.alpha;
+  KILN_ASSERT(outBlock > 0 && o % outBlock == 0, "winogradConvWeight: block does not divide the channels");
+  Tensor out = Tensor::zeros(DType::Float32, {o / outBlock, a, a, i, outBlock});
+  const float* src = oihw.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t ic = 0; ic < i; ++ic) {
+      const float* g = src + (oc * i + ic) * 9;
+      double gg[6][3] = {};  // G g: α × 3
+      for (int64_t x = 0; x < a; ++x)
+        for (int k = 0; k < 3; ++k)
+          for (int l = 0; l < 3; ++l) gg[x][k] += mat.g[static_cast<size_t>(x * 3 + l)] * g[l * 3 + k];
+      for (int64_t x = 0; x < a; ++x)
+        for (int64_t y = 0; y < a; ++y) {
+          double v = 0;
+          for (int k = 0; k < 3; ++k) v += gg[x][k] * mat.g[static_cast<size_t>(y * 3 + k)];
+          dst[((((oc / outBlock) * a + x) * a + y) * i + ic) * outBlock + oc % outBlock] = static_cast<float>(v);
+        }
+    }
+  return out;
+}
+
 namespace {
 
 std::string layoutName(int64_t block) { return block == 0 ? "NCHW" : "NCHW" + std::to_string(block) + "c"; }
@@ -231,16 +258,22 @@ class LayoutRewriter {
                                           yt.shape[3], m_lower);
     int64_t rowWidth = flat ? yt.shape[2] * yt.shape[3] : yt.shape[3];
     int ocVecs = lower::packedConvOcVecs(oc, outBlock, rowWidth, depthwise, m_lower);
+    lower::ConvGeometry geometry = lower::convGeometry(node.op, node.attrs, {xt, w.type});
+    bool winogradOk = !depthwise && lower::winogradEligible(geometry);
+    int64_t algo = winogradOk ? lower::packedConvAlgo(geometry, m_lower) : 0;
     if (m_schedules && !depthwise) {
-      std::string key = lower::packedConvTuneKey(lower::convGeometry(node.op, node.attrs, {xt, w.type}), xt.dtype);
+      std::string key = lower::packedConvTuneKey(geometry, xt.dtype);
       if (const lower::Knobs* tuned = m_schedules->find(key)) {
         int64_t v = lower::knob(*tuned, "oc_vecs", ocVecs);
         if (v >= 1 && (oc / outBlock) % v == 0 && lower::packedConvTileFits(v, 1, m_lower)) ocVecs = static_cast<int>(v);
+        int64_t a = lower::knob(*tuned, "algo", 0);
+        algo = winogradOk && (a == 2 || a == 4) ? a : 0;
       }
     }
     int64_t weightBlock = outBlock * ocVecs;
 
     ValueId x = ensurePacked(node.inputs[0], inBlock);
+    if (algo != 0) return addWinograd(node, x, static_cast<int>(algo), inBlock, outBlock, weightBlock);
     ValueId wp = m_rw.addConstant(w.name + "_packed", packConvWeight(*w.constant, inBlock, weightBlock, depthwise));
     std::vector<ValueId> inputs = {x, wp};
     if (node.inputs.size() == 3) inputs.push_back(ensurePlain(node.inputs[2]));
@@ -250,6 +283,25 @@ class LayoutRewriter {
     attrs.set("kernel_layout", "OIHW" + std::to_string(depthwise ? 1 : inBlock) + "i" + std::to_string(weightBlock) + "o");
     attrs.set("out_layout", layoutName(outBlock));
     addPacked(node.outputs[0], "conv2d_nchwc", std::move(inputs), attrs, outBlock);
+    ++m_convs;
+    bump(m_counters, "convs");
+    return true;
+  }
+
+  /// conv2d_winograd_nchwc with the weight transformed for F(m×m, 3×3) (stride and dilation
+  /// are 1, groups 1: only padding carries over).
+  bool addWinograd(const Node& node, ValueId x, int m, int64_t inBlock, int64_t outBlock, int64_t weightBlock) {
+    const Value& w = m_src.value(node.inputs[1]);
+    ValueId u = m_rw.addConstant(w.name + "_winograd" + std::to_string(m), winogradConvWeight(*w.constant, m, weightBlock));
+    std::vector<ValueId> inputs = {x, u};
+    if (node.inputs.size() == 3) inputs.push_back(ensurePlain(node.inputs[2]));
+    Attrs attrs;
+    attrs.set("padding", pairOf(node.attrs, "padding", 0));
+    attrs.set("tile", int64_t{m});
+    attrs.set("data_layout", layoutName(inBlock));
+    attrs.set("kernel_layout", "wino" + std::to_string(m) + "_OAAI" + std::to_string(weightBlock) + "o");
+    attrs.set("out_layout", layoutName(outBlock));
+    addPacked(node.outputs[0], "conv2d_winograd_nchwc", std::move(inputs), attrs, outBlock);
     ++m_convs;
     bump(m_counters, "convs");
     return true;

@@ -5,7 +5,9 @@
 // reshape). Lanes come from the target's vector width (8 for AVX2 f32, 16 for AVX-512).
 //
 // Which ops stay packed (the rest are barriers that read plain NCHW):
-// - conv2d with a constant weight, groups 1 or depthwise (groups = C = O) → conv2d_nchwc;
+// - conv2d with a constant weight, groups 1 or depthwise (groups = C = O) → conv2d_nchwc, or
+//   conv2d_winograd_nchwc for a 3×3 stride-1 conv whose tuning record (or the heuristic,
+//   core/lower/schedule.h packedConvAlgo) asks for Winograd;
 // - elementwise unary ops and copies of a packed value;
 // - broadcasting binary ops whose operands are packed, per-channel or channel-free constants
 //   (repacked at compile time), or rank-4 values (transformed or reshaped to the packed form);
@@ -25,7 +27,8 @@ namespace kiln::core::passes {
 struct AlterLayoutOptions {
   int lanes = 8;  // x: the channel block, normally the f32 vector width of the target
   /// Tuned knobs: a record's oc_vecs decides how many output blocks a conv's packed weight
-  /// interleaves (core/lower/schedule_config.h); other convs use the heuristic.
+  /// interleaves and its algo whether a 3×3 conv becomes conv2d_winograd_nchwc with a
+  /// Winograd-transformed weight (core/lower/schedule_config.h); other convs use the heuristic.
   std::shared_ptr<const lower::ScheduleConfigs> schedules;
 };
 
@@ -43,5 +46,8 @@ runtime::Tensor unpackChannels(const runtime::Tensor& packed);
 /// OIHW → [O/outBlock, I/inBlock, KH, KW, inBlock, outBlock]; depthwise [O, 1, KH, KW] →
 /// [O/outBlock, 1, KH, KW, 1, outBlock].
 runtime::Tensor packConvWeight(const runtime::Tensor& oihw, int64_t inBlock, int64_t outBlock, bool depthwise);
+/// OIHW 3×3 → the Winograd F(m×m, 3×3) filter [O/outBlock, α, α, I, outBlock] (α = m + 2):
+/// u[o/ob, ξ, ν, i, o%ob] = (G g Gᵀ)[ξ, ν] of g = w[o, i], computed in double precision.
+runtime::Tensor winogradConvWeight(const runtime::Tensor& oihw, int m, int64_t outBlock);
 
 }  // namespace kiln::core::passes

@@ -12,6 +12,7 @@
 #include "core/passes/fold_scale_axis.h"
 #include "core/passes/fuse_ops.h"
 #include "core/passes/merge_parallel.h"
+#include "core/passes/qnn_alter_layout.h"
 #include "core/passes/simplify_inference.h"
 #include "runtime/error.h"
 
@@ -101,6 +102,13 @@ void registerPasses(Registry& r) {
          {{"lanes", OptionType::Int, "8", "the channel block x (the f32 vector width)"}},
          [](Graph& g, const PassOptions& o, PassCounters*) {
            return alterLayout(g, AlterLayoutOptions{static_cast<int>(o.getInt("lanes")), o.schedules});
+         }});
+  r.add({"qnn-alter-layout",
+         "quantized convolutions to packed u8 NCHW[x]c with int8 weights packed for the dot-product kernel",
+         3,
+         {{"lanes", OptionType::Int, "16", "the largest channel block (i32 lanes)"}},
+         [](Graph& g, const PassOptions& o, PassCounters* c) {
+           return qnnAlterLayout(g, QnnAlterLayoutOptions{static_cast<int>(o.getInt("lanes"))}, c);
          }});
   r.add({"merge-parallel",
          "merge sibling conv2d/dense ops on one input into one wide op plus channel slices",

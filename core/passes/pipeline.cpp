@@ -129,6 +129,7 @@ std::string defaultPipelineText(int optLevel, int vectorLanes) {
     if (alter->findOption("lanes")) lanes["lanes"] = std::to_string(vectorLanes);
     o3 += "," + PassInvocation{alter, alter->makeOptions(lanes)}.text() + ",fold-constants";
   }
+  o3 += ",qnn-alter-layout";  // a no-op without quantized convolutions
   // O4: merge-parallel once weights are folded and packed, before fusion fuses the slices.
   if (optLevel >= 4) o3 += ",merge-parallel";
   return o3 + ",eliminate-dead-code,fuse-ops";

@@ -153,7 +153,24 @@ Expr Broadcast::make(Expr value, int lanes) {
 
 Expr Call::make(const std::string& name, std::vector<Expr> args) {
   static const std::set<std::string> unary = {"exp", "log", "sqrt", "tanh", "erf", "sigmoid",
-                                              "fabs", "floor", "ceil", "round"};
+                                              "fabs", "floor", "ceil", "round", "roundeven"};
+  if (name == "bounds_check") {  // core/tir/bounds_check.h: (index, lowOffset, highOffset, extent, site)
+    KILN_ASSERT(args.size() == 5, "bounds_check takes five arguments");
+    for (const Expr& a : args)
+      KILN_ASSERT(a.type() == args[0].type() && a.type().isInt() && !a.type().isVector(),
+                  "bounds_check takes scalar integers of one type");
+    KILN_ASSERT(asConstInt(args[4]) != nullptr, "bounds_check's site must be a constant");
+    Type t = args[0].type();
+    return Expr(std::make_shared<const Call>(t, name, std::move(args)));
+  }
+  if (name == "dot4_u8i8") {
+    KILN_ASSERT(args.size() == 3, "dot4_u8i8 takes (acc, a, b)");
+    Type acc = args[0].type(), a = args[1].type(), b = args[2].type();
+    KILN_ASSERT(acc.element() == Type::i32() && a.element() == Type::u8() && b.element() == Type::i8() &&
+                    b.lanes == 4 * acc.lanes && (a.lanes == 4 || a.lanes == b.lanes),
+                "dot4_u8i8 takes i32xN, u8x4 (or u8x4N) and i8x4N");
+    return Expr(std::make_shared<const Call>(acc, name, std::move(args)));
+  }
   if (name == "pow") {
     KILN_ASSERT(args.size() == 2 && args[0].type() == args[1].type(), "pow takes two equal-typed args");
   } else {

@@ -16,7 +16,9 @@
 // - Ramp(base, stride, lanes) is the vector [base, base+stride, ...]; Broadcast(v, lanes) repeats
 //   a scalar. Binary operands must have equal types (including lanes).
 // - Call is a pure math intrinsic by name: exp log sqrt tanh erf sigmoid fabs floor ceil round
-//   pow (2 args). Code generation maps each to LLVM intrinsics or libm.
+//   roundeven (ties to even) pow (2 args). dot4_u8i8(acc i32xN, a u8x4N, b i8x4N) is the int8
+//   dot product: lane i of the result is acc[i] + Σ_{k<4} a[4i+k]·b[4i+k] (exact, no saturation;
+//   a u8x4 `a` is repeated for every lane) — vpdpbusd where the target has VNNI. Code generation maps each to LLVM intrinsics or libm.
 #pragma once
 
 #include <cstdint>

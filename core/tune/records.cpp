@@ -1,6 +1,12 @@
 // Tuning records as JSON lines; see records.h.
 #include "core/tune/records.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -74,23 +80,33 @@ RecordFile readRecords(const std::string& path) {
 void appendRecords(const std::string& path, const std::vector<TuneRecord>& records) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  // A torn last line (a run killed mid-write) must not glue onto the next record.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);  // read: the last byte
+  if (fd < 0) throw Error(path + ": cannot write the tuning records: " + std::strerror(errno), ErrorKind::Io);
+  // A torn last line (a run killed mid-write) must not glue onto the next record: start a new one.
+  struct stat st {};
   bool needNewline = false;
-  if (std::filesystem::exists(p) && std::filesystem::file_size(p) > 0) {
-    std::ifstream in(path, std::ios::binary);
-    in.seekg(-1, std::ios::end);
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
     char last = '\n';
-    in.get(last);
-    needNewline = last != '\n';
+    needNewline = ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n';
   }
-  std::ofstream out(path, std::ios::app);
-  if (!out) throw Error(path + ": cannot write the tuning records", ErrorKind::Io);
-  if (needNewline) out << '\n';
-  for (const TuneRecord& r : records) {
-    out << recordJson(r) << '\n';
-    out.flush();
-  }
-  if (!out) throw Error(path + ": writing the tuning records failed", ErrorKind::Io);
+  // One write() per record, with O_APPEND: a kill leaves whole lines and at most one torn last
+  // line, which readRecords() skips and counts. No fsync: a killed process loses nothing that
+  // write() returned (the kernel holds it), the same guarantee as the store's synchronous=NORMAL.
+  auto writeAll = [&](const std::string& data) {
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  bool ok = true;
+  for (size_t i = 0; i < records.size() && ok; ++i)
+    ok = writeAll((i == 0 && needNewline ? "\n" : "") + recordJson(records[i]) + "\n");
+  ::close(fd);
+  if (!ok) throw Error(path + ": writing the tuning records failed", ErrorKind::Io);
 }
 
 lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target) {

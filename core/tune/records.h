@@ -45,7 +45,8 @@ struct RecordFile {
 /// Reads a records file; a missing file reads as empty. Throws kiln::Error (Io) when it exists
 /// but cannot be read.
 RecordFile readRecords(const std::string& path);
-/// Appends records, one line each, flushing after each; creates the file (and its folder).
+/// Appends records with one write() per line (O_APPEND); starts a new line first when the file
+/// ends in a torn one; creates the file (and its folder).
 void appendRecords(const std::string& path, const std::vector<TuneRecord>& records);
 
 /// The fastest error-free record per key for `target` (all targets when empty).

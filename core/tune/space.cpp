@@ -20,9 +20,11 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 /// What a packed-conv task's shape implies on this target.
 struct ConvPlan {
   lower::ConvGeometry g;
-  int64_t block = 1;  // output channel block L
+  int64_t block = 1;    // output channel block L
+  int64_t inBlock = 1;  // input channel block
   bool depthwise = false;
   bool pointwise = false;
+  bool winograd = false;  // eligible for Winograd (the algo knob)
   int64_t rowWidth(bool flatten) const { return flatten ? g.outHeight() * g.outWidth() : g.outWidth(); }
 };
 
@@ -35,6 +37,8 @@ ConvPlan convPlan(const Knobs& p, const lower::LowerOptions& options) {
   g.dh = knob(p, "dh", 1), g.dw = knob(p, "dw", 1), g.groups = knob(p, "g", 1);
   plan.block = lower::channelBlock(g.o, options);
   plan.depthwise = g.groups > 1;
+  plan.inBlock = plan.depthwise ? plan.block : lower::channelBlock(g.c, options);
+  plan.winograd = lower::winogradEligible(g);
   plan.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
   return plan;
 }
@@ -53,20 +57,42 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
   if (parts.kind == "conv2d_nchwc") {
     ConvPlan plan = convPlan(parts.params, options);
     int64_t blocks = plan.g.o / plan.block;
-    for (int64_t v : {1, 2, 3, 4, 6, 8}) {
-      if (plan.depthwise ? v != 1 : (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options))) continue;
-      for (int64_t flatten : {0, 1}) {
-        if (flatten && !plan.pointwise) continue;
-        int64_t row = plan.rowWidth(flatten != 0), rows = flatten ? 1 : plan.g.outHeight();
-        for (int64_t b = 1; b <= row && lower::packedConvTileFits(v, b, options); ++b) {
-          if (ceilDiv(row, ceilDiv(row, b)) != b) continue;  // balanced to another width
-          bool orderMatters = blocks / v > 1 && rows > 1;
-          for (int64_t ocOuter : {1, 0}) {
-            if (!ocOuter && !orderMatters) continue;
-            space.add({{"oc_vecs", v}, {"ow_block", b}, {"flatten", flatten}, {"oc_outer", ocOuter}});
+    std::vector<int64_t> unrolls = lower::packedConvUnrollFactors(plan.inBlock, plan.depthwise);
+    // Direct configurations first, in the order the grid tuner measures them (unroll outermost,
+    // so the first points are the plain loops).
+    for (int64_t unroll : unrolls)
+      for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+        if (plan.depthwise ? v != 1 : (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options))) continue;
+        for (int64_t flatten : {0, 1}) {
+          if (flatten && !plan.pointwise) continue;
+          int64_t row = plan.rowWidth(flatten != 0), rows = flatten ? 1 : plan.g.outHeight();
+          for (int64_t b = 1; b <= row && lower::packedConvTileFits(v, b, options); ++b) {
+            if (ceilDiv(row, ceilDiv(row, b)) != b) continue;  // balanced to another width
+            bool orderMatters = blocks / v > 1 && rows > 1;
+            for (int64_t ocOuter : {1, 0}) {
+              if (!ocOuter && !orderMatters) continue;
+              Knobs k{{"oc_vecs", v}, {"ow_block", b}, {"flatten", flatten}, {"oc_outer", ocOuter}, {"unroll", unroll}};
+              if (plan.winograd) k["algo"] = 0;
+              space.add(std::move(k));
+            }
           }
         }
       }
+    // Winograd: register tiles of v vectors × b output tiles (the last block may be narrower, so
+    // every b up to the tile count is distinct).
+    for (int64_t m : {4, 2}) {
+      if (!plan.winograd) break;
+      int64_t tiles = plan.g.n * ceilDiv(plan.g.outHeight(), m) * ceilDiv(plan.g.outWidth(), m);
+      for (int64_t unroll : unrolls)
+        for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+          if (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options)) continue;
+          for (int64_t b = 1; b <= tiles && lower::packedConvTileFits(v, b, options); ++b)
+            for (int64_t ocOuter : {1, 0}) {
+              if (!ocOuter && (blocks / v == 1 || tiles <= b)) continue;
+              space.add({{"algo", m}, {"oc_vecs", v}, {"ow_block", b}, {"flatten", 0}, {"oc_outer", ocOuter},
+                         {"unroll", unroll}});
+            }
+        }
     }
   } else if (parts.kind == "dense") {
     int64_t m = knob(parts.params, "m", 1), n = knob(parts.params, "n", 1);
@@ -117,11 +143,20 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
     ConvPlan plan = convPlan(m_params, m_options);
     const lower::ConvGeometry& g = plan.g;
     int64_t v = k.at("oc_vecs"), b = k.at("ow_block"), flatten = k.at("flatten"), ocOuter = k.at("oc_outer");
+    int64_t algo = knob(k, "algo", 0), unroll = knob(k, "unroll", 1);
     int64_t row = plan.rowWidth(flatten != 0), tiles = ceilDiv(row, b);
     int64_t rows = flatten ? 1 : g.outHeight();
     double parallel = static_cast<double>(g.n * (g.o / plan.block / v) * rows);
     double cin = static_cast<double>(plan.depthwise ? 1 : g.c / g.groups);
-    double weightTileKb = cin * static_cast<double>(g.kh * g.kw * plan.block * v) * 4 / 1024;
+    double taps = static_cast<double>(g.kh * g.kw);  // multiplies per output and input channel
+    if (algo != 0) {
+      // Winograd: the "row" is the flat tile list; α² multiplies per m² outputs.
+      int64_t all = g.n * ceilDiv(g.outHeight(), algo) * ceilDiv(g.outWidth(), algo);
+      row = all, tiles = ceilDiv(all, b), rows = 1;
+      parallel = static_cast<double>((g.o / plan.block / v) * tiles);
+      taps = static_cast<double>((algo + 2) * (algo + 2)) / static_cast<double>(algo * algo);
+    }
+    double weightTileKb = cin * taps * static_cast<double>(plan.block * v) * 4 / 1024;
     double inputRowKb = static_cast<double>(g.c * g.w * g.kh) * 4 / 1024;
     f = {static_cast<float>(v),
          static_cast<float>(b),
@@ -140,7 +175,10 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          lg(static_cast<double>(g.outHeight() * g.outWidth())),
          static_cast<float>(g.kh * g.kw),
          static_cast<float>(g.sh),
-         static_cast<float>(plan.depthwise)};
+         static_cast<float>(plan.depthwise),
+         static_cast<float>(algo),
+         static_cast<float>(unroll),
+         static_cast<float>(taps)};
     return f;
   }
   int64_t rows = k.at("rows"), cols = k.at("cols");

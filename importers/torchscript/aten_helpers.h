@@ -62,5 +62,6 @@ void convolutionTransposed(Ctx& c, N n);
 
 void registerIndexingOps(Table& t);  // aten_ops_indexing.cpp
 void registerModelOps(Table& t);     // aten_ops_models.cpp
+void registerQuantizedOps(Table& t); // aten_ops_quantized.cpp (quantized::*, quint8 inputs)
 
 }  // namespace kiln::importers::ts

@@ -589,6 +589,7 @@ Table buildTable() {
     reg(t, op, dataDependent);
   registerIndexingOps(t);
   registerModelOps(t);
+  registerQuantizedOps(t);
   return t;
 }
 

@@ -16,7 +16,10 @@
 #include <torch/csrc/jit/passes/remove_mutation.h>
 #include <torch/csrc/jit/serialization/import.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -51,7 +54,9 @@ std::string torchMessage(const std::exception& e) {
 
 void requireFile(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path + ": no such file", ErrorKind::Io);
+  if (std::filesystem::is_regular_file(path, ec)) return;
+  if (std::filesystem::exists(path, ec)) throw Error(path + ": not a regular file", ErrorKind::Io);
+  throw Error(path + ": no such file", ErrorKind::Io);
 }
 
 // --- input specs -----------------------------------------------------------------------------
@@ -97,12 +102,51 @@ std::string specString(const InputSpec& spec) {
 
 // --- loading ---------------------------------------------------------------------------------
 
+/// Why a file libtorch could not load is not a TorchScript archive, in the user's terms; empty
+/// when it looks like one (the load then failed for another reason).
+std::string archiveProblem(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::file_size(path, ec) == 0 && !ec) return "empty file, not a TorchScript archive";
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {0, 0, 0, 0};
+  in.read(magic, sizeof magic);
+  if (in.gcount() < 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) {
+    if (static_cast<unsigned char>(magic[0]) == 0x80)  // a pickle protocol marker: legacy torch.save
+      return "not a TorchScript archive (a pickle from torch.save; save the model with torch.jit.save)";
+    return "not a TorchScript archive (not a zip file)";
+  }
+  std::vector<std::string> records;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    records = reader.getAllRecords();
+  } catch (const std::exception& e) {
+    std::string why = torchMessage(e);
+    if (why.find("central directory") != std::string::npos)
+      return "not a TorchScript archive (truncated or corrupt zip: no central directory)";
+    if (why.find("hasRecord(\"version\")") != std::string::npos)
+      return "not a TorchScript archive (zip has no version/constants.pkl/data.pkl)";
+    if (size_t enforce = why.find("] . "); why.rfind("[enforce fail", 0) == 0 && enforce != std::string::npos)
+      why = why.substr(enforce + 4);
+    if (size_t plea = why.find("  (Could this error message be improved?"); plea != std::string::npos)
+      why = why.substr(0, plea);
+    return "not a TorchScript archive (" + why + ")";
+  }
+  auto has = [&](const char* name) { return std::find(records.begin(), records.end(), name) != records.end(); };
+  if (has("data.pkl") && !has("constants.pkl"))
+    return "not a TorchScript archive (a torch.save archive of weights or a pickled module; save the model with "
+           "torch.jit.save)";
+  if (!has("data.pkl") || !has("constants.pkl")) return "not a TorchScript archive (zip has no constants.pkl/data.pkl)";
+  return {};
+}
+
 jit::Module loadModule(const std::string& path, jit::ExtraFilesMap& extra) {
   requireFile(path);
   try {
     return jit::load(path, c10::Device(c10::kCPU), extra);
   } catch (const std::exception& e) {
-    throw Error(path + ": " + torchMessage(e), ErrorKind::InvalidModel);
+    std::string problem = archiveProblem(path);
+    throw Error(path + ": " + (problem.empty() ? "cannot load TorchScript: " + torchMessage(e) : problem),
+                ErrorKind::InvalidModel);
   }
 }
 
@@ -144,6 +188,7 @@ struct SurveyState {
   std::vector<SurveyedOp> ops;
   std::unordered_map<const jit::Value*, c10::IValue> shadow;
   bool stopped = false;
+  std::vector<NodeSupport> nodes;  // every node's outcome (classifyTorchScriptGraph)
 };
 
 class Walker {
@@ -175,9 +220,39 @@ class Walker {
   SurveyState* m_survey = nullptr;
 };
 
+/// The prim::If whose condition, or the prim::Loop whose trip count or condition, is computed
+/// from `node`'s outputs through scalar arithmetic only; nullptr when there is none.
+const jit::Node* controlFlowFedBy(const jit::Node* node) {
+  std::vector<const jit::Value*> work(node->outputs().begin(), node->outputs().end());
+  std::set<const jit::Value*> seen(work.begin(), work.end());
+  while (!work.empty()) {
+    const jit::Value* v = work.back();
+    work.pop_back();
+    for (const jit::Use& use : v->uses()) {
+      const jit::Node* user = use.user;
+      if (user->kind() == c10::prim::If && use.offset == 0) return user;
+      if (user->kind() == c10::prim::Loop && use.offset <= 1) return user;
+      if (!user->blocks().empty()) continue;
+      for (const jit::Value* out : user->outputs()) {
+        if (!containsTensor(out->type()) && seen.insert(out).second) work.push_back(out);
+      }
+    }
+  }
+  return nullptr;
+}
+
 void Walker::visit(const jit::Node* node) {
   if (m_survey) return surveyNode(node);
-  visitNode(node);
+  try {
+    visitNode(node);
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    // A tensor's value read for a branch or a trip count: name the control flow, where it is.
+    if (node->kind() == c10::prim::If || node->kind() == c10::prim::Loop) throw;
+    if (const jit::Node* control = controlFlowFedBy(node)) ImportContext::notSupported(control, kControlFlowHint);
+    throw;
+  }
 }
 
 Walker::Outcome Walker::visitNode(const jit::Node* node) {
@@ -203,6 +278,7 @@ void Walker::surveyNode(const jit::Node* node) {
   bool listed = kind.is_aten() || kind == c10::prim::If || kind == c10::prim::Loop;
   SurveyedOp op{kindName(node), ImportContext::location(node), OpStatus::Supported, {}, {}, 0};
   if (m_survey->stopped) {
+    m_survey->nodes.push_back({node, OpStatus::Unsupported, "not checked: the import stopped at an earlier node"});
     if (!listed) return;
     op.status = ts::findOpHandler(op.kind) || kind == c10::prim::If ? OpStatus::Supported : OpStatus::Unsupported;
     op.message = "not checked: the import stopped at an earlier unsupported operator";
@@ -212,6 +288,7 @@ void Walker::surveyNode(const jit::Node* node) {
   auto before = static_cast<core::NodeId>(m_ctx.graph().nodes().size());
   try {
     Outcome outcome = visitNode(node);
+    m_survey->nodes.push_back({node, outcome == Outcome::Mapped ? OpStatus::Supported : OpStatus::Folded, {}});
     if (!listed) return;
     op.status = outcome == Outcome::Mapped ? OpStatus::Supported : OpStatus::Folded;
     for (auto n = before; n < static_cast<core::NodeId>(m_ctx.graph().nodes().size()); ++n) op.nodes.push_back(n);
@@ -222,6 +299,7 @@ void Walker::surveyNode(const jit::Node* node) {
   } catch (const Error& e) {
     op.status = OpStatus::Unsupported;
     op.message = e.what();
+    m_survey->nodes.push_back({node, OpStatus::Unsupported, op.message});
     for (const jit::Value* v : node->outputs()) {
       auto it = m_survey->shadow.find(v);
       if (it != m_survey->shadow.end() && it->second.isTensor()) op.outputElements += it->second.toTensor().numel();
@@ -543,7 +621,8 @@ std::vector<InputSpec> readInputSpecs(const std::string& path) {
     auto [data, size] = reader.getRecord(record);
     text.assign(static_cast<const char*>(data.get()), size);
   } catch (const std::exception& e) {
-    throw Error(path + ": " + torchMessage(e), ErrorKind::InvalidModel);
+    std::string problem = archiveProblem(path);
+    throw Error(path + ": " + (problem.empty() ? torchMessage(e) : problem), ErrorKind::InvalidModel);
   }
   if (text.empty()) return {};
   return parseSpecs(text, path, nullptr);
@@ -682,5 +761,80 @@ SurveyResult surveyTorchScript(const std::string& path, const ImportOptions& opt
 }
 
 std::vector<std::string> supportedTorchScriptOps() { return ts::handledKinds(); }
+
+bool supportsTorchScriptOp(const std::string& kind) { return ts::findOpHandler(kind) != nullptr; }
+
+// ---- in-memory modules and graphs -------------------------------------------------------------
+
+std::shared_ptr<torch::jit::Graph> prepareTorchScriptModule(const torch::jit::Module& module) {
+  if (!module.find_method("forward")) throw Error("the module has no forward method", ErrorKind::InvalidModel);
+  jit::Module original = module;  // handles: prepareGraph replaces `frozen` by the frozen clone
+  jit::Module frozen = module;
+  bool training = original.is_training();
+  std::shared_ptr<jit::Graph> graph;
+  try {
+    graph = prepareGraph(frozen, "module");
+  } catch (...) {
+    if (training) original.train(true);
+    throw;
+  }
+  if (training) original.train(true);
+  for (size_t i = graph->inputs().size(); i-- > 0;) {
+    const jit::Value* v = graph->inputs()[i];
+    if (v->type()->kind() != c10::TypeKind::ClassType) continue;
+    if (v->hasUses())
+      throw Error("module: forward still reads attributes of the module after freezing (are they mutated?)",
+                  ErrorKind::Unsupported);
+    graph->eraseInput(i);
+  }
+  return graph;
+}
+
+namespace {
+
+Prepared preparedGraph(const std::shared_ptr<jit::Graph>& graph, const std::vector<InputSpec>& inputs) {
+  Prepared p{jit::Module(), graph, {}, inputs, {}};
+  for (const jit::Value* v : graph->inputs()) p.args.push_back(v);
+  if (p.specs.size() != p.args.size())
+    throw Error("the graph takes " + std::to_string(p.args.size()) + " input(s) but " +
+                    std::to_string(p.specs.size()) + " input spec(s) were given",
+                ErrorKind::InvalidInput);
+  return p;
+}
+
+}  // namespace
+
+ImportedModel importTorchScriptGraph(const std::shared_ptr<torch::jit::Graph>& graph,
+                                     const std::vector<InputSpec>& inputs) {
+  Prepared p = preparedGraph(graph, inputs);
+  ImportedModel result;
+  try {
+    result.graph = buildGraph(p.graph, p.args, p.specs);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(torchMessage(e), ErrorKind::InvalidModel);
+  }
+  result.inputs = std::move(p.specs);
+  return result;
+}
+
+std::vector<NodeSupport> classifyTorchScriptGraph(const std::shared_ptr<torch::jit::Graph>& graph,
+                                                  const std::vector<InputSpec>& inputs) {
+  Prepared p = preparedGraph(graph, inputs);
+  SurveyState state;
+  state.shadow = shadowRun(p);
+  try {
+    buildGraph(p.graph, p.args, p.specs, &state);
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error&) {
+    // After the walk only the outputs can fail (a non-tensor result): the nodes are judged.
+    if (state.nodes.empty()) throw;
+  } catch (const std::exception& e) {
+    throw Error(torchMessage(e), ErrorKind::InvalidModel);
+  }
+  return std::move(state.nodes);
+}
 
 }  // namespace kiln::importers

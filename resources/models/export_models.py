@@ -48,9 +48,9 @@ def _inputs_meta(shapes, names=None):
     return [{"name": n, "shape": list(s), "dtype": "float32"} for n, s in zip(names, shapes)]
 
 
-def _save(module, path, inputs_meta, source):
+def _save(module, path, inputs_meta, source, meta=None):
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    extra = {"kiln.json": json.dumps({"inputs": inputs_meta, "source": source}, sort_keys=True)}
+    extra = {"kiln.json": json.dumps({"inputs": inputs_meta, "source": source, **(meta or {})}, sort_keys=True)}
     torch.jit.save(module, path, _extra_files=extra)
 
 
@@ -69,11 +69,11 @@ def _check_alive(name, out, min_std):
 # Networks
 # --------------------------------------------------------------------------------------------
 
-def _build_network(name):
+def _build_network(name, factory=None):
     import torchvision.models as tvm
 
     torch.manual_seed(SEED)
-    model = getattr(tvm, name)(weights=None)
+    model = (factory or getattr(tvm, name))(weights=None)
 
     # (a) BatchNorm calibration: cumulative running stats from a few random batches. Only the
     # BatchNorm layers are put in train mode; dropout / stochastic depth stay in eval mode so the
@@ -104,34 +104,189 @@ def _build_network(name):
     return model
 
 
-def export_network(name, outdir):
-    t0 = time.time()
-    model = _build_network(name)
+def _trace_save_reload(model, name, outdir, source, meta=None):
+    """Traces a network on a random input, saves it as <name>.pt and loads the file back: returns
+    (file, inputs metadata, example input, saved module's logits, eager logits, logits std) on the
+    check input; fails if the saved module's logits are dead."""
     example = torch.randn(*NET_INPUT, generator=torch.Generator().manual_seed(SEED + 1))
     with torch.no_grad():
         traced = torch.jit.trace(model, example)
     rel = f"{name}.pt"
     path = os.path.join(outdir, rel)
-    meta = _inputs_meta([NET_INPUT])
-    _save(traced, path, meta, f"torchvision {name}, random weights, seed {SEED}")
-
-    # Load the saved file back and measure.
+    inputs = _inputs_meta([NET_INPUT])
+    _save(traced, path, inputs, source, meta)
     x = torch.randn(*NET_INPUT, generator=torch.Generator().manual_seed(CHECK_SEED))
     loaded = torch.jit.load(path).eval()
     with torch.no_grad():
         y = loaded(x)
         y_ref = model(x)
     std = y.std().item()
+    if not math.isfinite(std) or std < 0.1:
+        raise SystemExit(f"error: {name}: logits std {std} (must be finite and >= 0.1)")
+    return rel, inputs, example, y, y_ref, std
+
+
+def export_network(name, outdir):
+    t0 = time.time()
+    model = _build_network(name)
+    rel, meta, example, y, y_ref, std = _trace_save_reload(model, name, outdir,
+                                                           f"torchvision {name}, random weights, seed {SEED}")
     diff = (y - y_ref).abs().max().item()
     print(f"  network {name:20s} logits std {std:.4f}  mean {y.mean().item():+.4f}  "
           f"|saved-eager| {diff:.2e}  ({time.time() - t0:.1f}s)", flush=True)
-    if not math.isfinite(std) or std < 0.1:
-        raise SystemExit(f"error: {name}: logits std {std} (must be finite and >= 0.1)")
     entry = {"name": name, "file": rel, "kind": "network", "inputs": meta,
              "rtol": NETWORK_TOL, "atol": NETWORK_TOL}
     if name in ONNX_MODELS:
         entry["onnx"] = _export_onnx(model, example, outdir, name, ["x"])
     return entry
+
+
+# --------------------------------------------------------------------------------------------
+# Quantized networks (issue 9): torchvision's quantizable variants with the same random weights
+# and liveness treatment as above, then fused, post-training quantized (static, per-channel
+# symmetric int8 weights, uint8 activations) with random calibration batches and converted.
+# Debian's torch has no fbgemm: the x86 engine available is oneDNN, recorded in the metadata.
+# --------------------------------------------------------------------------------------------
+
+QUANTIZED_NETWORKS = ["quantized_mobilenet_v2", "quantized_resnet18"]
+QENGINE = "onednn"
+# Kiln must match PyTorch's quantized execution within this many output quantization steps on at
+# least QUANT_MIN_SHARE of the elements.
+QUANT_STEPS = 1
+QUANT_MIN_SHARE = 0.99
+
+
+def _build_quantized_network(name):
+    import torchvision.models.quantization as tvq
+    from torch.ao.quantization import convert, get_default_qconfig, prepare
+
+    base = name[len("quantized_"):]
+    torch.backends.quantized.engine = QENGINE
+    model = _build_network(base, lambda weights: getattr(tvq, base)(weights=weights, quantize=False))
+    model.eval()
+    model.fuse_model()
+    model.qconfig = get_default_qconfig(QENGINE)
+    prepare(model, inplace=True)
+    gen = torch.Generator().manual_seed(SEED + 2)
+    with torch.no_grad():
+        for _ in range(CALIB_BATCHES):
+            model(torch.randn(CALIB_BATCH_SIZE, *NET_INPUT[1:], generator=gen))
+    convert(model, inplace=True)
+    return model
+
+
+def export_quantized_network(name, outdir):
+    t0 = time.time()
+    model = _build_quantized_network(name)
+    qconfig = f"get_default_qconfig('{QENGINE}'): HistogramObserver activations (quint8), " \
+              "PerChannelMinMaxObserver weights (qint8, per-channel symmetric)"
+    quant = {"qengine": QENGINE, "qconfig": qconfig, "calibration": f"{CALIB_BATCHES}x{CALIB_BATCH_SIZE} randn, "
+             f"seed {SEED + 2}"}
+    source = f"torchvision quantization.{name[len('quantized_'):]}, random weights, seed {SEED}, PTQ on {QENGINE}"
+    rel, meta, _, y, y_ref, std = _trace_save_reload(model, name, outdir, source, {"quantization": quant})
+    # The output is the dequantized last layer: its quantization step is the fc's output scale.
+    step = float(model.fc.scale if hasattr(model, "fc") else model.classifier[-1].scale)
+    diff = (y - y_ref).abs().max().item()
+    print(f"  network {name:20s} logits std {std:.4f}  step {step:.4f}  |saved-eager| {diff:.2e}  "
+          f"({time.time() - t0:.1f}s)", flush=True)
+    return {"name": name, "file": rel, "kind": "quantized_network", "inputs": meta, "quantization": quant,
+            "output_step": step, "steps": QUANT_STEPS, "min_share": QUANT_MIN_SHARE, "rtol": 0.0, "atol": step}
+
+
+# Small quantized op modules (kind "quantized_op", file ops/<name>.pt) for the int8 kernel unit
+# tests (tests/unit/quant): torch.ao.nn.quantized modules with random per-channel int8 weights,
+# shapes that do not divide the kernels' tiles. (name, module factory, input shape, output scale)
+
+
+class _QuantOp(nn.Module):
+    def __init__(self, body, in_scale, in_zp, **mods):
+        super().__init__()
+        self.body, self.in_scale, self.in_zp = body, in_scale, in_zp
+        for k, v in mods.items():
+            setattr(self, k, v)
+
+    def forward(self, x):
+        q = torch.quantize_per_tensor(x, self.in_scale, self.in_zp, torch.quint8)
+        return torch.dequantize(self.body(self, q))
+
+
+def _qweight(shape, gen):
+    w = torch.randn(*shape, generator=gen) * 0.2
+    scales = (w.abs().flatten(1).amax(1) / 127.0).clamp_min(1e-6).double()
+    return torch.quantize_per_channel(w, scales, torch.zeros(shape[0], dtype=torch.long), 0, torch.qint8)
+
+
+def _qconv(cin, cout, k, stride=1, pad=0, dil=1, groups=1, relu=False, scale=0.05, zp=120):
+    import torch.nn.intrinsic.quantized as nniq
+    import torch.ao.nn.quantized as nnq
+    gen = torch.Generator().manual_seed(SEED + cin + 7 * cout + k)
+    cls = nniq.ConvReLU2d if relu else nnq.Conv2d
+    conv = cls(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups)
+    conv.set_weight_bias(_qweight((cout, cin // groups, k, k), gen), torch.randn(cout, generator=gen) * 0.1)
+    conv.scale, conv.zero_point = scale, (0 if relu else zp)
+    return _QuantOp(lambda m, q: m.conv(q), 0.02, 130, conv=conv)
+
+
+def _qlinear():
+    import torch.ao.nn.quantized as nnq
+    gen = torch.Generator().manual_seed(SEED + 3)
+    lin = nnq.Linear(100, 37)
+    lin.set_weight_bias(_qweight((37, 100), gen), torch.randn(37, generator=gen) * 0.1)
+    lin.scale, lin.zero_point = 0.04, 110
+    return _QuantOp(lambda m, q: m.lin(q), 0.03, 128, lin=lin)
+
+
+def _qadd():
+    import torch.ao.nn.quantized as nnq
+    f1, f2 = nnq.QFunctional(), nnq.QFunctional()
+    f1.scale, f1.zero_point, f2.scale, f2.zero_point = 0.03, 5, 0.04, 90
+
+    def body(m, q):
+        b = torch.quantize_per_tensor(torch.dequantize(q) * 0.5 + 0.25, 0.015, 100, torch.quint8)
+        return m.f2.add(m.f1.add_relu(q, b), q)
+    return _QuantOp(body, 0.02, 128, f1=f1, f2=f2)
+
+
+def _qcat_pool():
+    import torch.ao.nn.quantized as nnq
+    f = nnq.QFunctional()
+    f.scale, f.zero_point = 0.035, 125
+
+    def body(m, q):
+        b = torch.quantize_per_tensor(torch.dequantize(q) * 2.0, 0.03, 120, torch.quint8)
+        c = m.f.cat([q, b], 1)
+        d = F.max_pool2d(c, 3, 2, 1)
+        return F.adaptive_avg_pool2d(F.relu(d), 2)
+    return _QuantOp(body, 0.02, 128, f=f)
+
+
+QUANTIZED_OPS = [
+    ("q_conv_rgb_stem", lambda: _qconv(3, 16, 3, 2, 1, relu=True), [1, 3, 17, 19], 0.05),  # channels padded to 4
+    ("q_conv3x3", lambda: _qconv(24, 40, 3, 1, 1), [1, 24, 13, 11], 0.05),
+    ("q_conv_pointwise", lambda: _qconv(32, 48, 1, relu=True), [1, 32, 7, 9], 0.05),
+    ("q_conv_dilated", lambda: _qconv(16, 32, 3, 1, 2, 2), [1, 16, 12, 12], 0.05),
+    ("q_conv_depthwise", lambda: _qconv(48, 48, 3, 2, 1, groups=48, relu=True), [1, 48, 15, 14], 0.05),
+    ("q_conv_depthwise5", lambda: _qconv(40, 40, 5, 1, 2, groups=40), [1, 40, 9, 9], 0.05),
+    ("q_conv_odd_channels", lambda: _qconv(20, 12, 3, 1, 1), [1, 20, 6, 5], 0.05),
+    ("q_linear", _qlinear, [3, 100], 0.04),
+    ("q_add", _qadd, [2, 8, 9, 7], 0.04),
+    ("q_cat_pool", _qcat_pool, [1, 6, 11, 10], 0.035),
+]
+
+
+def export_quantized_op(name, factory, shape, step, outdir):
+    torch.backends.quantized.engine = QENGINE
+    torch.manual_seed(SEED)
+    model = factory().eval()
+    example = torch.randn(*shape, generator=torch.Generator().manual_seed(SEED + 1))
+    with torch.no_grad():
+        traced = torch.jit.trace(model, example)
+    rel = f"ops/{name}.pt"
+    meta = _inputs_meta([shape])
+    quant = {"qengine": QENGINE}
+    _save(traced, os.path.join(outdir, rel), meta, f"kiln quantized op {name}", {"quantization": quant})
+    return {"name": name, "file": rel, "kind": "quantized_op", "inputs": meta, "quantization": quant,
+            "output_step": step, "steps": QUANT_STEPS, "min_share": QUANT_MIN_SHARE, "rtol": 0.0, "atol": step}
 
 
 # --------------------------------------------------------------------------------------------
@@ -653,14 +808,46 @@ def _bad_unsupported_onnx(outdir, rel):
                       input_names=["x"])
 
 
+class DataDependentIf(nn.Module):
+    """Scripted: the branch taken depends on a tensor's value (prim::If on aten::Bool)."""
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            return torch.relu(x)
+        return -x
+
+
+class DataDependentLoop(nn.Module):
+    """Scripted: the trip count depends on a tensor's value (prim::Loop)."""
+
+    def forward(self, x):
+        n = int(x.abs().sum().item()) % 4
+        for _ in range(n):
+            x = x * 0.5
+        return x
+
+
+def _bad_scripted(cls, marker):
+    def write(outdir, rel):
+        path = os.path.join(outdir, rel)
+        _save(torch.jit.script(cls().eval()), path, _inputs_meta([[2, 8]]),
+              f"kiln bad fixture: scripted {cls.__name__} (data-dependent control flow)")
+        kinds = {n.kind() for n in torch.jit.load(path).graph.nodes()}
+        if marker not in kinds:
+            raise SystemExit(f"error: {rel} lacks {marker}: {sorted(kinds)}")
+    return write
+
+
 # "expect" is a substring the error message must contain. For files libtorch cannot open, the
-# message of torch::jit::load's PytorchStreamReader is used ("PytorchStreamReader failed reading
-# zip archive: ..."); importers that rewrap the error should keep that text.
+# importer says why the file is not a TorchScript archive (empty, not a zip, truncated, a torch.save
+# pickle, no constants.pkl/data.pkl).
 BAD = [
-    ("truncated", "bad/truncated.pt", _bad_truncated, "PytorchStreamReader"),
-    ("not_a_model", "bad/not_a_model.pt", _bad_not_a_model, "PytorchStreamReader"),
+    ("truncated", "bad/truncated.pt", _bad_truncated, "not a TorchScript archive"),
+    ("not_a_model", "bad/not_a_model.pt", _bad_not_a_model, "not a TorchScript archive"),
     ("unsupported_op", "bad/unsupported_op.pt", _bad_unsupported, "aten::grid_sampler"),
     ("unsupported_onnx_op", "bad/unsupported_op.onnx", _bad_unsupported_onnx, "onnx::CumSum"),
+    ("control_flow_if", "bad/control_flow_if.pt", _bad_scripted(DataDependentIf, "prim::If"), "prim::If"),
+    ("control_flow_loop", "bad/control_flow_loop.pt", _bad_scripted(DataDependentLoop, "prim::Loop"), "prim::Loop"),
 ]
 
 
@@ -688,7 +875,7 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="list exportable names and exit")
     args = ap.parse_args(argv)
 
-    all_names = NETWORKS + [n for n, *_ in TRANSFORMERS] + [n for n, _, _ in OPS] + [n for n, *_ in BAD]
+    all_names = NETWORKS + QUANTIZED_NETWORKS + [n for n, *_ in QUANTIZED_OPS] + [n for n, *_ in TRANSFORMERS] + [n for n, _, _ in OPS] + [n for n, *_ in BAD]
     if len(set(all_names)) != len(all_names):
         raise SystemExit("error: duplicate names in export tables")
     if args.list:
@@ -717,6 +904,12 @@ def main(argv=None):
     for name in NETWORKS:
         if wanted(name):
             models.append(export_network(name, outdir))
+    for name in QUANTIZED_NETWORKS:
+        if wanted(name):
+            models.append(export_quantized_network(name, outdir))
+    for name, factory, shape, step in QUANTIZED_OPS:
+        if wanted(name):
+            models.append(export_quantized_op(name, factory, shape, step, outdir))
     for name, factory, meta, make_input in TRANSFORMERS:
         if wanted(name):
             models.append(export_transformer(name, factory, meta, make_input, outdir))

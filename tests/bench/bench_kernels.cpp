@@ -1,10 +1,13 @@
 // Microbenchmarks of Kiln's generated kernels (Google Benchmark): GFLOP/s of conv2d in the packed
-// layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes, dense 2048→1000,
+// layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes, direct vs
+// Winograd F(2×2, 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective
+// GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000,
 // next to the measured FMA peak of this machine: a JIT-compiled loop-IR kernel of independent
 // vector FMA chains, once per vector width.
 //
 //   build/tests/bench/bench_kernels [--benchmark_repetitions=5 --benchmark_report_aggregates_only]
 //   KILN_BENCH_TARGET="llvm -mcpu=znver3" build/tests/bench/bench_kernels   (AVX2 schedules)
+//   KILN_BENCH_WINO_KNOBS="oc_vecs=1,ow_block=7" ... --benchmark_filter=conv_algo   (other Winograd tiles)
 //
 // Each row reports GFLOPS (2·MACs per second) and pct_peak (of the measured single-thread peak
 // times the thread count). Kernels are compiled for the host ("llvm") with LowerOptions from its
@@ -28,6 +31,7 @@
 #include "core/ir/graph.h"
 #include "core/lower/lower.h"
 #include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
 #include "core/passes/alter_layout.h"
 #include "core/tir/stmt.h"
 #include "runtime/graph_executor.h"
@@ -154,8 +158,23 @@ struct Compiled {
   std::string schedule;
 };
 
-Compiled compileGraph(const Graph& graph, const std::vector<runtime::Tensor>& inputs, double flops) {
-  lower::LoweredModule module = lower::lowerGraph(graph, hostOptions());
+Compiled compileGraph(const Graph& graph, const std::vector<runtime::Tensor>& inputs, double flops,
+                      const lower::Knobs& knobs = {}) {
+  lower::LowerOptions options = hostOptions();
+  if (!knobs.empty()) {
+    // The knobs as a tuning record for every kernel of the graph.
+    auto configs = std::make_shared<lower::ScheduleConfigs>();
+    for (NodeId n = 0; n < static_cast<NodeId>(graph.nodes().size()); ++n) {
+      const Node& node = graph.node(n);
+      std::vector<TensorType> in, out;
+      for (ValueId v : node.inputs) in.push_back(graph.type(v));
+      for (ValueId v : node.outputs) out.push_back(graph.type(v));
+      std::string key = lower::tuneKeyOf(node.op, node.attrs, in, out);
+      if (!key.empty()) configs->byKey[key] = knobs;
+    }
+    options.schedules = configs;
+  }
+  lower::LoweredModule module = lower::lowerGraph(graph, options);
   Compiled c;
   for (const auto& f : module.funcs) {
     auto it = f.attrs.find("schedule");
@@ -194,6 +213,45 @@ Compiled packedConv(const ConvShape& s) {
   g.setOutputs({g.add("conv2d_nchwc", {x, wp, b}, attrs)});
   double flops = 2.0 * s.oc * oh * ow * (s.c / s.groups) * s.k * s.k;
   return compileGraph(g, {filled({1, s.c / inBlock, s.h, s.w, inBlock}, 0.f)}, flops);
+}
+
+/// conv2d_winograd_nchwc F(m×m, 3×3) (stride 1) with its heuristic tile, as alter-layout emits it
+/// for a record with algo=m. FLOPs are the direct convolution's (effective GFLOP/s).
+Compiled winogradConv(const ConvShape& s, int m) {
+  const auto& o = hostOptions();
+  int64_t outBlock = lower::channelBlock(s.oc, o), inBlock = lower::channelBlock(s.c, o);
+  int64_t oh = s.h + 2 * s.pad - 2, ow = s.w + 2 * s.pad - 2;
+  int ocVecs = lower::packedConvOcVecs(s.oc, outBlock, ow, false, o);
+  // KILN_BENCH_WINO_KNOBS="oc_vecs=1,ow_block=7,oc_outer=0,unroll=2": other register tiles.
+  lower::Knobs knobs;
+  if (const char* text = std::getenv("KILN_BENCH_WINO_KNOBS")) {
+    knobs = lower::parseKnobs(text);
+    knobs["algo"] = m;
+    knobs["flatten"] = 0;
+    ocVecs = static_cast<int>(lower::knob(knobs, "oc_vecs", ocVecs));
+  }
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::Float32, {1, s.c / inBlock, s.h, s.w, inBlock}});
+  runtime::Tensor w = filled({s.oc, s.c, 3, 3}, 0.f);
+  ValueId u = g.addConstant("u", passes::winogradConvWeight(w, m, outBlock * ocVecs));
+  ValueId b = g.addConstant("b", filled({s.oc}, 0.f));
+  Attrs attrs{{"padding", std::vector<int64_t>{s.pad, s.pad}},
+              {"tile", int64_t{m}},
+              {"out_layout", "NCHW" + std::to_string(outBlock) + "c"}};
+  g.setOutputs({g.add("conv2d_winograd_nchwc", {x, u, b}, attrs)});
+  double flops = 2.0 * s.oc * oh * ow * s.c * 9;
+  return compileGraph(g, {filled({1, s.c / inBlock, s.h, s.w, inBlock}, 0.f)}, flops, knobs);
+}
+
+/// ResNet-18's 3×3 stride-1 layers (the Winograd-eligible ones).
+const std::vector<ConvShape>& resnet18Winograd() {
+  static const std::vector<ConvShape> shapes = {
+      {"r18_l1_3x3_64", 64, 56, 56, 64, 3, 1, 1, 1},
+      {"r18_l2_3x3_128", 128, 28, 28, 128, 3, 1, 1, 1},
+      {"r18_l3_3x3_256", 256, 14, 14, 256, 3, 1, 1, 1},
+      {"r18_l4_3x3_512", 512, 7, 7, 512, 3, 1, 1, 1},
+  };
+  return shapes;
 }
 
 /// Plain NCHW conv2d (the -O0..-O2 schedule).
@@ -282,6 +340,17 @@ void registerAll() {
                 }),
                 t);
     }
+  }
+  // Direct vs Winograd F(2×2, 3×3) vs F(4×4, 3×3) on ResNet-18's 3×3 layers.
+  for (const ConvShape& shape : resnet18Winograd()) {
+    for (int algo : {0, 2, 4})
+      for (int t : {1, 2}) {
+        std::string name = "conv_algo" + std::to_string(algo) + "/" + shape.name + "/threads:" + std::to_string(t);
+        configure(benchmark::RegisterBenchmark(name.c_str(), [shape, algo, t](benchmark::State& s) {
+                    runCompiled(s, [&] { return algo == 0 ? packedConv(shape) : winogradConv(shape, algo); }, t);
+                  }),
+                  t);
+      }
   }
   for (const ConvShape& shape : resnet50Shapes()) {
     std::string suffix = std::string(shape.name) + "/threads:1";

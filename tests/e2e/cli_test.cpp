@@ -68,7 +68,7 @@ TEST(Cli, SweepOfACorruptModelIsOneError) {
 
 TEST(Cli, TruncatedModel) {
   std::string in = writeInput("x1.npy", {1, 3, 224, 224});
-  expectCleanError(runKiln("run " + models() + "/bad/truncated.pt --input " + in), "PytorchStreamReader");
+  expectCleanError(runKiln("run " + models() + "/bad/truncated.pt --input " + in), "not a TorchScript archive");
 }
 
 TEST(Cli, NotAModel) {

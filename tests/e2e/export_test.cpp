@@ -300,7 +300,7 @@ TEST(ExportErrors, OtherFormatVersionIsRefused) {
 
   KilnModule* m = nullptr;
   char buf[512];
-  EXPECT_EQ(kiln_module_load(dir.c_str(), &m, buf, sizeof buf), KILN_ERROR_INVALID_MODEL);
+  EXPECT_EQ(kiln_module_load(dir.c_str(), &m, buf, sizeof buf), KILN_ERROR_INCOMPATIBLE_MODULE);
   EXPECT_NE(std::string(buf).find("format version 99"), std::string::npos) << buf;
 }
 

@@ -23,6 +23,9 @@ struct Case {
   std::string file;
   std::string kind;
   double rtol = 1e-4, atol = 1e-4;
+  // Quantized networks (kind "quantized_network"): outputs match within `steps` quantization
+  // steps of the output (`step`) on at least `minShare` of the elements.
+  double step = 0, steps = 1, minShare = 1;
 };
 
 std::vector<Case> loadManifest() {
@@ -32,7 +35,8 @@ std::vector<Case> loadManifest() {
   std::vector<Case> cases;
   for (const auto& m : j["models"]) {
     cases.push_back({m["name"], std::string(KILN_MODELS_DIR) + "/" + m["file"].get<std::string>(), m["kind"],
-                     m["rtol"], m["atol"]});
+                     m["rtol"], m["atol"], m.value("output_step", 0.0), m.value("steps", 1.0),
+                     m.value("min_share", 1.0)});
   }
   return cases;
 }
@@ -69,9 +73,34 @@ std::string compareOutputs(const std::vector<runtime::Tensor>& kiln, const std::
   return "";
 }
 
+// Quantized outputs: "" when at least `minShare` of the elements lie within `steps` output
+// quantization steps of libtorch's (the share is printed either way), else a description.
+std::string compareQuantized(const std::vector<runtime::Tensor>& kiln, const std::vector<runtime::Tensor>& torch,
+                             const Case& c) {
+  if (kiln.size() != torch.size() || kiln.empty()) return "output count differs";
+  const auto& k = kiln[0];
+  const auto& t = torch[0];
+  if (k.shape() != t.shape() || k.dtype() != runtime::DType::Float32) return "output shape or dtype differs";
+  int64_t within = 0;
+  double worst = 0;
+  for (int64_t i = 0; i < k.numel(); ++i) {
+    double steps = std::fabs(k.data<float>()[i] - t.data<float>()[i]) / c.step;
+    within += steps <= c.steps + 1e-3;
+    worst = std::max(worst, steps);
+  }
+  double share = static_cast<double>(within) / static_cast<double>(k.numel());
+  std::printf("  %s: %.4f of %lld outputs within %g step (max %.2f steps)\n", c.name.c_str(), share,
+              static_cast<long long>(k.numel()), c.steps, worst);
+  if (share >= c.minShare) return "";
+  return "only " + std::to_string(share) + " of the outputs within " + std::to_string(c.steps) +
+         " quantization steps (needs " + std::to_string(c.minShare) + "), max " + std::to_string(worst) + " steps";
+}
+
 // Op modules run at every opt level. Networks (slow to compile) run at O0 and O3, plus O1, O2
 // and O4 at their own batch.
 std::vector<int> optLevelsFor(const Case& c, int64_t batch) {
+  // Quantized networks: the plain int8 kernels (O0) and the packed ones (O3).
+  if (c.kind == "quantized_network") return batch == 0 ? std::vector<int>{0, 3} : std::vector<int>{3};
   if (c.kind != "network" || batch == 0) return {0, 1, 2, 3, 4};
   return {0, 3};
 }
@@ -119,7 +148,9 @@ void checkModel(const Case& c, int64_t batch) {
     auto outputs = app::run(*compiled.value(), inputs);
     ASSERT_TRUE(outputs.ok()) << "-O" << opt << ": " << outputs.error().message;
     double factor = opt >= 4 ? kFastMathToleranceFactor : 1.0;
-    std::string diff = compareOutputs(outputs.value(), reference, c.rtol * factor, c.atol * factor);
+    std::string diff = c.kind.rfind("quantized_", 0) == 0
+                           ? compareQuantized(outputs.value(), reference, c)
+                           : compareOutputs(outputs.value(), reference, c.rtol * factor, c.atol * factor);
     EXPECT_EQ(diff, "") << c.name << " at -O" << opt << " batch " << (batch ? batch : 1);
   }
 }
@@ -182,9 +213,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (const Case& c : cases) {
-    std::string suite = c.kind == "network" ? "Networks" : "Ops";
+    bool network = c.kind == "network" || c.kind == "quantized_network";
+    std::string suite = c.kind == "quantized_network" ? "QuantizedNetworks" : network ? "Networks" : "Ops";
     // The model's own batch (1), and a larger one.
-    for (int64_t batch : {int64_t{0}, c.kind == "network" ? int64_t{2} : int64_t{3}}) {
+    for (int64_t batch : {int64_t{0}, network ? int64_t{2} : int64_t{3}}) {
       std::string name = c.name + (batch ? "_batch" + std::to_string(batch) : "_batch1");
       testing::RegisterTest(suite.c_str(), name.c_str(), nullptr, nullptr, __FILE__, __LINE__,
                             [c, batch]() -> testing::Test* { return new ModelTest(c, batch); });

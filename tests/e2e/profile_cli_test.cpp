@@ -112,7 +112,7 @@ TEST_F(ProfileCli, SweepPrintsATablePerBackendAndStores) {
 TEST_F(ProfileCli, StoreErrorsAreOneClearLine) {
   std::ofstream(file("notes.txt")) << "not a database, just notes\n";
   Outcome o = kiln("profile " + model() + " --repeat 1 --db " + file("notes.txt"));
-  EXPECT_EQ(o.exitCode, 6) << o.err;
+  EXPECT_EQ(o.exitCode, 10) << o.err;  // ErrorKind::Store
   EXPECT_NE(o.err.find("error: "), std::string::npos);
   EXPECT_NE(o.err.find("not a SQLite database"), std::string::npos) << o.err;
   EXPECT_EQ(read(file("notes.txt")), "not a database, just notes\n");

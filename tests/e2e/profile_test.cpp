@@ -165,7 +165,7 @@ TEST_F(MeasureTest, BadStoreFailsBeforeMeasuring) {
   o.store.dbPath = notDb;
   auto r = app::profile(modelPath("ops/conv_bn_relu.pt"), o);
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().kind, ErrorKind::Io);
+  EXPECT_EQ(r.error().kind, ErrorKind::Store);
   EXPECT_NE(r.error().message.find("not a SQLite database"), std::string::npos) << r.error().message;
   app::SweepOptions tvm;
   tvm.backends = {"tvm"};

@@ -151,17 +151,31 @@ TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
 
 TEST(TuneCli, BadRecordLinesAreSkippedAndCounted) {
   fs::path records = tempDir() / "bad.jsonl";
-  {
-    std::ofstream out(records);
-    out << "garbage\n{\"key\":1}\n";
-  }
+  fs::remove(records);
   Outcome o = kiln("tune " + model() + " --trials 2 --records " + records.string() + common());
   ASSERT_EQ(o.exitCode, 0) << o.err;
+  {
+    std::ofstream out(records, std::ios::app);
+    out << "garbage\n{\"key\":1}\n";
+  }
+  o = kiln("tune " + model() + " --trials 3 --records " + records.string() + common("more"));
+  ASSERT_EQ(o.exitCode, 0) << o.err;
   EXPECT_NE(o.err.find("skipped 2 bad line(s)"), std::string::npos) << o.err;
-  // The two bad lines stay; the two new records follow them.
+  // The good records are kept (not measured again), the bad lines stay, one new record follows.
   std::ifstream in(records);
   std::string text((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 5) << text;
+
+  // A file with no record at all is not a records file: refused, left as it was.
+  fs::path garbage = tempDir() / "garbage.jsonl";
+  {
+    std::ofstream out(garbage);
+    out << "garbage\n{\"key\":1}\n";
+  }
+  o = kiln("tune " + model() + " --trials 2 --records " + garbage.string() + common("garbage"));
+  EXPECT_EQ(o.exitCode, 5) << o.err;
+  EXPECT_NE(o.err.find("not a tuning-records file"), std::string::npos) << o.err;
+  EXPECT_EQ(fs::file_size(garbage), 18u);
 }
 
 TEST(TuneCli, BadArgumentsGiveOneLineErrors) {

@@ -2,6 +2,7 @@
 // compile, profile (the table must hold the façade's ProfileResult), pick a node and get its
 // kernel's code, sweep (the chart's series must hold the sweep's points), diff two builds, open
 // corrupt files (a readable error dialog, no crash) and drop a stale compile.
+#include <QFile>
 #include <QMessageBox>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -97,6 +98,28 @@ class WindowTest : public QObject {
     QVERIFY(result.stored.buildId > 0);
   }
 
+  // Profiles run in a measuring worker: a kernel that crashes there (KILN_FAULT, honoured by the
+  // worker only) fails the job with its reason, and the window profiles again afterwards.
+  void isolatedProfileSurvivesCrashingKernel() {
+    int64_t before = m_window->lastProfile() ? m_window->lastProfile()->stored.buildId : 0;
+    qputenv("KILN_FAULT", "crash:conv");
+    m_window->profile();
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->errorBox() != nullptr, kJobTimeoutMs);
+    qunsetenv("KILN_FAULT");
+    QMessageBox* box = m_window->errorBox();
+    QString shown = box->text() + QLatin1Char('\n') + box->informativeText();
+    QVERIFY2(shown.contains(QStringLiteral("kernel crashed (signal 11) in")), qPrintable(shown));
+    box->close();
+    QTRY_VERIFY(m_window->errorBox() == nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->isVisible());
+    m_window->profile();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->lastProfile() &&
+                                 m_window->lastProfile()->stored.buildId > before,
+                             kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
+  }
+
   void sweepChartHoldsPoints() {
     m_window->sweepView()->setBatches({1, 2});
     m_window->sweepView()->setBackends({"kiln"});
@@ -163,8 +186,8 @@ class WindowTest : public QObject {
   void corruptFilesShowErrors_data() {
     QTest::addColumn<QString>("file");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("truncated") << modelPath("bad/truncated.pt") << QStringLiteral("PytorchStreamReader");
-    QTest::newRow("not a model") << modelPath("bad/not_a_model.pt") << QStringLiteral("PytorchStreamReader");
+    QTest::newRow("truncated") << modelPath("bad/truncated.pt") << QStringLiteral("not a TorchScript archive");
+    QTest::newRow("not a model") << modelPath("bad/not_a_model.pt") << QStringLiteral("not a TorchScript archive");
     QTest::newRow("unsupported op") << modelPath("bad/unsupported_op.pt") << QStringLiteral("aten::grid_sampler");
     QTest::newRow("missing") << m_dir.filePath(QStringLiteral("missing.pt")) << QStringLiteral("no such file");
   }
@@ -182,6 +205,32 @@ class WindowTest : public QObject {
     QTRY_VERIFY(m_window->errorBox() == nullptr);
     QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
     QVERIFY(m_window->isVisible());
+  }
+
+  // Issue 7's classes of bad model files: one dialog whose message is the CLI's one line (no
+  // newline), and the window stays usable.
+  void badInputClassesShowOneLine_data() {
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("expected");
+    QString empty = m_dir.filePath(QStringLiteral("empty.pt"));
+    QFile(empty).open(QIODevice::WriteOnly);
+    QTest::newRow("empty") << empty << QStringLiteral("empty file");
+    QTest::newRow("data-dependent if") << modelPath("bad/control_flow_if.pt") << QStringLiteral("prim::If");
+    QTest::newRow("data-dependent loop") << modelPath("bad/control_flow_loop.pt") << QStringLiteral("prim::Loop");
+  }
+
+  void badInputClassesShowOneLine() {
+    QFETCH(QString, file);
+    QFETCH(QString, expected);
+    m_window->openModelFile(file);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->errorBox() != nullptr, kJobTimeoutMs);
+    QString shown = m_window->errorBox()->informativeText();
+    QVERIFY2(shown.contains(expected) && !shown.contains(QLatin1Char('\n')), qPrintable(shown));
+    m_window->errorBox()->close();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    m_window->openModelFile(modelPath("ops/relu.pt"));  // still usable
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
   }
 
   // The doctor explains the file that failed to open: the unsupported operator is named.

@@ -5,7 +5,10 @@
 #include <random>
 
 #include "core/ir/printer.h"
+#include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
 #include "core/passes/alter_layout.h"
+#include "core/passes/pass_manager.h"
 #include "tests/unit/core/kernels_test_util.h"
 
 namespace kiln::core::passes {
@@ -172,6 +175,85 @@ TEST(AlterLayout, PackingHelpersRoundTrip) {
   // w[o=17, i=9, kh=1, kw=2] → p[1, 1, 1, 2, 1, 1]
   EXPECT_EQ(p.data<float>()[((((1 * 2 + 1) * 3 + 1) * 3 + 2) * 8 + 1) * 16 + 1],
             w.data<float>()[((17 * 16 + 9) * 3 + 1) * 3 + 2]);
+}
+
+TEST(AlterLayout, WinogradWeightIsGgGtPerChannelPairInGemmOrder) {
+  runtime::Tensor w = randomTensor({32, 5, 3, 3}, 3);
+  for (int m : {2, 4}) {
+    const lower::WinogradMatrices& mat = lower::winogradMatrices(m);
+    int64_t a = m + 2;
+    runtime::Tensor u = winogradConvWeight(w, m, 16);
+    ASSERT_EQ(u.shape(), (Shape{2, a, a, 5, 16}));
+    for (int64_t o : {0, 17, 31})
+      for (int64_t i : {0, 4})
+        for (int64_t x = 0; x < a; ++x)
+          for (int64_t y = 0; y < a; ++y) {
+            double expected = 0;
+            for (int k = 0; k < 3; ++k)
+              for (int l = 0; l < 3; ++l)
+                expected += mat.g[static_cast<size_t>(x * 3 + k)] * w.data<float>()[((o * 5 + i) * 3 + k) * 3 + l] *
+                            mat.g[static_cast<size_t>(y * 3 + l)];
+            float got = u.data<float>()[((((o / 16) * a + x) * a + y) * 5 + i) * 16 + o % 16];
+            EXPECT_NEAR(got, expected, 1e-6) << "m=" << m << " o=" << o << " i=" << i << " at " << x << "," << y;
+          }
+  }
+}
+
+// A tuning record with algo=2|4 makes alter-layout emit conv2d_winograd_nchwc with the
+// transformed weight; through fusion its epilogue (bias, residual add, relu) is the direct
+// conv's, and the outputs match the original graph. Non-eligible convs ignore the knob.
+TEST(AlterLayout, WinogradRecordRewritesEligibleConvsOnly) {
+  for (int m : {2, 4}) {
+    Graph g = resnetBlock(16);
+    Graph strided = g;
+    auto configs = std::make_shared<lower::ScheduleConfigs>();
+    for (const Node& node : g.nodes()) {
+      if (node.op != "conv2d") continue;
+      std::vector<TensorType> in = {g.type(node.inputs[0]), g.type(node.inputs[1])};
+      std::string key = lower::packedConvTuneKey(lower::convGeometry("conv2d", node.attrs, in), DType::Float32);
+      configs->byKey[key] = {{"algo", m}, {"oc_vecs", 1}, {"ow_block", 4}, {"flatten", 0}, {"oc_outer", 0}, {"unroll", 2}};
+    }
+    AlterLayoutOptions options{8};
+    options.schedules = configs;
+    Graph altered = g;
+    ASSERT_TRUE(alterLayout(altered, options));
+    EXPECT_EQ(countOps(altered, "conv2d_winograd_nchwc"), 2) << printGraph(altered);
+    EXPECT_EQ(countOps(altered, "conv2d_nchwc"), 0);
+
+    // Fused (conv + bias + add + relu groups) and lowered with the same records.
+    passes::PassManagerOptions pm;
+    pm.schedules = configs;
+    Graph fused = g;
+    PassManager(parsePipeline("alter-layout{lanes=8},fuse-ops"), pm).run(fused);
+    LowerOptions lowerOpts = optionsFor(8);
+    lowerOpts.schedules = configs;
+    std::vector<runtime::Tensor> inputs = {randomTensor(g.type(g.inputs()[0]).shape, 9)};
+    auto expected = evalGraph(g, inputs, Engine::Jit, optionsFor(8));
+    lower::LoweredModule module = lower::lowerGraph(fused, lowerOpts);
+    int winograd = 0;
+    for (const auto& f : module.funcs) {
+      auto it = f.attrs.find("schedule");
+      if (it != f.attrs.end() && it->second.find("algo=" + std::to_string(m)) != std::string::npos) ++winograd;
+    }
+    EXPECT_EQ(winograd, 2);
+    for (Engine e : {Engine::Interpreter, Engine::Jit}) {
+      auto actual = evalGraph(fused, inputs, e, lowerOpts);
+      EXPECT_TRUE(allClose(actual[0], toVector(expected[0]), 2e-4)) << "m=" << m;
+    }
+  }
+  // A stride-2 3×3 conv is not eligible: the record's algo is ignored, the conv stays direct.
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::Float32, {1, 8, 9, 9}});
+  ValueId w = g.addConstant("w", randomTensor({16, 8, 3, 3}, 1));
+  g.setOutputs({g.add("conv2d", {x, w}, conv(2, 1))});
+  auto configs = std::make_shared<lower::ScheduleConfigs>();
+  configs->byKey[lower::packedConvTuneKey(lower::convGeometry("conv2d", g.node(0).attrs, {g.type(x), g.type(w)}),
+                                          DType::Float32)] = {{"algo", 4}, {"oc_vecs", 1}};
+  AlterLayoutOptions options{8};
+  options.schedules = configs;
+  ASSERT_TRUE(alterLayout(g, options));
+  EXPECT_EQ(countOps(g, "conv2d_nchwc"), 1);
+  EXPECT_EQ(countOps(g, "conv2d_winograd_nchwc"), 0);
 }
 
 }  // namespace

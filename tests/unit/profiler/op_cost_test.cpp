@@ -27,6 +27,11 @@ TEST(OpCost, ConvolutionFlopsInAnyWeightLayout) {
   EXPECT_DOUBLE_EQ(
       opFlops("conv2d", {}, {f32({2, 1, 16, 16, 8}), f32({2, 1, 3, 3, 8, 8})}, {f32({2, 2, 16, 16, 8})}),
       2.0 * 2 * 16 * 16 * 16 * 8 * 9);
+  // Winograd F(4x4,3x3): weight [O/8, 6, 6, C, 8] holds 36 positions per channel pair; the count
+  // is still the 3x3 convolution's nominal work
+  EXPECT_DOUBLE_EQ(opFlops("conv2d_winograd_nchwc", {}, {f32({2, 1, 16, 16, 8}), f32({2, 6, 6, 8, 8})},
+                           {f32({2, 2, 16, 16, 8})}),
+                   2.0 * 2 * 16 * 16 * 16 * 8 * 9);
 }
 
 TEST(OpCost, DenseMatmulElementwisePoolingReductions) {

@@ -223,7 +223,7 @@ TEST_F(StoreTest, RefusesAFileThatIsNotADatabase) {
     FAIL() << "opened a text file";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not a SQLite database"), std::string::npos) << e.what();
-    EXPECT_EQ(e.kind(), ErrorKind::Io);
+    EXPECT_EQ(e.kind(), ErrorKind::Store);
   }
   EXPECT_EQ(readAll(p), text);  // untouched
   EXPECT_FALSE(fs::exists(p + "-wal"));

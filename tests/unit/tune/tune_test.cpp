@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "../core/kernels_test_util.h"
@@ -101,6 +102,7 @@ TEST(TuneSpace, EveryConfigurationIsValidDistinctAndCanonical) {
 TEST(TuneSpace, HeuristicIsInTheSpace) {
   const char* keys[] = {
       "conv2d_nchwc:n=1,c=512,h=7,w=7,o=512,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32",
+      "conv2d_nchwc:n=1,c=64,h=56,w=56,o=64,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32",  // Winograd
       "conv2d_nchwc:n=1,c=256,h=14,w=14,o=512,kh=1,kw=1,sh=2,sw=2,ph=0,pw=0,dh=1,dw=1,g=1:f32",
       "conv2d_nchwc:n=1,c=3,h=224,w=224,o=64,kh=7,kw=7,sh=2,sw=2,ph=3,pw=3,dh=1,dw=1,g=1:f32",
       "conv2d_nchwc:n=1,c=1024,h=14,w=14,o=256,kh=1,kw=1,sh=1,sw=1,ph=0,pw=0,dh=1,dw=1,g=1:f32",
@@ -112,6 +114,7 @@ TEST(TuneSpace, HeuristicIsInTheSpace) {
       std::string heuristic = taskKernel(m, key).attrs.at("schedule");
       EXPECT_TRUE(ConfigSpace::forKey(key, options).indexOf(lower::parseKnobs(heuristic)).has_value())
           << key << " lanes " << options.vectorLanes << ": " << heuristic;
+      if (std::string(key).find("c=64,h=56") != std::string::npos) EXPECT_EQ(lower::knob(lower::parseKnobs(heuristic), "algo", 0), 4);
     }
   }
 }
@@ -127,9 +130,21 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
     std::string heuristic = taskKernel(base, key).attrs.at("schedule");
     std::vector<runtime::Tensor> expected = evalGraph(taskGraph(key), {x}, Engine::Interpreter, avx2());
     std::set<std::string> schedules;
-    // Every configuration for the small dense space; a spread of them for the convolutions.
+    // Every configuration for the small dense space; for the convolutions a spread of them
+    // plus one of every (algo, oc_vecs, unroll, oc_outer) combination (the widest tile).
     int64_t step = std::max<int64_t>(1, space.size() / 12);
-    for (int64_t i = 0; i < space.size(); i += step) {
+    std::set<int64_t> indices;
+    for (int64_t i = 0; i < space.size(); i += step) indices.insert(i);
+    std::map<std::vector<int64_t>, int64_t> widest;
+    for (int64_t i = 0; i < space.size(); ++i) {
+      const Knobs& k = space.config(i);
+      if (!k.count("oc_vecs")) break;
+      std::vector<int64_t> group{lower::knob(k, "algo", 0), k.at("oc_vecs"), k.at("unroll"), k.at("oc_outer")};
+      auto [it, fresh] = widest.emplace(group, i);
+      if (!fresh && space.config(it->second).at("ow_block") < k.at("ow_block")) it->second = i;
+    }
+    for (const auto& [group, i] : widest) indices.insert(i);
+    for (int64_t i : indices) {
       auto configs = std::make_shared<lower::ScheduleConfigs>();
       configs->byKey[key] = space.config(i);
       lower::LoweredModule m = lowerTask(key, avx2(), configs);
@@ -152,6 +167,56 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
     EXPECT_GT(schedules.size(), 2u) << key;
     EXPECT_TRUE(space.indexOf(lower::parseKnobs(heuristic)).has_value()) << "heuristic outside the space: " << heuristic;
   }
+}
+
+TEST(TuneSpace, WinogradAndUnrollKnobsOnlyWhereTheyApply) {
+  ConfigSpace conv = ConfigSpace::forKey(kConv, avx2());
+  EXPECT_EQ(conv.knobValues().at("algo"), (std::vector<int64_t>{0, 2, 4}));
+  EXPECT_EQ(conv.knobValues().at("unroll"), (std::vector<int64_t>{1, 2, 4}));
+  // Pointwise, strided and depthwise convolutions have no algorithm choice.
+  EXPECT_EQ(ConfigSpace::forKey(kPointwise, avx2()).knobValues().count("algo"), 0u);
+  const std::string depthwise = "conv2d_nchwc:n=1,c=16,h=8,w=8,o=16,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=16:f32";
+  ConfigSpace dw = ConfigSpace::forKey(depthwise, avx2());
+  EXPECT_EQ(dw.knobValues().count("algo"), 0u);
+  EXPECT_EQ(dw.knobValues().at("unroll"), std::vector<int64_t>{1});
+  // The first-layer convolution's 3 input channels (block 1) cannot unroll.
+  const std::string rgb = "conv2d_nchwc:n=1,c=3,h=9,w=9,o=16,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,g=1:f32";
+  EXPECT_EQ(ConfigSpace::forKey(rgb, avx2()).knobValues().at("unroll"), std::vector<int64_t>{1});
+  // Direct and Winograd points with equal tiles are neighbours (the tuner can walk across).
+  Knobs direct{{"algo", 0}, {"oc_vecs", 2}, {"ow_block", 4}, {"flatten", 0}, {"oc_outer", 1}, {"unroll", 1}};
+  Knobs wino = direct;
+  wino["algo"] = 4;
+  auto d = conv.indexOf(direct), w = conv.indexOf(wino);
+  ASSERT_TRUE(d && w);
+  auto around = conv.neighbors(*d);
+  EXPECT_NE(std::find(around.begin(), around.end(), *w), around.end());
+}
+
+// A record with algo=4 changes the generated kernel (the Winograd lowering, with the record's
+// tile) and the result still matches the heuristic's direct kernel.
+TEST(TuneSpace, WinogradRecordChangesTheKernelAndStillMatches) {
+  Graph reference = taskGraph(kConv);
+  runtime::Tensor x = lower::testing::randomTensor(reference.type(reference.inputs()[0]).shape, 3);
+  std::vector<runtime::Tensor> expected = evalGraph(reference, {x}, Engine::Jit, avx2());
+  std::string heuristic = taskKernel(lowerTask(kConv, avx2(), nullptr), kConv).attrs.at("schedule");
+  EXPECT_NE(heuristic.find("algo=0"), std::string::npos) << heuristic;
+  auto configs = std::make_shared<lower::ScheduleConfigs>();
+  configs->byKey[kConv] = {{"algo", 4}, {"oc_vecs", 2}, {"ow_block", 5}, {"flatten", 0}, {"oc_outer", 0}, {"unroll", 4}};
+  lower::LoweredModule m = lowerTask(kConv, avx2(), configs);
+  const tir::PrimFunc& f = taskKernel(m, kConv);
+  EXPECT_EQ(f.attrs.at("schedule"), lower::knobsText(configs->byKey[kConv]));
+  Graph g = taskGraph(kConv);
+  passes::PassManagerOptions pm;
+  pm.schedules = configs;
+  passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}"), pm).run(g);
+  lower::LowerOptions options = avx2();
+  options.schedules = configs;
+  std::vector<runtime::Tensor> got = evalGraph(g, {x}, Engine::Jit, options);
+  for (int64_t k = 0; k < got[0].numel(); ++k) ASSERT_NEAR(got[0].data<float>()[k], expected[0].data<float>()[k], 1e-4);
+  // The same record given to lowering only (weights packed for the direct kernel) is ignored.
+  Graph direct = taskGraph(kConv);
+  passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}")).run(direct);
+  EXPECT_EQ(taskKernel(lower::lowerGraph(direct, options), kConv).attrs.at("schedule"), heuristic);
 }
 
 TEST(TuneSpace, RecordWithAnotherPackingIsIgnoredNotMisapplied) {

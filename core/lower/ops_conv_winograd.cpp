@@ -1,0 +1,399 @@
+// Lowering of conv2d_winograd_nchwc: a 3×3, stride-1 convolution in the packed layout as
+// Winograd F(m×m, 3×3), m = 2 or 4 (α = m + 2), and the transform matrices it uses.
+//
+// Layouts. Input x [N, C/ib, H, W, ib]; transformed filter u [O/ob, α, α, C, ob] with
+// ob = V·L (V output vectors of L lanes), u[og, ξ, ν, c, :] = (G g Gᵀ)[ξ, ν] for the output
+// channels og·ob .. og·ob + ob − 1 (made at compile time by alter-layout, so the GEMM reads one
+// position's filter as a contiguous stream of ob-wide rows); output y [N, O/L, OH, OW, L].
+// Output tiles are m×m, T = N · ⌈OH/m⌉ · ⌈OW/m⌉ of them; those at the bottom and right border
+// may be partial (their missing outputs are computed and not stored).
+//
+//   v[α², C/ib, T, ib]    a scratch buffer (heap when large), shared by both phases
+//   parallel (n, tile row, icb):                         phase 1: input transform
+//     for each tile column: d = the α×α patch (ib-lane vectors; reads outside the input are
+//       zeros: loads at clamped positions, then a select), v[ξν, icb, t, :] = (Bᵀ d B)[ξ, ν]
+//   parallel (og, tile block) (order: knob oc_outer):      phase 2: batched GEMM + output
+//     for ξν in α²:                                        transform
+//       acc[V][B] = 0                                      register tile: V vectors × B tiles
+//       for icb, ic (ic unrolled by knob unroll):
+//         w_v = u[og, ξν, c, v·L : v·L + L]
+//         for b: acc[v][b] += broadcast(v[ξν, icb, t0 + b, ic]) · w_v
+//       mbuf[ξν, v, b, :] = acc[v][b]                      (a local buffer, per iteration)
+//     for v, b: Y = Aᵀ M A (+ bias); y[n, og·V + v, tile rows/cols] = epilogue(Y)
+//
+// The tile block B (knob ow_block) is cut from the flat tile index, so a block may span tile
+// rows and images; the last block is narrower when B does not divide T (its own code path).
+//
+// Transform matrices: Toom-Cook from the points 0, ±1 (m = 2) and 0, ±1, ±1/2 (m = 4), plus
+// ∞. Aᵀ[i][j] = pⱼⁱ; Bᵀ[j] = coefficients of Πₗ≠ⱼ (x − pₗ) (of Πₗ (x − pₗ) for ∞); G[j][k] =
+// pⱼᵏ / Πₗ≠ⱼ (pⱼ − pₗ) (row ∞ picks g₂). With these points Aᵀ and Bᵀ are dyadic rationals,
+// exact in f32 and cheap (±1, ±1/2, ±1/4 factors), and the larger ±2 points of the textbook
+// F(4×4, 3×3) (whose Aᵀ holds 8s) are avoided: smaller rounding error on O(1) data.
+#include <algorithm>
+#include <cmath>
+
+#include "core/lower/lower_internal.h"
+#include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+using namespace tir;
+
+namespace {
+
+/// Coefficients (lowest degree first) of Π (x − p) over `roots`.
+std::vector<double> polyFromRoots(const std::vector<double>& roots) {
+  std::vector<double> c{1.0};
+  for (double r : roots) {
+    std::vector<double> next(c.size() + 1, 0.0);
+    for (size_t i = 0; i < c.size(); ++i) {
+      next[i + 1] += c[i];
+      next[i] -= r * c[i];
+    }
+    c = std::move(next);
+  }
+  return c;
+}
+
+WinogradMatrices buildMatrices(int m, const std::vector<double>& points) {
+  constexpr int r = 3;
+  WinogradMatrices w;
+  w.m = m;
+  w.alpha = m + r - 1;
+  int a = w.alpha, finite = a - 1;
+  KILN_ASSERT(static_cast<int>(points.size()) == finite, "winogradMatrices: wrong number of points");
+  w.at.assign(static_cast<size_t>(m * a), 0.0);
+  w.g.assign(static_cast<size_t>(a * r), 0.0);
+  w.bt.assign(static_cast<size_t>(a * a), 0.0);
+  for (int j = 0; j < finite; ++j) {
+    double p = points[static_cast<size_t>(j)];
+    std::vector<double> others;
+    double scale = 1.0;
+    for (int l = 0; l < finite; ++l) {
+      if (l == j) continue;
+      others.push_back(points[static_cast<size_t>(l)]);
+      scale *= p - points[static_cast<size_t>(l)];
+    }
+    for (int i = 0; i < m; ++i) w.at[static_cast<size_t>(i * a + j)] = std::pow(p, i);
+    for (int k = 0; k < r; ++k) w.g[static_cast<size_t>(j * r + k)] = std::pow(p, k) / scale;
+    std::vector<double> basis = polyFromRoots(others);
+    for (size_t i = 0; i < basis.size(); ++i) w.bt[static_cast<size_t>(j * a) + i] = basis[i];
+  }
+  w.at[static_cast<size_t>((m - 1) * a + finite)] = 1.0;
+  w.g[static_cast<size_t>(finite * r + r - 1)] = 1.0;
+  std::vector<double> full = polyFromRoots(points);
+  for (size_t i = 0; i < full.size(); ++i) w.bt[static_cast<size_t>(finite * a) + i] = full[i];
+  return w;
+}
+
+/// Σ coefficient·term over the non-zero coefficients (±1 as additions/subtractions).
+Expr linearCombination(const std::vector<double>& coeffs, const std::vector<Expr>& terms, int lanes) {
+  Expr sum;
+  bool negated = false;  // `sum` holds the negation of the true sum
+  for (size_t i = 0; i < coeffs.size(); ++i) {
+    double c = coeffs[i];
+    if (c == 0.0) continue;
+    double magnitude = std::fabs(c);
+    Expr term = magnitude == 1.0 ? terms[i] : terms[i] * splat(f32(magnitude), lanes);
+    bool negative = c < 0;
+    if (!sum.defined()) {
+      sum = term;
+      negated = negative;
+    } else {
+      sum = negative != negated ? sum - term : sum + term;
+    }
+  }
+  if (!sum.defined()) return splat(f32(0.0), lanes);
+  return negated ? splat(f32(0.0), lanes) - sum : sum;
+}
+
+/// Binds each expression to a fresh Var (LetStmt) around the statement `body` builds from the
+/// bound values.
+Stmt bindAll(const std::string& stem, const std::vector<Expr>& values,
+             const std::function<Stmt(const std::vector<Expr>&)>& body) {
+  std::vector<Expr> vars;
+  for (size_t i = 0; i < values.size(); ++i)
+    vars.push_back(Var::make(stem + std::to_string(i), values[i].type()));
+  Stmt s = body(vars);
+  for (size_t i = values.size(); i-- > 0;) s = LetStmt::make(vars[i], values[i], s);
+  return s;
+}
+
+struct WinogradShape {
+  int64_t n = 0, cb = 0, h = 0, w = 0, ib = 0, c = 0;  // input [N, C/ib, H, W, ib]
+  int64_t og = 0, ob = 0, lanes = 0, ocb = 0;          // u [O/ob, α, α, C, ob]; output block L
+  int64_t oh = 0, ow = 0, ph = 0, pw = 0;
+  int64_t th = 0, tw = 0, tiles = 0;  // tile rows, tile columns, T
+  int m = 0, alpha = 0, vecs = 1;
+};
+
+class WinogradBuilder {
+ public:
+  WinogradBuilder(const OpContext& ctx, WinogradShape s, int tileBlock, bool ocOuter, int unroll)
+      : m_ctx(ctx),
+        m_s(s),
+        m_mat(winogradMatrices(s.m)),
+        m_block(tileBlock),
+        m_ocOuter(ocOuter),
+        m_unroll(unroll) {
+    m_v = makeBuffer("wino_v", Type::f32(), {int64_t{s.alpha} * s.alpha * s.cb * s.tiles * s.ib});
+    m_acc = RegisterTile("acc", Type::f32(), s.vecs * tileBlock, static_cast<int>(s.lanes));
+    m_mbuf = makeBuffer("wino_m", Type::f32(), {int64_t{s.alpha} * s.alpha * s.vecs * tileBlock * s.lanes});
+  }
+
+  Stmt build() {
+    const WinogradShape& s = m_s;
+    m_parallel = wantParallel(m_ctx.outTypes[0].numel(), s.c * 9);
+    return Allocate::make(m_v, Seq::make({inputTransform(), gemmAndOutput()}));
+  }
+
+ private:
+  int alpha() const { return m_s.alpha; }
+  int lanes() const { return static_cast<int>(m_s.lanes); }
+  ForKind parallelKind() const { return m_parallel ? ForKind::Parallel : ForKind::Serial; }
+
+  // ---- phase 1 ----
+  Stmt inputTransform() {
+    const WinogradShape& s = m_s;
+    const Buffer& x = m_ctx.in[0];
+    int a = alpha(), ib = static_cast<int>(s.ib);
+    Expr f = Var::make("n_ti_icb"), tj = Var::make("tj");
+    Expr icb = s.cb == 1 ? Expr(i64(0)) : f % s.cb;
+    Expr rest = s.cb == 1 ? f : f / s.cb;
+    Expr ti = s.th == 1 ? Expr(i64(0)) : rest % s.th;
+    Expr n = s.n == 1 ? Expr(i64(0)) : (s.th == 1 ? rest : rest / s.th);
+    Expr t = (n * s.th + ti) * s.tw + tj;
+
+    std::vector<Expr> patch;
+    for (int i = 0; i < a; ++i) {
+      Expr ih = ti * s.m + (i - s.ph);
+      Expr rowInside = ih >= 0 && ih < s.h;
+      Expr ihc = max(min(ih, i64(s.h - 1)), i64(0));
+      for (int j = 0; j < a; ++j) {
+        Expr iw = tj * s.m + (j - s.pw);
+        Expr inside = rowInside && iw >= 0 && iw < s.w;
+        Expr iwc = max(min(iw, i64(s.w - 1)), i64(0));
+        Expr value = vload(x, (((n * s.cb + icb) * s.h + ihc) * s.w + iwc) * s.ib, ib);
+        patch.push_back(Select::make(inside, value, splat(f32(0.0), ib)));
+      }
+    }
+    Stmt body = bindAll("d", patch, [&](const std::vector<Expr>& d) {
+      // Bᵀ d: rows of Bᵀ against the columns of d.
+      std::vector<Expr> rows;
+      for (int k = 0; k < a; ++k)
+        for (int j = 0; j < a; ++j) {
+          std::vector<double> coeff(m_mat.bt.begin() + k * a, m_mat.bt.begin() + (k + 1) * a);
+          std::vector<Expr> column;
+          for (int i = 0; i < a; ++i) column.push_back(d[static_cast<size_t>(i * a + j)]);
+          rows.push_back(linearCombination(coeff, column, ib));
+        }
+      return bindAll("bd", rows, [&](const std::vector<Expr>& bd) {
+        // (Bᵀ d) B: each row against the rows of Bᵀ.
+        std::vector<Stmt> stores;
+        for (int k = 0; k < a; ++k)
+          for (int l = 0; l < a; ++l) {
+            std::vector<double> coeff(m_mat.bt.begin() + l * a, m_mat.bt.begin() + (l + 1) * a);
+            std::vector<Expr> row(bd.begin() + k * a, bd.begin() + (k + 1) * a);
+            Expr offset = ((int64_t{k * a + l} * s.cb + icb) * s.tiles + t) * s.ib;
+            stores.push_back(vstore(m_v, offset, linearCombination(coeff, row, ib)));
+          }
+        return Seq::make(std::move(stores));
+      });
+    });
+    Stmt columns = serialFor(tj, 0, s.tw, body);
+    return For::make(f, i64(0), i64(s.n * s.th * s.cb), parallelKind(), columns);
+  }
+
+  // ---- phase 2 ----
+  Stmt gemmAndOutput() {
+    const WinogradShape& s = m_s;
+    int64_t blocks = (s.tiles + m_block - 1) / m_block, full = s.tiles / m_block, rest = s.tiles % m_block;
+    Expr f = Var::make(m_ocOuter ? "og_tb" : "tb_og");
+    m_og = s.og == 1 ? Expr(i64(0)) : (m_ocOuter ? f / blocks : f % s.og);
+    Expr blk = blocks == 1 ? Expr(i64(0)) : (m_ocOuter ? f % blocks : f / s.og);
+    Stmt body;
+    if (full == 0) {
+      body = tileBlock(i64(0), rest);
+    } else if (rest == 0) {
+      body = tileBlock(blk * m_block, m_block);
+    } else {
+      body = IfThenElse::make(blk < full, tileBlock(blk * m_block, m_block),
+                              tileBlock(i64(full * m_block), rest));
+    }
+    body = Allocate::make(m_mbuf, Allocate::make(m_acc.buffer(), body));
+    return For::make(f, i64(0), i64(s.og * blocks), parallelKind(), body);
+  }
+
+  /// Tiles [t0, t0 + width) against the output-channel group m_og.
+  Stmt tileBlock(const Expr& t0, int64_t width) {
+    const WinogradShape& s = m_s;
+    const Buffer& u = m_ctx.in[1];
+    int64_t positions = int64_t{alpha()} * alpha();
+    Expr pos = Var::make("pos"), icb = Var::make("icb"), ic = Var::make("ic");
+
+    std::vector<Stmt> init;
+    for (int v = 0; v < s.vecs; ++v)
+      for (int64_t b = 0; b < width; ++b) init.push_back(m_acc.set(slot(v, b), splat(f32(0.0), lanes())));
+
+    auto step = [&](const Expr& icIndex) {
+      std::vector<Expr> wv;
+      for (int v = 0; v < s.vecs; ++v) wv.push_back(Var::make("w" + std::to_string(v), Type::f32(lanes())));
+      Expr wBase = ((m_og * positions + pos) * s.c + icb * s.ib + icIndex) * s.ob;
+      std::vector<Stmt> fmas;
+      for (int64_t b = 0; b < width; ++b) {
+        Expr xs = Load::make(m_v, ((pos * s.cb + icb) * s.tiles + t0 + b) * s.ib + icIndex);
+        fmas.push_back(letBind("x" + std::to_string(b), xs, [&](const Expr& xv) {
+          std::vector<Stmt> per;
+          for (int v = 0; v < s.vecs; ++v) per.push_back(m_acc.fma(slot(v, b), splat(xv, lanes()), wv[v]));
+          return Seq::make(std::move(per));
+        }));
+      }
+      Stmt inner = Seq::make(std::move(fmas));
+      for (int v = s.vecs; v-- > 0;)
+        inner = LetStmt::make(wv[v], vload(u, wBase + v * s.lanes, lanes()), inner);
+      return inner;
+    };
+    Stmt reduce = serialFor(icb, 0, s.cb, unrolledFor(ic, s.ib, m_unroll, step));
+
+    std::vector<Stmt> spill;
+    for (int v = 0; v < s.vecs; ++v)
+      for (int64_t b = 0; b < width; ++b)
+        spill.push_back(vstore(m_mbuf, ((pos * s.vecs + v) * m_block + b) * s.lanes, m_acc.get(slot(v, b))));
+    Stmt gemm = serialFor(pos, 0, positions,
+                          Seq::make({Seq::make(std::move(init)), reduce, Seq::make(std::move(spill))}));
+
+    Expr v = Var::make("v"), b = Var::make("b");
+    Stmt output = serialFor(v, 0, s.vecs, serialFor(b, 0, width, outputTransform(t0 + b, v, b)));
+    return Seq::make({gemm, output});
+  }
+
+  int slot(int v, int64_t b) const { return static_cast<int>(v * m_block + b); }
+
+  /// Y = Aᵀ M A for tile `t`, output vector `v` of the group, plus bias and epilogue, stored
+  /// where the tile lies inside the output.
+  Stmt outputTransform(const Expr& t, const Expr& v, const Expr& b) {
+    const WinogradShape& s = m_s;
+    int a = alpha(), m = s.m, L = lanes();
+    int64_t perImage = s.th * s.tw;
+    Expr n = s.n == 1 ? Expr(i64(0)) : t / perImage;
+    Expr inImage = s.n == 1 ? t : t % perImage;
+    Expr ti = inImage / s.tw, tj = inImage % s.tw;
+    Expr block = m_og * s.vecs + v;
+
+    std::vector<Expr> tile;
+    for (int k = 0; k < a * a; ++k)
+      tile.push_back(vload(m_mbuf, ((int64_t{k} * s.vecs + v) * m_block + b) * s.lanes, L));
+    return bindAll("mt", tile, [&](const std::vector<Expr>& mt) {
+      std::vector<Expr> rows;  // Aᵀ M: m × α
+      for (int i = 0; i < m; ++i)
+        for (int l = 0; l < a; ++l) {
+          std::vector<double> coeff(m_mat.at.begin() + i * a, m_mat.at.begin() + (i + 1) * a);
+          std::vector<Expr> column;
+          for (int k = 0; k < a; ++k) column.push_back(mt[static_cast<size_t>(k * a + l)]);
+          rows.push_back(linearCombination(coeff, column, L));
+        }
+      return bindAll("am", rows, [&](const std::vector<Expr>& am) {
+        Expr bias = m_ctx.in.size() == 3 ? vload(m_ctx.in[2], block * s.lanes, L) : Expr();
+        Expr lane = L == 1 ? Expr(i64(0)) : Ramp::make(i64(0), i64(1), L);
+        std::vector<Stmt> stores;
+        for (int i = 0; i < m; ++i)
+          for (int j = 0; j < m; ++j) {
+            std::vector<double> coeff(m_mat.at.begin() + j * a, m_mat.at.begin() + (j + 1) * a);
+            std::vector<Expr> row(am.begin() + i * a, am.begin() + (i + 1) * a);
+            Expr value = linearCombination(coeff, row, L);
+            if (bias.defined()) value = value + bias;
+            Expr oh = ti * m + i, ow = tj * m + j;
+            Expr offset = (((n * s.ocb + block) * s.oh + oh) * s.ow + ow) * s.lanes;
+            Stmt store = vstore(m_ctx.out[0], offset, m_ctx.applyEpilogue(value, {n, block, oh, ow, lane}));
+            // Partial tiles exist only when m does not divide the output extent.
+            Expr inside;
+            if (s.oh % m != 0 && i > 0) inside = oh < s.oh;
+            if (s.ow % m != 0 && j > 0) inside = inside.defined() ? (inside && ow < s.ow) : (ow < s.ow);
+            stores.push_back(inside.defined() ? IfThenElse::make(inside, store) : store);
+          }
+        return Seq::make(std::move(stores));
+      });
+    });
+  }
+
+  const OpContext& m_ctx;
+  WinogradShape m_s;
+  const WinogradMatrices& m_mat;
+  int m_block;
+  bool m_ocOuter;
+  int m_unroll;
+  bool m_parallel = false;
+  Buffer m_v, m_mbuf;
+  Expr m_og;
+  RegisterTile m_acc{"acc", Type::f32(), 1, 1};
+};
+
+}  // namespace
+
+const WinogradMatrices& winogradMatrices(int m) {
+  static const WinogradMatrices f2 = buildMatrices(2, {0.0, 1.0, -1.0});
+  static const WinogradMatrices f4 = buildMatrices(4, {0.0, 1.0, -1.0, 0.5, -0.5});
+  KILN_ASSERT(m == 2 || m == 4, "winogradMatrices: tile must be 2 or 4, got " + std::to_string(m));
+  return m == 2 ? f2 : f4;
+}
+
+bool winogradEligible(const ConvGeometry& g) {
+  return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.groups == 1 &&
+         g.ph >= 0 && g.ph <= 2 && g.pw >= 0 && g.pw <= 2 && g.outHeight() > 0 && g.outWidth() > 0;
+}
+
+int packedConvAlgo(const ConvGeometry& g, const LowerOptions& options) {
+  (void)options;
+  // Measured on this machine (Zen 4, AVX-512, tests/bench conv_algo*, one thread, CPU time):
+  // F(4×4, 3×3) runs ResNet-18's 56×56×64, 28×28×128 and 14×14×256 layers 2.2-3.2× faster than
+  // the direct kernel (which is at ~98 % of the FMA peak); on 7×7×512 (4 tiles of 4×4) it only
+  // breaks even while F(2×2, 3×3) (16 tiles) gains 1.1-1.4×. Few channels leave the transforms
+  // dominant: elsewhere the direct kernel stays the default.
+  if (!winogradEligible(g) || g.c < 32 || g.o < 32) return 0;
+  int64_t outputs = g.outHeight() * g.outWidth();
+  if (outputs >= 196) return 4;
+  if (outputs >= 49 && g.c >= 256) return 2;
+  return 0;
+}
+
+Stmt lowerConv2dWinogradNchwc(const OpContext& ctx) {
+  ctx.requireFloat();
+  if (ctx.inTypes[0].dtype != DType::Float32) ctx.unsupported("dtype other than f32");
+  const Shape &xs = ctx.inTypes[0].shape, &us = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
+  WinogradShape s;
+  s.n = xs[0], s.cb = xs[1], s.h = xs[2], s.w = xs[3], s.ib = xs[4], s.c = s.cb * s.ib;
+  s.og = us[0], s.ob = us[4];
+  s.lanes = ys[4], s.ocb = ys[1], s.oh = ys[2], s.ow = ys[3];
+  s.m = static_cast<int>(ctx.attrs.getInt("tile", 0));
+  s.alpha = s.m + 2;
+  s.vecs = static_cast<int>(s.ob / s.lanes);
+  auto pad = ctx.pairAttr("padding", 0);
+  s.ph = pad[0], s.pw = pad[1];
+  s.th = (s.oh + s.m - 1) / s.m, s.tw = (s.ow + s.m - 1) / s.m;
+  s.tiles = s.n * s.th * s.tw;
+  if (s.ph > 2 || s.pw > 2) ctx.unsupported("Winograd convolution with padding above 2");
+
+  // Knobs: a record for this key made for the same algorithm and packing, else the heuristic.
+  ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
+  const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey);
+  if (tuned && (knob(*tuned, "algo", 0) != s.m || knob(*tuned, "oc_vecs", s.vecs) != s.vecs)) tuned = nullptr;
+  int block = packedConvOwBlock(s.tiles, s.vecs, ctx.options);
+  bool ocOuter = true;
+  int unroll = 1;
+  if (tuned) {
+    int64_t b = knob(*tuned, "ow_block", block);
+    if (b >= 1 && b <= s.tiles && packedConvTileFits(s.vecs, b, ctx.options)) block = static_cast<int>(b);
+    ocOuter = knob(*tuned, "oc_outer", 1) != 0;
+    int64_t u = knob(*tuned, "unroll", 1);
+    std::vector<int64_t> factors = packedConvUnrollFactors(s.ib, false);
+    if (std::find(factors.begin(), factors.end(), u) != factors.end()) unroll = static_cast<int>(u);
+  }
+  Knobs used{{"algo", s.m},  {"oc_vecs", s.vecs},           {"ow_block", block},
+             {"flatten", 0}, {"oc_outer", ocOuter ? 1 : 0}, {"unroll", unroll}};
+  ctx.schedule = knobsText(used);
+  return WinogradBuilder(ctx, s, block, ocOuter, unroll).build();
+}
+
+}  // namespace kiln::core::lower
