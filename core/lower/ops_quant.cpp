@@ -14,6 +14,7 @@
 // vpdpbusd per 16 channels and 4 input channels (vpmaddubsw-free, so no i16 saturation); code
 // generation expands it exactly (widening multiplies and adds) on targets without VNNI.
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <functional>
 
@@ -39,9 +40,13 @@ Expr requantize(const Expr& v, int64_t zeroPoint, int64_t lo) {
 }
 
 /// The convolution / dense epilogue: u8(clamp(roundeven((f32(acc) + offset)·multiplier +
-/// zeroPoint), lo, 255)) — the zero point is added before rounding, as oneDNN does.
+/// zeroPoint), lo, 255)) — the zero point is added before rounding, as oneDNN does, to the
+/// rounded product: the max with -FLT_MAX (a no-op on finite values) keeps code generation from
+/// contracting `·multiplier + zeroPoint` into an FMA, whose single rounding flips ties
+/// (x.49999 instead of x.5) against libtorch.
 Expr requantizeAcc(const Expr& acc, const Expr& multiplier, const Expr& offset, int64_t zeroPoint, int64_t lo) {
-  Expr v = (toF32(acc) + offset) * multiplier + fImm(static_cast<double>(zeroPoint));
+  Expr product = max((toF32(acc) + offset) * multiplier, fImm(-static_cast<double>(FLT_MAX)));
+  Expr v = product + fImm(static_cast<double>(zeroPoint));
   Expr r = min(max(call("roundeven", {v}), fImm(static_cast<double>(lo))), fImm(255.0));
   return cast(Type::u8(acc.type().lanes), r);
 }

@@ -144,11 +144,17 @@ def export_network(name, outdir):
 # --------------------------------------------------------------------------------------------
 # Quantized networks (issue 9): torchvision's quantizable variants with the same random weights
 # and liveness treatment as above, then fused, post-training quantized (static, per-channel
-# symmetric int8 weights, uint8 activations) with random calibration batches and converted.
+# symmetric int8 weights, uint8 activations) with random calibration batches and converted; the
+# QAT ones are fused for training, fake-quantized and trained a few steps instead, then converted.
 # Debian's torch has no fbgemm: the x86 engine available is oneDNN, recorded in the metadata.
 # --------------------------------------------------------------------------------------------
 
 QUANTIZED_NETWORKS = ["quantized_mobilenet_v2", "quantized_resnet18"]
+# Quantization-aware trained networks: same preparation, then a few QAT steps instead of
+# calibration (kind "quantized_network" too, "qat": true in their quantization metadata).
+QAT_NETWORKS = ["qat_resnet18"]
+QAT_STEPS = 3
+QAT_LR = 1e-3
 QENGINE = "onednn"
 # Kiln must match PyTorch's quantized execution within this many output quantization steps on at
 # least QUANT_MIN_SHARE of the elements.
@@ -156,14 +162,21 @@ QUANT_STEPS = 1
 QUANT_MIN_SHARE = 0.99
 
 
-def _build_quantized_network(name):
+def _quantizable_network(base):
+    """torchvision's quantizable <base> (not yet fused or quantized) with _build_network's random
+    weights, BatchNorm calibration and logit rescaling, in eval mode, on QENGINE."""
     import torchvision.models.quantization as tvq
-    from torch.ao.quantization import convert, get_default_qconfig, prepare
 
-    base = name[len("quantized_"):]
     torch.backends.quantized.engine = QENGINE
     model = _build_network(base, lambda weights: getattr(tvq, base)(weights=weights, quantize=False))
     model.eval()
+    return model
+
+
+def _build_quantized_network(name):
+    from torch.ao.quantization import convert, get_default_qconfig, prepare
+
+    model = _quantizable_network(name[len("quantized_"):])
     model.fuse_model()
     model.qconfig = get_default_qconfig(QENGINE)
     prepare(model, inplace=True)
@@ -175,14 +188,50 @@ def _build_quantized_network(name):
     return model
 
 
+def _build_qat_network(name):
+    """Quantization-aware training: fused for QAT (conv+bn kept trainable), fake-quantized with
+    get_default_qat_qconfig, QAT_STEPS SGD steps on random inputs and random labels (so weights,
+    BatchNorm statistics and the fake-quant observers move), then converted in eval mode."""
+    from torch.ao.quantization import convert, get_default_qat_qconfig, prepare_qat
+
+    model = _quantizable_network(name[len("qat_"):])
+    model.fuse_model(is_qat=True)
+    model.qconfig = get_default_qat_qconfig(QENGINE)
+    model.train()
+    prepare_qat(model, inplace=True)
+    torch.manual_seed(SEED + 3)
+    gen = torch.Generator().manual_seed(SEED + 3)
+    opt = torch.optim.SGD(model.parameters(), lr=QAT_LR, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    for _ in range(QAT_STEPS):
+        x = torch.randn(CALIB_BATCH_SIZE, *NET_INPUT[1:], generator=gen)
+        labels = torch.randint(0, model.fc.out_features, (CALIB_BATCH_SIZE,), generator=gen)
+        opt.zero_grad()
+        loss_fn(model(x), labels).backward()
+        opt.step()
+    model.eval()
+    convert(model, inplace=True)
+    return model
+
+
 def export_quantized_network(name, outdir):
     t0 = time.time()
-    model = _build_quantized_network(name)
-    qconfig = f"get_default_qconfig('{QENGINE}'): HistogramObserver activations (quint8), " \
-              "PerChannelMinMaxObserver weights (qint8, per-channel symmetric)"
-    quant = {"qengine": QENGINE, "qconfig": qconfig, "calibration": f"{CALIB_BATCHES}x{CALIB_BATCH_SIZE} randn, "
-             f"seed {SEED + 2}"}
-    source = f"torchvision quantization.{name[len('quantized_'):]}, random weights, seed {SEED}, PTQ on {QENGINE}"
+    if name in QAT_NETWORKS:
+        model = _build_qat_network(name)
+        qconfig = f"get_default_qat_qconfig('{QENGINE}'): FusedMovingAvgObsFakeQuantize with " \
+                  "MovingAverageMinMaxObserver activations (quint8), MovingAveragePerChannelMinMaxObserver " \
+                  "weights (qint8, per-channel symmetric)"
+        quant = {"qengine": QENGINE, "qconfig": qconfig, "qat": True,
+                 "training": f"{QAT_STEPS} SGD steps (lr {QAT_LR}, momentum 0.9) on {CALIB_BATCH_SIZE} randn inputs "
+                 f"with random labels, cross-entropy, seed {SEED + 3}"}
+        source = f"torchvision quantization.{name[len('qat_'):]}, random weights, seed {SEED}, QAT on {QENGINE}"
+    else:
+        model = _build_quantized_network(name)
+        qconfig = f"get_default_qconfig('{QENGINE}'): HistogramObserver activations (quint8), " \
+                  "PerChannelMinMaxObserver weights (qint8, per-channel symmetric)"
+        quant = {"qengine": QENGINE, "qconfig": qconfig, "qat": False,
+                 "calibration": f"{CALIB_BATCHES}x{CALIB_BATCH_SIZE} randn, seed {SEED + 2}"}
+        source = f"torchvision quantization.{name[len('quantized_'):]}, random weights, seed {SEED}, PTQ on {QENGINE}"
     rel, meta, _, y, y_ref, std = _trace_save_reload(model, name, outdir, source, {"quantization": quant})
     # The output is the dequantized last layer: its quantization step is the fc's output scale.
     step = float(model.fc.scale if hasattr(model, "fc") else model.classifier[-1].scale)
@@ -875,7 +924,7 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="list exportable names and exit")
     args = ap.parse_args(argv)
 
-    all_names = NETWORKS + QUANTIZED_NETWORKS + [n for n, *_ in QUANTIZED_OPS] + [n for n, *_ in TRANSFORMERS] + [n for n, _, _ in OPS] + [n for n, *_ in BAD]
+    all_names = NETWORKS + QUANTIZED_NETWORKS + QAT_NETWORKS + [n for n, *_ in QUANTIZED_OPS] + [n for n, *_ in TRANSFORMERS] + [n for n, _, _ in OPS] + [n for n, *_ in BAD]
     if len(set(all_names)) != len(all_names):
         raise SystemExit("error: duplicate names in export tables")
     if args.list:
@@ -904,7 +953,7 @@ def main(argv=None):
     for name in NETWORKS:
         if wanted(name):
             models.append(export_network(name, outdir))
-    for name in QUANTIZED_NETWORKS:
+    for name in QUANTIZED_NETWORKS + QAT_NETWORKS:
         if wanted(name):
             models.append(export_quantized_network(name, outdir))
     for name, factory, shape, step in QUANTIZED_OPS:
