@@ -4,6 +4,8 @@
 # kernel load/store bounds-checked (KILN_BOUNDS_CHECK=1, set by the `asan` test preset).
 # LLVM, libtorch and the JIT-generated kernels are not instrumented; their few false positives are
 # suppressed in scripts/sanitizers/*.supp (third-party code only, each with its reason).
+# The `asan` test preset sets handle_segv=0: the tuning and measuring tests inject real SIGSEGVs
+# into worker processes and check that the parent sees a crash by signal, as in a release build.
 # Needs the sample models of the release tree (build/models): run scripts/build.sh first.
 # Usage: scripts/sanitize.sh [--build-only]
 set -euo pipefail
@@ -19,8 +21,8 @@ export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
 # Only what the sanitizer phase runs: the unit tests, the kiln CLI and the end-to-end test
 # programs (their network-sized cases are labelled slow and excluded); no GUI, no benchmarks.
 targets=(kiln kiln_run_model test_runtime test_core test_codegen test_tune test_importers test_profiler
-  test_quant test_torch test_cli test_e2e_models test_e2e_import test_e2e_profile test_export test_tune_cli
-  test_profile_cli test_fuzz_regress)
+  test_cli test_e2e_models test_e2e_import test_e2e_profile test_export test_tune_cli test_profile_cli
+  test_fuzz_regress)
 start=$(date +%s)
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs" --target "${targets[@]}"
@@ -28,9 +30,13 @@ echo "sanitize: build took $(( $(date +%s) - start )) s"
 if [ "${1:-}" = "--build-only" ]; then exit 0; fi
 # The `asan` test preset excludes the labels slow, gui and bounds-check (that test re-runs the
 # kernel tests with KILN_BOUNDS_CHECK=1, which this whole phase sets anyway).
-# Not run here: the process-level robustness tests (e2e_bad_input, e2e_durability, e2e_isolation)
-# start hundreds of kiln processes or kill them on purpose; what they check is the processes'
-# behaviour, which the release phase covers, and their programs are not built in this tree.
-ctest --preset asan -j "${KILN_TEST_JOBS:-2}" --timeout 1200 -E '^e2e_(bad_input|durability|isolation)'
+# Not built or run here (the release phase runs them):
+# - the process-level robustness tests (e2e_bad_input, e2e_durability, e2e_isolation) start
+#   hundreds of kiln processes or kill them on purpose;
+# - test_torch (kiln::torch::optimize) does not link with UBSan's vptr check: libtorch does not
+#   export the typeinfo of c10::DynamicType;
+# - test_quant (int8 kernels) has not yet been run under ASan.
+ctest --preset asan -j "${KILN_TEST_JOBS:-2}" --timeout 1200 \
+  -E '^e2e_(bad_input|durability|isolation)|^torch_optimize|^test_quant_NOT_BUILT'
 
 echo "sanitize: done in $(( $(date +%s) - start )) s"
