@@ -1,6 +1,8 @@
 // kiln compare: PyTorch eager, compiled PyTorch and Kiln on one input, timed side by side.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -88,28 +90,36 @@ std::vector<runtime::Tensor> outputsFromJson(const nlohmann::json& j) {
   return out;
 }
 
-/// What compare does with each Kiln build: runs `c` once (its outputs), then times it.
-struct KilnTiming {
+/// One backend of a comparison: a name, a call, and the outputs of its first call.
+struct Contender {
+  std::string name;
+  std::function<std::vector<runtime::Tensor>()> call;
   std::vector<runtime::Tensor> outputs;
   profiler::Timing timing;
 };
 
-KilnTiming timeKilnBuild(CompiledModel& c, const std::vector<runtime::Tensor>& inputs,
-                         const profiler::TimingOptions& timing) {
-  std::vector<runtime::Tensor> out;
-  auto runOnce = [&] {
-    auto r = run(c, inputs);
-    if (!r) throw Error(r.error().message, r.error().kind);
-    out = std::move(r.value());
-  };
-  runOnce();
-  KilnTiming k{out, {}};
-  k.timing = profiler::timeIt(runOnce, timing);
-  return k;
+Contender kilnContender(const std::string& name, CompiledModel& c, const std::vector<runtime::Tensor>& inputs) {
+  return {name, [&c, &inputs] {
+            auto r = run(c, inputs);
+            if (!r) throw Error(r.error().message, r.error().kind);
+            return std::move(r.value());
+          }, {}, {}};
 }
 
-nlohmann::json kilnTimingJson(const std::string& name, const KilnTiming& k) {
-  return {{"name", name}, {"timing", toJson(k.timing)}, {"outputs", outputsJson(k.outputs)}};
+/// Runs each contender once (its outputs), then times them side by side: their repeats
+/// alternate, so load on the shared machine falls on all of them alike.
+void timeContenders(std::vector<Contender>& contenders, const profiler::TimingOptions& timing) {
+  std::vector<std::function<void()>> calls;
+  for (Contender& c : contenders) {
+    c.outputs = c.call();
+    calls.push_back([&c] { c.call(); });
+  }
+  std::vector<profiler::Timing> timings = profiler::timeSideBySide(calls, timing);
+  for (size_t i = 0; i < contenders.size(); ++i) contenders[i].timing = std::move(timings[i]);
+}
+
+nlohmann::json contenderJson(const Contender& c) {
+  return {{"name", c.name}, {"timing", toJson(c.timing)}, {"outputs", outputsJson(c.outputs)}};
 }
 
 }  // namespace
@@ -136,10 +146,13 @@ nlohmann::json serveCompareRequest(const nlohmann::json& q) {
   std::vector<runtime::Tensor> inputs = randomInputs(m);
   profiler::TimingOptions timing{q.at("warmup").get<int>(), 1, q.at("repeat").get<int>(), q.at("min_repeat_ms").get<double>()};
   workerMeasuring();
-  nlohmann::json backends = nlohmann::json::array();
-  if (untuned) backends.push_back(kilnTimingJson("kiln-untuned", timeKilnBuild(*untuned, inputs, timing)));
   CompiledModel& c = *prepared->compiled;
-  backends.push_back(kilnTimingJson("kiln", timeKilnBuild(c, inputs, timing)));
+  std::vector<Contender> contenders;
+  if (untuned) contenders.push_back(kilnContender("kiln-untuned", *untuned, inputs));
+  contenders.push_back(kilnContender("kiln", c, inputs));
+  timeContenders(contenders, timing);
+  nlohmann::json backends = nlohmann::json::array();
+  for (const Contender& k : contenders) backends.push_back(contenderJson(k));
   return {{"target", c.targetString},
           {"compile_seconds", c.compileSeconds},
           {"build", toJson(buildRecordOf(c, threads, batch))},
@@ -183,15 +196,35 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     std::vector<runtime::Tensor> inputs = randomInputs(m);
     profiler::TimingOptions timing{options.warmup, 1, options.repeat, options.minRepeatMs};
 
-    std::vector<runtime::Tensor> reference;
+    // PyTorch eager (the reference) and compiled, and in-process Kiln's builds, all timed side by
+    // side; an isolated Kiln is timed in its worker (its builds side by side there).
+    std::vector<std::unique_ptr<profiler::TorchModel>> torchModels;
+    std::vector<Contender> contenders;
     for (profiler::TorchMode mode : {profiler::TorchMode::Eager, profiler::TorchMode::Compiled}) {
-      profiler::TorchModel torchModel(path, mode, result.threads);
-      std::vector<runtime::Tensor> out = torchModel.run(inputs);
-      BackendResult r = fromTiming(profiler::torchModeName(mode), profiler::timeIt([&] { torchModel.run(inputs); }, timing));
-      if (mode == profiler::TorchMode::Eager) reference = out;
-      r.maxAbsDiff = maxAbsDiff(out, reference);
-      describeOutputs(r, out);
-      result.backends.push_back(std::move(r));
+      profiler::TorchModel* model =
+          torchModels.emplace_back(std::make_unique<profiler::TorchModel>(path, mode, result.threads)).get();
+      contenders.push_back({profiler::torchModeName(mode), [model, &inputs] { return model->run(inputs); }, {}, {}});
+    }
+    std::shared_ptr<CompiledModel> untuned;
+    if (!isolated) {
+      if (!options.build.records.empty()) {
+        BuildOptions plain = options.build;
+        plain.records.clear();
+        auto u = build(prepared->model, plain);
+        if (!u) throw Error(u.error().message, u.error().kind);
+        untuned = u.value();
+        contenders.push_back(kilnContender("kiln-untuned", *untuned, inputs));
+      }
+      contenders.push_back(kilnContender("kiln", *compiledModel, inputs));
+    }
+    timeContenders(contenders, timing);
+    const std::vector<runtime::Tensor>& reference = contenders.front().outputs;
+    std::vector<BackendResult> kilnResults;
+    for (const Contender& c : contenders) {
+      BackendResult r = fromTiming(c.name, c.timing);
+      r.maxAbsDiff = maxAbsDiff(c.outputs, reference);
+      describeOutputs(r, c.outputs);
+      (c.name.starts_with("kiln") ? kilnResults : result.backends).push_back(std::move(r));
     }
     result.blas = profiler::torchBlasLibrary();
 
@@ -214,14 +247,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
       result.backends.push_back(std::move(r));
     }
 
-    // Kiln as built; with tuning records, the untuned build first, so one run shows the gain.
-    auto timeKiln = [&](const std::string& name, CompiledModel& c) {
-      KilnTiming t = timeKilnBuild(c, inputs, timing);
-      BackendResult k = fromTiming(name, t.timing);
-      k.maxAbsDiff = maxAbsDiff(t.outputs, reference);
-      describeOutputs(k, t.outputs);
-      result.backends.push_back(std::move(k));
-    };
+    // Kiln as built, after the PyTorch rows; with tuning records, the untuned build first.
     profiler::BuildRecord kilnBuild;
     if (isolated) {
       nlohmann::json request = {{"op", "compare-kiln"}, {"path", path}, {"batch", options.batch},
@@ -242,14 +268,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
         result.backends.push_back(std::move(k));
       }
     } else {
-      if (!options.build.records.empty()) {
-        BuildOptions plain = options.build;
-        plain.records.clear();
-        auto untuned = build(prepared->model, plain);
-        if (!untuned) throw Error(untuned.error().message, untuned.error().kind);
-        timeKiln("kiln-untuned", *untuned.value());
-      }
-      timeKiln("kiln", *compiledModel);
+      for (BackendResult& k : kilnResults) result.backends.push_back(std::move(k));
       kilnBuild = buildRecordOf(*compiledModel, result.threads, result.batch);
     }
 

@@ -126,16 +126,11 @@ std::pair<double, double> sideBySide(CompiledModel& a, CompiledModel& b, const M
   }
   profiler::TimingOptions t;
   t.warmup = 1;
-  t.repeat = 3;
+  t.repeat = 15;
   t.minRepeatMs = 20;
-  std::vector<double> sa, sb;
-  for (int round = 0; round < 5; ++round) {
-    auto ta = profiler::timeIt([&] { a.executor->run(); }, t);
-    auto tb = profiler::timeIt([&] { b.executor->run(); }, t);
-    sa.insert(sa.end(), ta.samplesMs.begin(), ta.samplesMs.end());
-    sb.insert(sb.end(), tb.samplesMs.begin(), tb.samplesMs.end());
-  }
-  return {profiler::medianOf(sa), profiler::medianOf(sb)};
+  std::vector<profiler::Timing> both =
+      profiler::timeSideBySide({[&] { a.executor->run(); }, [&] { b.executor->run(); }}, t);
+  return {both[0].medianMs, both[1].medianMs};
 }
 
 }  // namespace

@@ -45,38 +45,71 @@ Timing timingFromSamples(std::vector<double> samplesMs, int number) {
   return t;
 }
 
-Timing timeIt(const std::function<void()>& fn, const TimingOptions& options) {
-  const double begin = nowMs();
-  auto overBudget = [&] { return options.budgetMs > 0 && nowMs() - begin > options.budgetMs; };
-  Timing t;
+namespace {
+
+/// Warm-up, then `number` scaled until a repeat lasts minRepeatMs (as in Google Benchmark).
+void warmAndCalibrate(const std::function<void()>& fn, const TimingOptions& options, Timing& t,
+                      const std::function<bool()>& overBudget) {
   t.noisyCv = options.noisyCv;
   t.warmup = options.warmup;
   for (int i = 0; i < options.warmup && !overBudget(); ++i) fn();
   t.number = std::max(1, options.number);
-  if (options.minRepeatMs > 0) {
-    // Scale `number` until a repeat lasts minRepeatMs; the scaling runs are timed repeats too
-    // once they are long enough, as in Google Benchmark.
-    for (;;) {
-      double start = nowMs();
-      for (int i = 0; i < t.number; ++i) fn();
-      double elapsed = nowMs() - start;
-      if (elapsed >= options.minRepeatMs || t.number >= (1 << 20) || overBudget()) break;
-      double scale = elapsed > 0 ? options.minRepeatMs / elapsed * 1.2 : 10.0;
-      t.number = std::max(t.number + 1, static_cast<int>(t.number * std::min(scale, 10.0)));
-    }
+  if (options.minRepeatMs <= 0) return;
+  for (;;) {
+    double start = nowMs();
+    for (int i = 0; i < t.number; ++i) fn();
+    double elapsed = nowMs() - start;
+    if (elapsed >= options.minRepeatMs || t.number >= (1 << 20) || overBudget()) break;
+    double scale = elapsed > 0 ? options.minRepeatMs / elapsed * 1.2 : 10.0;
+    t.number = std::max(t.number + 1, static_cast<int>(t.number * std::min(scale, 10.0)));
   }
+}
+
+void timeRepeat(const std::function<void()>& fn, Timing& t) {
+  double start = nowMs();
+  for (int i = 0; i < t.number; ++i) fn();
+  t.samplesMs.push_back((nowMs() - start) / t.number);
+}
+
+}  // namespace
+
+Timing timeIt(const std::function<void()>& fn, const TimingOptions& options) {
+  const double begin = nowMs();
+  auto overBudget = [&] { return options.budgetMs > 0 && nowMs() - begin > options.budgetMs; };
+  Timing t;
+  warmAndCalibrate(fn, options, t, overBudget);
   for (int r = 0; r < std::max(1, options.repeat); ++r) {
     if (r > 0 && overBudget()) {
       t.budgetExceeded = true;
       break;
     }
-    double start = nowMs();
-    for (int i = 0; i < t.number; ++i) fn();
-    t.samplesMs.push_back((nowMs() - start) / t.number);
+    timeRepeat(fn, t);
   }
   t.elapsedMs = nowMs() - begin;
   summarize(t);
   return t;
+}
+
+std::vector<Timing> timeSideBySide(const std::vector<std::function<void()>>& fns, const TimingOptions& options) {
+  const double begin = nowMs();
+  auto overBudget = [&] { return options.budgetMs > 0 && nowMs() - begin > options.budgetMs; };
+  std::vector<Timing> out(fns.size());
+  for (size_t k = 0; k < fns.size(); ++k) warmAndCalibrate(fns[k], options, out[k], overBudget);
+  for (int r = 0; r < std::max(1, options.repeat); ++r) {
+    if (r > 0 && overBudget()) {
+      for (Timing& t : out) t.budgetExceeded = true;
+      break;
+    }
+    for (size_t k = 0; k < fns.size(); ++k) {
+      if (fns.size() > 1) fns[k]();  // untimed: the previous callable's data left the caches
+      timeRepeat(fns[k], out[k]);
+    }
+  }
+  for (Timing& t : out) {
+    t.elapsedMs = nowMs() - begin;
+    summarize(t);
+  }
+  return out;
 }
 
 }  // namespace kiln::profiler

@@ -35,6 +35,11 @@ struct Timing {
 };
 
 Timing timeIt(const std::function<void()>& fn, const TimingOptions& options = {});
+/// Times several callables side by side on a shared, noisy machine: each is warmed up and gets
+/// its own `number`, then their repeats alternate (one untimed call after each switch, so every
+/// repeat starts warm), and a burst of load lands on all of them rather than on whichever ran
+/// then. One Timing per callable, in order; `options.budgetMs` bounds the whole run.
+std::vector<Timing> timeSideBySide(const std::vector<std::function<void()>>& fns, const TimingOptions& options = {});
 /// Fills the derived statistics from samplesMs.
 void summarize(Timing& timing);
 /// A Timing whose statistics are derived from the given samples.

@@ -85,6 +85,7 @@ class XgbTuner final : public Tuner {
   static constexpr int kInitialBatch = 4;
   static constexpr int kChains = 48;
   static constexpr int kSteps = 80;
+  static constexpr int64_t kExhaustive = 4096;  // spaces this small are ranked whole, not annealed
 
   void finish() override {
     if (m_history) m_history->add(m_space.kind(), ownGroup());
@@ -98,7 +99,7 @@ class XgbTuner final : public Tuner {
     if (succeeded < 2 && !transfer) return randomUnvisited(std::min(count, kInitialBatch));
     train();
     std::vector<float> scores = m_model.predict(m_features);
-    std::vector<int64_t> best = anneal(scores, count);
+    std::vector<int64_t> best = m_space.size() <= kExhaustive ? topUnvisited(scores, count) : anneal(scores, count);
     int explore = static_cast<int>(std::floor(count * kExploration + 0.5));
     if (static_cast<int>(best.size()) > count - explore) best.resize(static_cast<size_t>(std::max(0, count - explore)));
     std::set<int64_t> chosen(best.begin(), best.end());
@@ -136,6 +137,19 @@ class XgbTuner final : public Tuner {
       for (const auto& g : m_history->groups(m_space.kind())) append(g);
     append(ownGroup());
     m_model.fit(x, y, groups);
+  }
+
+  /// The `count` unvisited points of highest predicted score.
+  std::vector<int64_t> topUnvisited(const std::vector<float>& scores, int count) {
+    std::vector<std::pair<float, int64_t>> ranked;
+    for (int64_t i = 0; i < m_space.size(); ++i)
+      if (!visited(i)) ranked.emplace_back(scores[static_cast<size_t>(i)], i);
+    size_t keep = std::min(ranked.size(), static_cast<size_t>(std::max(0, count)));
+    std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end(),
+                      [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < keep; ++i) out.push_back(ranked[i].second);
+    return out;
   }
 
   /// Parallel annealing chains over predicted scores; the best unvisited points they met.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "profiler/time_evaluator.h"
@@ -47,6 +48,25 @@ TEST(TimeEvaluator, WarmupNumberAndRepeatCounts) {
   EXPECT_EQ(t.number, 3);
   EXPECT_EQ(t.samplesMs.size(), 4u);
   EXPECT_FALSE(t.budgetExceeded);
+}
+
+TEST(TimeEvaluator, SideBySideAlternatesRepeatsAndTimesEachCallable) {
+  std::string order;
+  TimingOptions o;
+  o.warmup = 1;
+  o.number = 2;
+  o.repeat = 3;
+  std::vector<Timing> t = timeSideBySide(
+      {[&] { order += 'a'; }, [&] { order += 'b'; std::this_thread::sleep_for(std::chrono::microseconds(300)); }}, o);
+  // Warm-ups first, then per round: one untimed call and `number` timed calls of each in turn.
+  EXPECT_EQ(order, "ab" + std::string("aaabbb") + "aaabbb" + "aaabbb");
+  ASSERT_EQ(t.size(), 2u);
+  for (const Timing& one : t) {
+    EXPECT_EQ(one.samplesMs.size(), 3u);
+    EXPECT_EQ(one.number, 2);
+  }
+  EXPECT_GE(t[1].minMs, 0.29);
+  EXPECT_LT(t[0].medianMs, t[1].medianMs);
 }
 
 TEST(TimeEvaluator, NumberGrowsUntilARepeatLastsMinRepeatMs) {
