@@ -4,6 +4,7 @@
 // a value or a one-line Diagnostic with an ErrorKind that front ends map to exit codes.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -204,6 +205,9 @@ struct IsolationOptions {
   double timeoutSeconds = 30;          // for running kernels (after compilation)
   double compileTimeoutSeconds = 600;  // for importing and compiling
   std::string workerCommand;           // the kiln program; "": the one beside this program, else PATH
+  /// Polled about twice a second while a worker runs (and before one starts): true kills the
+  /// worker and its process group and fails the call with "cancelled" (the workbench's Cancel).
+  std::function<bool()> cancelled;
 };
 
 struct CompareOptions {

@@ -36,11 +36,14 @@ std::vector<std::string> workerArgv(const std::string& command, const std::strin
 
 Result<json> callMeasureWorker(const json& request, const IsolationOptions& isolation,
                                const std::function<bool()>& cancelled) {
+  // The caller's own predicate wins; else the one the options carry (so no call site passes it).
+  const std::function<bool()>& stop = cancelled ? cancelled : isolation.cancelled;
+  if (stop && stop()) return Diagnostic{"cancelled", ErrorKind::Usage};
   profiler::IsolationLimits limits;
   limits.measureSeconds = isolation.timeoutSeconds > 0 ? isolation.timeoutSeconds : 30;
   limits.compileSeconds = isolation.compileTimeoutSeconds > 0 ? isolation.compileTimeoutSeconds : 600;
   profiler::IsolatedRun run = profiler::runIsolated(workerArgv(isolation.workerCommand, "measure-worker"),
-                                                    request.dump(), limits, cancelled);
+                                                    request.dump(), limits, stop);
   if (!run.ok()) {
     ErrorKind kind = run.crashed || run.timedOut ? ErrorKind::KernelFault
                      : run.failure == "cancelled" ? ErrorKind::Usage

@@ -103,9 +103,11 @@ Measurement timeKilnHere(const std::shared_ptr<const Model>& model, const std::v
 }
 
 /// A Kiln point measured in a `kiln measure-worker`: a crash or a hang fails this point only.
+/// A cancel (IsolationOptions::cancelled) kills the worker and sets `cancelled`: the point is
+/// then neither measured nor failed.
 Measurement timeKilnIsolated(const std::string& path, int64_t batch, const SweepOptions& options,
                              std::optional<profiler::BuildRecord>& buildRecord, std::string& target,
-                             double& compileSeconds) {
+                             double& compileSeconds, bool& cancelled) {
   nlohmann::json request = {{"op", "time"},
                             {"path", path},
                             {"batch", batch},
@@ -120,6 +122,10 @@ Measurement timeKilnIsolated(const std::string& path, int64_t batch, const Sweep
   auto reply = callMeasureWorker(request, isolation);
   if (!reply) {
     const std::string& why = reply.error().message;
+    if (isolation.cancelled && isolation.cancelled()) {
+      cancelled = true;
+      return failure("kiln", batch, Status::Skipped, "cancelled");
+    }
     bool timedOut = why.find("timed out") != std::string::npos;
     return failure("kiln", batch, timedOut ? Status::Timeout : Status::Failed, why);
   }
@@ -287,6 +293,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
           }
         }
         std::string step = backend + " at batch " + std::to_string(batch);
+        if (!cancelled && options.isolate.cancelled && options.isolate.cancelled()) cancelled = true;
         if (!cancelled && progress && !progress(step)) cancelled = true;
         if (cancelled) {
           // Not filed: a resumed sweep measures it.
@@ -302,8 +309,13 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
         } else if (backend == "kiln") {
           double seconds = 0;
           m = options.isolate.enabled
-                  ? timeKilnIsolated(path, batch, options, record, target, seconds)
+                  ? timeKilnIsolated(path, batch, options, record, target, seconds, cancelled)
                   : timeKilnHere(model, inputs, batch, threads, options, record, target, seconds, false);
+          if (cancelled) {
+            // Its worker was killed: not filed, so a resumed sweep measures it.
+            result.points.push_back(std::move(m));
+            continue;
+          }
           if (compileSeconds == 0) compileSeconds = seconds;
         } else if (backend == "torch-compile") {
           profiler::TorchCompileOptions tc;
@@ -351,6 +363,38 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
       result.stored = filing->ids;
     }
     return result;
+  });
+}
+
+Result<std::optional<UnfinishedSweep>> unfinishedSweep(const std::string& path, const StoreOptions& options) {
+  return guarded<std::optional<UnfinishedSweep>>(path, [&]() -> std::optional<UnfinishedSweep> {
+    if (!options.enabled || options.session < 0) return std::nullopt;
+    std::string db = resolveDbPath(options.dbPath);
+    if (!std::filesystem::exists(db)) return std::nullopt;  // asking never creates the store
+    profiler::Store store(db);
+    std::string sha = profiler::sha256File(path);
+    int64_t session = options.session;
+    if (session == 0)
+      for (const auto& s : store.listSessions())
+        if (s.model.sha256 == sha) session = s.id;
+    if (session <= 0) return std::nullopt;
+    auto data = store.loadSession(session);
+    if (!data || data->summary.model.sha256 != sha || data->sweeps.empty()) return std::nullopt;
+    const profiler::StoredSweep& latest = data->sweeps.back();
+    const profiler::StoredRun* run = data->run(latest.runId);
+    if (!run) return std::nullopt;
+    UnfinishedSweep u;
+    u.sessionId = session;
+    u.runId = latest.runId;
+    u.batches = latest.batches;
+    u.backends = latest.backends;
+    u.budgetSeconds = latest.budgetSeconds;
+    u.context = run->context;
+    u.totalPoints = static_cast<int>(latest.batches.size() * latest.backends.size());
+    for (const auto& m : data->measurements)
+      if (m.sweepId == latest.id) ++u.storedPoints;
+    if (u.storedPoints >= u.totalPoints) return std::nullopt;
+    return u;
   });
 }
 

@@ -90,6 +90,22 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options,
                           const ProgressFn& progress = {});
 std::string sweepJson(const SweepResult& result);
 
+/// A stored sweep that misses points (killed or cancelled): what SweepOptions::resume continues
+/// when run with its batches, backends, budget and build (context: threads, -O, target, records).
+struct UnfinishedSweep {
+  int64_t sessionId = 0, runId = 0;
+  std::vector<int64_t> batches;
+  std::vector<std::string> backends;
+  double budgetSeconds = 0;
+  profiler::RunContext context;
+  int storedPoints = 0, totalPoints = 0;
+};
+
+/// The latest sweep of `path`'s model in the session `store` chooses (as a sweep would), when it
+/// is unfinished; nothing when it is complete or there is none. Never creates the store.
+Result<std::optional<UnfinishedSweep>> unfinishedSweep(const std::string& path,
+                                                       const StoreOptions& store = {});
+
 /// Serves one request of an isolated measurement on stdin/stdout (`kiln measure-worker`,
 /// profiler/measure_worker.h); returns the process exit code.
 int runMeasureWorker();

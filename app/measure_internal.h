@@ -59,6 +59,7 @@ std::vector<std::string> workerArgv(const std::string& command, const std::strin
 
 /// Sends `request` to a `kiln measure-worker` and returns its result object. A crash or a time
 /// limit gives ErrorKind::KernelFault with the reason; errors the worker reports keep their kind.
+/// `cancelled` (else `isolation.cancelled`) true kills the worker: ErrorKind::Usage, "cancelled".
 Result<nlohmann::json> callMeasureWorker(const nlohmann::json& request, const IsolationOptions& isolation,
                                          const std::function<bool()>& cancelled = {});
 /// Worker side: tells the parent that compilation is done and kernels run from now on.

@@ -15,6 +15,7 @@
 
 #include "profiler/subprocess.h"
 #include "runtime/graph_executor.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::profiler {
 
@@ -78,11 +79,15 @@ void dieWithParent() {
 void installWorkerFaultHandlers() {
   dieWithParent();
   runtime::enableKernelWatch();
+  // A kernel that overflows its stack gets SIGSEGV with no stack left to run the handler on: the
+  // handler runs on an alternate stack (this thread's here; the runtime's pool threads make their
+  // own), so that crash is named as well.
+  runtime::ensureSignalStack();
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sigemptyset(&sa.sa_mask);
   sa.sa_handler = onFault;
-  sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+  sa.sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &sa, nullptr);
   sa.sa_handler = onStuck;
   sa.sa_flags = SA_RESTART;

@@ -23,7 +23,9 @@ namespace kiln::profiler {
 /// Worker side: enables the runtime's kernel watch (runtime/graph_executor.h) and installs
 /// handlers that report the kernel being run, on stdout, as a protocol line: SIGSEGV, SIGBUS,
 /// SIGFPE, SIGILL and SIGABRT then end the process by the same signal; SIGUSR1 (the parent's
-/// time limit ran out) lets it go on until the parent kills it. Calls dieWithParent().
+/// time limit ran out) lets it go on until the parent kills it. The fault handlers run on an
+/// alternate signal stack (runtime::ensureSignalStack), so a kernel that overflows its stack is
+/// named too. Calls dieWithParent().
 void installWorkerFaultHandlers();
 /// Worker side: the process is killed when its parent dies (PR_SET_PDEATHSIG), so a tuner or
 /// profiler killed with SIGKILL leaves no worker behind.

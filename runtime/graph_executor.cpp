@@ -16,7 +16,7 @@ namespace {
 std::atomic<bool> g_watch{false};
 std::atomic<const char*> g_current{nullptr};
 
-/// The fault KILN_FAULT asks for on a call ('c' crash, 'h' hang, 0 none).
+/// The fault KILN_FAULT asks for on a call ('c' crash, 'h' hang, 's' stack overflow, 0 none).
 char faultFor(const KernelCall& call) {
   const char* spec = std::getenv("KILN_FAULT");
   if (!spec) return 0;
@@ -26,7 +26,17 @@ char faultFor(const KernelCall& call) {
   std::string kind = s.substr(0, colon), needle = s.substr(colon + 1);
   if (needle.empty()) return 0;
   if (call.node.find(needle) == std::string::npos && call.kernel.find(needle) == std::string::npos) return 0;
-  return kind == "crash" ? 'c' : kind == "hang" ? 'h' : 0;
+  return kind == "crash" ? 'c' : kind == "hang" ? 'h' : kind == "stack" ? 's' : 0;
+}
+
+/// Recurses until the thread's stack is exhausted (KILN_FAULT=stack:...): each frame keeps a
+/// page the compiler cannot drop, and the call is not a tail call.
+__attribute__((noinline)) int64_t overflowStack(int64_t depth) {
+  volatile char page[4096];
+  page[0] = static_cast<char>(depth);
+  page[sizeof page - 1] = page[0];
+  if (depth >= 0) return overflowStack(depth + 1) + page[sizeof page - 1];
+  return page[0];
 }
 
 }  // namespace
@@ -81,6 +91,7 @@ void GraphExecutor::callWatched(size_t c) {
   const KernelCall& call = m_plan.calls[c];
   g_current.store(call.kernel.c_str(), std::memory_order_relaxed);
   if (m_fault[c] == 'c') std::raise(SIGSEGV);
+  if (m_fault[c] == 's') overflowStack(0);
   if (m_fault[c] == 'h')
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   m_fns[c](m_callArgs[c].data());

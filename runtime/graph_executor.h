@@ -14,9 +14,10 @@ namespace kiln::runtime {
 /// Kernel watch, for worker processes that run generated code in isolation (app/ measure-worker):
 /// once enabled, every executor publishes the name of the call it is running, readable from a
 /// signal handler, so the parent can say which kernel crashed or hung. It also honours
-/// KILN_FAULT for tests: "crash:<substring>" raises SIGSEGV and "hang:<substring>" loops forever
-/// instead of running a call whose fused function or kernel name contains the substring. Off by
-/// default: ordinary processes never read KILN_FAULT and pay nothing.
+/// KILN_FAULT for tests: "crash:<substring>" raises SIGSEGV, "stack:<substring>" overflows the
+/// stack and "hang:<substring>" loops forever instead of running a call whose fused function or
+/// kernel name contains the substring. Off by default: ordinary processes never read KILN_FAULT
+/// and pay nothing.
 void enableKernelWatch();
 /// The kernel (compiled function symbol) being called, or nullptr; async-signal-safe.
 const char* watchedKernel();

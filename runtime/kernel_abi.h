@@ -22,6 +22,10 @@ typedef int32_t (*KilnParallelTask)(int64_t begin, int64_t end, void* closure);
 /// value a chunk returned.
 int32_t kiln_parallel_launch(KilnParallelTask task, void* closure, int64_t extent);
 
+/// kiln_parallel_launch with the range cut into `chunks_per_thread` chunks per thread (the
+/// default launch uses 4): the parallel granularity a tuned schedule chose ("par_chunks").
+int32_t kiln_parallel_launch_chunked(KilnParallelTask task, void* closure, int64_t extent, int64_t chunks_per_thread);
+
 /// Called by kernels built with bounds checks (core/tir/bounds_check.h) when an access of
 /// `buffer` at `index` lies outside [0, extent): prints one line to stderr and aborts.
 #ifdef __cplusplus

@@ -15,6 +15,9 @@
 // launch is running, runs serially in the calling thread.
 #include "runtime/thread_pool.h"
 
+#include <signal.h>
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -34,10 +37,26 @@ namespace {
 
 thread_local bool t_insideTask = false;
 
+/// The alternate signal stack this thread installed (ensureSignalStack), unmapped at thread exit.
+struct SignalStack {
+  void* base = nullptr;
+  size_t size = 0;
+  ~SignalStack() {
+    if (!base) return;
+    stack_t current;
+    // Leave a stack someone else installed since alone; disable ours before unmapping it.
+    if (sigaltstack(nullptr, &current) == 0 && current.ss_sp == base) {
+      stack_t off{};
+      off.ss_flags = SS_DISABLE;
+      sigaltstack(&off, nullptr);
+    }
+    munmap(base, size);
+  }
+};
+thread_local SignalStack t_signalStack;
+
 /// How long an idle worker polls for the next launch before sleeping.
 constexpr auto kSpinTime = std::chrono::microseconds(300);
-/// Chunks per participating thread (load balance on a shared machine vs. per-chunk overhead).
-constexpr int64_t kChunksPerThread = 4;
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -63,10 +82,10 @@ class Pool {
   }
   int threads() const { return m_threads; }
 
-  int32_t launch(KilnParallelTask task, void* closure, int64_t extent) {
+  int32_t launch(KilnParallelTask task, void* closure, int64_t extent, int64_t chunksPerThread) {
     if (m_threads <= 1 || extent <= 1 || t_insideTask || m_busy.exchange(true, std::memory_order_acquire))
       return runSerial(task, closure, extent);
-    int64_t chunks = std::min<int64_t>({extent, int64_t{m_threads} * kChunksPerThread, 0xffff});
+    int64_t chunks = std::min<int64_t>({extent, int64_t{m_threads} * chunksPerThread, 0xffff});
     m_task.store(task, std::memory_order_relaxed);
     m_closure.store(closure, std::memory_order_relaxed);
     m_extent.store(extent, std::memory_order_relaxed);
@@ -128,6 +147,7 @@ class Pool {
   }
 
   void workerLoop() {
+    ensureSignalStack();
     uint64_t seen = 0;
     for (;;) {
       uint64_t gen = waitForLaunch(seen);
@@ -204,13 +224,36 @@ void setNumThreads(int threads) {
 
 int numThreads() { return pool().threads(); }
 
-int32_t parallelLaunch(KilnParallelTask task, void* closure, int64_t extent) {
+void ensureSignalStack() {
+  stack_t current;
+  if (sigaltstack(nullptr, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return;  // has one
+  // Room for a handler that formats one line (and for a sanitizer's instrumented frames).
+  constexpr size_t kSize = 64 * 1024;
+  void* base = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return;  // no alternate stack: a stack overflow then dies unnamed
+  stack_t ss{};
+  ss.ss_sp = base;
+  ss.ss_size = kSize;
+  if (sigaltstack(&ss, nullptr) != 0) {
+    munmap(base, kSize);
+    return;
+  }
+  t_signalStack.base = base;
+  t_signalStack.size = kSize;
+}
+
+int32_t parallelLaunch(KilnParallelTask task, void* closure, int64_t extent, int64_t chunksPerThread) {
   if (extent <= 0) return 0;
-  return pool().launch(task, closure, extent);
+  return pool().launch(task, closure, extent, std::clamp<int64_t>(chunksPerThread, 1, 64));
 }
 
 }  // namespace kiln::runtime
 
 extern "C" int32_t kiln_parallel_launch(KilnParallelTask task, void* closure, int64_t extent) {
   return kiln::runtime::parallelLaunch(task, closure, extent);
+}
+
+extern "C" int32_t kiln_parallel_launch_chunked(KilnParallelTask task, void* closure, int64_t extent,
+                                                int64_t chunks_per_thread) {
+  return kiln::runtime::parallelLaunch(task, closure, extent, chunks_per_thread);
 }

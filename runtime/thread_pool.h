@@ -14,7 +14,19 @@ namespace kiln::runtime {
 void setNumThreads(int threads);
 int numThreads();
 
-/// Runs task over [0, extent) split into one contiguous chunk per thread.
-int32_t parallelLaunch(KilnParallelTask task, void* closure, int64_t extent);
+/// Chunks per participating thread of a launch by default: load balance on a shared machine
+/// (a descheduled thread's chunks are taken by the others) against per-chunk overhead.
+inline constexpr int64_t kDefaultChunksPerThread = 4;
+
+/// Runs task over [0, extent) cut into `chunksPerThread` contiguous chunks per thread (1..64),
+/// which the participating threads claim one at a time.
+int32_t parallelLaunch(KilnParallelTask task, void* closure, int64_t extent,
+                       int64_t chunksPerThread = kDefaultChunksPerThread);
+
+/// Gives the calling thread an alternate signal stack (sigaltstack) unless it has one, freed
+/// when the thread ends: a handler installed with SA_ONSTACK can then run even after the thread
+/// overflowed its stack (the measuring worker names the kernel that did). Every pool thread
+/// calls this when it starts; other threads that run kernels call it themselves.
+void ensureSignalStack();
 
 }  // namespace kiln::runtime

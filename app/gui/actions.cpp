@@ -86,13 +86,16 @@ app::BackendResult backendFromMeasurement(const profiler::Measurement& m) {
 
 void MainWindow::openModelFile(const QString& path) {
   // A new model makes every result of the old one meaningless.
-  for (JobTracker* t : {m_compileJob, m_inspectJob, m_codeJob, m_profileJob, m_compareJob, m_sweepJob}) t->cancel();
+  for (JobTracker* t : {m_compileJob, m_inspectJob, m_codeJob, m_profileJob, m_compareJob, m_sweepJob, m_sweepStateJob})
+    t->cancel();
   m_tuneJob->requestCancel();
   m_modelPath = path;
   m_model.reset();
   m_inspection.reset();
   m_lastProfile.reset();
   m_lastSweep.reset();
+  m_unfinishedSweep.reset();
+  m_sweep->setUnfinished(std::nullopt);
   QString name = QFileInfo(path).fileName();
   setWindowTitle(tr("%1 — Kiln Workbench").arg(name));
   m_modelLabel->setText(name);
@@ -133,6 +136,7 @@ void MainWindow::openModelFile(const QString& path) {
                                    .arg(qs(m_model->name), formatMs(m_model->importSeconds * 1e3)));
                      finishJob(QStringLiteral("open"), true);
                      startInspect(QStringLiteral("inspect"));
+                     checkUnfinishedSweep();
                    });
   updateActions();
 }
@@ -269,26 +273,31 @@ void MainWindow::profile() {
   o.isolate.enabled = true;
   std::string path = m_modelPath.toStdString();
   setStatus(tr("Profiling %1 (compile, then time each call)…").arg(qs(m_model->name)));
-  m_profileJob->start([path, o](const JobControl&) { return app::profile(path, o); },
-                      [this](app::Result<app::ProfileResult> r) {
-                        if (failed(r, QStringLiteral("profile"), tr("Profiling failed"))) return;
-                        m_lastProfile = r.value();
-                        const app::ProfileResult& p = *m_lastProfile;
-                        m_profile->setProfile(p.profile, QStringLiteral("%1, %2 -O%3").arg(qs(p.model), qs(p.build.target)).arg(p.build.optLevel));
-                        // Heat colouring maps calls by index: only onto the same build's graph.
-                        bool sameBuild = m_inspection && m_inspection->targetString == p.build.target &&
-                                         m_inspection->optLevel == p.build.optLevel &&
-                                         m_inspection->numCalls == static_cast<int>(p.profile.ops.size());
-                        if (sameBuild) m_graph->setProfile(p.profile);
-                        else startInspect(QStringLiteral("inspect"));
-                        if (p.stored.buildId) m_profiledBuilds.push_back(p.stored.buildId);
-                        noteStored(p.stored);
-                        setStatus(tr("Profiled %1: end to end %2, Σ calls %3, %4 calls")
-                                      .arg(qs(p.model), formatMs(p.profile.endToEnd.medianMs), formatMs(p.profile.sumMs))
-                                      .arg(p.profile.ops.size()));
-                        showTab(ProfileTab);
-                        finishJob(QStringLiteral("profile"), true);
-                      });
+  m_profileJob->start(
+      [path, o](const JobControl& control) {
+        app::ProfileOptions options = o;
+        options.isolate.cancelled = control.cancelledFn();  // Cancel kills the worker at once
+        return app::profile(path, options);
+      },
+      [this](app::Result<app::ProfileResult> r) {
+        if (failed(r, QStringLiteral("profile"), tr("Profiling failed"))) return;
+        m_lastProfile = r.value();
+        const app::ProfileResult& p = *m_lastProfile;
+        m_profile->setProfile(p.profile, QStringLiteral("%1, %2 -O%3").arg(qs(p.model), qs(p.build.target)).arg(p.build.optLevel));
+        // Heat colouring maps calls by index: only onto the same build's graph.
+        bool sameBuild = m_inspection && m_inspection->targetString == p.build.target &&
+                         m_inspection->optLevel == p.build.optLevel &&
+                         m_inspection->numCalls == static_cast<int>(p.profile.ops.size());
+        if (sameBuild) m_graph->setProfile(p.profile);
+        else startInspect(QStringLiteral("inspect"));
+        if (p.stored.buildId) m_profiledBuilds.push_back(p.stored.buildId);
+        noteStored(p.stored);
+        setStatus(tr("Profiled %1: end to end %2, Σ calls %3, %4 calls")
+                      .arg(qs(p.model), formatMs(p.profile.endToEnd.medianMs), formatMs(p.profile.sumMs))
+                      .arg(p.profile.ops.size()));
+        showTab(ProfileTab);
+        finishJob(QStringLiteral("profile"), true);
+      });
   updateActions();
 }
 
@@ -333,44 +342,105 @@ void MainWindow::compareBackends() {
   std::string path = m_modelPath.toStdString();
   QString label = buildLabel();
   setStatus(tr("Comparing %1 with PyTorch…").arg(qs(m_model->name)));
-  m_compareJob->start([path, o](const JobControl&) { return app::compare(path, o); },
-                      [this, label](app::Result<app::CompareResult> r) {
-                        if (failed(r, QStringLiteral("compare"), tr("Comparison failed"))) return;
-                        m_compare->addResult(r.value(), label);
-                        noteStored(r.value().stored);
-                        setStatus(tr("Compared %1 (batch %2, %3 threads)").arg(qs(r.value().model)).arg(r.value().batch).arg(r.value().threads));
-                        showTab(CompareTab);
-                        finishJob(QStringLiteral("compare"), true);
-                      });
+  m_compareJob->start(
+      [path, o](const JobControl& control) {
+        app::CompareOptions options = o;
+        options.isolate.cancelled = control.cancelledFn();
+        return app::compare(path, options);
+      },
+      [this, label](app::Result<app::CompareResult> r) {
+        if (failed(r, QStringLiteral("compare"), tr("Comparison failed"))) return;
+        m_compare->addResult(r.value(), label);
+        noteStored(r.value().stored);
+        setStatus(tr("Compared %1 (batch %2, %3 threads)").arg(qs(r.value().model)).arg(r.value().batch).arg(r.value().threads));
+        showTab(CompareTab);
+        finishJob(QStringLiteral("compare"), true);
+      });
   updateActions();
 }
 
-void MainWindow::sweep() {
+void MainWindow::sweep(bool resume) {
   if (!m_model) return;
   app::SweepOptions o;
   o.build = buildOptions();
+  if (resume && m_unfinishedSweep) {
+    // The interrupted sweep's own settings, so that the façade finds it and fills in its gaps.
+    const app::UnfinishedSweep& u = *m_unfinishedSweep;
+    m_sweep->setBatches(u.batches);
+    m_sweep->setBackends(u.backends);
+    m_sweep->setBudgetSeconds(u.budgetSeconds);
+    o.build.target = u.context.target;
+    o.build.optLevel = u.context.optLevel;
+    o.build.threads = u.context.threads;
+    if (u.context.tuningRecords != "none") o.build.records = u.context.tuningRecords;
+  }
   o.batches = m_sweep->batches();
   o.backends = m_sweep->backends();
   o.budgetSeconds = m_sweep->budgetSeconds();
   o.store = storeOptions();
+  o.resume = resume;
   o.isolate.enabled = true;  // each Kiln point in a worker process
   if (o.batches.empty() || o.backends.empty()) {
     showError(tr("Nothing to sweep"), tr("Enter at least one batch size and pick at least one backend."));
     return;
   }
   std::string path = m_modelPath.toStdString();
-  setStatus(tr("Sweeping %1 over %2 batch sizes…").arg(qs(m_model->name)).arg(o.batches.size()));
+  setStatus((resume ? tr("Resuming the sweep of %1 over %2 batch sizes…") : tr("Sweeping %1 over %2 batch sizes…"))
+                .arg(qs(m_model->name))
+                .arg(o.batches.size()));
   showTab(SweepTab);
-  m_sweepJob->start([path, o](const JobControl& control) { return app::sweep(path, o, control.progressFn()); },
-                    [this](app::Result<app::SweepResult> r) {
-                      if (failed(r, QStringLiteral("sweep"), tr("Sweep failed"))) return;
-                      m_lastSweep = r.value();
-                      m_sweep->setResult(*m_lastSweep);
-                      noteStored(m_lastSweep->stored);
-                      setStatus(tr("Sweep of %1 done: %2 points").arg(qs(m_lastSweep->model)).arg(m_lastSweep->points.size()));
-                      finishJob(QStringLiteral("sweep"), true);
-                    });
+  QPointer<MainWindow> self(this);
+  m_sweepJob->start(
+      [path, o, self](const JobControl& control) {
+        app::SweepOptions options = o;
+        // Cancel stops between points and kills the worker of the point in flight; the points
+        // already stored stay stored for Resume.
+        options.isolate.cancelled = control.cancelledFn();
+        auto r = app::sweep(path, options, control.progressFn());
+        if (control.cancelled()) {
+          // An abandoned sweep's result is dropped: show what it stored and offer Resume.
+          QMetaObject::invokeMethod(
+              QCoreApplication::instance(),
+              [self] {
+                if (!self) return;
+                self->refreshSessions();
+                self->checkUnfinishedSweep();
+              },
+              Qt::QueuedConnection);
+        }
+        return r;
+      },
+      [this](app::Result<app::SweepResult> r) {
+        checkUnfinishedSweep();
+        if (failed(r, QStringLiteral("sweep"), tr("Sweep failed"))) return;
+        m_lastSweep = r.value();
+        m_sweep->setResult(*m_lastSweep);
+        noteStored(m_lastSweep->stored);
+        int measured = static_cast<int>(m_lastSweep->points.size()) - m_lastSweep->resumedPoints;
+        if (m_lastSweep->resumedPoints > 0)
+          setStatus(tr("Sweep of %1 resumed: %2 points kept from the store, %3 measured")
+                        .arg(qs(m_lastSweep->model))
+                        .arg(m_lastSweep->resumedPoints)
+                        .arg(measured));
+        else
+          setStatus(tr("Sweep of %1 done: %2 points").arg(qs(m_lastSweep->model)).arg(m_lastSweep->points.size()));
+        finishJob(QStringLiteral("sweep"), true);
+      });
   updateActions();
+}
+
+void MainWindow::checkUnfinishedSweep() {
+  if (m_modelPath.isEmpty()) return;
+  std::string path = m_modelPath.toStdString();
+  app::StoreOptions store = storeOptions();
+  m_sweepStateJob->start([path, store](const JobControl&) { return app::unfinishedSweep(path, store); },
+                         [this](app::Result<std::optional<app::UnfinishedSweep>> r) {
+                           // A store that cannot be read offers nothing to resume; the session
+                           // browser reports why.
+                           m_unfinishedSweep = r ? r.value() : std::nullopt;
+                           m_sweep->setUnfinished(m_unfinishedSweep);
+                           finishJob(QStringLiteral("sweep-state"), r.ok());
+                         });
 }
 
 void MainWindow::tune(bool resume) {

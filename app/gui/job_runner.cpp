@@ -21,6 +21,11 @@ std::function<bool(const std::string&)> JobControl::progressFn() const {
   };
 }
 
+std::function<bool()> JobControl::cancelledFn() const {
+  std::shared_ptr<detail::JobState> state = m_state;  // the tracker is not needed, nor touched
+  return [state] { return state->cancelled.load(); };
+}
+
 void JobTracker::cancel() {
   if (!m_current) return;
   m_current->cancelled = true;

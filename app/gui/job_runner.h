@@ -39,6 +39,9 @@ class JobControl {
   void report(const QString& text, double fraction = -1) const;
   /// A façade ProgressFn (app/measure.h): reports each message and returns false once cancelled.
   std::function<bool(const std::string&)> progressFn() const;
+  /// The cancel predicate as a function (app::IsolationOptions::cancelled): a measuring worker
+  /// is killed as soon as the job is cancelled or abandoned.
+  std::function<bool()> cancelledFn() const;
 
  private:
   friend class JobTracker;

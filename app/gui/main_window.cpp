@@ -88,6 +88,7 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
   m_profileJob = new JobTracker(QStringLiteral("profile"), this);
   m_compareJob = new JobTracker(QStringLiteral("compare"), this);
   m_sweepJob = new JobTracker(QStringLiteral("sweep"), this);
+  m_sweepStateJob = new JobTracker(QStringLiteral("sweep-state"), this);
   m_tuneJob = new JobTracker(QStringLiteral("tune"), this);
   m_exportJob = new JobTracker(QStringLiteral("export"), this);
   m_sessionJob = new JobTracker(QStringLiteral("sessions"), this);
@@ -278,6 +279,7 @@ void MainWindow::createViews() {
     showTab(GraphTab);
   });
   connect(m_sweep, &SweepView::runRequested, this, [this] { sweep(); });
+  connect(m_sweep, &SweepView::resumeRequested, this, [this] { sweep(true); });
   connect(m_tuning, &TuningView::startRequested, this, [this](bool resume) { tune(resume); });
   connect(m_tuning, &TuningView::cancelRequested, this, [this] { m_tuneJob->requestCancel(); });
   connect(m_sessions, &SessionBrowser::refreshRequested, this, &MainWindow::refreshSessions);
@@ -368,6 +370,7 @@ void MainWindow::updateActions() {
 }
 
 void MainWindow::setStatus(const QString& text) { m_statusLabel->setText(text); }
+QString MainWindow::statusText() const { return m_statusLabel->text(); }
 
 void MainWindow::showTab(Tab tab) { m_tabs->setCurrentIndex(tab); }
 

@@ -62,7 +62,10 @@ class MainWindow : public QMainWindow {
   void compile();
   void profile();
   void compareBackends();
-  void sweep();
+  /// resume: continue the model's interrupted sweep (unfinishedSweep()) with its own settings.
+  void sweep(bool resume = false);
+  /// Looks up (on a job) whether the model's latest stored sweep is unfinished, for Resume.
+  void checkUnfinishedSweep();
   void tune(bool resume = false);
   /// The import doctor on the current model, or on the last file that failed to open.
   void diagnose();
@@ -85,6 +88,9 @@ class MainWindow : public QMainWindow {
   std::shared_ptr<const app::Inspection> inspection() const { return m_inspection; }
   const std::optional<app::ProfileResult>& lastProfile() const { return m_lastProfile; }
   const std::optional<app::SweepResult>& lastSweep() const { return m_lastSweep; }
+  const std::optional<app::UnfinishedSweep>& unfinishedSweep() const { return m_unfinishedSweep; }
+  /// The status bar's message.
+  QString statusText() const;
   std::optional<std::pair<int64_t, int64_t>> lastTwoProfiledBuilds() const;
   QString dbPath() const;
 
@@ -154,6 +160,7 @@ class MainWindow : public QMainWindow {
   std::shared_ptr<const app::Inspection> m_inspection;
   std::optional<app::ProfileResult> m_lastProfile;
   std::optional<app::SweepResult> m_lastSweep;
+  std::optional<app::UnfinishedSweep> m_unfinishedSweep;  // the model's, as last looked up
   std::vector<int64_t> m_profiledBuilds;  // this window's profiled builds, oldest first
   int64_t m_lastSessionId = 0;
   std::vector<app::TargetChoice> m_targets;
@@ -167,6 +174,7 @@ class MainWindow : public QMainWindow {
   JobTracker* m_profileJob;
   JobTracker* m_compareJob;
   JobTracker* m_sweepJob;
+  JobTracker* m_sweepStateJob;  // unfinishedSweep look-ups
   JobTracker* m_tuneJob;
   JobTracker* m_exportJob;
   JobTracker* m_sessionJob;

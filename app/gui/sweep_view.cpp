@@ -28,6 +28,9 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   m_budget->setSuffix(tr(" s"));
   m_budget->setToolTip(tr("Per backend and batch: a backend over budget stops and its larger batches are skipped"));
   auto* run = new QPushButton(tr("Run sweep"), this);
+  m_resume = new QPushButton(tr("Resume"), this);
+  m_resumeNote = new QLabel(this);
+  m_resumeNote->setStyleSheet(QStringLiteral("color: #666"));
   auto* bar = new QHBoxLayout;
   bar->addWidget(new QLabel(tr("Batches:"), this));
   bar->addWidget(m_batches);
@@ -59,10 +62,19 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addLayout(bar);
-  layout->addWidget(m_summary);
+  // Resume sits under Run sweep, beside the summary: the settings row is full at 1280 px.
+  m_resumeNote->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Preferred);
+  m_summary->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // wraps in the width left
+  auto* summaryRow = new QHBoxLayout;
+  summaryRow->addWidget(m_summary, 1);
+  summaryRow->addWidget(m_resumeNote);
+  summaryRow->addWidget(m_resume);
+  layout->addLayout(summaryRow);
   layout->addLayout(charts, 1);
   layout->addWidget(m_notes);
   connect(run, &QPushButton::clicked, this, &SweepView::runRequested);
+  connect(m_resume, &QPushButton::clicked, this, &SweepView::resumeRequested);
+  setUnfinished(std::nullopt);
   clear(tr("No sweep yet: choose batch sizes and backends, then Run sweep (Ctrl+Shift+S)."));
 }
 
@@ -95,6 +107,30 @@ void SweepView::setBatches(const std::vector<int64_t>& batches) {
 void SweepView::setBackends(const std::vector<std::string>& backends) {
   for (auto& [name, box] : m_backendBoxes)
     box->setChecked(std::find(backends.begin(), backends.end(), name) != backends.end());
+}
+
+void SweepView::setUnfinished(const std::optional<app::UnfinishedSweep>& sweep) {
+  m_resume->setEnabled(sweep.has_value());
+  if (!sweep) {
+    m_resumeNote->clear();
+    m_resume->setToolTip(tr("Continue an interrupted sweep of this model: none is stored"));
+    return;
+  }
+  QStringList batches, backends;
+  for (int64_t b : sweep->batches) batches << QString::number(b);
+  for (const std::string& b : sweep->backends) backends << backendLabel(b);
+  int missing = sweep->totalPoints - sweep->storedPoints;
+  m_resumeNote->setText(
+      tr("Interrupted sweep: %1 of %2 points stored").arg(sweep->storedPoints).arg(sweep->totalPoints));
+  m_resume->setToolTip(
+      tr("Continue sweep run #%1 (batches %2; %3; %4 threads, -O%5): keeps its %6 stored points "
+         "and measures the %7 missing")
+          .arg(sweep->runId)
+          .arg(batches.join(QStringLiteral(", ")), backends.join(QStringLiteral(", ")))
+          .arg(sweep->context.threads)
+          .arg(sweep->context.optLevel)
+          .arg(sweep->storedPoints)
+          .arg(missing));
 }
 
 void SweepView::clear(const QString& message) {

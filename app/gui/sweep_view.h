@@ -1,15 +1,18 @@
 // The Batch sweep view: latency and throughput against batch size per backend (line charts,
 // log₂ batch axis, log latency axis), with the sweep's settings (batches, backends, time budget)
-// above them and the skipped or failed points listed below.
+// above them and the skipped or failed points listed below. Resume continues the model's latest
+// sweep when it was interrupted (killed or cancelled): only its missing points are measured.
 #pragma once
 
 #include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QWidget>
 
 #include <map>
+#include <optional>
 
 #include "app/measure.h"
 
@@ -32,6 +35,11 @@ class SweepView : public QWidget {
   double budgetSeconds() const { return m_budget->value(); }
   void setBatches(const std::vector<int64_t>& batches);
   void setBackends(const std::vector<std::string>& backends);
+  void setBudgetSeconds(double seconds) { m_budget->setValue(seconds); }
+  /// The model's interrupted sweep, if any: enables Resume and says what it will measure.
+  void setUnfinished(const std::optional<app::UnfinishedSweep>& sweep);
+  bool canResume() const { return m_resume->isEnabled(); }
+  QPushButton* resumeButton() const { return m_resume; }
 
   /// The plotted points of one backend: (batch, median ms) and (batch, items/s).
   QList<QPointF> latencyPoints(const std::string& backend) const;
@@ -41,11 +49,14 @@ class SweepView : public QWidget {
 
  signals:
   void runRequested();
+  void resumeRequested();
 
  private:
   QLineEdit* m_batches;
   std::map<std::string, QCheckBox*> m_backendBoxes;
   QDoubleSpinBox* m_budget;
+  QPushButton* m_resume;
+  QLabel* m_resumeNote;
   QLabel* m_summary;
   QLabel* m_notes;
   QChartView* m_latency;

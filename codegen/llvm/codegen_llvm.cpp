@@ -3,6 +3,7 @@
 // Parallel loops. `parallel (i, min, extent) body` becomes
 //     closure = { min, <every outer Var the body reads>, <every outer buffer pointer it uses> }
 //     kiln_parallel_launch(NAME.parK, &closure, extent)
+// (kiln_parallel_launch_chunked(..., chunks) when the kernel's attrs["parallel_chunks"] is set)
 // with an internal task `i32 NAME.parK(i64 begin, i64 end, ptr closure)` that reloads the
 // captured values and runs `for (i = min + begin; i < min + end; ++i) body`. The closure lives in
 // the caller's entry block (the launch returns only when every chunk is done). Inside a task,
@@ -11,6 +12,7 @@
 #include "codegen/llvm/codegen_llvm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <unordered_set>
@@ -396,10 +398,21 @@ void FunctionCodeGen::emitParallel(const For* op) {
   for (size_t i = 0; i < fields.size(); ++i) {
     m_b.CreateStore(fields[i], m_b.CreateStructGEP(closureType, closure, static_cast<unsigned>(i)));
   }
-  auto launchType = llvm::FunctionType::get(m_b.getInt32Ty(), {ptrTy, ptrTy, m_b.getInt64Ty()}, false);
-  llvm::FunctionCallee launch = m_module.getOrInsertFunction("kiln_parallel_launch", launchType);
+  // A schedule's parallel granularity (attrs["parallel_chunks"], chunks per thread) picks the
+  // chunked launch; without one, the runtime's default split.
+  int64_t chunks = 0;
+  if (auto it = m_func.attrs.find("parallel_chunks"); it != m_func.attrs.end()) chunks = std::atoll(it->second.c_str());
+  std::vector<llvm::Type*> launchParams{ptrTy, ptrTy, m_b.getInt64Ty()};
+  std::vector<Value*> launchArgs{task, closure, toIndex(extent, op->extent.type())};
+  if (chunks > 0) {
+    launchParams.push_back(m_b.getInt64Ty());
+    launchArgs.push_back(m_b.getInt64(static_cast<uint64_t>(chunks)));
+  }
+  auto launchType = llvm::FunctionType::get(m_b.getInt32Ty(), launchParams, false);
+  llvm::FunctionCallee launch =
+      m_module.getOrInsertFunction(chunks > 0 ? "kiln_parallel_launch_chunked" : "kiln_parallel_launch", launchType);
   if (auto* fn = llvm::dyn_cast<llvm::Function>(launch.getCallee())) fn->setDoesNotThrow();
-  m_b.CreateCall(launch, {task, closure, toIndex(extent, op->extent.type())});
+  m_b.CreateCall(launch, launchArgs);
 
   // Task: reload the captured state and run [min + begin, min + end).
   FunctionState saved = std::move(m_state);

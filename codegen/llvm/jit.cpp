@@ -102,6 +102,9 @@ std::shared_ptr<JitLibrary> JitLibrary::compile(const std::vector<core::tir::Pri
   runtimeSymbols[lljit.mangleAndIntern("kiln_parallel_launch")] =
       llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&kiln_parallel_launch),
                                    llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  runtimeSymbols[lljit.mangleAndIntern("kiln_parallel_launch_chunked")] =
+      llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&kiln_parallel_launch_chunked),
+                                   llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
   runtimeSymbols[lljit.mangleAndIntern("kiln_bounds_fail")] =  // bounds-checked kernels only
       llvm::orc::ExecutorSymbolDef(llvm::orc::ExecutorAddr::fromPtr(&kiln_bounds_fail),
                                    llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);

@@ -32,6 +32,7 @@
 #include "core/ir/printer.h"
 #include "core/lower/lower.h"
 #include "core/lower/lower_internal.h"
+#include "core/lower/schedule.h"
 #include "core/tir/simplify.h"
 #include "runtime/error.h"
 
@@ -329,7 +330,7 @@ class GroupLowering {
     func.attrs["workload_key"] = groupWorkloadKey(m_graph, m_groupIndex);
     func.attrs["op"] = "fused";
     func.attrs["ops"] = ops;
-    if (!m_schedule.empty()) func.attrs["schedule"] = m_schedule;
+    recordSchedule(func, m_schedule);
     if (!m_tuneKey.empty()) func.attrs["tune_key"] = m_tuneKey;
     return func;
   }

@@ -7,6 +7,7 @@
 
 #include "core/ir/printer.h"
 #include "core/lower/lower_internal.h"
+#include "core/lower/schedule.h"
 #include "core/tir/bounds_check.h"
 #include "core/tir/vectorize.h"
 #include "core/tir/simplify.h"
@@ -162,7 +163,7 @@ PrimFunc lowerApplication(const OpApplication& app, const std::string& funcName,
   func.body = simplify(vectorizeInnermostLoops(func.body, options.vectorLanes));
   func.attrs["workload_key"] = makeKey(app.op, app.attrs, app.inTypes, app.outTypes);
   func.attrs["op"] = app.op;
-  if (!ctx.schedule.empty()) func.attrs["schedule"] = ctx.schedule;
+  recordSchedule(func, ctx.schedule);
   if (!ctx.tuneKey.empty()) func.attrs["tune_key"] = ctx.tuneKey;
   if (options.boundsCheck) func = insertBoundsChecks(func);
   return func;

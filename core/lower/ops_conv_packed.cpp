@@ -294,7 +294,8 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
              {"ow_block", owBlock},
              {"flatten", flatten ? 1 : 0},
              {"oc_outer", ocOuter ? 1 : 0},
-             {"unroll", unroll}};
+             {"unroll", unroll},
+             {"par_chunks", parallelChunksOf(tuned)}};
   // Convolutions that could run as Winograd carry the algorithm knob (0: this direct kernel).
   if (winogradEligible(convGeometry(ctx.op, ctx.attrs, ctx.inTypes))) used["algo"] = 0;
   ctx.schedule = knobsText(used);

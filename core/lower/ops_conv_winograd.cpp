@@ -391,7 +391,8 @@ Stmt lowerConv2dWinogradNchwc(const OpContext& ctx) {
     if (std::find(factors.begin(), factors.end(), u) != factors.end()) unroll = static_cast<int>(u);
   }
   Knobs used{{"algo", s.m},  {"oc_vecs", s.vecs},           {"ow_block", block},
-             {"flatten", 0}, {"oc_outer", ocOuter ? 1 : 0}, {"unroll", unroll}};
+             {"flatten", 0}, {"oc_outer", ocOuter ? 1 : 0}, {"unroll", unroll},
+             {"par_chunks", parallelChunksOf(tuned)}};
   ctx.schedule = knobsText(used);
   return WinogradBuilder(ctx, s, block, ocOuter, unroll).build();
 }

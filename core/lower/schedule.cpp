@@ -6,6 +6,7 @@
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule_config.h"
 #include "runtime/error.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::core::lower {
 
@@ -81,6 +82,26 @@ int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options)
   int64_t maxWidth = std::clamp<int64_t>(accumulatorBudget(options) / std::max(1, ocVecs), 1, 16);
   int64_t tiles = (outWidth + maxWidth - 1) / maxWidth;
   return static_cast<int>((outWidth + tiles - 1) / tiles);
+}
+
+const std::vector<int64_t>& parallelChunkChoices() {
+  static const std::vector<int64_t> choices{1, runtime::kDefaultChunksPerThread, 16};
+  return choices;
+}
+
+int64_t defaultParallelChunks() { return runtime::kDefaultChunksPerThread; }
+
+int64_t parallelChunksOf(const Knobs* tuned) {
+  int64_t chunks = tuned ? knob(*tuned, "par_chunks", defaultParallelChunks()) : defaultParallelChunks();
+  const auto& choices = parallelChunkChoices();
+  return std::find(choices.begin(), choices.end(), chunks) != choices.end() ? chunks : defaultParallelChunks();
+}
+
+void recordSchedule(tir::PrimFunc& func, const std::string& schedule) {
+  if (schedule.empty()) return;
+  func.attrs["schedule"] = schedule;
+  int64_t chunks = knob(parseKnobs(schedule), "par_chunks", defaultParallelChunks());
+  if (chunks != defaultParallelChunks()) func.attrs["parallel_chunks"] = std::to_string(chunks);
 }
 
 std::vector<int64_t> packedConvUnrollFactors(int64_t block, bool depthwise) {

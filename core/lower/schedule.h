@@ -33,7 +33,7 @@ LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features
 
 /// NCHW direct convolution register tile: `ocBlock` output channels × `owVecs` column vectors.
 /// (The packed convolution's knobs are a schedule_config.h Knobs map: oc_vecs, ow_block, flatten,
-/// oc_outer.)
+/// oc_outer, unroll, par_chunks, and algo where Winograd applies.)
 struct ConvKnobs {
   int ocBlock = 1;
   int owVecs = 1;
@@ -82,6 +82,20 @@ int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options)
 /// of a block, `block` of them): 1 (a loop; LLVM decides) and the factors ≤ 4 dividing `block`.
 /// Depthwise convolutions have no such loop: 1 only.
 std::vector<int64_t> packedConvUnrollFactors(int64_t block, bool depthwise);
+
+/// Parallel granularity of the packed convolutions (knob `par_chunks`): how many chunks per
+/// thread their parallel loops are cut into (runtime/thread_pool.h). Fewer, larger chunks keep a
+/// thread on neighbouring data; more, smaller ones let the other threads take over the work of
+/// one the OS deschedules. The heuristic keeps the runtime's default.
+const std::vector<int64_t>& parallelChunkChoices();
+int64_t defaultParallelChunks();
+/// The `par_chunks` of a record when it is one of the choices, else the default.
+int64_t parallelChunksOf(const Knobs* tuned);
+
+/// Records a lowering's knobs on its kernel: attrs["schedule"] and, when the knobs ask for a
+/// parallel granularity other than the runtime's default, attrs["parallel_chunks"] (codegen then
+/// launches the kernel's parallel loops with that many chunks per thread).
+void recordSchedule(tir::PrimFunc& func, const std::string& schedule);
 
 // ---- Winograd convolution (ops_conv_winograd.cpp) -------------------------------------------
 

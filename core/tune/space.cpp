@@ -58,41 +58,54 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
     ConvPlan plan = convPlan(parts.params, options);
     int64_t blocks = plan.g.o / plan.block;
     std::vector<int64_t> unrolls = lower::packedConvUnrollFactors(plan.inBlock, plan.depthwise);
-    // Direct configurations first, in the order the grid tuner measures them (unroll outermost,
-    // so the first points are the plain loops).
-    for (int64_t unroll : unrolls)
-      for (int64_t v : {1, 2, 3, 4, 6, 8}) {
-        if (plan.depthwise ? v != 1 : (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options))) continue;
-        for (int64_t flatten : {0, 1}) {
-          if (flatten && !plan.pointwise) continue;
-          int64_t row = plan.rowWidth(flatten != 0), rows = flatten ? 1 : plan.g.outHeight();
-          for (int64_t b = 1; b <= row && lower::packedConvTileFits(v, b, options); ++b) {
-            if (ceilDiv(row, ceilDiv(row, b)) != b) continue;  // balanced to another width
-            bool orderMatters = blocks / v > 1 && rows > 1;
-            for (int64_t ocOuter : {1, 0}) {
-              if (!ocOuter && !orderMatters) continue;
-              Knobs k{{"oc_vecs", v}, {"ow_block", b}, {"flatten", flatten}, {"oc_outer", ocOuter}, {"unroll", unroll}};
-              if (plan.winograd) k["algo"] = 0;
-              space.add(std::move(k));
+    // The runtime's default granularity first, then the others.
+    std::vector<int64_t> chunkOrder{lower::defaultParallelChunks()};
+    for (int64_t c : lower::parallelChunkChoices())
+      if (c != lower::defaultParallelChunks()) chunkOrder.push_back(c);
+    // Direct configurations first, in the order the grid tuner measures them (granularity and
+    // unroll outermost, so the first points are the plain loops with the default split).
+    for (int64_t chunks : chunkOrder)
+      for (int64_t unroll : unrolls)
+        for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+          if (plan.depthwise ? v != 1 : (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options)))
+            continue;
+          for (int64_t flatten : {0, 1}) {
+            if (flatten && !plan.pointwise) continue;
+            int64_t row = plan.rowWidth(flatten != 0), rows = flatten ? 1 : plan.g.outHeight();
+            for (int64_t b = 1; b <= row && lower::packedConvTileFits(v, b, options); ++b) {
+              if (ceilDiv(row, ceilDiv(row, b)) != b) continue;  // balanced to another width
+              bool orderMatters = blocks / v > 1 && rows > 1;
+              for (int64_t ocOuter : {1, 0}) {
+                if (!ocOuter && !orderMatters) continue;
+                Knobs k{{"oc_vecs", v},        {"ow_block", b},    {"flatten", flatten},
+                        {"oc_outer", ocOuter}, {"unroll", unroll}, {"par_chunks", chunks}};
+                if (plan.winograd) k["algo"] = 0;
+                space.add(std::move(k));
+              }
             }
           }
         }
-      }
     // Winograd: register tiles of v vectors × b output tiles (the last block may be narrower, so
     // every b up to the tile count is distinct).
     for (int64_t m : {4, 2}) {
       if (!plan.winograd) break;
       int64_t tiles = plan.g.n * ceilDiv(plan.g.outHeight(), m) * ceilDiv(plan.g.outWidth(), m);
-      for (int64_t unroll : unrolls)
-        for (int64_t v : {1, 2, 3, 4, 6, 8}) {
-          if (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options)) continue;
-          for (int64_t b = 1; b <= tiles && lower::packedConvTileFits(v, b, options); ++b)
-            for (int64_t ocOuter : {1, 0}) {
-              if (!ocOuter && (blocks / v == 1 || tiles <= b)) continue;
-              space.add({{"algo", m}, {"oc_vecs", v}, {"ow_block", b}, {"flatten", 0}, {"oc_outer", ocOuter},
-                         {"unroll", unroll}});
-            }
-        }
+      for (int64_t chunks : chunkOrder)
+        for (int64_t unroll : unrolls)
+          for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+            if (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options)) continue;
+            for (int64_t b = 1; b <= tiles && lower::packedConvTileFits(v, b, options); ++b)
+              for (int64_t ocOuter : {1, 0}) {
+                if (!ocOuter && (blocks / v == 1 || tiles <= b)) continue;
+                space.add({{"algo", m},
+                           {"oc_vecs", v},
+                           {"ow_block", b},
+                           {"flatten", 0},
+                           {"oc_outer", ocOuter},
+                           {"unroll", unroll},
+                           {"par_chunks", chunks}});
+              }
+          }
     }
   } else if (parts.kind == "dense") {
     int64_t m = knob(parts.params, "m", 1), n = knob(parts.params, "n", 1);
@@ -144,6 +157,7 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
     const lower::ConvGeometry& g = plan.g;
     int64_t v = k.at("oc_vecs"), b = k.at("ow_block"), flatten = k.at("flatten"), ocOuter = k.at("oc_outer");
     int64_t algo = knob(k, "algo", 0), unroll = knob(k, "unroll", 1);
+    double chunks = static_cast<double>(knob(k, "par_chunks", lower::defaultParallelChunks())) * threads;
     int64_t row = plan.rowWidth(flatten != 0), tiles = ceilDiv(row, b);
     int64_t rows = flatten ? 1 : g.outHeight();
     double parallel = static_cast<double>(g.n * (g.o / plan.block / v) * rows);
@@ -162,12 +176,12 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          static_cast<float>(b),
          static_cast<float>(flatten),
          static_cast<float>(ocOuter),
-         static_cast<float>(v * b),                                  // accumulators
-         static_cast<float>(v * b) / static_cast<float>(v + b),      // FMAs per vector load
+         static_cast<float>(v * b),                              // accumulators
+         static_cast<float>(v * b) / static_cast<float>(v + b),  // FMAs per vector load
          static_cast<float>(tiles),
          static_cast<float>(tiles * b - row) / static_cast<float>(row),  // padded tile share
-         static_cast<float>(parallel / threads),                     // iterations per thread
-         static_cast<float>(std::fmod(parallel, threads)),           // load imbalance
+         static_cast<float>(parallel / threads),                         // iterations per thread
+         static_cast<float>(std::fmod(parallel, threads)),               // load imbalance
          lg(weightTileKb * 1024),
          lg(inputRowKb * 1024),
          lg(cin),
@@ -178,7 +192,10 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          static_cast<float>(plan.depthwise),
          static_cast<float>(algo),
          static_cast<float>(unroll),
-         static_cast<float>(taps)};
+         static_cast<float>(taps),
+         lg(chunks / threads),                                       // parallel granularity
+         static_cast<float>(parallel / std::min(parallel, chunks)),  // iterations per chunk
+         static_cast<float>(std::fmod(parallel, std::min(parallel, chunks)))};
     return f;
   }
   int64_t rows = k.at("rows"), cols = k.at("cols");

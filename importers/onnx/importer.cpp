@@ -79,21 +79,41 @@ at::Tensor tensorFrom(const onnx::TensorProto& t) {
   return values.reshape(dims).clone();
 }
 
-onnx::ModelProto loadProto(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path + ": no such file", ErrorKind::Io);
-  std::ifstream in(path, std::ios::binary);
-  onnx::ModelProto model;
-  if (!in || !model.ParseFromIstream(&in) || !model.has_graph())
-    throw Error(path + ": not a readable ONNX model (ModelProto parse failed)", ErrorKind::InvalidModel);
-  return model;
-}
+/// The ai.onnx opsets whose operator semantics the handlers follow (opset 7 brought numpy-style
+/// broadcasting; the newest are those of Debian's ONNX release and the exporters it meets).
+constexpr int64_t kMinOpset = 7, kMaxOpset = 21;
 
 int64_t opsetOf(const onnx::ModelProto& model) {
   for (const auto& op : model.opset_import()) {
     if (op.domain().empty() || op.domain() == "ai.onnx") return op.version();
   }
   return 13;
+}
+
+/// Reads and sanity-checks the ModelProto: everything that makes the file "not an ONNX model"
+/// (InvalidModel) or of an opset Kiln does not import (Unsupported) is found here, before any node.
+onnx::ModelProto loadProto(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path + ": no such file", ErrorKind::Io);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open the file", ErrorKind::Io);
+  if (std::filesystem::file_size(path, ec) == 0 && !ec)
+    throw Error(path + ": not an ONNX model: empty file", ErrorKind::InvalidModel);
+  onnx::ModelProto model;
+  if (!model.ParseFromIstream(&in))
+    throw Error(path + ": not an ONNX model: the file is not a ModelProto protobuf (random bytes, or truncated)",
+                ErrorKind::InvalidModel);
+  // Protobuf parses many byte strings as a message with unknown fields: a model has a graph.
+  if (!model.has_graph())
+    throw Error(path + ": not an ONNX model: the protobuf has no graph (ModelProto field 7)", ErrorKind::InvalidModel);
+  if (model.graph().output_size() == 0)
+    throw Error(path + ": not an ONNX model: the graph has no outputs", ErrorKind::InvalidModel);
+  int64_t opset = opsetOf(model);
+  if (opset < kMinOpset || opset > kMaxOpset)
+    throw Error(path + ": ONNX opset " + std::to_string(opset) + " is not supported (Kiln imports opsets " +
+                    std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")",
+                ErrorKind::Unsupported);
+  return model;
 }
 
 /// An ONNX value: a graph tensor or an import-time constant.
@@ -107,6 +127,8 @@ class OnnxImporter {
   OnnxImporter(const std::string& path, const onnx::ModelProto& model) : m_path(path), m_model(model) {}
 
   ImportedModel run(const ImportOptions& options);
+  /// Maps (or folds) every node of the graph, in order.
+  void importNodes();
 
  public:
   using Node = onnx::NodeProto;
@@ -610,36 +632,8 @@ const std::map<std::string, OnnxImporter::Handler>& OnnxImporter::handlers() {
   return *table;
 }
 
-ImportedModel OnnxImporter::run(const ImportOptions& options) {
-  const onnx::GraphProto& g = m_model.graph();
-  m_opset = opsetOf(m_model);
-  for (const onnx::TensorProto& init : g.initializer()) m_values[init.name()] = Val{-1, tensorFrom(init)};
-  std::vector<InputSpec> specs;
-  for (const onnx::ValueInfoProto& in : g.input()) {
-    if (m_values.count(in.name())) continue;  // an initializer listed as input
-    InputSpec spec;
-    spec.name = in.name();
-    const auto& tt = in.type().tensor_type();
-    spec.dtype = ts::toKilnDType(torchType(tt.elem_type()));
-    for (const auto& d : tt.shape().dim()) spec.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
-    specs.push_back(spec);
-  }
-  if (!options.inputs.empty()) {
-    if (options.inputs.size() != specs.size())
-      throw Error(m_path + ": the model takes " + std::to_string(specs.size()) + " inputs but " +
-                      std::to_string(options.inputs.size()) + " input specs were given", ErrorKind::InvalidInput);
-    for (size_t i = 0; i < specs.size(); ++i) {
-      specs[i].shape = options.inputs[i].shape;
-      specs[i].dtype = options.inputs[i].dtype;
-    }
-  }
-  for (const InputSpec& spec : specs) {
-    if (std::any_of(spec.shape.begin(), spec.shape.end(), [](int64_t d) { return d < 0; }))
-      throw Error(m_path + ": input '" + spec.name + "' has symbolic dimensions; pass the input shapes explicitly",
-                  ErrorKind::InvalidInput);
-    m_values[spec.name] = Val{m_graph.addInput(spec.name, core::TensorType{spec.dtype, spec.shape}), std::nullopt};
-  }
-  for (const onnx::NodeProto& n : g.node()) {
+void OnnxImporter::importNodes() {
+  for (const onnx::NodeProto& n : m_model.graph().node()) {
     if (!n.domain().empty() && n.domain() != "ai.onnx")
       throw Error("onnx::" + n.op_type() + " of domain '" + n.domain() + "' is not supported (node \"" + n.name() + "\")",
                   ErrorKind::Unsupported);
@@ -670,6 +664,62 @@ ImportedModel OnnxImporter::run(const ImportOptions& options) {
     if (it == handlers().end())
       throw Error("onnx::" + n.op_type() + " is not supported (node \"" + n.name() + "\")", ErrorKind::Unsupported);
     it->second(*this, n);
+  }
+}
+
+ImportedModel OnnxImporter::run(const ImportOptions& options) {
+  const onnx::GraphProto& g = m_model.graph();
+  m_opset = opsetOf(m_model);
+  for (const onnx::TensorProto& init : g.initializer()) m_values[init.name()] = Val{-1, tensorFrom(init)};
+  std::vector<InputSpec> specs;
+  for (const onnx::ValueInfoProto& in : g.input()) {
+    if (m_values.count(in.name())) continue;  // an initializer listed as input
+    InputSpec spec;
+    spec.name = in.name();
+    const auto& tt = in.type().tensor_type();
+    spec.dtype = ts::toKilnDType(torchType(tt.elem_type()));
+    for (const auto& d : tt.shape().dim()) spec.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    specs.push_back(spec);
+  }
+  const std::vector<InputSpec> declared = specs;
+  if (!options.inputs.empty()) {
+    if (options.inputs.size() != specs.size())
+      throw Error(m_path + ": the model takes " + std::to_string(specs.size()) + " input(s), got " +
+                      std::to_string(options.inputs.size()), ErrorKind::InvalidInput);
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const InputSpec& given = options.inputs[i];
+      // The element type and rank of a graph input are fixed by the model; only its dimensions
+      // (the batch, a sequence length) may differ from what it declares.
+      if (given.dtype != specs[i].dtype || given.shape.size() != specs[i].shape.size())
+        throw Error(m_path + ": input '" + specs[i].name + "' is " + std::string(runtime::dtypeName(given.dtype)) +
+                        runtime::shapeString(given.shape) + ", the model expects " +
+                        std::string(runtime::dtypeName(specs[i].dtype)) + runtime::shapeString(specs[i].shape),
+                    ErrorKind::InvalidInput);
+      specs[i].shape = given.shape;
+      specs[i].dtype = given.dtype;
+    }
+  }
+  for (const InputSpec& spec : specs) {
+    if (std::any_of(spec.shape.begin(), spec.shape.end(), [](int64_t d) { return d < 0; }))
+      throw Error(m_path + ": input '" + spec.name + "' has symbolic dimensions; pass the input shapes explicitly",
+                  ErrorKind::InvalidInput);
+    m_values[spec.name] = Val{m_graph.addInput(spec.name, core::TensorType{spec.dtype, spec.shape}), std::nullopt};
+  }
+  try {
+    importNodes();
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    // Other dimensions than the model declares are the likely culprit of a shape error: say so.
+    if (e.kind() != ErrorKind::InvalidInput && e.kind() != ErrorKind::InvalidModel) throw;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].shape == declared[i].shape) continue;
+      throw Error(m_path + ": input '" + specs[i].name + "' has shape " + runtime::shapeString(specs[i].shape) +
+                      ", the model declares " + runtime::shapeString(declared[i].shape) +
+                      " and does not import for it: " + e.what(),
+                  ErrorKind::InvalidInput);
+    }
+    throw;
   }
   std::vector<ValueId> outputs;
   std::set<ValueId> seen;

@@ -79,7 +79,28 @@ c10::ScalarType toTorchDType(runtime::DType type) {
   KILN_ASSERT(false, "unknown dtype");
 }
 
+bool storageCovers(const at::Tensor& tensor) {
+  if (!tensor.defined() || tensor.layout() != c10::kStrided || tensor.is_mkldnn() || tensor.numel() == 0)
+    return true;
+  if (!tensor.has_storage() || tensor.storage().data() == nullptr) return false;
+  int64_t last = tensor.storage_offset();  // the last element's index in the storage
+  if (last < 0) return false;
+  for (int64_t i = 0; i < tensor.dim(); ++i) {
+    int64_t span = 0;
+    if (tensor.stride(i) < 0 || __builtin_mul_overflow(tensor.size(i) - 1, tensor.stride(i), &span) ||
+        __builtin_add_overflow(last, span, &last))
+      return false;
+  }
+  uint64_t needed = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(last) + 1, static_cast<uint64_t>(tensor.element_size()),
+                             &needed))
+    return false;
+  return needed <= tensor.storage().nbytes();
+}
+
 runtime::Tensor toKilnTensor(const at::Tensor& tensor) {
+  if (!storageCovers(tensor))
+    throw Error("a constant tensor reaches past its storage (corrupt archive)", ErrorKind::InvalidModel);
   runtime::DType dtype = toKilnDType(tensor.scalar_type());
   at::Tensor dense = tensor.detach().to(at::kCPU).contiguous();
   runtime::Tensor out = runtime::Tensor::zeros(dtype, runtime::Shape(dense.sizes().begin(), dense.sizes().end()));

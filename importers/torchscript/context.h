@@ -45,6 +45,10 @@ struct Item {
 runtime::DType toKilnDType(c10::ScalarType type);  // throws Unsupported for other dtypes
 c10::ScalarType toTorchDType(runtime::DType type);
 runtime::Tensor toKilnTensor(const at::Tensor& tensor);
+/// False when a strided tensor's sizes, strides and offset reach past its storage (or its storage
+/// has no data): libtorch's loader does not check them against the storage record of a corrupt
+/// archive, and reading such a weight reads out of bounds.
+bool storageCovers(const at::Tensor& tensor);
 
 class ImportContext {
  public:

@@ -17,12 +17,14 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 
 #include "importers/torchscript/context.h"
 
@@ -139,8 +141,154 @@ std::string archiveProblem(const std::string& path) {
   return {};
 }
 
+/// What is wrong with one pickle (a *.pkl record of the archive) that libtorch's unpickler would trust
+/// into a huge allocation, empty when nothing is: a memo index (LONG_BINPUT) beyond what a pickle
+/// of this size can hold (the memo table is grown to the index: 16 bytes per slot up to 4 G
+/// slots), or a length prefix longer than the bytes left. The walk stops at the first opcode it
+/// does not know (libtorch then judges the rest itself).
+std::string pickleProblem(const uint8_t* data, size_t size) {
+  size_t pos = 0;
+  auto little = [&](size_t at, size_t bytes) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(data[at + i]) << (8 * i);
+    return v;
+  };
+  auto skipLine = [&]() {  // text arguments end with a newline
+    while (pos < size && data[pos] != '\n') ++pos;
+    if (pos < size) ++pos;
+  };
+  // Opcodes by their argument (pickle protocols 0-5): none, a text line, two text lines, fixed-size
+  // bytes, a length prefix of 1, 4 or 8 bytes followed by that many bytes.
+  auto in = [](std::string_view opcodes, uint8_t op) {
+    return opcodes.find(static_cast<char>(op)) != std::string_view::npos;
+  };
+  while (pos < size) {
+    const size_t at = pos;
+    const uint8_t op = data[pos++];
+    if (op == '.') return {};  // STOP
+    if (in("(012NQRabd}el]ost)u\x81\x85\x86\x87\x88\x89\x8f\x90\x91\x92\x93\x94", op)) continue;
+    if (in("FILPSVgp", op) || in("ci", op)) {
+      skipLine();
+      if (in("ci", op)) skipLine();
+      continue;
+    }
+    if (op == 'r') {  // LONG_BINPUT: a 4-byte memo index
+      if (size - pos < 4) return "truncated at byte " + std::to_string(at);
+      uint64_t index = little(pos, 4);
+      if (index > size)
+        return "memo index " + std::to_string(index) + " at byte " + std::to_string(at) + " is out of range";
+      pos += 4;
+      continue;
+    }
+    size_t fixed = in("Khq\x80\x82", op) ? 1
+                   : in("M\x83", op)     ? 2
+                   : in("Jj\x84", op)    ? 4
+                   : in("G\x95", op)     ? 8
+                                         : 0;
+    size_t prefix = in("UC\x8a\x8c", op) ? 1 : in("TXB\x8b", op) ? 4 : in("\x8d\x8e\x96", op) ? 8 : 0;
+    if (fixed == 0 && prefix == 0) return {};  // an opcode this walk does not know
+    if (size - pos < fixed + prefix) return "truncated at byte " + std::to_string(at);
+    pos += fixed;
+    if (prefix > 0) {
+      uint64_t length = little(pos, prefix);
+      pos += prefix;
+      if (length > size - pos)
+        return "a length of " + std::to_string(length) + " bytes at byte " + std::to_string(at) +
+               " runs past the end";
+      pos += length;
+    }
+  }
+  return {};
+}
+
+/// What in one serialized TorchScript source file (code/**.py) libtorch 1.13's importer would
+/// crash on, empty when nothing is: a class-body assignment with a value but no type annotation
+/// (`  foo = 3`) other than the four special lists it handles itself. libtorch takes it for a
+/// class constant and dereferences the missing annotation (ScriptTypeParser::parseClassConstant,
+/// SIGSEGV). Serialized code always writes class constants as `foo : Final[int] = 3`.
+std::string sourceProblem(const std::string& text) {
+  static const std::set<std::string> kSpecial = {"__parameters__", "__buffers__", "__forward_pre_hooks__",
+                                                 "__forward_hooks__"};
+  bool inClass = false;
+  size_t bodyIndent = 0;  // the class body's indentation, 0 until its first line
+  size_t lineNo = 0;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + begin, end - begin);
+    begin = end + 1;
+    ++lineNo;
+    size_t indent = line.find_first_not_of(" \t");
+    if (indent == std::string_view::npos || line[indent] == '#') continue;
+    if (indent == 0) {
+      inClass = line.substr(0, 6) == "class ";
+      bodyIndent = 0;
+      continue;
+    }
+    if (!inClass) continue;
+    if (bodyIndent == 0) bodyIndent = indent;
+    if (indent != bodyIndent) continue;
+    size_t nameEnd = indent;
+    while (nameEnd < line.size() &&
+           (std::isalnum(static_cast<unsigned char>(line[nameEnd])) || line[nameEnd] == '_'))
+      ++nameEnd;
+    size_t next = line.find_first_not_of(" \t", nameEnd);
+    if (nameEnd == indent || next == std::string_view::npos || line[next] != '=' ||
+        (next + 1 < line.size() && line[next + 1] == '='))
+      continue;
+    std::string name(line.substr(indent, nameEnd - indent));
+    if (kSpecial.count(name) == 0)
+      return "line " + std::to_string(lineNo) + ": class attribute '" + name +
+             "' is assigned without a type annotation";
+  }
+  return {};
+}
+
+/// Checks the archive's pickles (data.pkl, constants.pkl, and the code/*.debug_pkl source maps
+/// that libtorch unpickles lazily when a node's source location is asked for; pickleProblem) and
+/// its code (sourceProblem) before libtorch reads them; empty when they are fine or the archive
+/// cannot be opened (jit::load then reports why). An archive whose records cannot all be listed and
+/// read is rejected too.
+std::string archiveContentProblem(const std::string& path) {
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open;
+  try {
+    open = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const std::exception&) {
+    return {};
+  }
+  caffe2::serialize::PyTorchStreamReader& reader = *open;
+  try {
+    for (const std::string& name : reader.getAllRecords()) {
+      auto endsWith = [&](std::string_view suffix) {
+        return name.size() >= suffix.size() &&
+               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+      };
+      std::string problem;
+      if (endsWith("pkl")) {
+        auto [bytes, size] = reader.getRecord(name);
+        problem = pickleProblem(static_cast<const uint8_t*>(bytes.get()), size);
+      } else if (endsWith(".py") && name.rfind("code/", 0) == 0) {
+        auto [bytes, size] = reader.getRecord(name);
+        problem = sourceProblem(std::string(static_cast<const char*>(bytes.get()), size));
+      }
+      if (!problem.empty()) return "not a TorchScript archive (corrupt " + name + ": " + problem + ")";
+    }
+  } catch (const std::exception& e) {
+    // A record outside the archive's folder, or one that does not decompress: libtorch would read
+    // the records it needs regardless, unchecked.
+    std::string problem = archiveProblem(path);
+    return problem.empty() ? "not a TorchScript archive (" + torchMessage(e) + ")" : problem;
+  }
+  return {};
+}
+
 jit::Module loadModule(const std::string& path, jit::ExtraFilesMap& extra) {
   requireFile(path);
+  // What the file is first (a torch.save archive, not a zip, ...), then whether its records are
+  // safe to hand to libtorch.
+  for (auto check : {archiveProblem, archiveContentProblem})
+    if (std::string problem = check(path); !problem.empty()) throw Error(path + ": " + problem, ErrorKind::InvalidModel);
   try {
     return jit::load(path, c10::Device(c10::kCPU), extra);
   } catch (const std::exception& e) {
@@ -259,6 +407,10 @@ Walker::Outcome Walker::visitNode(const jit::Node* node) {
   if (node->kind() == c10::prim::Constant) {
     auto value = jit::toIValue(node->output());
     if (!value) ImportContext::notSupported(node, "constant of type " + node->output()->type()->repr_str());
+    // Weights are read (sliced, copied) from here on: a corrupt archive's must fit their storage.
+    if (value->isTensor() && !ts::storageCovers(value->toTensor()))
+      ImportContext::fail(node, "the constant tensor reaches past its storage (corrupt archive)",
+                          ErrorKind::InvalidModel);
     m_ctx.bind(node->output(), Item::ofConstant(*value));
     return Outcome::Structural;
   }

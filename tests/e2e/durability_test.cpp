@@ -3,8 +3,9 @@
 // - durability: `kiln tune` and `kiln sweep` killed with SIGKILL keep every record they had
 //   reported as done, the store passes PRAGMA integrity_check, and resuming measures nothing
 //   twice; the CLI processes share one store at the same time without "database is locked";
-// - isolation: a kernel made to crash or hang (KILN_FAULT, honoured only by the measuring
-//   worker) is one clear error line with its own exit code, and fails only its point in a sweep.
+// - isolation: a kernel made to crash, overflow its stack or hang (KILN_FAULT, honoured only by
+//   the measuring worker) is one clear error line with its own exit code, and fails only its
+//   point in a sweep.
 // No timing thresholds; kills happen after a reported completion plus a fixed delay.
 #include <gtest/gtest.h>
 
@@ -126,7 +127,7 @@ int occurrences(const std::string& text, const std::string& needle) {
   return n;
 }
 
-constexpr int kTrials = 10;  // per task
+constexpr int kTrials = 30;  // per task: enough that a run outlasts the second kill
 
 std::vector<std::string> tuneArgs(const fs::path& db, const fs::path& records, int trials = kTrials) {
   return {"tune", model(), "--tuner", "random", "--trials", std::to_string(trials), "--batch-size", "3", "--threads",
@@ -287,6 +288,16 @@ TEST(Isolation, CrashingKernelIsOneErrorLineWithItsOwnExitCode) {
   // The same kernel runs fine in-process: the fault hook is the worker's only.
   Outcome plain = kiln("profile " + model() + " --repeat 2 --threads 1 --no-store", "KILN_FAULT=crash:conv");
   EXPECT_EQ(plain.exitCode, 0) << plain.err;
+}
+
+TEST(Isolation, StackOverflowInAKernelIsNamed) {
+  // No stack is left to run the fault handler on: it runs on an alternate signal stack.
+  Outcome o = kiln("profile " + model() + " --isolate --repeat 2 --threads 1 --no-store", "KILN_FAULT=stack:conv");
+  EXPECT_EQ(o.exitCode, 7) << o.out << o.err;
+  EXPECT_FALSE(o.signaled);
+  EXPECT_EQ(occurrences(o.err, "\n"), 1) << o.err;
+  EXPECT_TRUE(std::regex_search(o.err, std::regex(R"(^error: .*conv_bn_relu\.pt: kernel crashed \(signal 11\) in \S*conv)")))
+      << o.err;
 }
 
 TEST(Isolation, HangingKernelTimesOut) {

@@ -1,8 +1,12 @@
 // The real main window, driven through its actions on the offscreen platform: open a small model,
 // compile, profile (the table must hold the façade's ProfileResult), pick a node and get its
 // kernel's code, sweep (the chart's series must hold the sweep's points), diff two builds, open
-// corrupt files (a readable error dialog, no crash) and drop a stale compile.
+// corrupt files (a readable error dialog, no crash) and drop a stale compile. Cancel kills the
+// measuring worker (no process left behind, no zombie), and Resume finishes a cancelled sweep.
+#include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QMessageBox>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -27,6 +31,48 @@ using namespace kiln::gui;
 namespace {
 constexpr int kJobTimeoutMs = 300000;  // generous: the machine is shared, this is not a benchmark
 QString modelPath(const char* relative) { return QStringLiteral(KILN_MODELS_DIR "/") + QLatin1String(relative); }
+
+/// This process's child processes that are measuring workers (their command line names
+/// `measure-worker`), dying (a killed process loses its command line before it becomes a zombie)
+/// or zombies (an exited child nobody reaped: its /proc entry stays, state Z).
+/// With `environment`: only workers started with that variable setting ("KILN_FAULT=hang:conv").
+QList<qint64> measureWorkers(const QByteArray& environment = {}) {
+  QList<qint64> found;
+  const qint64 self = QCoreApplication::applicationPid();
+  for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+    bool number = false;
+    qint64 pid = entry.toLongLong(&number);
+    if (!number) continue;
+    QFile stat(QStringLiteral("/proc/%1/stat").arg(entry));
+    if (!stat.open(QIODevice::ReadOnly)) continue;
+    QByteArray text = stat.readAll();
+    // "pid (comm) state ppid ...": comm may hold spaces, so split after its closing parenthesis.
+    QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
+    if (fields.size() < 2 || fields[1].toLongLong() != self) continue;
+    QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(entry));
+    QByteArray command = cmdline.open(QIODevice::ReadOnly) ? cmdline.readAll() : QByteArray();
+    if (!environment.isEmpty()) {
+      QFile environ(QStringLiteral("/proc/%1/environ").arg(entry));
+      if (!environ.open(QIODevice::ReadOnly) || !environ.readAll().split('\0').contains(environment))
+        continue;
+    }
+    if (command.contains("measure-worker") || command.isEmpty() || fields[0] == "Z") found << pid;
+  }
+  return found;
+}
+
+/// The stored points of sweep run `runId`: measurement id → median ms.
+std::map<int64_t, double> storedSweepPoints(const std::string& db, int64_t sessionId, int64_t runId) {
+  std::map<int64_t, double> points;
+  auto data = app::loadSession(db, sessionId);
+  if (!data) return points;
+  for (const auto& sweep : data.value().sweeps) {
+    if (sweep.runId != runId) continue;
+    for (const auto& m : data.value().measurements)
+      if (m.sweepId == sweep.id) points[m.id] = m.measurement.timing.medianMs;
+  }
+  return points;
+}
 }  // namespace
 
 class WindowTest : public QObject {
@@ -118,6 +164,133 @@ class WindowTest : public QObject {
                                  m_window->lastProfile()->stored.buildId > before,
                              kJobTimeoutMs);
     QVERIFY(m_window->errorBox() == nullptr);
+  }
+
+  // Cancel while the profile's worker hangs in a kernel (KILN_FAULT=hang:...): the worker is
+  // killed and reaped within seconds (not at its 30 s limit), the job ends as cancelled without
+  // an error, and the next profile works.
+  void cancelKillsTheProfileWorker() {
+    QVERIFY(measureWorkers().isEmpty());
+    int64_t before = m_window->lastProfile() ? m_window->lastProfile()->stored.buildId : 0;
+    qputenv("KILN_FAULT", "hang:conv");
+    m_window->profile();
+    QList<qint64> workers;
+    QTRY_VERIFY_WITH_TIMEOUT(!(workers = measureWorkers()).isEmpty(), kJobTimeoutMs);
+    qunsetenv("KILN_FAULT");  // read by the worker at its start
+    QTest::qWait(1000);       // into the hanging kernel (or still compiling: either must stop)
+    QVERIFY(m_window->isBusy());
+    m_window->cancelJobs();  // what Esc and the status bar's Cancel button do
+    QVERIFY(!m_window->isBusy());
+    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
+    QElapsedTimer clock;
+    clock.start();
+    QTRY_VERIFY_WITH_TIMEOUT(measureWorkers().isEmpty(), 5000);
+    qInfo("worker gone %lld ms after cancel", static_cast<long long>(clock.elapsed()));
+    for (qint64 pid : workers) QVERIFY(!QFileInfo::exists(QStringLiteral("/proc/%1").arg(pid)));  // reaped
+    waitForAllJobs(30000);  // the abandoned job has returned; its result is dropped
+    QTest::qWait(200);
+    QVERIFY(m_window->errorBox() == nullptr);
+    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
+    m_window->profile();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->lastProfile() &&
+                                 m_window->lastProfile()->stored.buildId > before,
+                             kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
+    QVERIFY(measureWorkers().isEmpty());
+  }
+
+  // Closing a window (main.cpp's exit path too: closeEvent and cancelJobs) kills its workers.
+  void closingTheWindowLeavesNoWorker() {
+    WorkbenchOptions o;
+    o.dbPath = m_dir.filePath(QStringLiteral("close.db"));
+    o.modelsDir = QStringLiteral(KILN_MODELS_DIR);
+    o.firstStartDialog = false;
+    o.persistSettings = false;
+    auto window = std::make_unique<MainWindow>(o);
+    window->setThreads(1);
+    window->show();
+    window->openModelFile(modelPath("ops/conv_bn_relu.pt"));
+    QTRY_VERIFY_WITH_TIMEOUT(!window->isBusy() && window->inspection(), kJobTimeoutMs);
+    qputenv("KILN_FAULT", "hang:conv");
+    window->profile();
+    QTRY_VERIFY_WITH_TIMEOUT(!measureWorkers().isEmpty(), kJobTimeoutMs);
+    qunsetenv("KILN_FAULT");
+    QVERIFY(window->close());
+    QTRY_VERIFY_WITH_TIMEOUT(measureWorkers().isEmpty(), 5000);
+    waitForAllJobs(30000);
+    window.reset();
+    QVERIFY(measureWorkers().isEmpty());
+  }
+
+  // A sweep cancelled while a point's worker hangs (after at least its first point was stored)
+  // loses only that point: the worker is killed, the stored points stay, and Resume in the sweep
+  // panel measures only the missing points into the same stored sweep.
+  void resumeFinishesACancelledSweep() {
+    const std::string db = m_window->dbPath().toStdString();
+    app::StoreOptions store;
+    store.dbPath = db;
+    const std::string path = m_window->modelPath().toStdString();
+    m_window->sweepView()->setBatches({1, 2, 3, 4});
+    m_window->sweepView()->setBackends({"kiln"});
+    JobTracker* sweep = m_window->tracker(QStringLiteral("sweep"));
+    QVERIFY(sweep);
+    // Batch 1 is stored before the sweep reports batch 2; the workers started from then on hang
+    // in a kernel. The variable exists beforehand (matching no kernel), so the change replaces
+    // one value while a worker thread may be starting a process, and never reallocates environ.
+    qputenv("KILN_FAULT", "hang:no-such-kernel");
+    QMetaObject::Connection watch =
+        connect(sweep, &JobTracker::progressed, this, [](quint64, const QString& text, double) {
+          if (text.contains(QStringLiteral("at batch 2"))) qputenv("KILN_FAULT", "hang:conv");
+        });
+    m_window->sweep();
+    QTRY_VERIFY_WITH_TIMEOUT(!measureWorkers("KILN_FAULT=hang:conv").isEmpty(), kJobTimeoutMs);
+    disconnect(watch);
+    qunsetenv("KILN_FAULT");
+    QTest::qWait(500);
+    QVERIFY(m_window->isBusy());
+    m_window->cancelJobs();  // the hung worker of the point in flight is killed
+    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
+    QTRY_VERIFY_WITH_TIMEOUT(measureWorkers().isEmpty(), 5000);
+    waitForAllJobs(60000);  // the abandoned sweep has returned: nothing more is filed
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->sweepView()->canResume(), kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
+
+    auto found = app::unfinishedSweep(path, store);
+    QVERIFY(found && found.value());
+    const app::UnfinishedSweep interrupted = *found.value();
+    QCOMPARE(interrupted.totalPoints, 4);
+    QVERIFY2(interrupted.storedPoints >= 1 && interrupted.storedPoints < 4,
+             qPrintable(QString::number(interrupted.storedPoints)));
+    QCOMPARE(m_window->unfinishedSweep()->runId, interrupted.runId);
+    std::map<int64_t, double> before = storedSweepPoints(db, interrupted.sessionId, interrupted.runId);
+    QCOMPARE(static_cast<int>(before.size()), interrupted.storedPoints);
+
+    m_window->showTab(MainWindow::SweepTab);
+    if (QByteArray dir = qgetenv("KILN_GUI_SCREENSHOT_DIR"); !dir.isEmpty())
+      QVERIFY(m_window->grab().save(
+          QDir(QString::fromLocal8Bit(dir)).filePath(QStringLiteral("sweep-resume.png"))));
+
+    // Settings edited since do not matter: Resume continues the interrupted sweep with its own.
+    m_window->sweepView()->setBatches({8});
+    QSignalSpy finished(sweep, &JobTracker::finished);
+    m_window->sweepView()->resumeButton()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1 && !m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
+    const app::SweepResult& resumed = *m_window->lastSweep();
+    QCOMPARE(resumed.stored.runId, interrupted.runId);
+    QCOMPARE(resumed.resumedPoints, interrupted.storedPoints);
+    QCOMPARE(resumed.points.size(), size_t(4));
+    for (const auto& m : resumed.points) QVERIFY2(m.ok(), m.reason.c_str());
+    std::map<int64_t, double> after = storedSweepPoints(db, interrupted.sessionId, interrupted.runId);
+    QCOMPARE(after.size(), size_t(4));  // the missing points only: no point measured twice
+    for (const auto& [id, median] : before) {
+      QVERIFY(after.count(id));
+      QCOMPARE(after.at(id), median);
+    }
+    QVERIFY(m_window->statusText().contains(QStringLiteral("resumed")));
+    QVERIFY(!m_window->sweepView()->canResume());
+    QVERIFY(!m_window->unfinishedSweep());
+    QCOMPARE(m_window->sweepView()->latencyPoints("kiln").size(), 4);
   }
 
   void sweepChartHoldsPoints() {

@@ -65,6 +65,27 @@ TEST(JitLoops, ParallelOuterLoopRunsOnThePool) {
   runtime::setNumThreads(0);
 }
 
+TEST(JitLoops, ParallelGranularityOfAScheduleTakesTheChunkedLaunch) {
+  const int64_t n = 1001;
+  AddBuffers bufs(n);
+  Expr i = Var::make("i");
+  Stmt body = For::make(i, i64(0), i64(n), ForKind::Parallel,
+                        Store::make(bufs.c, i, Load::make(bufs.a, i) + Load::make(bufs.b, i)));
+  for (const char* chunks : {"1", "16", "64"}) {
+    PrimFunc f = makeFunc("add_chunks", bufs.params(), body);
+    f.attrs["parallel_chunks"] = chunks;
+    std::string ir = emitLLVMIR({f}, hostTarget(), false);
+    EXPECT_NE(ir.find("call i32 @kiln_parallel_launch_chunked(ptr @add_chunks.par0"), std::string::npos) << ir;
+    EXPECT_NE(ir.find("i64 1001, i64 " + std::string(chunks) + ")"), std::string::npos) << ir;
+    auto lib = jit({f});
+    for (int threads : {2, 3}) {
+      runtime::setNumThreads(threads);
+      expectAdd(*lib, "add_chunks", n);
+    }
+  }
+  runtime::setNumThreads(0);
+}
+
 TEST(JitLoops, ParallelLoopCapturesOuterVarsBuffersAndLets) {
   // for r in 0..5: let s = r * 3 + 1: parallel j in 2..(2+9): out[r*16 + j] = a[j] * s + tmp[j]
   // where tmp is an outer Allocate written before the parallel loop; nested parallel runs serially.

@@ -92,7 +92,7 @@ TEST(KernelsConvPacked, PointwiseOnNarrowRowsIsOneFlatRow) {
   options.vectorLanes = 16;
   options.vectorRegisters = 32;
   PackedConvGraph g = makePackedConv({1, 512, 7, 7, 2048, 1, 1, 1, 1, 0, 0, 1, 1, 1, true}, options, 1);
-  EXPECT_EQ(lowerNode(g.graph, 0, "conv", options).attrs["schedule"], "flatten=1,oc_outer=1,oc_vecs=2,ow_block=13,unroll=1");
+  EXPECT_EQ(lowerNode(g.graph, 0, "conv", options).attrs["schedule"], "flatten=1,oc_outer=1,oc_vecs=2,ow_block=13,par_chunks=4,unroll=1");
 }
 
 TEST(KernelsConvPacked, RecordsScheduleKnobs) {
@@ -101,7 +101,7 @@ TEST(KernelsConvPacked, RecordsScheduleKnobs) {
   options.vectorRegisters = 32;
   PackedConvGraph g = makePackedConv({1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, options, 1);
   tir::PrimFunc f = lowerNode(g.graph, 0, "conv", options);
-  EXPECT_EQ(f.attrs["schedule"], "algo=0,flatten=0,oc_outer=1,oc_vecs=2,ow_block=14,unroll=1");
+  EXPECT_EQ(f.attrs["schedule"], "algo=0,flatten=0,oc_outer=1,oc_vecs=2,ow_block=14,par_chunks=4,unroll=1");
 }
 
 TEST(KernelsConvPacked, RandomShapesMatchReference) {

@@ -173,6 +173,7 @@ TEST(TuneSpace, WinogradAndUnrollKnobsOnlyWhereTheyApply) {
   ConfigSpace conv = ConfigSpace::forKey(kConv, avx2());
   EXPECT_EQ(conv.knobValues().at("algo"), (std::vector<int64_t>{0, 2, 4}));
   EXPECT_EQ(conv.knobValues().at("unroll"), (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(conv.knobValues().at("par_chunks"), lower::parallelChunkChoices());
   // Pointwise, strided and depthwise convolutions have no algorithm choice.
   EXPECT_EQ(ConfigSpace::forKey(kPointwise, avx2()).knobValues().count("algo"), 0u);
   const std::string depthwise = "conv2d_nchwc:n=1,c=16,h=8,w=8,o=16,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=16:f32";
@@ -183,7 +184,8 @@ TEST(TuneSpace, WinogradAndUnrollKnobsOnlyWhereTheyApply) {
   const std::string rgb = "conv2d_nchwc:n=1,c=3,h=9,w=9,o=16,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,g=1:f32";
   EXPECT_EQ(ConfigSpace::forKey(rgb, avx2()).knobValues().at("unroll"), std::vector<int64_t>{1});
   // Direct and Winograd points with equal tiles are neighbours (the tuner can walk across).
-  Knobs direct{{"algo", 0}, {"oc_vecs", 2}, {"ow_block", 4}, {"flatten", 0}, {"oc_outer", 1}, {"unroll", 1}};
+  Knobs direct{{"algo", 0},    {"oc_vecs", 2}, {"ow_block", 4},
+               {"flatten", 0}, {"oc_outer", 1}, {"unroll", 1}, {"par_chunks", 4}};
   Knobs wino = direct;
   wino["algo"] = 4;
   auto d = conv.indexOf(direct), w = conv.indexOf(wino);
@@ -201,10 +203,12 @@ TEST(TuneSpace, WinogradRecordChangesTheKernelAndStillMatches) {
   std::string heuristic = taskKernel(lowerTask(kConv, avx2(), nullptr), kConv).attrs.at("schedule");
   EXPECT_NE(heuristic.find("algo=0"), std::string::npos) << heuristic;
   auto configs = std::make_shared<lower::ScheduleConfigs>();
-  configs->byKey[kConv] = {{"algo", 4}, {"oc_vecs", 2}, {"ow_block", 5}, {"flatten", 0}, {"oc_outer", 0}, {"unroll", 4}};
+  configs->byKey[kConv] = {{"algo", 4},    {"oc_vecs", 2}, {"ow_block", 5},    {"flatten", 0},
+                           {"oc_outer", 0}, {"unroll", 4},  {"par_chunks", 16}};
   lower::LoweredModule m = lowerTask(kConv, avx2(), configs);
   const tir::PrimFunc& f = taskKernel(m, kConv);
   EXPECT_EQ(f.attrs.at("schedule"), lower::knobsText(configs->byKey[kConv]));
+  EXPECT_EQ(f.attrs.at("parallel_chunks"), "16");  // its parallel loops take the chunked launch
   Graph g = taskGraph(kConv);
   passes::PassManagerOptions pm;
   pm.schedules = configs;
