@@ -18,6 +18,11 @@ struct AddBuffers {
         b(makeBuffer("b", Type::f32(), {n})),
         c(makeBuffer("c", Type::f32(), {n})) {}
   std::vector<Buffer> params() const { return {a, b, c}; }
+  /// for i in [0, n) of `kind`: c[i] = a[i] + b[i]
+  Stmt loop(ForKind kind, int64_t n) const {
+    Expr i = Var::make("i");
+    return For::make(i, i64(0), i64(n), kind, Store::make(c, i, Load::make(a, i) + Load::make(b, i)));
+  }
 };
 
 void expectAdd(JitLibrary& lib, const std::string& name, int64_t n) {
@@ -29,10 +34,7 @@ void expectAdd(JitLibrary& lib, const std::string& name, int64_t n) {
 TEST(JitLoops, ScalarAdd) {
   const int64_t n = 1003;
   AddBuffers bufs(n);
-  Expr i = Var::make("i");
-  Stmt body = For::make(i, i64(0), i64(n), ForKind::Serial,
-                        Store::make(bufs.c, i, Load::make(bufs.a, i) + Load::make(bufs.b, i)));
-  auto lib = jit({makeFunc("add_scalar", bufs.params(), body)});
+  auto lib = jit({makeFunc("add_scalar", bufs.params(), bufs.loop(ForKind::Serial, n))});
   expectAdd(*lib, "add_scalar", n);
 }
 
@@ -51,9 +53,7 @@ TEST(JitLoops, VectorizedInnerLoopWithTailGuard) {
 TEST(JitLoops, ParallelOuterLoopRunsOnThePool) {
   const int64_t n = 1001;  // odd: chunks differ in size
   AddBuffers bufs(n);
-  Expr i = Var::make("i");
-  Stmt body = For::make(i, i64(0), i64(n), ForKind::Parallel,
-                        Store::make(bufs.c, i, Load::make(bufs.a, i) + Load::make(bufs.b, i)));
+  Stmt body = bufs.loop(ForKind::Parallel, n);
   std::vector<PrimFunc> funcs = {makeFunc("add_par", bufs.params(), body)};
   EXPECT_NE(emitLLVMIR(funcs, hostTarget(), false).find("call i32 @kiln_parallel_launch(ptr @add_par.par0"),
             std::string::npos);
@@ -68,9 +68,7 @@ TEST(JitLoops, ParallelOuterLoopRunsOnThePool) {
 TEST(JitLoops, ParallelGranularityOfAScheduleTakesTheChunkedLaunch) {
   const int64_t n = 1001;
   AddBuffers bufs(n);
-  Expr i = Var::make("i");
-  Stmt body = For::make(i, i64(0), i64(n), ForKind::Parallel,
-                        Store::make(bufs.c, i, Load::make(bufs.a, i) + Load::make(bufs.b, i)));
+  Stmt body = bufs.loop(ForKind::Parallel, n);
   for (const char* chunks : {"1", "16", "64"}) {
     PrimFunc f = makeFunc("add_chunks", bufs.params(), body);
     f.attrs["parallel_chunks"] = chunks;

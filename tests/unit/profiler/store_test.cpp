@@ -272,7 +272,9 @@ TEST_F(StoreTest, DefaultPathFollowsXdgDataHome) {
     unsetenv("XDG_DATA_HOME");
   if (!old) {
     const char* home = std::getenv("HOME");
-    if (home) EXPECT_EQ(Store::defaultPath(), (fs::path(home) / ".local/share/kiln/kiln.db").string());
+    if (home) {
+      EXPECT_EQ(Store::defaultPath(), (fs::path(home) / ".local/share/kiln/kiln.db").string());
+    }
   }
 }
 
