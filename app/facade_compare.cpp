@@ -106,13 +106,24 @@ Contender kilnContender(const std::string& name, CompiledModel& c, const std::ve
           }, {}, {}};
 }
 
+/// Throws "cancelled" once `cancelled` (may be empty) says so: the workbench's Cancel.
+void stopIfCancelled(const std::function<bool()>& cancelled) {
+  if (cancelled && cancelled()) throw Error("cancelled", ErrorKind::Usage);
+}
+
 /// Runs each contender once (its outputs), then times them side by side: their repeats
-/// alternate, so load on the shared machine falls on all of them alike.
-void timeContenders(std::vector<Contender>& contenders, const profiler::TimingOptions& timing) {
+/// alternate, so load on the shared machine falls on all of them alike. `cancelled` is polled
+/// before every call, for each contender alike: a cancelled comparison stops within one call.
+void timeContenders(std::vector<Contender>& contenders, const profiler::TimingOptions& timing,
+                    const std::function<bool()>& cancelled = {}) {
   std::vector<std::function<void()>> calls;
   for (Contender& c : contenders) {
+    stopIfCancelled(cancelled);
     c.outputs = c.call();
-    calls.push_back([&c] { c.call(); });
+    calls.push_back([&c, &cancelled] {
+      stopIfCancelled(cancelled);
+      c.call();
+    });
   }
   std::vector<profiler::Timing> timings = profiler::timeSideBySide(calls, timing);
   for (size_t i = 0; i < contenders.size(); ++i) contenders[i].timing = std::move(timings[i]);
@@ -180,7 +191,11 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
   if (!prepared) return prepared.error();
   std::unique_ptr<profiler::Store>& store = prepared->store;
   std::shared_ptr<CompiledModel>& compiledModel = prepared->compiled;
+  // The workbench's Cancel stops the in-process part too (PyTorch's timing, between stages), not
+  // only the worker (callMeasureWorker polls the same predicate).
+  const std::function<bool()>& cancelled = options.isolate.cancelled;
   return guarded<CompareResult>(path, [&] {
+    stopIfCancelled(cancelled);
     CompareResult result;
     const Model& m = *prepared->model;
     result.model = m.name;
@@ -217,7 +232,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
       }
       contenders.push_back(kilnContender("kiln", *compiledModel, inputs));
     }
-    timeContenders(contenders, timing);
+    timeContenders(contenders, timing, cancelled);
     const std::vector<runtime::Tensor>& reference = contenders.front().outputs;
     std::vector<BackendResult> kilnResults;
     for (const Contender& c : contenders) {
@@ -229,6 +244,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     result.blas = profiler::torchBlasLibrary();
 
     if (options.torchCompile) {
+      stopIfCancelled(cancelled);
       profiler::TorchCompileOptions tc;
       tc.python = options.python;
       tc.modelPath = path;
@@ -237,7 +253,9 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
       tc.warmup = options.warmup;
       tc.repeat = options.repeat;
       tc.minRepeatMs = options.minRepeatMs;
+      tc.cancelled = cancelled;
       profiler::Measurement tcm = profiler::measureTorchCompile(tc);
+      stopIfCancelled(cancelled);
       BackendResult r = fromTiming("torch-compile", tcm.timing);
       r.available = tcm.ok();
       if (tcm.status != profiler::Status::Ok && tcm.status != profiler::Status::Unavailable)

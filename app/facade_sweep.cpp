@@ -327,8 +327,16 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
           tc.repeat = options.repeat;
           tc.minRepeatMs = options.minRepeatMs;
           tc.timeoutSeconds = std::max(120.0, options.budgetSeconds * 4);
+          tc.cancelled = options.isolate.cancelled;
           m = profiler::measureTorchCompile(tc);
           m.batch = batch;
+          if (options.isolate.cancelled && options.isolate.cancelled()) {
+            // Killed by the cancel: not filed, so a resumed sweep measures it.
+            cancelled = true;
+            m = failure(backend, batch, Status::Skipped, "cancelled");
+            result.points.push_back(std::move(m));
+            continue;
+          }
         } else {
           auto mode = backend == "pytorch-eager" ? profiler::TorchMode::Eager : profiler::TorchMode::Compiled;
           try {

@@ -27,6 +27,9 @@ struct TuneOptions {
   std::vector<std::string> onlyTasks;  // tune only these task names (empty: all)
   uint64_t seed = 1;
   StoreOptions store;        // records are also kept in the session store
+  int confirmTop = 3;         // after a task's search, its best N configurations and the default
+                             //   are measured again side by side; builds prefer that round
+                             //   (core/tune/records.h kConfirmTuner). 0: no confirmation
   bool compareEndToEnd = true;  // after tuning, time the whole model untuned vs tuned
   std::string workerCommand;    // the `kiln` that serves `kiln tune-worker` ("": found next to
                                 //   this program, else $KILN_TUNE_WORKER, else on PATH)
@@ -73,6 +76,8 @@ struct TuneTaskResult {
   double bestMs = 0;
   double bestGflops = 0;
   int measured = 0, skipped = 0, errors = 0;  // skipped: already in the records
+  int confirmed = 0;  // configurations the confirmation round timed side by side (0: none ran);
+                      //   defaultMs and bestMs then come from that round
   std::vector<TuneTrial> trials;  // in measurement order
 };
 

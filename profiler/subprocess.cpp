@@ -50,7 +50,8 @@ int spawnProcess(const std::vector<std::string>& argv, int stdinFd, int stdoutFd
   return pid;
 }
 
-ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSeconds) {
+ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSeconds,
+                         const std::function<bool()>& cancelled) {
   ProcessResult result;
   if (argv.empty()) {
     result.error = "no program given";
@@ -89,7 +90,12 @@ ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSec
       kill(-pid, SIGKILL);
       break;
     }
-    int n = poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (cancelled && cancelled()) {
+      result.cancelled = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    int n = poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), cancelled ? 100 : 1000)));
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -108,10 +114,14 @@ ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSec
   // The child may outlive its pipes: keep the deadline while waiting for it too.
   int status = 0;
   for (;;) {
-    pid_t w = waitpid(pid, &status, result.timedOut ? 0 : WNOHANG);
+    bool killed = result.timedOut || result.cancelled;
+    pid_t w = waitpid(pid, &status, killed ? 0 : WNOHANG);
     if (w == pid || (w < 0 && errno != EINTR)) break;
     if (w == 0 && std::chrono::steady_clock::now() >= deadline) {
       result.timedOut = true;
+      kill(-pid, SIGKILL);
+    } else if (w == 0 && cancelled && cancelled()) {
+      result.cancelled = true;
       kill(-pid, SIGKILL);
     } else if (w == 0) {
       usleep(10000);

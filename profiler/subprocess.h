@@ -2,6 +2,7 @@
 // Python), or long-lived workers spoken to in lines (tuning candidates, isolated measurements).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@ namespace kiln::profiler {
 struct ProcessResult {
   bool started = false;   // false: the program could not be executed (see error)
   bool timedOut = false;  // killed after the time limit
+  bool cancelled = false; // killed because `cancelled` said so
   int exitCode = -1;      // exit status, or -signal when killed by a signal
   std::string out, err;   // captured stdout and stderr
   std::string error;      // why it did not start
@@ -21,8 +23,9 @@ struct ProcessResult {
 int spawnProcess(const std::vector<std::string>& argv, int stdinFd, int stdoutFd, int stderrFd, std::string& error);
 
 /// Runs argv[0] (looked up in PATH) with the given arguments; kills it (and its process group)
-/// after `timeoutSeconds` (> 0).
-ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSeconds);
+/// after `timeoutSeconds` (> 0), or as soon as `cancelled` (polled every 100 ms) returns true.
+ProcessResult runProcess(const std::vector<std::string>& argv, double timeoutSeconds,
+                         const std::function<bool()>& cancelled = {});
 
 /// A child process spoken to in lines over its stdin and stdout: the tuning workers
 /// (profiler/tune_measure.h) and the measuring worker (profiler/measure_worker.h). It runs in a

@@ -159,7 +159,12 @@ Measurement measureTorchCompile(const TorchCompileOptions& o) {
   ProcessResult r = runProcess(
       {python.python, "-c", kMeasureScript, o.modelPath, std::to_string(o.batch), std::to_string(o.threads),
        std::to_string(o.warmup), std::to_string(o.repeat), std::to_string(o.minRepeatMs)},
-      o.timeoutSeconds);
+      o.timeoutSeconds, o.cancelled);
+  if (r.cancelled) {
+    m.status = Status::Failed;
+    m.reason = "cancelled";
+    return m;
+  }
   if (r.timedOut) {
     m.status = Status::Timeout;
     m.reason =

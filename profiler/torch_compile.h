@@ -5,6 +5,7 @@
 // unavailable with the reason, never as a number.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "profiler/records.h"
@@ -31,6 +32,7 @@ struct TorchCompileOptions {
   int repeat = 10;
   double minRepeatMs = 20;
   double timeoutSeconds = 600;  // the whole subprocess, compilation included
+  std::function<bool()> cancelled;  // polled while it runs: true kills it (status Failed, "cancelled")
 };
 
 /// Measures the model with torch.compile (backend "torch-compile"); status Unavailable or Failed

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <istream>
 #include <map>
 #include <optional>
@@ -142,11 +143,10 @@ class WorkerState {
         reply["schedule"] = built.schedule;
         m_pending[id] = {r, std::move(built)};
       } else if (op == "measure") {
-        auto it = m_pending.find(id);
-        if (it == m_pending.end()) throw Error("no compiled candidate " + std::to_string(id), ErrorKind::Internal);
-        auto [r, built] = std::move(it->second);
-        m_pending.erase(it);
+        auto [r, built] = take(id);
         measure(r, built, reply);
+      } else if (op == "measure_together") {
+        measureTogether(msg.at("ids").get<std::vector<int>>(), reply);
       } else {
         throw Error("unknown request '" + op + "'", ErrorKind::Usage);
       }
@@ -159,7 +159,17 @@ class WorkerState {
   }
 
  private:
-  void measure(const CandidateRequest& r, Built& built, json& reply) {
+  std::pair<CandidateRequest, Built> take(int id) {
+    auto it = m_pending.find(id);
+    if (it == m_pending.end()) throw Error("no compiled candidate " + std::to_string(id), ErrorKind::Internal);
+    auto taken = std::move(it->second);
+    m_pending.erase(it);
+    return taken;
+  }
+
+  /// Runs the candidate once and compares its output with the default schedule's; false (with
+  /// the reply's error set) when it computes something else.
+  bool check(const CandidateRequest& r, Built& built, json& reply) {
     runtime::setNumThreads(std::max(1, r.threads));
     const std::vector<float>& expected = reference(r);
     injectFault(built.schedule);
@@ -179,17 +189,57 @@ class WorkerState {
       std::snprintf(text, sizeof text, "wrong result (max |diff| %.3g)", diff);
       reply["ok"] = false;
       reply["error"] = text;
-      return;
+      return false;
     }
-    runtime::GraphExecutor& ex = *built.executor;
-    int call = built.call;
+    return true;
+  }
+
+  static TimingOptions timingOf(const CandidateRequest& r) {
     TimingOptions timing;
     timing.warmup = 2;
     timing.repeat = std::max(1, r.repeat);
     timing.minRepeatMs = r.minRepeatMs;
-    Timing t = timeIt([&] { ex.runCall(call); }, timing);
+    return timing;
+  }
+
+  void measure(const CandidateRequest& r, Built& built, json& reply) {
+    if (!check(r, built, reply)) return;
+    runtime::GraphExecutor& ex = *built.executor;
+    int call = built.call;
+    Timing t = timeIt([&] { ex.runCall(call); }, timingOf(r));
     reply["samples_ms"] = t.samplesMs;
     reply["median_ms"] = t.medianMs;
+  }
+
+  /// Checks the compiled candidates `ids`, then times the correct ones side by side (their
+  /// repeats alternate, time_evaluator.h), so that load on the machine falls on all of them
+  /// alike. reply["results"] holds one measure-style reply per id, in order.
+  void measureTogether(const std::vector<int>& ids, json& reply) {
+    std::vector<std::pair<CandidateRequest, Built>> taken;
+    for (int id : ids) taken.push_back(take(id));
+    json results = json::array();
+    std::vector<std::function<void()>> runs;
+    std::vector<size_t> timed;
+    for (size_t k = 0; k < taken.size(); ++k) {
+      json one{{"id", ids[k]}};
+      if (check(taken[k].first, taken[k].second, one)) {
+        one["ok"] = true;
+        runtime::GraphExecutor* ex = taken[k].second.executor.get();
+        int call = taken[k].second.call;
+        runs.push_back([ex, call] { ex->runCall(call); });
+        timed.push_back(k);
+      }
+      results.push_back(std::move(one));
+    }
+    if (!runs.empty()) {
+      runtime::setNumThreads(std::max(1, taken[timed[0]].first.threads));
+      std::vector<Timing> timings = timeSideBySide(runs, timingOf(taken[timed[0]].first));
+      for (size_t j = 0; j < timed.size(); ++j) {
+        results[timed[j]]["samples_ms"] = timings[j].samplesMs;
+        results[timed[j]]["median_ms"] = timings[j].medianMs;
+      }
+    }
+    reply["results"] = std::move(results);
   }
 
   /// The default schedule's output for the request's task (built once per task).
@@ -376,6 +426,53 @@ std::vector<CandidateResult> TuneRunner::run(const std::vector<CandidateRequest>
     if (done) done(i, results[i]);
   }
 
+  return results;
+}
+
+std::vector<CandidateResult> TuneRunner::runSideBySide(const std::vector<CandidateRequest>& batch) {
+  Impl& m = *m_impl;
+  std::vector<CandidateResult> results(batch.size());
+  if (batch.empty()) return results;
+  // One worker holds every candidate, so that their repeats can alternate in one process.
+  WorkerProcess& w = m.workers[0];
+  double compileTimeout = std::max(60.0, m.timeout);
+  std::vector<int> ids;
+  std::vector<size_t> compiled;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    int id = m.nextId++;
+    std::string error;
+    auto reply = m.call(w, m.compileMessage(id, batch[i]), compileTimeout, error);
+    if (!reply || !reply->value("ok", false)) {
+      results[i].error = reply ? "compile error: " + reply->value("error", std::string("unknown")) : "compile " + error;
+      if (!reply) return results;  // the worker is gone, and with it what it had compiled
+      continue;
+    }
+    results[i].compileSeconds = reply->value("compile_s", 0.0);
+    results[i].schedule = reply->value("schedule", "");
+    ids.push_back(id);
+    compiled.push_back(i);
+  }
+  if (ids.empty()) return results;
+  std::string error;
+  // Each candidate gets its own time limit: the measurement covers all of them.
+  auto reply = m.call(w, json{{"op", "measure_together"}, {"id", 0}, {"ids", ids}},
+                      m.timeout * static_cast<double>(ids.size()), error);
+  if (!reply || !reply->value("ok", false)) {
+    std::string why = reply ? reply->value("error", std::string("unknown error")) : error;
+    for (size_t i : compiled) results[i].error = why;
+    return results;
+  }
+  const json& each = reply->at("results");
+  for (size_t j = 0; j < compiled.size() && j < each.size(); ++j) {
+    CandidateResult& r = results[compiled[j]];
+    r.maxAbsDiff = each[j].value("max_abs_diff", 0.0);
+    if (!each[j].value("ok", false)) {
+      r.error = each[j].value("error", std::string("unknown error"));
+      continue;
+    }
+    r.samplesMs = each[j].value("samples_ms", std::vector<double>{});
+    r.medianMs = each[j].value("median_ms", 0.0);
+  }
   return results;
 }
 

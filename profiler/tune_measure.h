@@ -11,6 +11,8 @@
 //   ← {"id":7,"ok":true,"compile_s":0.08,"schedule":"flatten=0,oc_outer=1,oc_vecs=2,ow_block=7"}
 //   → {"op":"measure","id":7}
 //   ← {"id":7,"ok":true,"samples_ms":[...],"median_ms":0.041,"max_abs_diff":2e-6}
+//   → {"op":"measure_together","id":0,"ids":[8,9,10]}   (several compiled candidates, timed
+//   ← {"id":0,"ok":true,"results":[{"id":8,"ok":true,"median_ms":...},...]}   side by side)
 //
 // Compiles of one batch run on all workers at once (code generation is the slow part); the
 // measurements then run one at a time so candidates never share the cores they are timed on.
@@ -70,6 +72,12 @@ class TuneRunner {
   /// the caller can record it at once: a killed tuner then loses only the candidates in flight.
   std::vector<CandidateResult> run(const std::vector<CandidateRequest>& batch,
                                    const std::function<void(size_t, const CandidateResult&)>& done = {});
+  /// Compiles the batch in one worker and times the correct candidates side by side, their
+  /// repeats alternating (time_evaluator.h timeSideBySide), so that a burst of load on the
+  /// machine falls on all of them alike: for comparing a few finalists whose separate
+  /// measurements, minutes apart, are not comparable. Errors as for run(); a worker failure
+  /// during the measurement fails every candidate of the batch.
+  std::vector<CandidateResult> runSideBySide(const std::vector<CandidateRequest>& batch);
   /// Workers started so far, restarts included.
   int workersStarted() const;
 

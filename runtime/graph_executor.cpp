@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "runtime/error.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
 
@@ -37,6 +38,28 @@ __attribute__((noinline)) int64_t overflowStack(int64_t depth) {
   page[sizeof page - 1] = page[0];
   if (depth >= 0) return overflowStack(depth + 1) + page[sizeof page - 1];
   return page[0];
+}
+
+/// The parallel body of an injected stack overflow: a pool thread overflows its stack; the
+/// launching thread (`closure` holds its id) waits in its own chunk for the process to die.
+int32_t overflowOnPoolThread(int64_t, int64_t, void* closure) {
+  if (std::this_thread::get_id() != *static_cast<const std::thread::id*>(closure))
+    return static_cast<int32_t>(overflowStack(0));
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+/// KILN_FAULT=stack:...: with a pool (more than one thread) the overflow happens in a parallel
+/// launch on a pool thread, whose handler needs that thread's own alternate signal stack; with one
+/// thread, on the calling thread. One chunk per thread: the caller claims at most one and keeps
+/// it, so a pool thread always claims another.
+void injectStackOverflow() {
+  int threads = numThreads();
+  if (threads <= 1) {
+    overflowStack(0);
+    return;
+  }
+  std::thread::id caller = std::this_thread::get_id();
+  parallelLaunch(overflowOnPoolThread, &caller, threads, 1);
 }
 
 }  // namespace
@@ -91,7 +114,7 @@ void GraphExecutor::callWatched(size_t c) {
   const KernelCall& call = m_plan.calls[c];
   g_current.store(call.kernel.c_str(), std::memory_order_relaxed);
   if (m_fault[c] == 'c') std::raise(SIGSEGV);
-  if (m_fault[c] == 's') overflowStack(0);
+  if (m_fault[c] == 's') injectStackOverflow();
   if (m_fault[c] == 'h')
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   m_fns[c](m_callArgs[c].data());

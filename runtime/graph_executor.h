@@ -15,7 +15,8 @@ namespace kiln::runtime {
 /// once enabled, every executor publishes the name of the call it is running, readable from a
 /// signal handler, so the parent can say which kernel crashed or hung. It also honours
 /// KILN_FAULT for tests: "crash:<substring>" raises SIGSEGV, "stack:<substring>" overflows the
-/// stack and "hang:<substring>" loops forever instead of running a call whose fused function or
+/// stack (a pool thread's, in a parallel launch, when the pool has more than one thread) and
+/// "hang:<substring>" loops forever instead of running a call whose fused function or
 /// kernel name contains the substring. Off by default: ordinary processes never read KILN_FAULT
 /// and pay nothing.
 void enableKernelWatch();
@@ -51,7 +52,7 @@ class GraphExecutor {
   std::vector<Tensor> m_slotTensors;          // bound tensor per slot
   std::vector<std::vector<void*>> m_callArgs; // per call: argument pointers
   std::vector<bool> m_inputBound;
-  std::vector<char> m_fault;  // per call, under the kernel watch: 0 none, 'c' crash, 'h' hang
+  std::vector<char> m_fault;  // per call, under the kernel watch: 0 none, 'c' crash, 's' stack, 'h' hang
   bool m_watched = false;
 
   void callWatched(size_t index);

@@ -8,5 +8,7 @@ scripts/install-deps.sh
 jobs=${KILN_BUILD_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+# Paths under the checkout are hashed relative to it, so another clone (CI) reuses the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 cmake --preset release "$@" >/dev/null
 cmake --build --preset release -j "$jobs"

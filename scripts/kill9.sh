@@ -37,7 +37,7 @@ SWEEP_BATCHES, SWEEP_BACKENDS = [1, 2, 4, 8], ["kiln", "pytorch-eager"]
 
 def tune_cmd(db, records, js=None):
     c = [kiln, "tune", model, "--tuner", "random", "--trials", str(TUNE_TRIALS), "--batch-size", "4", "--threads", "1",
-         "--no-compare", "--timeout", "10", "--db", db, "--records", records, "--seed", "3"]
+         "--no-compare", "--confirm", "0", "--timeout", "10", "--db", db, "--records", records, "--seed", "3"]
     return c + (["--json", js] if js else [])
 
 

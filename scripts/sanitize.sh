@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Kiln with AddressSanitizer + UndefinedBehaviorSanitizer (the `asan` preset: build-asan/,
-# -O1 -g, no GUI) and runs the unit tests and the small end-to-end tests under it, with every
+# -O1 -g1, no GUI; line tables are all a sanitizer report needs, and they compile and link faster
+# than full debug info) and runs the unit tests and the small end-to-end tests under it, with every
 # kernel load/store bounds-checked (KILN_BOUNDS_CHECK=1, set by the `asan` test preset).
 # LLVM, libtorch and the JIT-generated kernels are not instrumented; their few false positives are
 # suppressed in scripts/sanitizers/*.supp (third-party code only, each with its reason).
@@ -18,11 +19,13 @@ fi
 jobs=${KILN_BUILD_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+# Paths under the checkout are hashed relative to it, so another clone (CI) reuses the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 # Only what the sanitizer phase runs: the unit tests, the kiln CLI and the end-to-end test
 # programs (their network-sized cases are labelled slow and excluded); no GUI, no benchmarks.
 targets=(kiln kiln_run_model test_runtime test_core test_codegen test_tune test_importers test_profiler
   test_cli test_e2e_models test_e2e_import test_e2e_profile test_export test_tune_cli test_profile_cli
-  test_fuzz_regress test_bad_input test_durability)
+  test_fuzz_regress test_fuzz_source_map test_bad_input test_durability)
 start=$(date +%s)
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs" --target "${targets[@]}"

@@ -1,5 +1,6 @@
 // kiln tune MODEL [--trials N] [--total-trials N] [--tuner xgb|random|grid] [--records FILE]
 //                 [--timeout S] [--early-stopping N] [--time-limit S] [--tasks A,B] [--list-tasks]
+//                 [--confirm N]
 //                 [--json FILE] [--seed N] [--no-compare] [-O] [--target] [--threads] [--batch]
 //                 [--db FILE] [--no-store] [--session ID]
 // kiln tune-worker   (internal: serves candidate measurements to a tuning run over stdin/stdout)
@@ -102,6 +103,11 @@ int tuneCommand(TuneArgs& a) {
     std::printf("%-36.36s %5d %7d %8.4fms %8.4fms %9.1f %8.2fx  %s\n", t.info.name.c_str(), t.info.weight,
                 t.measured + t.skipped, t.defaultMs, t.bestMs, t.bestGflops, speedup, t.bestKnobs.c_str());
   }
+  int confirmed = 0;
+  for (const auto& t : r.tasks) confirmed += t.confirmed > 0;
+  if (confirmed > 0)
+    std::printf("(default and best of %d task(s): their finalists timed again side by side after the search)\n",
+                confirmed);
   if (r.untunedMs > 0 && r.tunedMs > 0)
     std::printf("\nend to end (median, side by side): untuned %.3f ms, tuned %.3f ms (%.2fx)\n", r.untunedMs,
                 r.tunedMs, r.untunedMs / r.tunedMs);
@@ -141,6 +147,10 @@ void registerTune(CLI::App& cli, Action& action) {
   cmd->add_option("--tasks", o.onlyTasks, "tune only these kernels or tuning keys")->delimiter(',');
   cmd->add_option("--seed", o.seed, "random seed of the tuners");
   cmd->add_flag("--list-tasks", args->listTasks, "list the tasks and their space sizes, then stop");
+  cmd->add_option("--confirm", o.confirmTop,
+                  "after each task, time its N best configurations and the default again side by side; builds "
+                  "prefer that round (default 3, 0: off)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-compare", args->noCompare, "skip the end-to-end untuned vs tuned timing");
   cmd->add_option("--json", args->json, "write the result as JSON");
   addBuildFlags(cmd, args->flags);

@@ -7,7 +7,7 @@ namespace kiln::gui {
 void TuneTaskModel::setTasks(const std::vector<app::TuneTaskInfo>& tasks) {
   beginResetModel();
   m_rows.clear();
-  for (const auto& t : tasks) m_rows.push_back(Row{t});
+  for (const auto& t : tasks) m_rows.push_back(rowFor(t));
   endResetModel();
 }
 
@@ -52,7 +52,7 @@ void TuneTaskModel::applyResult(const app::TuneResult& result) {
   for (const auto& t : result.tasks) {
     int row = rowOfTask(qs(t.info.name));
     if (row < 0) {
-      m_rows.push_back(Row{t.info});
+      m_rows.push_back(rowFor(t.info));
       row = static_cast<int>(m_rows.size()) - 1;
     }
     Row& r = m_rows[row];

@@ -45,6 +45,11 @@ class TuneTaskModel : public QAbstractTableModel {
     TaskState state = TaskState::Pending;
     std::vector<QPointF> history;
   };
+  static Row rowFor(const app::TuneTaskInfo& info) {
+    Row row;
+    row.info = info;
+    return row;
+  }
   std::vector<Row> m_rows;
 };
 

@@ -21,8 +21,16 @@
 // broadcast). 1×1 convolutions are the same tile without kh/kw loops: a packed GEMM; on narrow
 // rows (7×7) their spatial axes are flattened into one row so that the tiles stay full.
 //
+// Vector width (knob vec_lanes = w, schedule.h packedConvLaneChoices): by default w = L. With
+// w = L/2 every L-lane vector above is S = L/w vectors of w lanes — accumulators acc[v·S + s][b],
+// weight loads at v·L + s·w inside the ob axis, and the bias, the epilogue's lane index and the
+// store at the same sub-vector offset s·w of the output block — so a tile holds V·S·B
+// accumulators. On AVX-512 this gives 256-bit code (one µop per FMA on Zen 4, which splits 512-bit
+// ones) without changing the weight packing or any layout.
+//
 // Depthwise (groups = C, ib = ob = L): weight [C/L, 1, KH, KW, 1, L]; the tile is B vectors over
-// the channel block: acc[b] += x[n, cb, ih, iw(b, kw), :] · w[cb, 0, kh, kw, 0, :].
+// the channel block: acc[b] += x[n, cb, ih, iw(b, kw), :] · w[cb, 0, kh, kw, 0, :] (S·B
+// vectors of w lanes with vec_lanes = w: the input is loaded in w-lane pieces too).
 //
 // layout_transform copies between NCHW and NCHW[x]c (or two blocks) element by element in the
 // output's order.
@@ -39,6 +47,9 @@ namespace kiln::core::lower {
 using namespace tir;
 
 namespace {
+
+/// `e + k`, or `e` itself when k = 0 (default schedules keep their exact expressions).
+Expr plusConst(const Expr& e, int64_t k) { return k == 0 ? e : e + k; }
 
 /// The channel block of a layout attribute: "NCHW" → 0, "NCHW16c" → 16.
 int64_t layoutBlockOf(const std::string& layout) {
@@ -59,8 +70,18 @@ struct PackedConvShape {
 
 class PackedConvBuilder {
  public:
-  PackedConvBuilder(const OpContext& ctx, PackedConvShape s, int owBlock, bool ocOuter, int unroll)
-      : m_ctx(ctx), m_s(std::move(s)), m_owBlock(owBlock), m_ocOuter(ocOuter), m_unroll(unroll) {}
+  PackedConvBuilder(const OpContext& ctx, PackedConvShape s, int owBlock, bool ocOuter, int unroll,
+                    int vecLanes)
+      : m_ctx(ctx),
+        m_s(std::move(s)),
+        m_owBlock(owBlock),
+        m_ocOuter(ocOuter),
+        m_unroll(unroll),
+        m_w(vecLanes),
+        m_splits(static_cast<int>(m_s.lanes / vecLanes)) {
+    KILN_ASSERT(vecLanes >= 1 && m_s.lanes % vecLanes == 0,
+                "packed conv: vec_lanes must divide the output block");
+  }
 
   Stmt build() {
     const PackedConvShape& s = m_s;
@@ -83,7 +104,7 @@ class PackedConvBuilder {
       rest = digit(rest, s.oh, s.n == 1, m_oh);
     }
     m_n = s.n == 1 ? Expr(i64(0)) : rest;
-    m_acc = RegisterTile("acc", m_ctx.out[0]->elemType, s.ocVecs * m_owBlock, static_cast<int>(s.lanes));
+    m_acc = RegisterTile("acc", m_ctx.out[0]->elemType, s.ocVecs * m_splits * m_owBlock, m_w);
 
     std::vector<Stmt> runs;
     for (const ColumnRun& run : planColumns(s.cols, m_owBlock)) {
@@ -101,22 +122,27 @@ class PackedConvBuilder {
   }
 
  private:
-  int lanes() const { return static_cast<int>(m_s.lanes); }
+  /// Accumulator vectors per column: output vectors × sub-vectors of w lanes.
+  int vectors() const { return m_s.ocVecs * m_splits; }
 
   // One register tile: columns [ow0, ow0 + width); ow0 is a constant unless `interior`.
   Stmt tile(const Expr& ow0, int64_t width, bool interior) {
     const PackedConvShape& s = m_s;
     std::vector<Stmt> init;
-    for (int v = 0; v < s.ocVecs; ++v) {
-      Expr value = m_ctx.in.size() == 3 ? vload(m_ctx.in[2], (m_oco * s.ocVecs + v) * s.lanes, lanes())
-                                        : splat(literal(m_acc.buffer()->elemType, 0), lanes());
-      for (int64_t b = 0; b < width; ++b) init.push_back(m_acc.set(slot(v, b, width), value));
+    for (int u = 0; u < vectors(); ++u) {
+      int v = u / m_splits, sub = u % m_splits;
+      Expr value =
+          m_ctx.in.size() == 3
+              ? vload(m_ctx.in[2], plusConst((m_oco * s.ocVecs + v) * s.lanes, int64_t{sub} * m_w), m_w)
+              : splat(literal(m_acc.buffer()->elemType, 0), m_w);
+      for (int64_t b = 0; b < width; ++b) init.push_back(m_acc.set(slot(u, b, width), value));
     }
     Stmt reduce = s.depthwise ? depthwiseReduction(ow0, width, interior) : denseReduction(ow0, width, interior);
     return Seq::make({Seq::make(std::move(init)), reduce, store(ow0, width)});
   }
 
-  int slot(int v, int64_t b, int64_t width) const { return static_cast<int>(v * width + b); }
+  /// The accumulator of vector u (output vector u / S, sub-vector u % S) at column b.
+  int slot(int u, int64_t b, int64_t width) const { return static_cast<int>(u * width + b); }
 
   /// The columns of the tile whose tap `kw` reads inside the input (all when interior).
   std::vector<int64_t> liveColumns(const Expr& ow0, int64_t width, int64_t kw, bool interior) const {
@@ -138,10 +164,11 @@ class PackedConvBuilder {
     Expr xRow = ((m_n * s.cb + icb) * s.h + ih) * s.w;          // x[n, icb, ih, 0, 0] / ib
     Expr wTap = ((m_oco * s.cb + icb) * s.kh + kh) * s.kw;      // w[oco, icb, kh, 0, ..] / (ib·ob)
 
-    // The FMAs of one (kw, ic) step over the given columns.
+    // The FMAs of one (kw, ic) step over the given columns. Vector u of w lanes starts at u·w
+    // inside the ob axis (v·L + s·w).
     auto step = [&](const Expr& kw, const std::vector<int64_t>& columns) {
       std::vector<Expr> wv;
-      for (int v = 0; v < s.ocVecs; ++v) wv.push_back(Var::make("w" + std::to_string(v), Type::f32(lanes())));
+      for (int u = 0; u < vectors(); ++u) wv.push_back(Var::make("w" + std::to_string(u), Type::f32(m_w)));
       Expr wBase = ((wTap + kw) * s.ib + ic) * s.ob;
       std::vector<Stmt> fmas;
       for (int64_t b : columns) {
@@ -149,12 +176,14 @@ class PackedConvBuilder {
         Expr xs = Load::make(x, (xRow + iw) * s.ib + ic);
         fmas.push_back(letBind("x" + std::to_string(b), xs, [&](const Expr& xv) {
           std::vector<Stmt> per;
-          for (int v = 0; v < s.ocVecs; ++v) per.push_back(m_acc.fma(slot(v, b, width), splat(xv, lanes()), wv[v]));
+          for (int u = 0; u < vectors(); ++u)
+            per.push_back(m_acc.fma(slot(u, b, width), splat(xv, m_w), wv[u]));
           return Seq::make(std::move(per));
         }));
       }
       Stmt body = Seq::make(std::move(fmas));
-      for (int v = s.ocVecs; v-- > 0;) body = LetStmt::make(wv[v], vload(w, wBase + v * s.lanes, lanes()), body);
+      for (int u = vectors(); u-- > 0;)
+        body = LetStmt::make(wv[u], vload(w, wBase + int64_t{u} * m_w, m_w), body);
       return body;
     };
 
@@ -194,13 +223,19 @@ class PackedConvBuilder {
     Expr xRow = ((m_n * s.cb + m_oco) * s.h + ih) * s.w;
     Expr wTap = (m_oco * s.kh + kh) * s.kw;
     auto step = [&](const Expr& kw, const std::vector<int64_t>& columns) {
-      Expr wv = Var::make("w0", Type::f32(lanes()));
+      std::vector<Expr> wv;
+      for (int u = 0; u < m_splits; ++u) wv.push_back(Var::make("w" + std::to_string(u), Type::f32(m_w)));
       std::vector<Stmt> fmas;
       for (int64_t b : columns) {
         Expr iw = s.cols.inputIndex(ow0 + b, kw);
-        fmas.push_back(m_acc.fma(slot(0, b, width), vload(x, (xRow + iw) * s.lanes, lanes()), wv));
+        for (int u = 0; u < m_splits; ++u)
+          fmas.push_back(m_acc.fma(slot(u, b, width),
+                                   vload(x, plusConst((xRow + iw) * s.lanes, int64_t{u} * m_w), m_w), wv[u]));
       }
-      return LetStmt::make(wv, vload(w, (wTap + kw) * s.lanes, lanes()), Seq::make(std::move(fmas)));
+      Stmt body = Seq::make(std::move(fmas));
+      for (int u = m_splits; u-- > 0;)
+        body = LetStmt::make(wv[u], vload(w, plusConst((wTap + kw) * s.lanes, int64_t{u} * m_w), m_w), body);
+      return body;
     };
     Stmt inner;
     if (interior) {
@@ -218,18 +253,23 @@ class PackedConvBuilder {
     return For::make(kh, khFirst, khExtent, ForKind::Serial, inner);
   }
 
+  // Sub-vector s of an output vector goes to lanes [s·w, s·w + w) of its output block.
   Stmt store(const Expr& ow0, int64_t width) {
     const PackedConvShape& s = m_s;
     std::vector<Stmt> stores;
-    Expr lane = lanes() == 1 ? Expr(i64(0)) : Ramp::make(i64(0), i64(1), lanes());
     for (int v = 0; v < s.ocVecs; ++v) {
       Expr block = m_oco * s.ocVecs + v;
       for (int64_t b = 0; b < width; ++b) {
         Expr col = ow0 + b;
-        Expr offset = (((m_n * s.ocb + block) * s.oh + m_oh) * s.ow + col) * s.lanes;
         Expr oh = s.flatWidth ? col / s.flatWidth : m_oh, ow = s.flatWidth ? col % s.flatWidth : col;
-        Expr value = m_ctx.applyEpilogue(m_acc.get(slot(v, b, width)), {m_n, block, oh, ow, lane});
-        stores.push_back(vstore(m_ctx.out[0], offset, value));
+        for (int sub = 0; sub < m_splits; ++sub) {
+          int64_t first = int64_t{sub} * m_w;
+          Expr offset = plusConst((((m_n * s.ocb + block) * s.oh + m_oh) * s.ow + col) * s.lanes, first);
+          Expr lane = m_w == 1 ? Expr(i64(first)) : Ramp::make(i64(first), i64(1), m_w);
+          Expr value =
+              m_ctx.applyEpilogue(m_acc.get(slot(v * m_splits + sub, b, width)), {m_n, block, oh, ow, lane});
+          stores.push_back(vstore(m_ctx.out[0], offset, value));
+        }
       }
     }
     return Seq::make(std::move(stores));
@@ -240,6 +280,8 @@ class PackedConvBuilder {
   int m_owBlock;
   bool m_ocOuter;
   int m_unroll;
+  int m_w;       // lanes of the accumulators and loads (vec_lanes)
+  int m_splits;  // L / w: vectors per output vector
   Expr m_n, m_oco, m_oh;
   RegisterTile m_acc{"acc", Type::f32(), 1, 1};
 };
@@ -279,12 +321,17 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   s.rows = WindowAxis{s.h, s.oh, s.kh, stride[0], pad[0], dil[0]};
   s.cols = WindowAxis{s.w, s.ow, s.kw, stride[1], pad[1], dil[1]};
 
-  int owBlock = packedConvOwBlock(s.ow, s.ocVecs, ctx.options);
+  // Narrower vectors (vec_lanes < L) when a record asks for a valid width whose tile can fit.
+  int64_t vecLanes = packedConvLanesOf(tuned, s.lanes);
+  if (!packedConvTileFits(s.ocVecs, 1, ctx.options, s.lanes / vecLanes)) vecLanes = s.lanes;
+  int64_t splits = s.lanes / vecLanes;
+  int owBlock = packedConvOwBlock(s.ow, static_cast<int>(s.ocVecs * splits), ctx.options);
   bool ocOuter = true;
   int unroll = 1;
   if (tuned) {
     int64_t b = knob(*tuned, "ow_block", owBlock);
-    if (b >= 1 && b <= s.ow && packedConvTileFits(s.ocVecs, b, ctx.options)) owBlock = static_cast<int>(b);
+    if (b >= 1 && b <= s.ow && packedConvTileFits(s.ocVecs, b, ctx.options, splits))
+      owBlock = static_cast<int>(b);
     ocOuter = knob(*tuned, "oc_outer", 1) != 0;
     int64_t u = knob(*tuned, "unroll", 1);
     std::vector<int64_t> factors = packedConvUnrollFactors(s.ib, s.depthwise);
@@ -298,8 +345,10 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
              {"par_chunks", parallelChunksOf(tuned)}};
   // Convolutions that could run as Winograd carry the algorithm knob (0: this direct kernel).
   if (winogradEligible(convGeometry(ctx.op, ctx.attrs, ctx.inTypes))) used["algo"] = 0;
+  // The vector width only when it is not the block (default schedules keep their text).
+  if (vecLanes != s.lanes) used["vec_lanes"] = vecLanes;
   ctx.schedule = knobsText(used);
-  return PackedConvBuilder(ctx, s, owBlock, ocOuter, unroll).build();
+  return PackedConvBuilder(ctx, s, owBlock, ocOuter, unroll, static_cast<int>(vecLanes)).build();
 }
 
 Stmt lowerLayoutTransform(const OpContext& ctx) {

@@ -67,11 +67,24 @@ bool packedConvFlattens(int64_t kh, int64_t kw, const std::vector<int64_t>& stri
   return pointwise && outWidth < accumulatorBudget(options) / 2;
 }
 
-bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options) {
+bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options, int64_t splits) {
   // The same budget the heuristic uses: the weight vectors are loaded one at a time between
   // FMAs, so a full budget of accumulators does not spill (4 × 7 runs at the FMA peak with 32
-  // registers).
-  return ocVecs >= 1 && owBlock >= 1 && ocVecs * owBlock <= accumulatorBudget(options);
+  // registers). Narrower vectors take a register each, like full ones.
+  return ocVecs >= 1 && owBlock >= 1 && splits >= 1 &&
+         ocVecs * splits * owBlock <= accumulatorBudget(options);
+}
+
+std::vector<int64_t> packedConvLaneChoices(int64_t block) {
+  std::vector<int64_t> choices{block};
+  if (block % 2 == 0 && block / 2 >= 4) choices.push_back(block / 2);
+  return choices;
+}
+
+int64_t packedConvLanesOf(const Knobs* tuned, int64_t block) {
+  int64_t lanes = tuned ? knob(*tuned, "vec_lanes", block) : block;
+  std::vector<int64_t> choices = packedConvLaneChoices(block);
+  return std::find(choices.begin(), choices.end(), lanes) != choices.end() ? lanes : block;
 }
 
 bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const LowerOptions& options) {

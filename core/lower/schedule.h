@@ -33,7 +33,7 @@ LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features
 
 /// NCHW direct convolution register tile: `ocBlock` output channels × `owVecs` column vectors.
 /// (The packed convolution's knobs are a schedule_config.h Knobs map: oc_vecs, ow_block, flatten,
-/// oc_outer, unroll, par_chunks, and algo where Winograd applies.)
+/// oc_outer, unroll, par_chunks, vec_lanes, and algo where Winograd applies.)
 struct ConvKnobs {
   int ocBlock = 1;
   int owVecs = 1;
@@ -67,8 +67,18 @@ bool packedConvFlattens(int64_t kh, int64_t kw, const std::vector<int64_t>& stri
                         int64_t outWidth, const LowerOptions& options);
 
 /// Whether a packed-conv register tile of `ocVecs` × `owBlock` accumulators fits the vector
-/// registers (accumulatorBudget; larger tiles would spill).
-bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options);
+/// registers (accumulatorBudget; larger tiles would spill). With `splits` > 1 (knob vec_lanes)
+/// every output vector is held as `splits` narrower accumulators: ocVecs·splits·owBlock of them.
+bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options, int64_t splits = 1);
+
+/// Vector widths of a direct packed convolution with output block `block` (knob `vec_lanes`):
+/// the block itself (the default) and, when it is at least 8, half of it (8 lanes = 256-bit
+/// vectors under AVX-512). Accumulators, weight loads, bias, epilogue and stores then use
+/// vectors of that many lanes, each output vector split into block / vec_lanes of them; the
+/// weight packing and the layouts stay the same.
+std::vector<int64_t> packedConvLaneChoices(int64_t block);
+/// The `vec_lanes` of a record when it is one of the choices for `block`, else `block`.
+int64_t packedConvLanesOf(const Knobs* tuned, int64_t block);
 
 /// Whether a dense tile of `rows` input rows × `cols` weight rows is valid for an [M, K] · [N, K]ᵀ
 /// product: rows divide M, at most N columns, and the accumulators, the row vectors and one weight

@@ -20,6 +20,12 @@
 //   oc_outer  1: the parallel loop runs output-channel groups outside rows (direct) or tile
 //             blocks (Winograd): weights stay in cache; 0: the other way round
 //   unroll    unroll factor of the innermost reduction loop over a block's input channels
+//   par_chunks  chunks per thread of the parallel loops (runtime launch granularity)
+//   vec_lanes the SIMD width of the accumulators, weight loads and stores (direct, incl.
+//             depthwise): the output block L (default, left out of records and schedules) or
+//             L/2 when that is ≥ 4 (8 = 256-bit vectors on AVX-512); each output vector is then
+//             L/vec_lanes accumulators, so the tile holds oc_vecs·(L/vec_lanes)·ow_block. The
+//             weight packing and the layouts do not change
 // Knobs of dense: rows (input rows per tile, dividing M) and cols (weight rows per tile).
 //
 // Lowerings validate a configuration against the workload and the target and fall back to the

@@ -110,9 +110,19 @@ void appendRecords(const std::string& path, const std::vector<TuneRecord>& recor
 }
 
 lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target) {
+  auto usable = [&](const TuneRecord& r) { return r.ok() && (target.empty() || r.target == target); };
+  // The latest confirmation round of each key (ISO 8601 timestamps order as text).
+  std::map<std::string, std::string> latestRound;
+  for (const TuneRecord& r : records) {
+    if (!usable(r) || r.tuner != kConfirmTuner) continue;
+    std::string& latest = latestRound[r.key];
+    latest = std::max(latest, r.timestamp);
+  }
   std::map<std::string, const TuneRecord*> best;
   for (const TuneRecord& r : records) {
-    if (!r.ok() || (!target.empty() && r.target != target)) continue;
+    if (!usable(r)) continue;
+    auto round = latestRound.find(r.key);
+    if (round != latestRound.end() && (r.tuner != kConfirmTuner || r.timestamp != round->second)) continue;
     const TuneRecord*& b = best[r.key];
     if (!b || r.costMs < b->costMs) b = &r;
   }

@@ -1,7 +1,7 @@
 // Tuning records: one JSON object per line, one line per measured candidate (AutoTVM's log
 // format is the model). A record names the workload by its tuning key and the target by its
 // canonical string, so a file can collect records of many models and machines; lowering takes
-// the fastest error-free record per key for the build's target.
+// one error-free record per key for the build's target (bestConfigs: confirmed ones first).
 //
 //   {"key":"conv2d_nchwc:n=1,...:f32","target":"llvm -mcpu=skylake-avx512",
 //    "knobs":"flatten=0,oc_outer=1,oc_vecs=2,ow_block=14","cost_ms":0.0412,
@@ -49,7 +49,16 @@ RecordFile readRecords(const std::string& path);
 /// ends in a torn one; creates the file (and its folder).
 void appendRecords(const std::string& path, const std::vector<TuneRecord>& records);
 
-/// The fastest error-free record per key for `target` (all targets when empty).
+/// The `tuner` of records written by a confirmation round: after a task's search, its best few
+/// configurations and the default are measured again side by side (their repeats alternating),
+/// and the round's records share one timestamp. Costs measured minutes apart on a shared machine
+/// drift by tens of percent, so a search's fastest record can owe its place to a quiet moment;
+/// a round's costs are comparable with each other.
+inline constexpr const char* kConfirmTuner = "confirm";
+
+/// The chosen record per key for `target` (all targets when empty): the fastest error-free
+/// record of the key's latest confirmation round when it has one, else the fastest error-free
+/// record of all.
 lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target);
 
 }  // namespace kiln::core::tune

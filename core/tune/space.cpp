@@ -62,29 +62,36 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
     std::vector<int64_t> chunkOrder{lower::defaultParallelChunks()};
     for (int64_t c : lower::parallelChunkChoices())
       if (c != lower::defaultParallelChunks()) chunkOrder.push_back(c);
-    // Direct configurations first, in the order the grid tuner measures them (granularity and
-    // unroll outermost, so the first points are the plain loops with the default split).
-    for (int64_t chunks : chunkOrder)
-      for (int64_t unroll : unrolls)
-        for (int64_t v : {1, 2, 3, 4, 6, 8}) {
-          if (plan.depthwise ? v != 1 : (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options)))
-            continue;
-          for (int64_t flatten : {0, 1}) {
-            if (flatten && !plan.pointwise) continue;
-            int64_t row = plan.rowWidth(flatten != 0), rows = flatten ? 1 : plan.g.outHeight();
-            for (int64_t b = 1; b <= row && lower::packedConvTileFits(v, b, options); ++b) {
-              if (ceilDiv(row, ceilDiv(row, b)) != b) continue;  // balanced to another width
-              bool orderMatters = blocks / v > 1 && rows > 1;
-              for (int64_t ocOuter : {1, 0}) {
-                if (!ocOuter && !orderMatters) continue;
-                Knobs k{{"oc_vecs", v},        {"ow_block", b},    {"flatten", flatten},
-                        {"oc_outer", ocOuter}, {"unroll", unroll}, {"par_chunks", chunks}};
-                if (plan.winograd) k["algo"] = 0;
-                space.add(std::move(k));
+    // Direct configurations first, in the order the grid tuner measures them (vector width,
+    // granularity and unroll outermost, so the first points are the plain loops at full width
+    // with the default split). vec_lanes is a knob only where it is not the block: a
+    // configuration without it runs full-width vectors, as every default schedule does.
+    space.m_defaults["vec_lanes"] = plan.block;
+    for (int64_t lanes : lower::packedConvLaneChoices(plan.block))
+      for (int64_t chunks : chunkOrder)
+        for (int64_t unroll : unrolls)
+          for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+            int64_t splits = plan.block / lanes;  // accumulators per output vector
+            if (plan.depthwise ? v != 1
+                               : (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options, splits)))
+              continue;
+            for (int64_t flatten : {0, 1}) {
+              if (flatten && !plan.pointwise) continue;
+              int64_t row = plan.rowWidth(flatten != 0), rows = flatten ? 1 : plan.g.outHeight();
+              for (int64_t b = 1; b <= row && lower::packedConvTileFits(v, b, options, splits); ++b) {
+                if (ceilDiv(row, ceilDiv(row, b)) != b) continue;  // balanced to another width
+                bool orderMatters = blocks / v > 1 && rows > 1;
+                for (int64_t ocOuter : {1, 0}) {
+                  if (!ocOuter && !orderMatters) continue;
+                  Knobs k{{"oc_vecs", v},        {"ow_block", b},    {"flatten", flatten},
+                          {"oc_outer", ocOuter}, {"unroll", unroll}, {"par_chunks", chunks}};
+                  if (plan.winograd) k["algo"] = 0;
+                  if (lanes != plan.block) k["vec_lanes"] = lanes;
+                  space.add(std::move(k));
+                }
               }
             }
           }
-        }
     // Winograd: register tiles of v vectors × b output tiles (the last block may be narrower, so
     // every b up to the tile count is distinct).
     for (int64_t m : {4, 2}) {
@@ -115,6 +122,9 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
   } else {
     throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
   }
+  // A knob that some configurations leave out takes its default there.
+  for (const auto& [name, value] : space.m_defaults)
+    if (space.m_values.count(name)) space.m_values[name].push_back(value);
   for (auto& [name, values] : space.m_values) {
     std::sort(values.begin(), values.end());
     values.erase(std::unique(values.begin(), values.end()), values.end());
@@ -128,8 +138,16 @@ void ConfigSpace::add(Knobs knobs) {
   m_configs.push_back(std::move(knobs));
 }
 
+Knobs ConfigSpace::canonical(Knobs knobs) const {
+  for (const auto& [name, value] : m_defaults) {
+    auto it = knobs.find(name);
+    if (it != knobs.end() && it->second == value) knobs.erase(it);
+  }
+  return knobs;
+}
+
 std::optional<int64_t> ConfigSpace::indexOf(const Knobs& knobs) const {
-  auto it = m_index.find(knobs);
+  auto it = m_index.find(canonical(knobs));
   if (it == m_index.end()) return std::nullopt;
   return it->second;
 }
@@ -138,8 +156,12 @@ std::vector<int64_t> ConfigSpace::neighbors(int64_t index) const {
   std::vector<int64_t> out;
   const Knobs& base = config(index);
   for (const auto& [name, values] : m_values) {
+    auto own = base.find(name);
+    auto fallback = m_defaults.find(name);
+    if (own == base.end() && fallback == m_defaults.end()) continue;  // not a knob of this point
+    int64_t current = own != base.end() ? own->second : fallback->second;
     for (int64_t v : values) {
-      if (v == base.at(name)) continue;
+      if (v == current) continue;
       Knobs other = base;
       other[name] = v;
       if (auto i = indexOf(other)) out.push_back(*i);
@@ -157,6 +179,8 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
     const lower::ConvGeometry& g = plan.g;
     int64_t v = k.at("oc_vecs"), b = k.at("ow_block"), flatten = k.at("flatten"), ocOuter = k.at("oc_outer");
     int64_t algo = knob(k, "algo", 0), unroll = knob(k, "unroll", 1);
+    int64_t lanes = knob(k, "vec_lanes", plan.block), splits = plan.block / lanes;
+    int64_t vectors = v * splits;  // accumulator vectors per column
     double chunks = static_cast<double>(knob(k, "par_chunks", lower::defaultParallelChunks())) * threads;
     int64_t row = plan.rowWidth(flatten != 0), tiles = ceilDiv(row, b);
     int64_t rows = flatten ? 1 : g.outHeight();
@@ -176,8 +200,8 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          static_cast<float>(b),
          static_cast<float>(flatten),
          static_cast<float>(ocOuter),
-         static_cast<float>(v * b),                              // accumulators
-         static_cast<float>(v * b) / static_cast<float>(v + b),  // FMAs per vector load
+         static_cast<float>(vectors * b),                                    // accumulators
+         static_cast<float>(vectors * b) / static_cast<float>(vectors + b),  // FMAs per load
          static_cast<float>(tiles),
          static_cast<float>(tiles * b - row) / static_cast<float>(row),  // padded tile share
          static_cast<float>(parallel / threads),                         // iterations per thread
@@ -195,7 +219,9 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          static_cast<float>(taps),
          lg(chunks / threads),                                       // parallel granularity
          static_cast<float>(parallel / std::min(parallel, chunks)),  // iterations per chunk
-         static_cast<float>(std::fmod(parallel, std::min(parallel, chunks)))};
+         static_cast<float>(std::fmod(parallel, std::min(parallel, chunks))),
+         static_cast<float>(lanes),    // vector width of the FMAs
+         static_cast<float>(splits)};  // vectors per output vector
     return f;
   }
   int64_t rows = k.at("rows"), cols = k.at("cols");

@@ -7,7 +7,9 @@
 // row tile at most the row, rows of a dense tile must divide M, ...), and a search strategy
 // only ever sees valid configurations. Configurations are canonical: ow_block values that
 // planColumns would balance to another width are left out, so no two points build the same
-// kernel.
+// kernel; a knob at its default value where it is optional (vec_lanes equal to the channel
+// block) is left out of the configuration, so it reads exactly like the schedule the lowering
+// records for it.
 #pragma once
 
 #include <cstdint>
@@ -30,21 +32,26 @@ class ConfigSpace {
   const std::string& key() const { return m_key; }
   int64_t size() const { return static_cast<int64_t>(m_configs.size()); }
   const lower::Knobs& config(int64_t index) const { return m_configs.at(static_cast<size_t>(index)); }
+  /// The index of a configuration; an optional knob given at its default counts as left out.
   std::optional<int64_t> indexOf(const lower::Knobs& knobs) const;
-  /// Knob names and the values each takes somewhere in the space.
+  /// Knob names and the values each takes somewhere in the space (an optional knob's default
+  /// included).
   const std::map<std::string, std::vector<int64_t>>& knobValues() const { return m_values; }
-  /// Configurations that differ from `index` in exactly one knob.
+  /// Configurations that differ from `index` in exactly one knob (an optional knob left out
+  /// counts as its default).
   std::vector<int64_t> neighbors(int64_t index) const;
 
   /// Features of a configuration for the cost model: the knob values, then properties of the
   /// loop nest they produce (tile area, FMAs per load, tiles per row and the share of padded
-  /// tile slots, parallel iterations per thread, the weight bytes a tile streams), then the
-  /// task's shape. Same length for every task of one operator kind.
+  /// tile slots, parallel iterations per thread, the weight bytes a tile streams, the vector
+  /// width), then the task's shape. Same length for every task of one operator kind.
   std::vector<float> features(int64_t index) const;
   std::string kind() const { return m_kind; }
 
  private:
   void add(lower::Knobs knobs);
+  /// `knobs` without the optional knobs that are at their defaults.
+  lower::Knobs canonical(lower::Knobs knobs) const;
 
   std::string m_key, m_kind;
   lower::Knobs m_params;
@@ -52,6 +59,8 @@ class ConfigSpace {
   std::vector<lower::Knobs> m_configs;
   std::map<lower::Knobs, int64_t> m_index;
   std::map<std::string, std::vector<int64_t>> m_values;
+  /// Optional knobs: the value a configuration without them has (vec_lanes: the block).
+  std::map<std::string, int64_t> m_defaults;
 };
 
 }  // namespace kiln::core::tune

@@ -3,9 +3,9 @@
 // - durability: `kiln tune` and `kiln sweep` killed with SIGKILL keep every record they had
 //   reported as done, the store passes PRAGMA integrity_check, and resuming measures nothing
 //   twice; the CLI processes share one store at the same time without "database is locked";
-// - isolation: a kernel made to crash, overflow its stack or hang (KILN_FAULT, honoured only by
-//   the measuring worker) is one clear error line with its own exit code, and fails only its
-//   point in a sweep.
+// - isolation: a kernel made to crash, overflow its stack (the worker's main thread's or a pool
+//   thread's) or hang (KILN_FAULT, honoured only by the measuring worker) is one clear error
+//   line with its own exit code, and fails only its point in a sweep.
 // No timing thresholds; kills happen after a reported completion plus a fixed delay.
 #include <gtest/gtest.h>
 
@@ -131,7 +131,7 @@ constexpr int kTrials = 30;  // per task: enough that a run outlasts the second 
 
 std::vector<std::string> tuneArgs(const fs::path& db, const fs::path& records, int trials = kTrials) {
   return {"tune", model(), "--tuner", "random", "--trials", std::to_string(trials), "--batch-size", "3", "--threads",
-          "1", "--no-compare", "--db", db.string(), "--records", records.string(), "--seed", "5"};
+          "1", "--no-compare", "--confirm", "0", "--db", db.string(), "--records", records.string(), "--seed", "5"};
 }
 
 /// (workload key, knobs) of every stored tuning record; a duplicate was measured twice.
@@ -293,6 +293,17 @@ TEST(Isolation, CrashingKernelIsOneErrorLineWithItsOwnExitCode) {
 TEST(Isolation, StackOverflowInAKernelIsNamed) {
   // No stack is left to run the fault handler on: it runs on an alternate signal stack.
   Outcome o = kiln("profile " + model() + " --isolate --repeat 2 --threads 1 --no-store", "KILN_FAULT=stack:conv");
+  EXPECT_EQ(o.exitCode, 7) << o.out << o.err;
+  EXPECT_FALSE(o.signaled);
+  EXPECT_EQ(occurrences(o.err, "\n"), 1) << o.err;
+  EXPECT_TRUE(std::regex_search(o.err, std::regex(R"(^error: .*conv_bn_relu\.pt: kernel crashed \(signal 11\) in \S*conv)")))
+      << o.err;
+}
+
+TEST(Isolation, StackOverflowOnAPoolThreadIsNamed) {
+  // At two threads the injected overflow happens in a parallel launch on the pool's thread, not
+  // the worker's main thread: the handler needs the pool thread's own alternate signal stack.
+  Outcome o = kiln("profile " + model() + " --isolate --repeat 2 --threads 2 --no-store", "KILN_FAULT=stack:conv");
   EXPECT_EQ(o.exitCode, 7) << o.out << o.err;
   EXPECT_FALSE(o.signaled);
   EXPECT_EQ(occurrences(o.err, "\n"), 1) << o.err;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,30 @@ std::vector<nlohmann::json> readLines(const fs::path& path) {
   return out;
 }
 
+bool isConfirmation(const nlohmann::json& r) { return r["tuner"] == "confirm"; }
+
+/// The records of the search (one per measured candidate), without confirmation rounds.
+std::vector<nlohmann::json> searchLines(const fs::path& path) {
+  std::vector<nlohmann::json> out = readLines(path);
+  std::erase_if(out, isConfirmation);
+  return out;
+}
+
+/// The records of each confirmation round, by the round's timestamp.
+std::map<std::string, std::vector<nlohmann::json>> rounds(const fs::path& path) {
+  std::map<std::string, std::vector<nlohmann::json>> out;
+  for (const auto& r : readLines(path))
+    if (isConfirmation(r)) out[r["timestamp"].get<std::string>()].push_back(r);
+  return out;
+}
+
+std::string fastestKnobs(const std::vector<nlohmann::json>& records) {
+  auto best = *std::min_element(records.begin(), records.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["cost_ms"].get<double>() < b["cost_ms"].get<double>();
+  });
+  return best["knobs"].get<std::string>();
+}
+
 /// Each test has its own store: records in a store count as measured for every later run.
 std::string common(const std::string& part = "") {
   std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -54,7 +79,7 @@ TEST(TuneCli, RecordsAreWrittenResumedAndApplied) {
   fs::remove(records);
   Outcome first = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
   ASSERT_EQ(first.exitCode, 0) << first.err;
-  std::vector<nlohmann::json> lines = readLines(records);
+  std::vector<nlohmann::json> lines = searchLines(records);
   ASSERT_EQ(lines.size(), 3u);
   for (const auto& r : lines) {
     EXPECT_EQ(r["error"], "") << r.dump();
@@ -64,34 +89,50 @@ TEST(TuneCli, RecordsAreWrittenResumedAndApplied) {
   }
   // The heuristic's own configuration is measured first: it is the baseline.
   EXPECT_NE(first.out.find("3 measured"), std::string::npos) << first.out;
+  // Then the three, all finalists, were timed again side by side: one round, one timestamp.
+  auto confirmed = rounds(records);
+  ASSERT_EQ(confirmed.size(), 1u);
+  std::set<std::string> finalists;
+  for (const auto& r : confirmed.begin()->second) {
+    EXPECT_EQ(r["error"], "") << r.dump();
+    EXPECT_GT(r["cost_ms"].get<double>(), 0);
+    finalists.insert(r["knobs"].get<std::string>());
+  }
+  std::set<std::string> searched;
+  for (const auto& r : lines) searched.insert(r["knobs"].get<std::string>());
+  EXPECT_EQ(finalists, searched);
 
   // Resuming with the same budget measures nothing; a larger one measures only the difference,
   // never a configuration already in the records.
   Outcome again = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
   ASSERT_EQ(again.exitCode, 0) << again.err;
   EXPECT_NE(again.out.find("0 measured"), std::string::npos) << again.out;
+  EXPECT_EQ(rounds(records).size(), 1u) << "nothing new was measured: no new round";
   Outcome more = kiln("tune " + model() + " --tuner xgb --trials 5 --records " + records.string() + common());
   ASSERT_EQ(more.exitCode, 0) << more.err;
-  lines = readLines(records);
+  lines = searchLines(records);
   ASSERT_EQ(lines.size(), 5u);
   std::set<std::string> knobs;
   for (const auto& r : lines) knobs.insert(r["knobs"].get<std::string>());
   EXPECT_EQ(knobs.size(), 5u);
+  // New candidates were measured: a second round timed the best three and the default.
+  confirmed = rounds(records);
+  ASSERT_EQ(confirmed.size(), 2u);
+  const std::vector<nlohmann::json>& latest = confirmed.rbegin()->second;
+  EXPECT_GE(latest.size(), 3u);
+  EXPECT_LE(latest.size(), 4u);
 
-  // The store keeps them too, and the build with --records uses the fastest one.
-  auto best = *std::min_element(lines.begin(), lines.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-    return a["cost_ms"].get<double>() < b["cost_ms"].get<double>();
-  });
+  // The store keeps them too, and the build with --records uses the fastest of the latest round.
+  std::string best = fastestKnobs(latest);
   Outcome ir = kiln("ir " + model() + " --stage lowered --records " + records.string());
   ASSERT_EQ(ir.exitCode, 0) << ir.err;
-  EXPECT_NE(ir.out.find("// schedule: " + best["knobs"].get<std::string>()), std::string::npos)
-      << best.dump() << "\n" << ir.out.substr(0, 800);
+  EXPECT_NE(ir.out.find("// schedule: " + best), std::string::npos) << best << "\n" << ir.out.substr(0, 800);
 
   // The session store kept the same records: building from it picks the same schedule.
   std::string db = common().substr(common().find("--db ") + 5);
   Outcome fromStore = kiln("ir " + model() + " --stage lowered --records " + db);
   ASSERT_EQ(fromStore.exitCode, 0) << fromStore.err;
-  EXPECT_NE(fromStore.out.find("// schedule: " + best["knobs"].get<std::string>()), std::string::npos);
+  EXPECT_NE(fromStore.out.find("// schedule: " + best), std::string::npos);
 
   // compare with records times the untuned build beside the tuned one.
   std::string json = (tempDir() / "compare.json").string();
@@ -123,7 +164,7 @@ TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
                    "KILN_TUNE_FAULT=crash:ow_block=1,");
   ASSERT_EQ(o.exitCode, 0) << o.err;
   EXPECT_FALSE(o.signaled);
-  std::vector<nlohmann::json> lines = readLines(records);
+  std::vector<nlohmann::json> lines = searchLines(records);
   ASSERT_EQ(lines.size(), 6u);
   int crashed = 0, fine = 0;
   for (const auto& r : lines) {
@@ -142,7 +183,7 @@ TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
   o = kiln("tune " + model() + " --tuner grid --trials 4 --timeout 2 --records " + hung.string() + common("hang"),
            "KILN_TUNE_FAULT=hang:ow_block=2,");
   ASSERT_EQ(o.exitCode, 0) << o.err;
-  lines = readLines(hung);
+  lines = searchLines(hung);
   ASSERT_EQ(lines.size(), 4u);
   int timeouts = 0;
   for (const auto& r : lines) timeouts += r["error"].get<std::string>().rfind("timeout", 0) == 0;
@@ -152,13 +193,13 @@ TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
 TEST(TuneCli, BadRecordLinesAreSkippedAndCounted) {
   fs::path records = tempDir() / "bad.jsonl";
   fs::remove(records);
-  Outcome o = kiln("tune " + model() + " --trials 2 --records " + records.string() + common());
+  Outcome o = kiln("tune " + model() + " --trials 2 --confirm 0 --records " + records.string() + common());
   ASSERT_EQ(o.exitCode, 0) << o.err;
   {
     std::ofstream out(records, std::ios::app);
     out << "garbage\n{\"key\":1}\n";
   }
-  o = kiln("tune " + model() + " --trials 3 --records " + records.string() + common("more"));
+  o = kiln("tune " + model() + " --trials 3 --confirm 0 --records " + records.string() + common("more"));
   ASSERT_EQ(o.exitCode, 0) << o.err;
   EXPECT_NE(o.err.find("skipped 2 bad line(s)"), std::string::npos) << o.err;
   // The good records are kept (not measured again), the bad lines stay, one new record follows.

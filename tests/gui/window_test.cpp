@@ -2,7 +2,8 @@
 // compile, profile (the table must hold the façade's ProfileResult), pick a node and get its
 // kernel's code, sweep (the chart's series must hold the sweep's points), diff two builds, open
 // corrupt files (a readable error dialog, no crash) and drop a stale compile. Cancel kills the
-// measuring worker (no process left behind, no zombie), and Resume finishes a cancelled sweep.
+// measuring worker of a profile or a compare (no process left behind, no zombie), and Resume
+// finishes a cancelled sweep.
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -196,6 +197,57 @@ class WindowTest : public QObject {
                                  m_window->lastProfile()->stored.buildId > before,
                              kJobTimeoutMs);
     QVERIFY(m_window->errorBox() == nullptr);
+    QVERIFY(measureWorkers().isEmpty());
+  }
+
+  // Cancel while a compare's Kiln worker hangs in a kernel (the PyTorch rows run in-process
+  // before it starts): the worker is killed and reaped within seconds, the job ends as cancelled
+  // without an error and adds no bar, and the next compare completes with its Kiln row.
+  void cancelKillsTheCompareWorker() {
+    QVERIFY(measureWorkers().isEmpty());
+    m_window->compareView()->setIncludeTorchCompile(false);  // no Python subprocess before the worker
+    JobTracker* compare = m_window->tracker(QStringLiteral("compare"));
+    QVERIFY(compare);
+    QSignalSpy finished(compare, &JobTracker::finished);
+    const size_t barsBefore = m_window->compareView()->bars().size();
+    // The worker takes the environment it is spawned with: the fault is set from before the job
+    // starts until that worker is seen, and no other process is started meanwhile.
+    qputenv("KILN_FAULT", "hang:conv");
+    m_window->compareBackends();
+    QList<qint64> workers;
+    QTRY_VERIFY_WITH_TIMEOUT(!(workers = measureWorkers("KILN_FAULT=hang:conv")).isEmpty(), kJobTimeoutMs);
+    qunsetenv("KILN_FAULT");
+    QTest::qWait(1000);  // into the hanging kernel (or still compiling: either must stop)
+    QVERIFY(compare->isRunning());
+    m_window->cancelJobs();
+    QVERIFY(!m_window->isBusy());
+    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
+    QElapsedTimer clock;
+    clock.start();
+    QTRY_VERIFY_WITH_TIMEOUT(measureWorkers().isEmpty(), 5000);
+    qInfo("compare worker gone %lld ms after cancel", static_cast<long long>(clock.elapsed()));
+    for (qint64 pid : workers) QVERIFY(!QFileInfo::exists(QStringLiteral("/proc/%1").arg(pid)));  // reaped
+    waitForAllJobs(30000);  // the abandoned compare has returned; its result is dropped
+    QTest::qWait(200);
+    QVERIFY(m_window->errorBox() == nullptr);
+    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
+    QCOMPARE(finished.count(), 0);
+    QCOMPARE(m_window->compareView()->bars().size(), barsBefore);
+
+    m_window->compareBackends();
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1 && !m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
+    const CompareView::Bar* kiln = nullptr;
+    const CompareView::Bar* eager = nullptr;
+    for (const CompareView::Bar& bar : m_window->compareView()->bars()) {
+      if (bar.backend == "kiln") kiln = &bar;
+      if (bar.backend == "pytorch-eager") eager = &bar;
+    }
+    QVERIFY(kiln && eager);
+    QVERIFY2(kiln->result.available, kiln->result.reason.c_str());
+    QVERIFY(!kiln->result.samplesMs.empty());
+    QVERIFY(kiln->result.medianMs > 0);
+    QVERIFY2(kiln->result.maxAbsDiff < 1e-3, qPrintable(QString::number(kiln->result.maxAbsDiff)));  // vs eager
     QVERIFY(measureWorkers().isEmpty());
   }
 

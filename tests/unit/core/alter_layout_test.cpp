@@ -39,7 +39,7 @@ LowerOptions optionsFor(int lanes) {
 /// Runs `g` before and after alterLayout(lanes) on random inputs and compares.
 void expectSameOutputs(const Graph& original, int lanes, bool interpreter = true) {
   Graph altered = original;
-  ASSERT_TRUE(alterLayout(altered, AlterLayoutOptions{lanes}));
+  ASSERT_TRUE(alterLayout(altered, AlterLayoutOptions{lanes, nullptr}));
   std::vector<runtime::Tensor> inputs;
   uint32_t seed = 40;
   for (ValueId v : original.inputs()) inputs.push_back(randomTensor(original.type(v).shape, seed++));
@@ -76,7 +76,7 @@ TEST(AlterLayout, ResNetBlockStaysPackedUntilFlatten) {
   Graph g = resnetBlock(32);
   Graph altered = g;
   PassCounters counters;
-  ASSERT_TRUE(alterLayout(altered, AlterLayoutOptions{16}, &counters));
+  ASSERT_TRUE(alterLayout(altered, AlterLayoutOptions{16, nullptr}, &counters));
   EXPECT_EQ(countOps(altered, "conv2d_nchwc"), 2);
   EXPECT_EQ(countOps(altered, "conv2d"), 0);
   // One transform in (x, shared by the conv and the residual add), one out (before reshape).
@@ -96,7 +96,7 @@ TEST(AlterLayout, NothingToDoWithoutConstantWeights) {
   ValueId w = g.addInput("w", TensorType{DType::Float32, {8, 8, 3, 3}});
   g.setOutputs({g.add("relu", {g.add("conv2d", {x, w}, conv(1, 1))})});
   Graph altered = g;
-  EXPECT_FALSE(alterLayout(altered, AlterLayoutOptions{16}));
+  EXPECT_FALSE(alterLayout(altered, AlterLayoutOptions{16, nullptr}));
   EXPECT_TRUE(altered == g);
 }
 
@@ -113,7 +113,7 @@ TEST(AlterLayout, MobileNetInvertedResidual) {
   y = g.add("add", {y, x});
   g.setOutputs({y});
   Graph altered = g;
-  ASSERT_TRUE(alterLayout(altered, AlterLayoutOptions{16}));
+  ASSERT_TRUE(alterLayout(altered, AlterLayoutOptions{16, nullptr}));
   EXPECT_EQ(countOps(altered, "conv2d_nchwc"), 3);
   expectSameOutputs(g, 16);
 }
@@ -132,7 +132,7 @@ TEST(AlterLayout, SqueezeExcitationAndConcat) {
   ValueId c = g.add("concat", {m, f}, Attrs{{"axis", int64_t{1}}});
   g.setOutputs({c, m});
   Graph altered = g;
-  ASSERT_TRUE(alterLayout(altered, AlterLayoutOptions{16}));
+  ASSERT_TRUE(alterLayout(altered, AlterLayoutOptions{16, nullptr}));
   EXPECT_EQ(countOps(altered, "mul"), 1);
   expectSameOutputs(g, 16);
   expectSameOutputs(g, 4, false);
@@ -213,8 +213,7 @@ TEST(AlterLayout, WinogradRecordRewritesEligibleConvsOnly) {
       std::string key = lower::packedConvTuneKey(lower::convGeometry("conv2d", node.attrs, in), DType::Float32);
       configs->byKey[key] = {{"algo", m}, {"oc_vecs", 1}, {"ow_block", 4}, {"flatten", 0}, {"oc_outer", 0}, {"unroll", 2}};
     }
-    AlterLayoutOptions options{8};
-    options.schedules = configs;
+    AlterLayoutOptions options{8, configs};
     Graph altered = g;
     ASSERT_TRUE(alterLayout(altered, options));
     EXPECT_EQ(countOps(altered, "conv2d_winograd_nchwc"), 2) << printGraph(altered);
@@ -249,8 +248,7 @@ TEST(AlterLayout, WinogradRecordRewritesEligibleConvsOnly) {
   auto configs = std::make_shared<lower::ScheduleConfigs>();
   configs->byKey[lower::packedConvTuneKey(lower::convGeometry("conv2d", g.node(0).attrs, {g.type(x), g.type(w)}),
                                           DType::Float32)] = {{"algo", 4}, {"oc_vecs", 1}};
-  AlterLayoutOptions options{8};
-  options.schedules = configs;
+  AlterLayoutOptions options{8, configs};
   ASSERT_TRUE(alterLayout(g, options));
   EXPECT_EQ(countOps(g, "conv2d_nchwc"), 1);
   EXPECT_EQ(countOps(g, "conv2d_winograd_nchwc"), 0);

@@ -118,7 +118,9 @@ TEST(MemoryPlanner, ReusesStorageOfDeadIntermediates) {
   EXPECT_EQ(mp.totalBytes(), 2u * 1024);
   // A call never writes into the block of one of its own inputs.
   for (int i = 0; i < 3; ++i) {
-    if (mp.slotBlock[i] >= 0) EXPECT_NE(mp.slotBlock[i], mp.slotBlock[i + 1]);
+    if (mp.slotBlock[i] >= 0) {
+      EXPECT_NE(mp.slotBlock[i], mp.slotBlock[i + 1]);
+    }
   }
 }
 

@@ -86,7 +86,8 @@ TEST(TuneSpace, EveryConfigurationIsValidDistinctAndCanonical) {
       EXPECT_EQ(space.features(i).size(), width);
       for (int64_t j : space.neighbors(i)) {
         int differ = 0;
-        for (const auto& [name, value] : space.config(i)) differ += space.config(j).at(name) != value;
+        for (const auto& [name, values] : space.knobValues())  // a knob left out (vec_lanes) counts too
+          differ += lower::knob(space.config(j), name, -1) != lower::knob(space.config(i), name, -1);
         EXPECT_EQ(differ, 1);
       }
     }
@@ -114,7 +115,9 @@ TEST(TuneSpace, HeuristicIsInTheSpace) {
       std::string heuristic = taskKernel(m, key).attrs.at("schedule");
       EXPECT_TRUE(ConfigSpace::forKey(key, options).indexOf(lower::parseKnobs(heuristic)).has_value())
           << key << " lanes " << options.vectorLanes << ": " << heuristic;
-      if (std::string(key).find("c=64,h=56") != std::string::npos) EXPECT_EQ(lower::knob(lower::parseKnobs(heuristic), "algo", 0), 4);
+      if (std::string(key).find("c=64,h=56") != std::string::npos) {
+        EXPECT_EQ(lower::knob(lower::parseKnobs(heuristic), "algo", 0), 4);
+      }
     }
   }
 }
@@ -276,6 +279,33 @@ TEST(TuneRecords, WrittenReadBackAndBestPerKeyAndTarget) {
   fs::remove_all(dir);
 }
 
+TEST(TuneRecords, TheLatestConfirmationRoundDecides) {
+  auto rec = [](Knobs k, double ms, std::string tuner, std::string stamp, std::string target = "llvm -mcpu=znver4") {
+    TuneRecord r;
+    r.key = kDense, r.target = std::move(target), r.knobs = std::move(k), r.costMs = ms, r.costsMs = {ms};
+    r.tuner = std::move(tuner), r.timestamp = std::move(stamp), r.version = "test";
+    return r;
+  };
+  const Knobs a{{"rows", 1}, {"cols", 1}}, b{{"rows", 2}, {"cols", 1}}, c{{"rows", 1}, {"cols", 2}};
+  // The search found `a` fastest (at a quiet moment); timed side by side, `b` wins.
+  std::vector<TuneRecord> records{rec(a, 1.0, "xgb", "2026-11-21T10:00:01Z"), rec(b, 1.4, "xgb", "2026-11-21T10:00:02Z"),
+                                  rec(c, 1.6, "xgb", "2026-11-21T10:00:03Z")};
+  EXPECT_EQ(bestConfigs(records, "llvm -mcpu=znver4").byKey.at(kDense), a);
+  records.push_back(rec(a, 1.5, kConfirmTuner, "2026-11-21T10:00:09Z"));
+  records.push_back(rec(b, 1.3, kConfirmTuner, "2026-11-21T10:00:09Z"));
+  EXPECT_EQ(bestConfigs(records, "llvm -mcpu=znver4").byKey.at(kDense), b);
+  // A later round replaces the earlier one, even when the earlier one had a lower figure; a
+  // failed record of the round, and rounds on another target, do not count.
+  records.push_back(rec(c, 1.45, kConfirmTuner, "2026-11-21T11:00:00Z"));
+  records.push_back(rec(b, 1.5, kConfirmTuner, "2026-11-21T11:00:00Z"));
+  TuneRecord failed = rec(a, 0.0, kConfirmTuner, "2026-11-21T11:00:00Z");
+  failed.error = "timeout (10 s)";
+  records.push_back(failed);
+  records.push_back(rec(a, 0.1, kConfirmTuner, "2026-11-21T12:00:00Z", "llvm -mcpu=haswell"));
+  EXPECT_EQ(bestConfigs(records, "llvm -mcpu=znver4").byKey.at(kDense), c);
+  EXPECT_EQ(bestConfigs(records, "llvm -mcpu=haswell").byKey.at(kDense), a);
+}
+
 // A deterministic synthetic cost over the conv space: the tuners must propose each
 // configuration at most once, only valid ones, and cover the space when asked for all of it.
 TEST(Tuners, ProposeEachConfigurationOnceAndExhaustTheSpace) {
@@ -338,6 +368,111 @@ TEST(TuneTasks, ExtractedWithWeightsFromTheLoweredModule) {
   }
   // Largest weight × FLOPs first.
   EXPECT_GE(tasks[0].weight * tasks[0].flops, tasks[1].weight * tasks[1].flops);
+}
+
+// vec_lanes (narrower vectors than the output block) is a knob of direct convolutions only: the
+// block first (left out of the configuration, as in the heuristic's schedule), then half of it
+// where that is at least 4 lanes, with the tiles that fit the registers as split accumulators.
+TEST(TuneSpace, VecLanesOnDirectConvsDefaultFirstInvalidExcluded) {
+  const std::string resnet =
+      "conv2d_nchwc:n=1,c=64,h=56,w=56,o=64,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32";
+  const std::string depthwise =
+      "conv2d_nchwc:n=1,c=32,h=9,w=9,o=32,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,g=32:f32";
+  lower::LowerOptions avx512 = lower::lowerOptionsFor("znver4", "");
+  struct Case {
+    std::string key;
+    lower::LowerOptions options;
+    int64_t block;
+  };
+  for (const Case& c : {Case{kConv, avx2(), 8}, Case{kPointwise, avx2(), 8}, Case{resnet, avx512, 16},
+                        Case{depthwise, avx512, 16}}) {
+    SCOPED_TRACE(c.key + " lanes " + std::to_string(c.options.vectorLanes));
+    ConfigSpace space = ConfigSpace::forKey(c.key, c.options);
+    EXPECT_EQ(space.knobValues().at("vec_lanes"), (std::vector<int64_t>{c.block / 2, c.block}));
+    EXPECT_EQ(space.config(0).count("vec_lanes"), 0u);  // the default width first
+    int64_t lastFull = -1, firstHalf = -1, half = 0;
+    for (int64_t i = 0; i < space.size(); ++i) {
+      const Knobs& k = space.config(i);
+      auto lanes = k.find("vec_lanes");
+      if (lanes == k.end()) {
+        EXPECT_TRUE(lower::packedConvTileFits(k.at("oc_vecs"), k.at("ow_block"), c.options, 1));
+        if (lower::knob(k, "algo", 0) == 0) lastFull = i;
+        continue;
+      }
+      ++half;
+      if (firstHalf < 0) firstHalf = i;
+      EXPECT_EQ(lanes->second, c.block / 2);
+      EXPECT_EQ(lower::knob(k, "algo", 0), 0) << "Winograd has no vec_lanes";
+      EXPECT_TRUE(lower::packedConvTileFits(k.at("oc_vecs"), k.at("ow_block"), c.options, 2))
+          << lower::knobsText(k);
+      // Its full-width twin is in the space, one knob away, and features tell them apart.
+      Knobs twin = k;
+      twin.erase("vec_lanes");
+      auto t = space.indexOf(twin);
+      ASSERT_TRUE(t.has_value()) << lower::knobsText(k);
+      auto around = space.neighbors(i);
+      EXPECT_NE(std::find(around.begin(), around.end(), *t), around.end());
+      EXPECT_NE(space.features(i), space.features(*t));
+      EXPECT_EQ(space.features(i).size(), space.features(*t).size());
+    }
+    EXPECT_GT(half, 0);
+    EXPECT_LT(lastFull, firstHalf);
+    // The block given explicitly names the same point as leaving it out.
+    Knobs explicitFull = space.config(0);
+    explicitFull["vec_lanes"] = c.block;
+    EXPECT_EQ(space.indexOf(explicitFull), 0);
+    // Invalid: widths other than L and L/2, and split tiles past the register budget.
+    for (int64_t bad : {c.block / 4, c.block * 2, int64_t{3}}) {
+      Knobs k = space.config(0);
+      k["vec_lanes"] = bad;
+      EXPECT_FALSE(space.indexOf(k).has_value()) << bad;
+    }
+  }
+  // A full-width tile that uses the whole budget has no half-width twin (2 × 2 × 14 > 28).
+  ConfigSpace space = ConfigSpace::forKey(resnet, avx512);
+  Knobs wide{{"algo", 0},     {"oc_vecs", 2}, {"ow_block", 14}, {"flatten", 0},
+             {"oc_outer", 1}, {"unroll", 1},  {"par_chunks", 4}};
+  ASSERT_TRUE(space.indexOf(wide).has_value());
+  wide["vec_lanes"] = 8;
+  EXPECT_FALSE(space.indexOf(wide).has_value());
+  wide["ow_block"] = 7;
+  EXPECT_TRUE(space.indexOf(wide).has_value());
+  // Blocks of 4 lanes (12 output channels) have no narrower width; Winograd points never do.
+  const std::string twelve =
+      "conv2d_nchwc:n=1,c=8,h=9,w=9,o=12,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32";
+  EXPECT_EQ(ConfigSpace::forKey(twelve, avx2()).knobValues().count("vec_lanes"), 0u);
+}
+
+// A vec_lanes record changes the generated kernel (recorded in its schedule) and the result
+// still matches the heuristic's kernel.
+TEST(TuneSpace, VecLanesRecordChangesTheKernelAndStillMatches) {
+  for (const std::string& key : {kConv, kPointwise}) {
+    ConfigSpace space = ConfigSpace::forKey(key, avx2());
+    Graph reference = taskGraph(key);
+    runtime::Tensor x = lower::testing::randomTensor(reference.type(reference.inputs()[0]).shape, 4);
+    std::vector<runtime::Tensor> expected = evalGraph(reference, {x}, Engine::Jit, avx2());
+    std::string heuristic = taskKernel(lowerTask(key, avx2(), nullptr), key).attrs.at("schedule");
+    EXPECT_EQ(heuristic.find("vec_lanes"), std::string::npos) << heuristic;
+    Knobs k = lower::parseKnobs(heuristic);
+    k["vec_lanes"] = 4;
+    k["ow_block"] = 3;
+    ASSERT_TRUE(space.indexOf(k).has_value()) << lower::knobsText(k);
+    auto configs = std::make_shared<lower::ScheduleConfigs>();
+    configs->byKey[key] = k;
+    EXPECT_EQ(taskKernel(lowerTask(key, avx2(), configs), key).attrs.at("schedule"), lower::knobsText(k));
+    Graph g = taskGraph(key);
+    passes::PassManagerOptions pm;
+    pm.schedules = configs;
+    passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}"), pm).run(g);
+    lower::LowerOptions options = avx2();
+    options.schedules = configs;
+    for (Engine engine : {Engine::Interpreter, Engine::Jit}) {
+      std::vector<runtime::Tensor> got = evalGraph(g, {x}, engine, options);
+      ASSERT_EQ(got[0].numel(), expected[0].numel());
+      for (int64_t i = 0; i < got[0].numel(); ++i)
+        ASSERT_NEAR(got[0].data<float>()[i], expected[0].data<float>()[i], 1e-4) << key;
+    }
+  }
 }
 
 }  // namespace
