@@ -180,18 +180,8 @@ class WindowTest : public QObject {
     qunsetenv("KILN_FAULT");  // read by the worker at its start
     QTest::qWait(1000);       // into the hanging kernel (or still compiling: either must stop)
     QVERIFY(m_window->isBusy());
-    m_window->cancelJobs();  // what Esc and the status bar's Cancel button do
-    QVERIFY(!m_window->isBusy());
-    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
-    QElapsedTimer clock;
-    clock.start();
-    QTRY_VERIFY_WITH_TIMEOUT(measureWorkers().isEmpty(), 5000);
-    qInfo("worker gone %lld ms after cancel", static_cast<long long>(clock.elapsed()));
-    for (qint64 pid : workers) QVERIFY(!QFileInfo::exists(QStringLiteral("/proc/%1").arg(pid)));  // reaped
-    waitForAllJobs(30000);  // the abandoned job has returned; its result is dropped
-    QTest::qWait(200);
-    QVERIFY(m_window->errorBox() == nullptr);
-    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
+    cancelAndExpectWorkersGone(workers, "profile");
+    if (QTest::currentTestFailed()) return;
     m_window->profile();
     QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->lastProfile() &&
                                  m_window->lastProfile()->stored.buildId > before,
@@ -219,18 +209,8 @@ class WindowTest : public QObject {
     qunsetenv("KILN_FAULT");
     QTest::qWait(1000);  // into the hanging kernel (or still compiling: either must stop)
     QVERIFY(compare->isRunning());
-    m_window->cancelJobs();
-    QVERIFY(!m_window->isBusy());
-    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
-    QElapsedTimer clock;
-    clock.start();
-    QTRY_VERIFY_WITH_TIMEOUT(measureWorkers().isEmpty(), 5000);
-    qInfo("compare worker gone %lld ms after cancel", static_cast<long long>(clock.elapsed()));
-    for (qint64 pid : workers) QVERIFY(!QFileInfo::exists(QStringLiteral("/proc/%1").arg(pid)));  // reaped
-    waitForAllJobs(30000);  // the abandoned compare has returned; its result is dropped
-    QTest::qWait(200);
-    QVERIFY(m_window->errorBox() == nullptr);
-    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
+    cancelAndExpectWorkersGone(workers, "compare");
+    if (QTest::currentTestFailed()) return;
     QCOMPARE(finished.count(), 0);
     QCOMPARE(m_window->compareView()->bars().size(), barsBefore);
 
@@ -480,6 +460,24 @@ class WindowTest : public QObject {
   }
 
  private:
+  /// Cancels the running jobs as Esc and the status bar's Cancel button do, and expects the
+  /// status "Cancelled", the measuring `workers` killed and reaped within 5 s (not at their time
+  /// limit), and no error once the abandoned job has returned (its result is dropped).
+  void cancelAndExpectWorkersGone(const QList<qint64>& workers, const char* job) {
+    m_window->cancelJobs();
+    QVERIFY(!m_window->isBusy());
+    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
+    QElapsedTimer clock;
+    clock.start();
+    QTRY_VERIFY_WITH_TIMEOUT(measureWorkers().isEmpty(), 5000);
+    qInfo("%s worker gone %lld ms after cancel", job, static_cast<long long>(clock.elapsed()));
+    for (qint64 pid : workers) QVERIFY(!QFileInfo::exists(QStringLiteral("/proc/%1").arg(pid)));  // reaped
+    waitForAllJobs(30000);
+    QTest::qWait(200);
+    QVERIFY(m_window->errorBox() == nullptr);
+    QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
+  }
+
   QTemporaryDir m_dir;
   std::unique_ptr<MainWindow> m_window;
 };

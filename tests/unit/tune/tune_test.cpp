@@ -122,6 +122,25 @@ TEST(TuneSpace, HeuristicIsInTheSpace) {
   }
 }
 
+/// Runs the task graph of `key` as a build with `configs` would (alter-layout, then lowering, on
+/// the interpreter and the JIT) and expects `expected` from input `x`.
+void expectResultWith(const std::string& key, const std::shared_ptr<lower::ScheduleConfigs>& configs,
+                      const runtime::Tensor& x, const std::vector<runtime::Tensor>& expected) {
+  SCOPED_TRACE(key + " with " + lower::knobsText(configs->byKey.at(key)));
+  Graph g = taskGraph(key);
+  passes::PassManagerOptions pm;
+  pm.schedules = configs;
+  passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}"), pm).run(g);
+  lower::LowerOptions options = avx2();
+  options.schedules = configs;
+  for (Engine engine : {Engine::Interpreter, Engine::Jit}) {
+    std::vector<runtime::Tensor> got = evalGraph(g, {x}, engine, options);
+    ASSERT_EQ(got[0].numel(), expected[0].numel());
+    for (int64_t i = 0; i < got[0].numel(); ++i)
+      ASSERT_NEAR(got[0].data<float>()[i], expected[0].data<float>()[i], 1e-4) << "at " << i;
+  }
+}
+
 // Apply-best changes the generated schedule: every configuration of the space lowers to a
 // kernel that records exactly those knobs, and computes what the heuristic's kernel computes.
 TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
@@ -153,19 +172,7 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
       lower::LoweredModule m = lowerTask(key, avx2(), configs);
       EXPECT_EQ(taskKernel(m, key).attrs.at("schedule"), lower::knobsText(space.config(i))) << key;
       schedules.insert(taskKernel(m, key).attrs.at("schedule"));
-      // Run the packed graph as the build would.
-      Graph g = taskGraph(key);
-      passes::PassManagerOptions pm;
-      pm.schedules = configs;
-      passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}"), pm).run(g);
-      lower::LowerOptions options = avx2();
-      options.schedules = configs;
-      for (Engine engine : {Engine::Interpreter, Engine::Jit}) {
-        std::vector<runtime::Tensor> got = evalGraph(g, {x}, engine, options);
-        ASSERT_EQ(got[0].numel(), expected[0].numel());
-        for (int64_t k = 0; k < got[0].numel(); ++k)
-          ASSERT_NEAR(got[0].data<float>()[k], expected[0].data<float>()[k], 1e-4) << key << " " << space.config(i).size();
-      }
+      expectResultWith(key, configs, x, expected);
     }
     EXPECT_GT(schedules.size(), 2u) << key;
     EXPECT_TRUE(space.indexOf(lower::parseKnobs(heuristic)).has_value()) << "heuristic outside the space: " << heuristic;
@@ -460,18 +467,7 @@ TEST(TuneSpace, VecLanesRecordChangesTheKernelAndStillMatches) {
     auto configs = std::make_shared<lower::ScheduleConfigs>();
     configs->byKey[key] = k;
     EXPECT_EQ(taskKernel(lowerTask(key, avx2(), configs), key).attrs.at("schedule"), lower::knobsText(k));
-    Graph g = taskGraph(key);
-    passes::PassManagerOptions pm;
-    pm.schedules = configs;
-    passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}"), pm).run(g);
-    lower::LowerOptions options = avx2();
-    options.schedules = configs;
-    for (Engine engine : {Engine::Interpreter, Engine::Jit}) {
-      std::vector<runtime::Tensor> got = evalGraph(g, {x}, engine, options);
-      ASSERT_EQ(got[0].numel(), expected[0].numel());
-      for (int64_t i = 0; i < got[0].numel(); ++i)
-        ASSERT_NEAR(got[0].data<float>()[i], expected[0].data<float>()[i], 1e-4) << key;
-    }
+    expectResultWith(key, configs, x, expected);
   }
 }
 
