@@ -8,7 +8,11 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QMessageBox>
+#include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QLineSeries>
@@ -25,6 +29,7 @@
 #include "app/gui/sweep_view.h"
 #include "app/gui/text_view.h"
 #include "app/gui/tuning_view.h"
+#include "profiler/store.h"
 
 using namespace kiln;
 using namespace kiln::gui;
@@ -365,6 +370,59 @@ class WindowTest : public QObject {
     m_window->setOptLevel(3);
   }
 
+  // The CLI and the workbench use one store at the same time (WAL and a busy timeout,
+  // profiler/store.h): while `kiln tune` commits a record per candidate to the window's store,
+  // the window profiles into it; neither fails, and both keep everything they reported.
+  void sharesTheStoreWithARunningCli() {
+    m_window->openModelFile(modelPath("ops/conv_bn_relu.pt"));
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->inspection(), kJobTimeoutMs);
+    const QString db = m_dir.filePath(QStringLiteral("kiln.db")), json = m_dir.filePath(QStringLiteral("tune.json"));
+    auto storedProfiles = [&] {
+      int n = 0;
+      for (const auto& s : kiln::profiler::Store(db.toStdString()).listSessions()) n += s.profiles;
+      return n;
+    };
+    const int profilesBefore = storedProfiles();
+    QProcess cli;
+    cli.setProgram(QCoreApplication::applicationDirPath() + QStringLiteral("/../app/kiln"));
+    cli.setArguments({QStringLiteral("tune"), modelPath("ops/conv_bn_relu.pt"), QStringLiteral("--tuner"),
+                      QStringLiteral("random"), QStringLiteral("--trials"), QStringLiteral("16"),
+                      QStringLiteral("--batch-size"), QStringLiteral("2"), QStringLiteral("--threads"),
+                      QStringLiteral("1"), QStringLiteral("--no-compare"), QStringLiteral("--db"), db,
+                      QStringLiteral("--json"), json});
+    cli.start();
+    QVERIFY2(cli.waitForStarted(), qPrintable(cli.errorString()));
+    int profiles = 0;
+    do {  // at least one profile, however fast the tuning run is
+      m_window->profile();
+      QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+      QVERIFY(m_window->errorBox() == nullptr);
+      ++profiles;
+    } while (cli.state() != QProcess::NotRunning && profiles < 6);
+    qInfo("%d profile(s) while the CLI tuned (%s)", profiles,
+          cli.state() == QProcess::NotRunning ? "it had finished" : "still tuning");
+    if (cli.state() != QProcess::NotRunning) QVERIFY(cli.waitForFinished(kJobTimeoutMs));
+    const QByteArray err = cli.readAllStandardError();
+    QCOMPARE(cli.exitStatus(), QProcess::NormalExit);
+    QVERIFY2(cli.exitCode() == 0 && !err.contains("locked"), err.constData());
+
+    QFile out(json);
+    QVERIFY(out.open(QIODevice::ReadOnly));
+    const QJsonObject result = QJsonDocument::fromJson(out.readAll()).object();
+    kiln::profiler::Store store(db.toStdString());
+    int records = 0, measured = 0;  // the first tuning run on this store: nothing was skipped
+    for (const QJsonValue& task : result[QStringLiteral("tasks")].toArray()) {
+      records += static_cast<int>(store.tuningRecords(task[QStringLiteral("key")].toString().toStdString(),
+                                                      result[QStringLiteral("target")].toString().toStdString())
+                                      .size());
+      measured += task[QStringLiteral("measured")].toInt();
+      QCOMPARE(task[QStringLiteral("skipped")].toInt(), 0);
+    }
+    QVERIFY(measured > 0);
+    QCOMPARE(records, measured + confirmedIn(result));
+    QCOMPARE(storedProfiles(), profilesBefore + profiles);
+  }
+
   void tuneReportsInsteadOfCrashing() {
     m_window->tuningView()->setTrialsPerTask(2);
     m_window->tuningView()->setTimeLimit(60);
@@ -460,6 +518,13 @@ class WindowTest : public QObject {
   }
 
  private:
+  /// Records a tuning run's confirmation rounds wrote (its --json result).
+  static int confirmedIn(const QJsonObject& result) {
+    int n = 0;
+    for (const QJsonValue& task : result[QStringLiteral("tasks")].toArray()) n += task[QStringLiteral("confirmed")].toInt();
+    return n;
+  }
+
   /// Cancels the running jobs as Esc and the status bar's Cancel button do, and expects the
   /// status "Cancelled", the measuring `workers` killed and reaped within 5 s (not at their time
   /// limit), and no error once the abandoned job has returned (its result is dropped).
