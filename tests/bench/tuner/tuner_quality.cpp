@@ -1,6 +1,6 @@
 // Tuner quality without measurement noise: replays the tuners against a table of measured costs.
 //
-//   kiln tune MODEL --tuner grid --trials 1000 --tasks A,B,C --records table.jsonl   (whole spaces)
+//   kiln tune MODEL --tuner grid --trials 1000 --confirm 0 --tasks A,B,C --records table.jsonl   (whole spaces)
 //   build/tests/bench/tuner_quality table.jsonl --lanes 16 --trials 32 --seeds 50
 //
 // For every task whose whole space is in the table, each seed runs the random tuner for N trials
