@@ -219,17 +219,12 @@ TEST(TuneSpace, WinogradRecordChangesTheKernelAndStillMatches) {
   const tir::PrimFunc& f = taskKernel(m, kConv);
   EXPECT_EQ(f.attrs.at("schedule"), lower::knobsText(configs->byKey[kConv]));
   EXPECT_EQ(f.attrs.at("parallel_chunks"), "16");  // its parallel loops take the chunked launch
-  Graph g = taskGraph(kConv);
-  passes::PassManagerOptions pm;
-  pm.schedules = configs;
-  passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}"), pm).run(g);
-  lower::LowerOptions options = avx2();
-  options.schedules = configs;
-  std::vector<runtime::Tensor> got = evalGraph(g, {x}, Engine::Jit, options);
-  for (int64_t k = 0; k < got[0].numel(); ++k) ASSERT_NEAR(got[0].data<float>()[k], expected[0].data<float>()[k], 1e-4);
+  expectResultWith(kConv, configs, x, expected);
   // The same record given to lowering only (weights packed for the direct kernel) is ignored.
   Graph direct = taskGraph(kConv);
   passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}")).run(direct);
+  lower::LowerOptions options = avx2();
+  options.schedules = configs;
   EXPECT_EQ(taskKernel(lower::lowerGraph(direct, options), kConv).attrs.at("schedule"), heuristic);
 }
 
