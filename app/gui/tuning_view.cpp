@@ -160,12 +160,16 @@ void TuningView::setResult(const app::TuneResult& r) {
                             .arg(formatMs(r.untunedMs), formatMs(r.tunedMs))
                             .arg(r.untunedMs / r.tunedMs, 0, 'f', 2)
                       : QString();
-  setMessage(tr("%1 %2 candidates measured in %3, %4 failed; %5 records written to %6.%7")
+  int confirmed = 0;  // records of the confirmation rounds (app/tune.h TuneOptions::confirmTop)
+  for (const auto& t : r.tasks) confirmed += t.confirmed;
+  setMessage(tr("%1 %2 candidates measured in %3, %4 failed; %5 records (%6 of them finalists timed again "
+                "side by side) written to %7.%8")
                  .arg(r.cancelled ? tr("Cancelled:") : tr("Done:"))
                  .arg(r.totalMeasured)
                  .arg(duration(r.wallSeconds))
                  .arg(r.totalErrors)
                  .arg(r.recordsWritten)
+                 .arg(confirmed)
                  .arg(qs(r.recordsPath), speed));
 }
 
