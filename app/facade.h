@@ -210,25 +210,43 @@ struct IsolationOptions {
   std::function<bool()> cancelled;
 };
 
+/// Every backend of a comparison runs in worker processes of its own (profiler/bench.h); their
+/// repeats alternate round-robin, the idle workers' thread pools parked.
 struct CompareOptions {
   BuildOptions build;
   int64_t batch = 0;  // 0: the model's own batch
   int warmup = 3;
-  int repeat = 15;
+  int repeat = 15;  // timed repeats per backend, spread over its processes
   double minRepeatMs = 20;
-  bool torchCompile = true;  // also try torch.compile (Python subprocess; unavailable with a reason)
+  /// Worker processes per backend: > 1 shows whether a backend's speed depends on the process
+  /// (code layout, memory and thread placement); a row whose processes' medians differ by more
+  /// than 10 % is flagged.
+  int processes = 2;
+  bool torchCompile = true;  // also try torch.compile (Python worker; unavailable with a reason)
   std::string python;        // its interpreter; empty: python3, then /usr/bin/python3
+  /// Which rows, of pytorch-eager, pytorch-compiled, torch-compile and kiln (kiln-untuned comes
+  /// with kiln when there are records); empty: all. Without pytorch-eager nothing is checked
+  /// against a reference (maxAbsDiff < 0).
+  std::vector<std::string> backends;
   StoreOptions store;
-  IsolationOptions isolate;  // Kiln's timing in a worker process (the PyTorch backends stay here)
+  IsolationOptions isolate;  // the workers' time limits, program and cancel (`enabled` is ignored)
 };
 
 struct BackendResult {
-  std::string backend;  // "pytorch-eager", "pytorch-compiled", "kiln"
+  std::string backend;  // "pytorch-eager", "pytorch-compiled", "torch-compile", "kiln-untuned", "kiln"
   bool available = true;
-  std::string reason;   // why not available
+  std::string status = "ok";  // ok | unavailable | failed | timeout | out-of-memory (profiler::Status)
+  std::string reason;         // why not available
+  bool kernelFault = false;   // failed because generated code crashed or hung (exit code 7)
   double medianMs = 0, minMs = 0, maxMs = 0, meanMs = 0, stddevMs = 0;
+  double q1Ms = 0, q3Ms = 0;  // quartiles of the samples (the IQR the views show)
   std::vector<double> samplesMs;
-  double maxAbsDiff = 0;  // of the outputs vs PyTorch eager
+  int number = 1;                       // calls per timed repeat
+  std::vector<double> processMedianMs;  // one per worker process
+  bool processesDisagree = false;       // their medians differ by more than 10 %
+  std::vector<int> pids;                // the worker processes that ran it
+  double maxAbsDiff = -1;  // of the outputs vs PyTorch eager (NaN when either has a NaN; exact for
+                           // ints); < 0: not checked
   std::vector<float> preview;  // the first few values of output 0
   int top1 = -1;               // argmax of output 0's first row
 };
@@ -243,11 +261,16 @@ struct CompareResult {
   std::string blas;
   std::string cpu;
   double compileSeconds = 0;
+  int processes = 1;     // worker processes per backend
+  int parkTimeouts = 0;  // repeats started while another worker still had a runnable thread
   std::vector<BackendResult> backends;
   StoredIds stored;
 };
 
 Result<CompareResult> compare(const std::string& path, const CompareOptions& options);
+/// The largest |a - b| over all outputs: exact for integer and bool outputs, NaN when either side
+/// holds a NaN anywhere, infinity when the outputs differ in count, shape or dtype.
+double maxAbsDiff(const std::vector<runtime::Tensor>& a, const std::vector<runtime::Tensor>& b);
 std::string compareJson(const CompareResult& result);
 
 std::string version();

@@ -1,4 +1,5 @@
-// kiln compare: PyTorch eager, compiled PyTorch and Kiln on one input, timed side by side.
+// kiln compare: PyTorch eager, compiled PyTorch, torch.compile and Kiln on one input, each in
+// worker processes of its own, timed side by side (profiler/bench.h).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -11,7 +12,7 @@
 #include "app/measure_internal.h"
 #include "profiler/time_evaluator.h"
 #include "profiler/torch_baseline.h"
-#include "profiler/torch_compile.h"
+#include "runtime/tensor_values.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::app {
@@ -19,19 +20,6 @@ namespace kiln::app {
 // ---- compare ----------------------------------------------------------------------------------
 
 namespace {
-
-double maxAbsDiff(const std::vector<runtime::Tensor>& a, const std::vector<runtime::Tensor>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].shape() != b[i].shape() || a[i].dtype() != runtime::DType::Float32 ||
-        b[i].dtype() != runtime::DType::Float32)
-      return INFINITY;
-    for (int64_t k = 0; k < a[i].numel(); ++k)
-      worst = std::max(worst, static_cast<double>(std::fabs(a[i].data<float>()[k] - b[i].data<float>()[k])));
-  }
-  return worst;
-}
 
 void describeOutputs(BackendResult& r, const std::vector<runtime::Tensor>& out) {
   if (out.empty() || out[0].dtype() != runtime::DType::Float32 || out[0].numel() == 0) return;
@@ -41,69 +29,19 @@ void describeOutputs(BackendResult& r, const std::vector<runtime::Tensor>& out) 
   r.top1 = static_cast<int>(std::max_element(t.data<float>(), t.data<float>() + row) - t.data<float>());
 }
 
-BackendResult fromTiming(const std::string& name, const profiler::Timing& t) {
-  BackendResult r;
-  r.backend = name;
-  r.medianMs = t.medianMs;
-  r.minMs = t.minMs;
-  r.maxMs = t.maxMs;
-  r.meanMs = t.meanMs;
-  r.stddevMs = t.stddevMs;
-  r.samplesMs = t.samplesMs;
-  return r;
-}
-
 /// The stored form of a backend's result.
 profiler::Measurement measurementOf(const BackendResult& b, int64_t batch, int warmup) {
   profiler::Measurement m;
   m.backend = b.backend;
   m.batch = batch;
-  m.status = b.available ? profiler::Status::Ok : profiler::Status::Unavailable;
+  m.status = profiler::parseStatus(b.status);
   m.reason = b.reason;
-  m.timing = profiler::timingFromSamples(b.samplesMs);
+  m.timing = profiler::timingFromSamples(b.samplesMs, b.number);
   m.timing.warmup = warmup;
   m.maxAbsDiff = b.available ? b.maxAbsDiff : -1;
+  m.processMedianMs = b.processMedianMs;
+  m.processesDisagree = b.processesDisagree;
   return m;
-}
-
-nlohmann::json outputsJson(const std::vector<runtime::Tensor>& out) {
-  nlohmann::json j = nlohmann::json::array();
-  for (const runtime::Tensor& t : out) {
-    // Only float outputs are compared (maxAbsDiff); others travel as empty placeholders.
-    bool f32 = t.dtype() == runtime::DType::Float32;
-    std::vector<float> data = f32 ? std::vector<float>(t.data<float>(), t.data<float>() + t.numel()) : std::vector<float>{};
-    j.push_back({{"shape", f32 ? t.shape() : std::vector<int64_t>{0}}, {"data", data}});
-  }
-  return j;
-}
-
-std::vector<runtime::Tensor> outputsFromJson(const nlohmann::json& j) {
-  std::vector<runtime::Tensor> out;
-  for (const auto& o : j) {
-    auto shape = o.at("shape").get<std::vector<int64_t>>();
-    auto data = o.at("data").get<std::vector<float>>();
-    runtime::Tensor t = runtime::Tensor::zeros(runtime::DType::Float32, shape);
-    if (static_cast<int64_t>(data.size()) != t.numel()) throw Error("malformed outputs from the measuring worker", ErrorKind::Internal);
-    std::copy(data.begin(), data.end(), t.data<float>());
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-/// One backend of a comparison: a name, a call, and the outputs of its first call.
-struct Contender {
-  std::string name;
-  std::function<std::vector<runtime::Tensor>()> call;
-  std::vector<runtime::Tensor> outputs;
-  profiler::Timing timing;
-};
-
-Contender kilnContender(const std::string& name, CompiledModel& c, const std::vector<runtime::Tensor>& inputs) {
-  return {name, [&c, &inputs] {
-            auto r = run(c, inputs);
-            if (!r) throw Error(r.error().message, r.error().kind);
-            return std::move(r.value());
-          }, {}, {}};
 }
 
 /// Throws "cancelled" once `cancelled` (may be empty) says so: the workbench's Cancel.
@@ -111,190 +49,152 @@ void stopIfCancelled(const std::function<bool()>& cancelled) {
   if (cancelled && cancelled()) throw Error("cancelled", ErrorKind::Usage);
 }
 
-/// Runs each contender once (its outputs), then times them side by side: their repeats
-/// alternate, so load on the shared machine falls on all of them alike. `cancelled` is polled
-/// before every call, for each contender alike: a cancelled comparison stops within one call.
-void timeContenders(std::vector<Contender>& contenders, const profiler::TimingOptions& timing,
-                    const std::function<bool()>& cancelled = {}) {
-  std::vector<std::function<void()>> calls;
-  for (Contender& c : contenders) {
-    stopIfCancelled(cancelled);
-    c.outputs = c.call();
-    calls.push_back([&c, &cancelled] {
-      stopIfCancelled(cancelled);
-      c.call();
-    });
-  }
-  std::vector<profiler::Timing> timings = profiler::timeSideBySide(calls, timing);
-  for (size_t i = 0; i < contenders.size(); ++i) contenders[i].timing = std::move(timings[i]);
-}
-
-nlohmann::json contenderJson(const Contender& c) {
-  return {{"name", c.name}, {"timing", toJson(c.timing)}, {"outputs", outputsJson(c.outputs)}};
-}
-
 }  // namespace
 
-nlohmann::json serveCompareRequest(const nlohmann::json& q) {
-  std::string path = q.at("path").get<std::string>();
-  BuildOptions build = buildOptionsFromJson(q.at("build"));
-  StoreOptions noStore;
-  noStore.enabled = false;
-  auto prepared = prepareMeasurement(path, q.at("batch").get<int64_t>(), build, noStore);
-  if (!prepared) throw Error(prepared.error().message, prepared.error().kind);
-  const Model& m = *prepared->model;
-  int threads = q.at("threads").get<int>();
-  int64_t batch = q.at("model_batch").get<int64_t>();
-  runtime::setNumThreads(threads);
-  std::shared_ptr<CompiledModel> untuned;
-  if (!build.records.empty()) {
-    BuildOptions plain = build;
-    plain.records.clear();
-    auto u = app::build(prepared->model, plain);
-    if (!u) throw Error(u.error().message, u.error().kind);
-    untuned = u.value();
+double maxAbsDiff(const std::vector<runtime::Tensor>& a, const std::vector<runtime::Tensor>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].shape() != b[i].shape() || a[i].dtype() != b[i].dtype()) return INFINITY;
+    for (int64_t k = 0; k < a[i].numel(); ++k) {
+      double x = runtime::elementAsDouble(a[i], k), y = runtime::elementAsDouble(b[i], k);
+      if (std::isnan(x) || std::isnan(y)) return NAN;  // std::max would drop it
+      worst = std::max(worst, std::fabs(x - y));
+    }
   }
-  std::vector<runtime::Tensor> inputs = randomInputs(m);
-  profiler::TimingOptions timing{q.at("warmup").get<int>(), 1, q.at("repeat").get<int>(), q.at("min_repeat_ms").get<double>()};
-  workerMeasuring();
-  CompiledModel& c = *prepared->compiled;
-  std::vector<Contender> contenders;
-  if (untuned) contenders.push_back(kilnContender("kiln-untuned", *untuned, inputs));
-  contenders.push_back(kilnContender("kiln", c, inputs));
-  timeContenders(contenders, timing);
-  nlohmann::json backends = nlohmann::json::array();
-  for (const Contender& k : contenders) backends.push_back(contenderJson(k));
-  return {{"target", c.targetString},
-          {"compile_seconds", c.compileSeconds},
-          {"build", toJson(buildRecordOf(c, threads, batch))},
-          {"backends", std::move(backends)}};
+  return worst;
+}
+
+BackendResult backendResultOf(const profiler::BenchRow& row) {
+  BackendResult r;
+  r.backend = row.name;
+  r.status = profiler::statusName(row.status);
+  r.available = row.ok();
+  r.reason = row.reason;
+  r.kernelFault = row.kernelFault;
+  r.pids = row.pids;
+  if (!row.ok()) return r;
+  const profiler::Timing& t = row.timing;
+  r.medianMs = t.medianMs;
+  r.minMs = t.minMs;
+  r.maxMs = t.maxMs;
+  r.meanMs = t.meanMs;
+  r.stddevMs = t.stddevMs;
+  r.samplesMs = t.samplesMs;
+  r.number = t.number;
+  r.q1Ms = profiler::quantileOf(t.samplesMs, 0.25);
+  r.q3Ms = profiler::quantileOf(t.samplesMs, 0.75);
+  r.processMedianMs = row.processMedianMs;
+  r.processesDisagree = row.processesDisagree;
+  return r;
 }
 
 Result<CompareResult> compare(const std::string& path, const CompareOptions& options) {
-  bool isolated = options.isolate.enabled;
-  Result<PreparedMeasurement> prepared = PreparedMeasurement{};
-  if (!isolated) {
-    prepared = prepareMeasurement(path, options.batch, options.build, options.store);
-  } else {
-    // Isolated, the worker builds and runs Kiln: here only the store (first) and the model.
-    auto opened = guarded<bool>(path, [&] {
-      prepared->store = openStoreFor(options.store);
-      return true;
-    });
-    if (!opened) return opened.error();
-    OpenOptions open;
-    open.batch = options.batch;
-    auto model = openModel(path, open);
-    if (!model) return model.error();
-    prepared->model = model.value();
-  }
-  if (!prepared) return prepared.error();
-  std::unique_ptr<profiler::Store>& store = prepared->store;
-  std::shared_ptr<CompiledModel>& compiledModel = prepared->compiled;
-  // The workbench's Cancel stops the in-process part too (PyTorch's timing, between stages), not
-  // only the worker (callMeasureWorker polls the same predicate).
+  std::unique_ptr<profiler::Store> store;
+  // The store first: a bad database fails before anything is compiled or measured.
+  auto opened = guarded<bool>(path, [&] {
+    store = openStoreFor(options.store);
+    return true;
+  });
+  if (!opened) return opened.error();
+  OpenOptions open;
+  open.batch = options.batch;
+  auto model = openModel(path, open);
+  if (!model) return model.error();
   const std::function<bool()>& cancelled = options.isolate.cancelled;
   return guarded<CompareResult>(path, [&] {
     stopIfCancelled(cancelled);
+    for (const std::string& b : options.backends)
+      if (b != "pytorch-eager" && b != "pytorch-compiled" && b != "torch-compile" && b != "kiln")
+        throw Error("unknown backend '" + b + "' (expected pytorch-eager, pytorch-compiled, torch-compile or kiln)",
+                    ErrorKind::Usage);
+    const Model& m = *model.value();
+    // Bad options fail here, once, not as a failed row: the target, then the records file.
+    codegen::Target target = parseTarget(options.build.target);
+    if (!target.runnable)
+      throw Error("target '" + options.build.target + "' is for cross-compilation (export only), it cannot run here",
+                  ErrorKind::Usage);
+    if (!options.build.records.empty()) schedulesFor(options.build, target.str());
+
     CompareResult result;
-    const Model& m = *prepared->model;
     result.model = m.name;
-    result.batch = m.inputs.empty() || m.inputs[0].shape.empty() ? 1 : m.inputs[0].shape[0];
+    result.batch = modelBatch(m);
     result.threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
-    runtime::setNumThreads(result.threads);
-    if (compiledModel) result.target = compiledModel->targetString;
+    result.target = target.str();
     result.optLevel = options.build.optLevel;
-    result.torchVersion = profiler::torchVersion();
     result.cpu = cpuModelName();
-    if (compiledModel) result.compileSeconds = compiledModel->compileSeconds;
+    result.processes = std::max(1, options.processes);
 
-    std::vector<runtime::Tensor> inputs = randomInputs(m);
-    profiler::TimingOptions timing{options.warmup, 1, options.repeat, options.minRepeatMs};
-
-    // PyTorch eager (the reference) and compiled, and in-process Kiln's builds, all timed side by
-    // side; an isolated Kiln is timed in its worker (its builds side by side there).
-    std::vector<std::unique_ptr<profiler::TorchModel>> torchModels;
-    std::vector<Contender> contenders;
-    for (profiler::TorchMode mode : {profiler::TorchMode::Eager, profiler::TorchMode::Compiled}) {
-      profiler::TorchModel* model =
-          torchModels.emplace_back(std::make_unique<profiler::TorchModel>(path, mode, result.threads)).get();
-      contenders.push_back({profiler::torchModeName(mode), [model, &inputs] { return model->run(inputs); }, {}, {}});
+    // Every backend in worker processes of its own, fed the same inputs from .npy files.
+    ScratchDir scratch("compare");
+    BenchSpec spec;
+    spec.path = path;
+    spec.batch = options.batch;
+    spec.threads = result.threads;
+    spec.inputs = writeBenchInputs(scratch.path(), randomInputs(m));
+    spec.workerCommand = options.isolate.workerCommand;
+    BuildOptions build = options.build;
+    build.threads = result.threads;
+    auto wanted = [&](const std::string& name) {
+      return options.backends.empty() || std::find(options.backends.begin(), options.backends.end(), name) !=
+                                              options.backends.end();
+    };
+    std::vector<profiler::BenchBackend> backends;
+    if (wanted("pytorch-eager")) backends.push_back(torchBenchBackend(profiler::TorchMode::Eager, spec));
+    if (wanted("pytorch-compiled")) backends.push_back(torchBenchBackend(profiler::TorchMode::Compiled, spec));
+    if (options.torchCompile && wanted("torch-compile"))
+      backends.push_back(torchCompileBenchBackend(options.python, spec));
+    if (wanted("kiln") && !build.records.empty()) {
+      BuildOptions plain = build;
+      plain.records.clear();
+      backends.push_back(kilnBenchBackend("kiln-untuned", plain, spec));
     }
-    std::shared_ptr<CompiledModel> untuned;
-    if (!isolated) {
-      if (!options.build.records.empty()) {
-        BuildOptions plain = options.build;
-        plain.records.clear();
-        auto u = build(prepared->model, plain);
-        if (!u) throw Error(u.error().message, u.error().kind);
-        untuned = u.value();
-        contenders.push_back(kilnContender("kiln-untuned", *untuned, inputs));
+    if (wanted("kiln")) backends.push_back(kilnBenchBackend("kiln", build, spec));
+
+    profiler::BenchOptions bench = benchOptionsFor(options.isolate, scratch.path());
+    bench.warmup = options.warmup;
+    bench.repeat = options.repeat;
+    bench.minRepeatMs = options.minRepeatMs;
+    bench.processes = result.processes;
+    profiler::BenchResult measured = profiler::runSideBySide(backends, bench);
+    if (measured.cancelled) throw Error("cancelled", ErrorKind::Usage);
+    result.parkTimeouts = measured.parkTimeouts;
+
+    // Outputs against PyTorch eager's (the reference), when it ran.
+    std::vector<runtime::Tensor> reference;
+    bool haveReference = !measured.rows.empty() && measured.rows.front().name == "pytorch-eager" &&
+                         measured.rows.front().ok();
+    if (haveReference) reference = readBenchOutputs(measured.rows.front());
+    profiler::BuildRecord kilnBuild;
+    for (const profiler::BenchRow& row : measured.rows) {
+      BackendResult r = backendResultOf(row);
+      if (row.ok()) {
+        std::vector<runtime::Tensor> out = readBenchOutputs(row);
+        if (haveReference) r.maxAbsDiff = maxAbsDiff(out, reference);
+        describeOutputs(r, out);
       }
-      contenders.push_back(kilnContender("kiln", *compiledModel, inputs));
-    }
-    timeContenders(contenders, timing, cancelled);
-    const std::vector<runtime::Tensor>& reference = contenders.front().outputs;
-    std::vector<BackendResult> kilnResults;
-    for (const Contender& c : contenders) {
-      BackendResult r = fromTiming(c.name, c.timing);
-      r.maxAbsDiff = maxAbsDiff(c.outputs, reference);
-      describeOutputs(r, c.outputs);
-      (c.name.starts_with("kiln") ? kilnResults : result.backends).push_back(std::move(r));
-    }
-    result.blas = profiler::torchBlasLibrary();
-
-    if (options.torchCompile) {
-      stopIfCancelled(cancelled);
-      profiler::TorchCompileOptions tc;
-      tc.python = options.python;
-      tc.modelPath = path;
-      tc.batch = result.batch;
-      tc.threads = result.threads;
-      tc.warmup = options.warmup;
-      tc.repeat = options.repeat;
-      tc.minRepeatMs = options.minRepeatMs;
-      tc.cancelled = cancelled;
-      profiler::Measurement tcm = profiler::measureTorchCompile(tc);
-      stopIfCancelled(cancelled);
-      BackendResult r = fromTiming("torch-compile", tcm.timing);
-      r.available = tcm.ok();
-      if (tcm.status != profiler::Status::Ok && tcm.status != profiler::Status::Unavailable)
-        r.reason = std::string(profiler::statusName(tcm.status)) + ": " + tcm.reason;
-      else
-        r.reason = tcm.reason;
+      nlohmann::json facts = row.resultJson.empty() ? nlohmann::json::object() : nlohmann::json::parse(row.resultJson);
+      if (row.name == "pytorch-eager" && row.ok()) {
+        result.torchVersion = facts.value("torch_version", "");
+        result.blas = facts.value("blas", "");
+      }
+      if (row.name == "kiln" && row.ok()) {
+        result.target = facts.value("target", result.target);
+        result.compileSeconds = facts.value("compile_seconds", 0.0);
+        kilnBuild = buildRecordFromJson(facts.at("build"));
+      }
       result.backends.push_back(std::move(r));
     }
-
-    // Kiln as built, after the PyTorch rows; with tuning records, the untuned build first.
-    profiler::BuildRecord kilnBuild;
-    if (isolated) {
-      nlohmann::json request = {{"op", "compare-kiln"}, {"path", path}, {"batch", options.batch},
-                                {"model_batch", result.batch}, {"threads", result.threads},
-                                {"build", toJson(options.build)}, {"warmup", options.warmup},
-                                {"repeat", options.repeat}, {"min_repeat_ms", options.minRepeatMs}};
-      auto reply = callMeasureWorker(request, options.isolate);
-      if (!reply) throw Error(reply.error().message, reply.error().kind);
-      const nlohmann::json& j = reply.value();
-      result.target = j.at("target").get<std::string>();
-      result.compileSeconds = j.at("compile_seconds").get<double>();
-      kilnBuild = buildRecordFromJson(j.at("build"));
-      for (const auto& b : j.at("backends")) {
-        std::vector<runtime::Tensor> out = outputsFromJson(b.at("outputs"));
-        BackendResult k = fromTiming(b.at("name").get<std::string>(), timingFromJson(b.at("timing")));
-        k.maxAbsDiff = maxAbsDiff(out, reference);
-        describeOutputs(k, out);
-        result.backends.push_back(std::move(k));
-      }
-    } else {
-      for (BackendResult& k : kilnResults) result.backends.push_back(std::move(k));
-      kilnBuild = buildRecordOf(*compiledModel, result.threads, result.batch);
-    }
+    if (result.torchVersion.empty()) result.torchVersion = profiler::torchVersion();
+    if (result.blas.empty()) result.blas = profiler::torchBlasLibrary();
 
     if (store) {
       result.stored = store->transaction([&] {
         profiler::RunContext context = runContextFor(options.build, result.threads, result.target, result.compileSeconds);
         StoredIds ids = beginStoredRun(*store, options.store, path, m.name, "compare", context);
-        ids.buildId = store->addBuild(ids.runId, kilnBuild);
+        bool kilnOk = std::any_of(result.backends.begin(), result.backends.end(),
+                                  [](const BackendResult& b) { return b.backend == "kiln" && b.available; });
+        if (kilnOk) ids.buildId = store->addBuild(ids.runId, kilnBuild);
         for (const BackendResult& b : result.backends)
           store->addMeasurement(ids.runId, b.backend == "kiln" ? ids.buildId : 0, 0,
                                 measurementOf(b, result.batch, options.warmup));
@@ -317,6 +217,8 @@ std::string compareJson(const CompareResult& r) {
   j["blas"] = r.blas;
   j["kiln_version"] = version();
   j["compile_seconds"] = r.compileSeconds;
+  j["processes"] = r.processes;
+  j["park_timeouts"] = r.parkTimeouts;
   if (r.stored.sessionId)
     j["stored"] = {{"db", r.stored.dbPath}, {"session", r.stored.sessionId}, {"run", r.stored.runId},
                    {"build", r.stored.buildId}};
@@ -325,11 +227,13 @@ std::string compareJson(const CompareResult& r) {
     nlohmann::json e;
     e["backend"] = b.backend;
     e["available"] = b.available;
+    e["status"] = b.status;
     if (!b.available) {
       // Never a made-up number: an unavailable backend has its reason and null timings.
       e["reason"] = b.reason;
       for (const char* k : {"median_ms", "min_ms", "max_ms", "mean_ms", "stddev_ms"}) e[k] = nullptr;
       e["samples"] = nlohmann::json::array();
+      e["pids"] = b.pids;
       j["backends"].push_back(std::move(e));
       continue;
     }
@@ -338,8 +242,20 @@ std::string compareJson(const CompareResult& r) {
     e["max_ms"] = b.maxMs;
     e["mean_ms"] = b.meanMs;
     e["stddev_ms"] = b.stddevMs;
+    e["q1_ms"] = b.q1Ms;
+    e["q3_ms"] = b.q3Ms;
     e["samples"] = b.samplesMs;
-    e["max_abs_diff_vs_eager"] = b.maxAbsDiff;
+    e["number"] = b.number;
+    e["process_median_ms"] = b.processMedianMs;
+    e["processes_disagree"] = b.processesDisagree;
+    e["pids"] = b.pids;
+    // NaN is not JSON: a NaN difference travels as the string "nan"; not checked is null.
+    if (std::isnan(b.maxAbsDiff))
+      e["max_abs_diff_vs_eager"] = "nan";
+    else if (b.maxAbsDiff < 0)
+      e["max_abs_diff_vs_eager"] = nullptr;
+    else
+      e["max_abs_diff_vs_eager"] = b.maxAbsDiff;
     e["output_preview"] = b.preview;
     e["top1"] = b.top1;
     j["backends"].push_back(std::move(e));

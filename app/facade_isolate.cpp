@@ -1,7 +1,8 @@
-// Isolated measurements: the façade's side of `kiln measure-worker` (profiler/measure_worker.h).
-// The parent sends one request; the worker runs the ordinary in-process code (profile(), a
-// sweep's Kiln point) and sends the result back in the exact JSON forms below, so an isolated
-// result equals an in-process one.
+// Isolated measurements: the façade's side of `kiln measure-worker`. A worker serves either one
+// profile request (profiler/measure_worker.h: it runs the ordinary in-process profile() and sends
+// the result back in the exact JSON forms below, so an isolated result equals an in-process one)
+// or, when its first request is a "setup", one backend of a side-by-side measurement
+// (profiler/bench.h, facade_bench.cpp).
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -69,12 +70,10 @@ int runMeasureWorker() {
   try {
     json request = json::parse(line);
     std::string op = request.at("op").get<std::string>();
+    // A side-by-side worker (profiler/bench.h): one backend, many requests.
+    if (op == "setup") return serveBenchWorker(line);
     if (op == "profile")
       reply = {{"ok", true}, {"result", serveProfileRequest(request)}};
-    else if (op == "time")
-      reply = {{"ok", true}, {"result", serveTimeRequest(request)}};
-    else if (op == "compare-kiln")
-      reply = {{"ok", true}, {"result", serveCompareRequest(request)}};
     else
       throw Error("unknown request '" + op + "'", ErrorKind::Usage);
   } catch (const Error& e) {

@@ -1,7 +1,9 @@
-// kiln sweep: latency and throughput per backend over batch sizes. A backend that runs out of
-// memory, fails or exceeds its time budget is stopped; its larger batch sizes are recorded as
-// skipped with the reason, and the other backends go on. Each point is committed to the store as
-// soon as it is measured, so a killed sweep can be resumed (SweepOptions::resume).
+// kiln sweep: latency and throughput per backend over batch sizes. At each batch size the
+// backends are timed side by side, each in worker processes of its own (profiler/bench.h). A
+// backend that runs out of memory, fails, crashes or exceeds its time budget is stopped; its
+// larger batch sizes are recorded as skipped with the reason, and the other backends go on. Each
+// point is committed to the store once its batch is measured, so a killed sweep can be resumed
+// (SweepOptions::resume).
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -16,7 +18,6 @@
 #include "app/measure_internal.h"
 #include "profiler/sha256.h"
 #include "profiler/torch_baseline.h"
-#include "profiler/torch_compile.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::app {
@@ -34,40 +35,6 @@ Measurement failure(const std::string& backend, int64_t batch, Status status, co
   return m;
 }
 
-/// Times `runOnce` within the budget: one untimed run first (a single run over budget is a
-/// timeout), then the time evaluator with the rest of the budget.
-Measurement timePoint(const std::string& backend, int64_t batch, const std::function<void()>& runOnce,
-                      const SweepOptions& o) {
-  double budgetMs = o.budgetSeconds * 1000;
-  try {
-    auto start = std::chrono::steady_clock::now();
-    runOnce();
-    double firstMs = secondsSince(start) * 1000;
-    if (budgetMs > 0 && firstMs > budgetMs)
-      return failure(backend, batch, Status::Timeout,
-                     "one run took " + std::to_string(static_cast<int>(firstMs)) +
-                         " ms, over the budget of " + std::to_string(static_cast<int>(budgetMs)) + " ms");
-    profiler::TimingOptions t;
-    t.warmup = o.warmup;
-    t.repeat = o.repeat;
-    t.minRepeatMs = o.minRepeatMs;
-    t.budgetMs = budgetMs > 0 ? std::max(1.0, budgetMs - firstMs) : 0;
-    Measurement m;
-    m.backend = backend;
-    m.batch = batch;
-    m.timing = profiler::timeIt(runOnce, t);
-    if (m.timing.budgetExceeded)
-      m.reason = "time budget reached after " + std::to_string(m.timing.samplesMs.size()) + " of " +
-                 std::to_string(o.repeat) + " repeats";
-    return m;
-  } catch (const std::bad_alloc&) {
-    return failure(backend, batch, Status::OutOfMemory, "out of memory");
-  } catch (const Error& e) {
-    return failure(backend, batch, looksOutOfMemory(e.what()) ? Status::OutOfMemory : Status::Failed,
-                   e.what());
-  }
-}
-
 }  // namespace
 
 const std::vector<std::string>& sweepBackendNames() {
@@ -77,64 +44,6 @@ const std::vector<std::string>& sweepBackendNames() {
 }
 
 namespace {
-
-/// A Kiln point measured in this process: build at the batch, then time it.
-Measurement timeKilnHere(const std::shared_ptr<const Model>& model, const std::vector<runtime::Tensor>& inputs,
-                         int64_t batch, int threads, const SweepOptions& options,
-                         std::optional<profiler::BuildRecord>& buildRecord, std::string& target,
-                         double& compileSeconds, bool inWorker) {
-  auto compiled = build(model, options.build);
-  if (!compiled)
-    return failure("kiln", batch,
-                   looksOutOfMemory(compiled.error().message) ? Status::OutOfMemory : Status::Failed,
-                   compiled.error().message);
-  CompiledModel& c = *compiled.value();
-  target = c.targetString;
-  compileSeconds = c.compileSeconds;
-  buildRecord = buildRecordOf(c, threads, batch);
-  if (inWorker) workerMeasuring();
-  return timePoint(
-      "kiln", batch,
-      [&] {
-        auto r = run(c, inputs);
-        if (!r) throw Error(r.error().message, r.error().kind);
-      },
-      options);
-}
-
-/// A Kiln point measured in a `kiln measure-worker`: a crash or a hang fails this point only.
-/// A cancel (IsolationOptions::cancelled) kills the worker and sets `cancelled`: the point is
-/// then neither measured nor failed.
-Measurement timeKilnIsolated(const std::string& path, int64_t batch, const SweepOptions& options,
-                             std::optional<profiler::BuildRecord>& buildRecord, std::string& target,
-                             double& compileSeconds, bool& cancelled) {
-  nlohmann::json request = {{"op", "time"},
-                            {"path", path},
-                            {"batch", batch},
-                            {"build", toJson(options.build)},
-                            {"warmup", options.warmup},
-                            {"repeat", options.repeat},
-                            {"min_repeat_ms", options.minRepeatMs},
-                            {"budget_seconds", options.budgetSeconds}};
-  IsolationOptions isolation = options.isolate;
-  // A point may run for its whole budget: the limit is never shorter than that.
-  isolation.timeoutSeconds = std::max(isolation.timeoutSeconds, options.budgetSeconds * 1.5 + 5);
-  auto reply = callMeasureWorker(request, isolation);
-  if (!reply) {
-    const std::string& why = reply.error().message;
-    if (isolation.cancelled && isolation.cancelled()) {
-      cancelled = true;
-      return failure("kiln", batch, Status::Skipped, "cancelled");
-    }
-    bool timedOut = why.find("timed out") != std::string::npos;
-    return failure("kiln", batch, timedOut ? Status::Timeout : Status::Failed, why);
-  }
-  const nlohmann::json& j = reply.value();
-  if (j.contains("build")) buildRecord = buildRecordFromJson(j["build"]);
-  target = j.value("target", target);
-  compileSeconds = j.value("compile_seconds", 0.0);
-  return measurementFromJson(j.at("measurement"));
-}
 
 /// Where a sweep's points go in the store, one committed transaction per point.
 struct SweepFiling {
@@ -179,31 +88,6 @@ std::optional<SweepFiling> findUnfinished(profiler::Store& store, const std::str
 
 }  // namespace
 
-nlohmann::json serveTimeRequest(const nlohmann::json& q) {
-  std::string path = q.at("path").get<std::string>();
-  SweepOptions o;
-  int64_t batch = q.at("batch").get<int64_t>();
-  o.build = buildOptionsFromJson(q.at("build"));
-  o.warmup = q.at("warmup").get<int>();
-  o.repeat = q.at("repeat").get<int>();
-  o.minRepeatMs = q.at("min_repeat_ms").get<double>();
-  o.budgetSeconds = q.at("budget_seconds").get<double>();
-  int threads = o.build.threads > 0 ? o.build.threads : runtime::numThreads();
-  runtime::setNumThreads(threads);
-  OpenOptions open;
-  open.batch = batch;
-  auto model = openModel(path, open);
-  if (!model) throw Error(model.error().message, model.error().kind);
-  std::vector<runtime::Tensor> inputs = randomInputs(*model.value());
-  std::optional<profiler::BuildRecord> record;
-  std::string target;
-  double compileSeconds = 0;
-  Measurement m = timeKilnHere(model.value(), inputs, batch, threads, o, record, target, compileSeconds, true);
-  nlohmann::json reply = {{"measurement", toJson(m)}, {"target", target}, {"compile_seconds", compileSeconds}};
-  if (record) reply["build"] = toJson(*record);
-  return reply;
-}
-
 Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, const ProgressFn& progress) {
   return guarded<SweepResult>(path, [&] {
     const auto& known = sweepBackendNames();
@@ -231,15 +115,19 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
     runtime::setNumThreads(threads);
 
     std::map<std::string, std::string> stopped;  // backend → why its larger batches are skipped
-    std::map<std::string, std::unique_ptr<profiler::TorchModel>> torchModels;
     std::string target = options.build.target;
     double compileSeconds = 0;
     bool cancelled = false;
+    // The workbench's Cancel, or a progress callback that said stop.
+    auto isCancelled = [&] {
+      if (!cancelled && options.isolate.cancelled && options.isolate.cancelled()) cancelled = true;
+      return cancelled;
+    };
 
     std::optional<SweepFiling> filing;
     if (store && options.resume) filing = findUnfinished(*store, path, result, options, threads);
     bool targetKnown = false;
-    // Each point is committed on its own: a killed sweep loses only the point in flight.
+    // Each point is committed on its own: a killed sweep loses only the batch in flight.
     auto file = [&](const Measurement& m, const std::optional<profiler::BuildRecord>& record) {
       if (!store) return;
       store->transaction([&] {
@@ -257,104 +145,136 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
         store->addMeasurement(filing->runId, buildId, filing->sweepId, m);
       });
     };
+    auto stopAfter = [&](const Measurement& m) {
+      if (!m.ok() && m.status != Status::Unavailable && m.status != Status::Skipped)
+        stopped[m.backend] = std::string("stopped after ") + profiler::statusName(m.status) + " at batch " +
+                             std::to_string(m.batch);
+      else if (m.status == Status::Skipped && !stopped.count(m.backend))
+        stopped[m.backend] = m.reason;
+    };
 
+    ScratchDir scratch("sweep");
     for (int64_t batch : result.batches) {
-      std::shared_ptr<const Model> model;
+      // Per backend in the sweep's order: a point resumed, skipped, failed, or to measure.
+      std::map<std::string, Measurement> points;
+      std::vector<std::string> toMeasure;
       std::string modelError;
-      std::vector<runtime::Tensor> inputs;
-      auto needModel = [&]() -> bool {
-        if (model || !modelError.empty()) return static_cast<bool>(model);
-        OpenOptions open;
-        open.batch = batch;
-        auto opened = openModel(path, open);
-        if (!opened) {
-          modelError = opened.error().message;
-          return false;
-        }
-        model = opened.value();
-        inputs = randomInputs(*model);
-        return true;
-      };
-      if (result.model.empty() && needModel()) result.model = model->name;
+      std::shared_ptr<const Model> model;
       for (const std::string& backend : options.backends) {
         if (filing) {
           auto it = filing->done.find({backend, batch});
           if (it != filing->done.end()) {
             // Measured by the run being resumed: kept as it is, not measured again.
-            const Measurement& m = it->second;
-            if (!m.ok() && m.status != Status::Unavailable && m.status != Status::Skipped)
-              stopped[backend] = std::string("stopped after ") + profiler::statusName(m.status) + " at batch " +
-                                 std::to_string(batch);
-            else if (m.status == Status::Skipped && !stopped.count(backend))
-              stopped[backend] = m.reason;
-            result.points.push_back(m);
+            points[backend] = it->second;
+            stopAfter(it->second);
             ++result.resumedPoints;
             continue;
           }
         }
-        std::string step = backend + " at batch " + std::to_string(batch);
-        if (!cancelled && options.isolate.cancelled && options.isolate.cancelled()) cancelled = true;
-        if (!cancelled && progress && !progress(step)) cancelled = true;
-        if (cancelled) {
-          // Not filed: a resumed sweep measures it.
+        if (stopped.count(backend)) {
+          points[backend] = failure(backend, batch, Status::Skipped, stopped[backend]);
+          continue;
+        }
+        toMeasure.push_back(backend);
+      }
+      BenchSpec spec;
+      spec.path = path;
+      spec.batch = batch;
+      spec.threads = threads;
+      spec.workerCommand = options.isolate.workerCommand;
+      if (!toMeasure.empty()) {
+        OpenOptions open;
+        open.batch = batch;
+        auto opened = openModel(path, open);
+        if (opened) {
+          model = opened.value();
+          if (result.model.empty()) result.model = model->name;
+          std::string dir = scratch.path() + "/batch-" + std::to_string(batch);
+          std::filesystem::create_directories(dir);
+          spec.inputs = writeBenchInputs(dir, randomInputs(*model));
+        } else {
+          modelError = opened.error().message;
+        }
+      }
+      std::vector<profiler::BenchBackend> backends;
+      for (const std::string& backend : toMeasure) {
+        if (!model) {
+          points[backend] = failure(backend, batch, Status::Failed, modelError);
+          continue;
+        }
+        if (backend == "kiln")
+          backends.push_back(kilnBenchBackend("kiln", options.build, spec));
+        else if (backend == "torch-compile")
+          backends.push_back(torchCompileBenchBackend(options.python, spec));
+        else
+          backends.push_back(torchBenchBackend(
+              backend == "pytorch-eager" ? profiler::TorchMode::Eager : profiler::TorchMode::Compiled, spec));
+      }
+      std::optional<profiler::BuildRecord> record;
+      bool batchCancelled = isCancelled();
+      if (!batchCancelled && progress && !backends.empty()) {
+        std::string step = "batch " + std::to_string(batch) + ":";
+        for (const auto& b : backends) step += " " + b.name;
+        if (!progress(step)) batchCancelled = cancelled = true;
+      }
+      if (!backends.empty() && !batchCancelled) {
+        profiler::BenchOptions bench = benchOptionsFor(options.isolate, spec.inputs.empty() ? scratch.path() :
+                                                       std::filesystem::path(spec.inputs[0]).parent_path().string());
+        bench.warmup = options.warmup;
+        bench.repeat = options.repeat;
+        bench.minRepeatMs = options.minRepeatMs;
+        bench.processes = std::max(1, options.processes);
+        bench.budgetSeconds = options.budgetSeconds;
+        // A repeat may run for its whole budget: the limit is never shorter than that.
+        bench.runTimeoutSeconds = std::max(bench.runTimeoutSeconds, options.budgetSeconds * 1.5 + 5);
+        bench.cancelled = isCancelled;
+        profiler::BenchResult measured = profiler::runSideBySide(backends, bench);
+        if (measured.cancelled) {
+          batchCancelled = cancelled = true;
+        } else {
+          std::vector<runtime::Tensor> reference;
+          for (const profiler::BenchRow& row : measured.rows)
+            if (row.name == "pytorch-eager" && row.ok()) reference = readBenchOutputs(row);
+          for (const profiler::BenchRow& row : measured.rows) {
+            Measurement m;
+            m.backend = row.name;
+            m.batch = batch;
+            m.status = row.status;
+            m.reason = row.reason;
+            if (row.ok()) {
+              m.timing = row.timing;
+              m.processMedianMs = row.processMedianMs;
+              m.processesDisagree = row.processesDisagree;
+              if (!reference.empty()) m.maxAbsDiff = maxAbsDiff(readBenchOutputs(row), reference);
+              if (m.timing.budgetExceeded)
+                m.reason = "time budget reached after " + std::to_string(m.timing.samplesMs.size()) + " of " +
+                           std::to_string(options.repeat) + " repeats";
+            }
+            if (row.name == "kiln" && row.ok()) {
+              auto facts = nlohmann::json::parse(row.resultJson);
+              record = buildRecordFromJson(facts.at("build"));
+              target = facts.value("target", target);
+              if (compileSeconds == 0) compileSeconds = facts.value("compile_seconds", 0.0);
+            }
+            points[row.name] = std::move(m);
+          }
+        }
+      }
+      for (const std::string& backend : options.backends) {
+        auto it = points.find(backend);
+        if (it == points.end()) {
+          // Cancelled: not filed, so a resumed sweep measures it.
           result.points.push_back(failure(backend, batch, Status::Skipped, "cancelled"));
           continue;
         }
-        Measurement m;
-        std::optional<profiler::BuildRecord> record;
-        if (stopped.count(backend)) {
-          m = failure(backend, batch, Status::Skipped, stopped[backend]);
-        } else if (!needModel()) {
-          m = failure(backend, batch, Status::Failed, modelError);
-        } else if (backend == "kiln") {
-          double seconds = 0;
-          m = options.isolate.enabled
-                  ? timeKilnIsolated(path, batch, options, record, target, seconds, cancelled)
-                  : timeKilnHere(model, inputs, batch, threads, options, record, target, seconds, false);
-          if (cancelled) {
-            // Its worker was killed: not filed, so a resumed sweep measures it.
-            result.points.push_back(std::move(m));
-            continue;
-          }
-          if (compileSeconds == 0) compileSeconds = seconds;
-        } else if (backend == "torch-compile") {
-          profiler::TorchCompileOptions tc;
-          tc.python = options.python;
-          tc.modelPath = path;
-          tc.batch = batch;
-          tc.threads = threads;
-          tc.warmup = options.warmup;
-          tc.repeat = options.repeat;
-          tc.minRepeatMs = options.minRepeatMs;
-          tc.timeoutSeconds = std::max(120.0, options.budgetSeconds * 4);
-          tc.cancelled = options.isolate.cancelled;
-          m = profiler::measureTorchCompile(tc);
-          m.batch = batch;
-          if (options.isolate.cancelled && options.isolate.cancelled()) {
-            // Killed by the cancel: not filed, so a resumed sweep measures it.
-            cancelled = true;
-            m = failure(backend, batch, Status::Skipped, "cancelled");
-            result.points.push_back(std::move(m));
-            continue;
-          }
-        } else {
-          auto mode = backend == "pytorch-eager" ? profiler::TorchMode::Eager : profiler::TorchMode::Compiled;
-          try {
-            if (!torchModels[backend])
-              torchModels[backend] = std::make_unique<profiler::TorchModel>(path, mode, threads);
-            profiler::TorchModel& tm = *torchModels[backend];
-            m = timePoint(
-                backend, batch, [&] { tm.run(inputs); }, options);
-          } catch (const Error& e) {
-            m = failure(backend, batch, Status::Failed, e.what());
-          }
+        Measurement& m = it->second;
+        bool resumed = filing && filing->done.count({backend, batch});
+        if (!resumed) {
+          stopAfter(m);
+          if (result.model.empty()) result.model = std::filesystem::path(path).stem().string();
+          file(m, backend == "kiln" && m.ok() ? record : std::nullopt);
+          if (options.onPoint) options.onPoint(m);
         }
-        if (!m.ok() && m.status != Status::Unavailable && m.status != Status::Skipped)
-          stopped[backend] = std::string("stopped after ") + profiler::statusName(m.status) + " at batch " +
-                             std::to_string(batch);
-        if (result.model.empty()) result.model = std::filesystem::path(path).stem().string();
-        file(m, record);
-        if (options.onPoint) options.onPoint(m);
         result.points.push_back(std::move(m));
       }
     }

@@ -137,20 +137,28 @@ std::vector<std::string> finalists(const TuneTaskResult& tr, int top) {
   return out;
 }
 
-/// Median end-to-end latency of two builds, timed alternately so both see the same machine.
-std::pair<double, double> sideBySide(CompiledModel& a, CompiledModel& b, const Model& model) {
-  std::vector<runtime::Tensor> inputs = randomInputs(model);
-  for (CompiledModel* c : {&a, &b}) {
-    for (size_t i = 0; i < inputs.size(); ++i) c->executor->setInput(static_cast<int>(i), inputs[i]);
-    c->executor->run();
-  }
-  profiler::TimingOptions t;
-  t.warmup = 1;
-  t.repeat = 15;
-  t.minRepeatMs = 20;
-  std::vector<profiler::Timing> both =
-      profiler::timeSideBySide({[&] { a.executor->run(); }, [&] { b.executor->run(); }}, t);
-  return {both[0].medianMs, both[1].medianMs};
+/// Median end-to-end latency of the untuned and the tuned build, each in a worker process of its
+/// own, their repeats alternating (profiler/bench.h); 0 for a build that failed.
+std::pair<double, double> sideBySide(const std::string& path, const Model& model, const TuneOptions& options,
+                                     const core::lower::ScheduleConfigs& tuned) {
+  ScratchDir scratch("tune");
+  BenchSpec spec;
+  spec.path = path;
+  spec.batch = options.batch;
+  spec.threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
+  spec.inputs = writeBenchInputs(scratch.path(), randomInputs(model));
+  spec.workerCommand = options.workerCommand;
+  BuildOptions build = options.build;
+  build.threads = spec.threads;
+  profiler::BenchOptions bench;
+  bench.workDir = scratch.path();
+  bench.warmup = 1;
+  bench.repeat = 15;
+  bench.minRepeatMs = 20;
+  profiler::BenchResult r = profiler::runSideBySide(
+      {kilnBenchBackend("kiln-untuned", build, spec), kilnBenchBackend("kiln", build, spec, &tuned)}, bench);
+  auto median = [](const profiler::BenchRow& row) { return row.ok() ? row.timing.medianMs : 0.0; };
+  return {median(r.rows[0]), median(r.rows[1])};
 }
 
 }  // namespace
@@ -434,16 +442,12 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
 
     // The whole model, untuned and with the best configurations, timed side by side.
     if (!result.cancelled && options.compareEndToEnd) {
-      auto configs = std::make_shared<core::lower::ScheduleConfigs>();
+      core::lower::ScheduleConfigs configs;
       for (const auto& t : result.tasks)
-        if (!t.bestKnobs.empty()) configs->byKey[t.info.workloadKey] = core::lower::parseKnobs(t.bestKnobs);
-      auto untuned = build(p.model, options.build);
-      auto tuned = buildWithSchedules(p.model, options.build, configs);
-      if (untuned && tuned) {
-        auto [a, b] = sideBySide(*untuned.value(), *tuned.value(), *p.model);
-        result.untunedMs = a;
-        result.tunedMs = b;
-      }
+        if (!t.bestKnobs.empty()) configs.byKey[t.info.workloadKey] = core::lower::parseKnobs(t.bestKnobs);
+      auto [a, b] = sideBySide(path, *p.model, options, configs);
+      result.untunedMs = a;
+      result.tunedMs = b;
     }
     result.workersStarted = runner.workersStarted();
     result.wallSeconds = secondsSince(start);

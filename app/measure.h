@@ -64,15 +64,18 @@ struct SweepOptions {
   /// Per backend and batch size, compilation excluded. A backend over budget, out of memory or
   /// failing is stopped: its larger batches are recorded as skipped.
   double budgetSeconds = 60;
+  int processes = 1;   // worker processes per backend and batch (profiler/bench.h)
   std::string python;  // for torch-compile
   StoreOptions store;
-  IsolationOptions isolate;  // each Kiln point in a worker process: a crash fails that point only
+  /// The workers' time limits, program and cancel. Every backend runs in worker processes of its
+  /// own (`enabled` is ignored): a crash or a hang fails that point only.
+  IsolationOptions isolate;
   /// Continue the latest unfinished sweep of this model with the same batches, backends, budget
   /// and build in the store's session instead of starting a new one: points already stored are
   /// kept and not measured again. Without such a sweep, a new one starts.
   bool resume = false;
-  /// Called after each point is measured and stored (each point is committed on its own, so a
-  /// killed sweep loses at most the point in flight).
+  /// Called after each point is measured and stored (each point is committed on its own once
+  /// its batch is measured, so a killed sweep loses at most the batch in flight).
   std::function<void(const profiler::Measurement&)> onPoint;
 };
 

@@ -11,7 +11,13 @@
 
 #include "app/facade.h"
 #include "app/measure.h"
+#include "profiler/bench.h"
 #include "profiler/store.h"
+#include "profiler/torch_baseline.h"
+
+namespace kiln::core::lower {
+struct ScheduleConfigs;
+}
 
 namespace kiln::app {
 
@@ -65,6 +71,48 @@ Result<nlohmann::json> callMeasureWorker(const nlohmann::json& request, const Is
 /// Worker side: tells the parent that compilation is done and kernels run from now on.
 void workerMeasuring();
 
+// ---- side by side, one process per backend (facade_bench.cpp, profiler/bench.h) -----------------
+
+/// A temporary folder (under $TMPDIR), removed with its contents when this goes.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& label);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+};
+
+/// What every backend of one side-by-side measurement shares.
+struct BenchSpec {
+  std::string path;                 // the model file
+  int64_t batch = 0;                // 0: the model's own
+  int threads = 1;                  // the same for every backend
+  std::vector<std::string> inputs;  // .npy files (writeBenchInputs)
+  std::string workerCommand;        // IsolationOptions::workerCommand
+};
+
+/// Writes the inputs as in0.npy, in1.npy, ... into `dir`; returns their paths.
+std::vector<std::string> writeBenchInputs(const std::string& dir, const std::vector<runtime::Tensor>& inputs);
+/// The outputs a row's worker wrote after its first run.
+std::vector<runtime::Tensor> readBenchOutputs(const profiler::BenchRow& row);
+/// Kiln built with `build` (and explicit tuned configurations when `schedules` is given).
+profiler::BenchBackend kilnBenchBackend(const std::string& name, const BuildOptions& build, const BenchSpec& spec,
+                                        const core::lower::ScheduleConfigs* schedules = nullptr);
+/// PyTorch eager or compiled through libtorch, in a `kiln measure-worker`.
+profiler::BenchBackend torchBenchBackend(profiler::TorchMode mode, const BenchSpec& spec);
+/// torch.compile in a Python worker (Unavailable with the reason without torch >= 2).
+profiler::BenchBackend torchCompileBenchBackend(const std::string& python, const BenchSpec& spec);
+/// A row of the engine as the façade reports it (no outputs compared yet).
+BackendResult backendResultOf(const profiler::BenchRow& row);
+/// The engine's limits and cancel from the isolation options.
+profiler::BenchOptions benchOptionsFor(const IsolationOptions& isolation, const std::string& workDir);
+/// Worker side: serves the bench protocol, `firstLine` being its setup request.
+int serveBenchWorker(const std::string& firstLine);
+
 // The exact JSON forms the worker's results travel in (every field, doubles round-trip).
 nlohmann::json toJson(const BuildOptions& b);
 BuildOptions buildOptionsFromJson(const nlohmann::json& j);
@@ -79,9 +127,7 @@ profiler::ProfileRecord profileRecordFromJson(const nlohmann::json& j);
 nlohmann::json toJson(const profiler::Measurement& m);
 profiler::Measurement measurementFromJson(const nlohmann::json& j);
 
-// Worker-side handlers of the requests (facade_profile.cpp, facade_sweep.cpp, facade_compare.cpp).
+// Worker-side handler of a one-shot profile request (facade_profile.cpp).
 nlohmann::json serveProfileRequest(const nlohmann::json& request);
-nlohmann::json serveTimeRequest(const nlohmann::json& request);
-nlohmann::json serveCompareRequest(const nlohmann::json& request);
 
 }  // namespace kiln::app

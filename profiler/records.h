@@ -40,6 +40,10 @@ struct Measurement {
   std::string reason;
   Timing timing;
   double maxAbsDiff = -1;  // of the outputs vs PyTorch eager; < 0: not checked
+  /// Medians of the worker processes that measured it (profiler/bench.h), and whether they
+  /// differ by more than 10 %: the figure then depends on the process, not only on the code.
+  std::vector<double> processMedianMs;
+  bool processesDisagree = false;
   bool ok() const { return status == Status::Ok; }
   /// Items per second at the median latency.
   double throughput() const { return ok() && timing.medianMs > 0 ? batch * 1000.0 / timing.medianMs : 0; }

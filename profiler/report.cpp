@@ -1,12 +1,14 @@
 #include "profiler/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
 
 #include "profiler/op_profile.h"
 #include "profiler/svg_chart.h"
+#include "profiler/time_evaluator.h"
 
 namespace kiln::profiler {
 namespace {
@@ -34,7 +36,43 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f4f4f4; }
 .note { color: #666; font-size: 0.9em; }
 .bad { color: #b00; }
+.warn { color: #b45309; }
+tr.disagree td, td.disagree { background: #fff1c7; }
+.spread { color: #666; font-size: 0.9em; }
 )css";
+
+/// The quartiles of a measurement's samples (the IQR the reports show).
+std::pair<double, double> quartiles(const Measurement& m) {
+  return {quantileOf(m.timing.samplesMs, 0.25), quantileOf(m.timing.samplesMs, 0.75)};
+}
+
+/// Times in one format, three significant digits for the largest: "9.40 / 13.1" (ms).
+std::string msList(const std::vector<double>& ms, const char* separator = " / ") {
+  double top = 0;
+  for (double v : ms) top = std::max(top, std::fabs(v));
+  const char* format = top >= 100 ? "%.0f" : top >= 10 ? "%.1f" : top >= 1 ? "%.2f" : "%.3g";
+  std::string out;
+  for (size_t i = 0; i < ms.size(); ++i) out += (i ? separator : "") + fmt(format, ms[i]);
+  return out;
+}
+
+/// "9.40–13.1" (ms): a spread.
+std::string range(double lo, double hi) { return msList({lo, hi}, "–"); }
+
+/// "⚠ processes disagree: 9.40 / 13.1 ms", empty when they agree.
+std::string disagreement(const Measurement& m) {
+  if (!m.ok() || !m.processesDisagree) return "";
+  if (m.processMedianMs.empty()) return "⚠ processes disagree";
+  return "⚠ processes disagree: " + msList(m.processMedianMs) + " ms";
+}
+
+/// A max |diff| of outputs: NaN (a NaN in an output), ∞ (outputs of another shape), — (not checked).
+std::string maxDiffText(double d) {
+  if (std::isnan(d)) return "NaN";
+  if (std::isinf(d)) return "∞";
+  if (d < 0) return "—";
+  return fmt("%.3g", d);
+}
 
 /// The measurements of one sweep, by backend then batch.
 std::map<std::string, std::map<int64_t, const Measurement*>> sweepGrid(const SessionData& s,
@@ -69,11 +107,22 @@ std::string sweepSection(const SessionData& s, const StoredSweep& sweep) {
   auto grid = sweepGrid(s, sweep.id);
   std::vector<ChartSeries> latency, throughput;
   for (const auto& backend : sweep.backends) {
-    ChartSeries l{backend, {}}, t{backend, {}};
+    ChartSeries l, t;
+    l.name = t.name = backend;
     for (const auto& [batch, m] : grid[backend]) {
       if (!m->ok()) continue;
-      l.points.emplace_back(static_cast<double>(batch), m->timing.medianMs);
-      t.points.emplace_back(static_cast<double>(batch), m->throughput());
+      double b = static_cast<double>(batch);
+      auto [q1, q3] = quartiles(*m);
+      const Timing& tm = m->timing;
+      l.points.emplace_back(b, tm.medianMs);
+      t.points.emplace_back(b, m->throughput());
+      l.spread.push_back({q1, q3, tm.minMs, tm.maxMs});
+      // Throughput is batch / latency: the slow end of the latency range is its low end.
+      auto rate = [&](double ms) { return ms > 0 ? b * 1000.0 / ms : 0.0; };
+      t.spread.push_back({rate(q3), rate(q1), rate(tm.maxMs), rate(tm.minMs)});
+      std::string flag = m->processesDisagree ? disagreement(*m).substr(std::string("⚠ ").size()) : "";
+      l.flags.push_back(flag);
+      t.flags.push_back(flag);
     }
     latency.push_back(std::move(l));
     throughput.push_back(std::move(t));
@@ -97,11 +146,18 @@ std::string sweepSection(const SessionData& s, const StoredSweep& sweep) {
         continue;
       }
       const Measurement& m = *it->second;
-      if (m.ok())
-        h += "<td class=\"num\">" + esc(fmt("%.3f ms", m.timing.medianMs)) + "<br/>" +
-             esc(fmt("%.1f/s", m.throughput())) +
-             (m.timing.noisy() ? " <span class=\"bad\">noisy</span>" : "") + "</td>";
-      else
+      if (m.ok()) {
+        auto [q1, q3] = quartiles(m);
+        std::string flag = disagreement(m);
+        std::string title = m.processMedianMs.size() > 1 ? " title=\"" + esc("per-process medians: " +
+                                                                            msList(m.processMedianMs) + " ms") + "\""
+                                                        : "";
+        h += std::string("<td class=\"num") + (flag.empty() ? "" : " disagree") + "\"" + title + ">" +
+             esc(fmt("%.3f ms", m.timing.medianMs)) + "<br/>" + esc(fmt("%.1f/s", m.throughput())) +
+             (m.timing.noisy() ? " <span class=\"bad\">noisy</span>" : "") + "<br/><span class=\"spread\">IQR " +
+             esc(range(q1, q3)) + "<br/>min–max " + esc(range(m.timing.minMs, m.timing.maxMs)) + "</span>" +
+             (flag.empty() ? "" : "<br/><span class=\"warn\">" + esc(flag) + "</span>") + "</td>";
+      } else
         h += "<td class=\"bad\" title=\"" + esc(m.reason) + "\">" + esc(statusName(m.status)) + "</td>";
     }
     h += "</tr>\n";
@@ -146,15 +202,19 @@ std::string compareSection(const SessionData& s) {
     for (const auto& sm : s.measurements) {
       if (sm.runId != run.id) continue;
       const Measurement& m = sm.measurement;
-      rows += "<tr class=\"backend\">" + td(std::to_string(run.id)) + td(run.createdAt) + td(m.backend) +
-              td(std::to_string(m.batch), true);
+      std::string flag = disagreement(m);
+      rows += std::string("<tr class=\"backend") + (flag.empty() ? "" : " disagree") + "\">" +
+              td(std::to_string(run.id)) + td(run.createdAt) + td(m.backend) + td(std::to_string(m.batch), true);
       if (m.ok()) {
-        rows += td(fmt("%.3f", m.timing.medianMs), true) + td(fmt("%.3f", m.timing.minMs), true) +
-                td(fmt("%.1f %%", 100 * m.timing.cv()), true) +
-                td(std::to_string(m.timing.samplesMs.size()), true) +
-                td(kiln ? fmt("%.2f×", m.timing.medianMs / kiln->timing.medianMs) : "", true);
+        auto [q1, q3] = quartiles(m);
+        rows += td(fmt("%.3f", m.timing.medianMs), true) + td(range(q1, q3), true) +
+                td(range(m.timing.minMs, m.timing.maxMs), true) + td(fmt("%.1f %%", 100 * m.timing.cv()), true) +
+                td(std::to_string(m.timing.samplesMs.size()), true) + td(msList(m.processMedianMs), true) +
+                td(m.backend == "pytorch-eager" ? "(reference)" : maxDiffText(m.maxAbsDiff), true) +
+                td(kiln ? fmt("%.2f×", m.timing.medianMs / kiln->timing.medianMs) : "", true) +
+                (flag.empty() ? td("") : "<td class=\"warn\">" + esc(flag) + "</td>");
       } else {
-        rows += "<td colspan=\"5\" class=\"bad\">" +
+        rows += "<td colspan=\"9\" class=\"bad\">" +
                 esc(std::string(statusName(m.status)) + ": " + m.reason) + "</td>";
       }
       rows += "</tr>\n";
@@ -162,8 +222,9 @@ std::string compareSection(const SessionData& s) {
   }
   if (rows.empty()) return "";
   return "<h2>Comparisons</h2>\n<table class=\"compare\">\n<tr>" + th("run") + th("date") + th("backend") +
-         th("batch") + th("median ms") + th("min ms") + th("CV") + th("samples") + th("time / Kiln's") +
-         "</tr>\n" + rows + "</table>\n";
+         th("batch") + th("median ms") + th("IQR ms") + th("min–max ms") + th("CV") + th("samples") +
+         th("per-process medians ms") + th("max |diff| vs eager") + th("time / Kiln's") + th("note") + "</tr>\n" +
+         rows + "</table>\n";
 }
 
 std::string profileSection(const SessionData& s, const ReportOptions& options) {
@@ -242,7 +303,10 @@ std::string sessionReportHtml(const SessionData& s, const ReportOptions& options
     h += "</table>\n";
   }
   h += "<p class=\"note\">Medians over repeats after warm-up; every backend ran with the same thread count. "
-       "Generated by Kiln " +
+       "IQR: the middle half of the repeats (first to third quartile); min–max: all of them. "
+       "<span class=\"warn\">⚠ processes disagree</span>: the medians of the worker processes that measured a "
+       "backend differ by more than 10 %, so its time depends on the process (code and memory layout, thread "
+       "placement), not only on the code. Generated by Kiln " +
        esc(s.runs.empty() ? "" : s.runs.back().context.kilnVersion) + ".</p>\n";
   return h + "</body>\n</html>\n";
 }
@@ -262,11 +326,15 @@ const std::vector<std::string>& reportCsvColumns() {
                                                             "min_ms",
                                                             "mean_ms",
                                                             "max_ms",
+                                                            "q1_ms",
+                                                            "q3_ms",
                                                             "stddev_ms",
                                                             "cv",
                                                             "throughput_per_s",
                                                             "samples",
                                                             "number",
+                                                            "processes_disagree",
+                                                            "process_medians_ms",
                                                             "build_id",
                                                             "threads",
                                                             "target",
@@ -299,14 +367,19 @@ std::string sessionReportCsv(const SessionData& s) {
                                   statusName(m.status),
                                   m.reason};
     if (m.ok()) {
-      for (double v : {m.timing.medianMs, m.timing.minMs, m.timing.meanMs, m.timing.maxMs, m.timing.stddevMs,
-                       m.timing.cv(), m.throughput()})
+      auto [q1, q3] = quartiles(m);
+      for (double v : {m.timing.medianMs, m.timing.minMs, m.timing.meanMs, m.timing.maxMs, q1, q3,
+                       m.timing.stddevMs, m.timing.cv(), m.throughput()})
         f.push_back(csvNumber(v));
     } else {
-      for (int i = 0; i < 7; ++i) f.push_back("");
+      for (int i = 0; i < 9; ++i) f.push_back("");
     }
     f.push_back(std::to_string(m.timing.samplesMs.size()));
     f.push_back(std::to_string(m.timing.number));
+    f.push_back(m.ok() ? (m.processesDisagree ? "1" : "0") : "");
+    std::string medians;  // ';'-separated: one field, no quoting
+    for (double v : m.processMedianMs) medians += (medians.empty() ? "" : ";") + csvNumber(v);
+    f.push_back(medians);
     f.push_back(sm.buildId ? std::to_string(sm.buildId) : "");
     f.push_back(std::to_string(c.threads));
     f.push_back(c.target);

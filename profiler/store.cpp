@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -60,6 +61,7 @@ class Stmt {
   int64_t i64(int c) const { return sqlite3_column_int64(m_stmt, c); }
   double f64(int c) const { return sqlite3_column_double(m_stmt, c); }
   bool isNull(int c) const { return sqlite3_column_type(m_stmt, c) == SQLITE_NULL; }
+  bool isText(int c) const { return sqlite3_column_type(m_stmt, c) == SQLITE_TEXT; }
   std::string text(int c) const {
     const unsigned char* t = sqlite3_column_text(m_stmt, c);
     return t ? reinterpret_cast<const char*>(t) : "";
@@ -309,8 +311,9 @@ int64_t Store::addMeasurement(int64_t runId, int64_t buildId, int64_t sweepId, c
   Stmt s(
       m_db,
       "INSERT INTO measurements(run_id, build_id, sweep_id, backend, batch, status, reason, warmup, number, "
-      "median_ms, min_ms, mean_ms, max_ms, stddev_ms, cv, throughput, max_abs_diff, samples_ms) "
-      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+      "median_ms, min_ms, mean_ms, max_ms, stddev_ms, cv, throughput, max_abs_diff, samples_ms, "
+      "process_medians_ms, processes_disagree) "
+      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
       m_path);
   s.bind(1, runId).bindId(2, buildId).bindId(3, sweepId).bind(4, m.backend).bind(5, m.batch);
   s.bind(6, statusName(m.status)).bind(7, m.reason).bind(8, m.timing.warmup).bind(9, m.timing.number);
@@ -321,11 +324,15 @@ int64_t Store::addMeasurement(int64_t runId, int64_t buildId, int64_t sweepId, c
   } else {
     for (int i = 10; i <= 16; ++i) s.bindNull(i);
   }
-  if (m.maxAbsDiff >= 0)
+  // SQLite turns a bound NaN into NULL ("not checked"): a NaN difference is kept as text.
+  if (std::isnan(m.maxAbsDiff))
+    s.bind(17, "nan");
+  else if (m.maxAbsDiff >= 0)
     s.bind(17, m.maxAbsDiff);
   else
     s.bindNull(17);
-  s.bind(18, toJson(m.ok() ? t.samplesMs : std::vector<double>{})).run();
+  s.bind(18, toJson(m.ok() ? t.samplesMs : std::vector<double>{}));
+  s.bind(19, toJson(m.ok() ? m.processMedianMs : std::vector<double>{})).bind(20, m.processesDisagree ? 1 : 0).run();
   return sqlite3_last_insert_rowid(m_db);
 }
 
@@ -559,7 +566,8 @@ std::optional<SessionData> Store::loadSession(int64_t id) {
   {
     Stmt q(m_db,
            "SELECT x.id, x.run_id, x.build_id, x.sweep_id, x.backend, x.batch, x.status, x.reason, x.warmup, "
-           "x.number, x.max_abs_diff, x.samples_ms FROM measurements x JOIN runs r ON x.run_id = r.id "
+           "x.number, x.max_abs_diff, x.samples_ms, x.process_medians_ms, x.processes_disagree "
+           "FROM measurements x JOIN runs r ON x.run_id = r.id "
            "WHERE r.session_id = ?1 ORDER BY x.id",
            m_path);
     q.bind(1, id);
@@ -576,7 +584,9 @@ std::optional<SessionData> Store::loadSession(int64_t id) {
       m.reason = q.text(7);
       m.timing = timingFromSamples(fromJson<double>(q.text(11)), static_cast<int>(q.i64(9)));
       m.timing.warmup = static_cast<int>(q.i64(8));
-      m.maxAbsDiff = q.isNull(10) ? -1 : q.f64(10);
+      m.maxAbsDiff = q.isNull(10) ? -1 : q.isText(10) ? NAN : q.f64(10);
+      m.processMedianMs = fromJson<double>(q.text(12));
+      m.processesDisagree = q.i64(13) != 0;
       d.measurements.push_back(std::move(s));
     }
   }

@@ -96,13 +96,22 @@ std::string lineChartSvg(const std::string& title, const std::string& xLabel, co
                          const std::vector<ChartSeries>& series, bool logX) {
   std::string svg = svgOpen(kWidth, kHeight, title);
   double xMin = INFINITY, xMax = -INFINITY, yMax = 0;
-  for (const auto& s : series)
+  for (const auto& s : series) {
     for (auto [x, y] : s.points) {
       double tx = logX ? std::log2(std::max(x, 1e-9)) : x;
       xMin = std::min(xMin, tx);
       xMax = std::max(xMax, tx);
       yMax = std::max(yMax, y);
     }
+    // One wild outlier must not squash the chart: the axis fits the outer ranges up to 2.5× their
+    // point (longer ones are cut at the top); the tables keep the numbers.
+    for (size_t k = 0; k < s.spread.size() && k < s.points.size(); ++k) {
+      const auto& e = s.spread[k];
+      double y = s.points[k].second;
+      if (std::isfinite(e.innerHi)) yMax = std::max(yMax, std::min(e.innerHi, 2.5 * y));
+      if (std::isfinite(e.outerHi)) yMax = std::max(yMax, std::min(e.outerHi, 2.5 * y));
+    }
+  }
   double plotW = kWidth - kLeft - kRight, plotH = kHeight - kTop - kBottom;
   if (!std::isfinite(xMin)) {
     svg += text(kWidth / 2, kHeight / 2, "no data", " text-anchor=\"middle\"");
@@ -142,6 +151,22 @@ std::string lineChartSvg(const std::string& title, const std::string& xLabel, co
   for (size_t i = 0; i < series.size(); ++i) {
     const auto& s = series[i];
     std::string color = chartColor(i);
+    // Error bars first, under the line: thin outer range with caps, thick inner range.
+    for (size_t k = 0; k < s.spread.size() && k < s.points.size(); ++k) {
+      const auto& e = s.spread[k];
+      double x = px(s.points[k].first);
+      auto cy = [&](double v) { return py(std::clamp(std::isfinite(v) ? v : yTop, 0.0, yTop)); };
+      std::string tip = s.name + " at " + shortNumber(s.points[k].first) + ": " + shortNumber(e.innerLo) + "–" +
+                        shortNumber(e.innerHi) + " (IQR), " + shortNumber(e.outerLo) + "–" + shortNumber(e.outerHi) +
+                        " (min–max)";
+      svg += "<g class=\"spread\" stroke=\"" + color + "\" stroke-opacity=\"0.55\"><title>" + xmlEscape(tip) +
+             "</title>\n";
+      svg += line(x, cy(e.outerLo), x, cy(e.outerHi), "stroke-width=\"1\"");
+      svg += line(x - 3, cy(e.outerLo), x + 3, cy(e.outerLo), "stroke-width=\"1\"");
+      if (e.outerHi <= yTop) svg += line(x - 3, cy(e.outerHi), x + 3, cy(e.outerHi), "stroke-width=\"1\"");
+      svg += line(x, cy(e.innerLo), x, cy(e.innerHi), "stroke-width=\"5\"");
+      svg += "</g>\n";
+    }
     if (!s.points.empty()) {
       std::string pts;
       for (auto [x, y] : s.points) pts += num(px(x)) + "," + num(py(y)) + " ";
@@ -151,11 +176,37 @@ std::string lineChartSvg(const std::string& title, const std::string& xLabel, co
         svg += "<circle cx=\"" + num(px(x)) + "\" cy=\"" + num(py(y)) + "\" r=\"3\" fill=\"" + color +
                "\"><title>" + xmlEscape(s.name + ": " + shortNumber(y) + " at " + shortNumber(x)) +
                "</title></circle>\n";
+      for (size_t k = 0; k < s.flags.size() && k < s.points.size(); ++k) {
+        if (s.flags[k].empty()) continue;
+        auto [x, y] = s.points[k];
+        svg += "<circle class=\"flag\" cx=\"" + num(px(x)) + "\" cy=\"" + num(py(y)) +
+               "\" r=\"8\" fill=\"none\" stroke=\"#b45309\" stroke-width=\"2\"><title>" +
+               xmlEscape("⚠ " + s.name + " at " + shortNumber(x) + ": " + s.flags[k]) + "</title></circle>\n";
+      }
     }
     double ly = kTop + 10 + 18 * static_cast<double>(i);
     svg += line(kWidth - kRight + 10, ly, kWidth - kRight + 30, ly,
                 "stroke=\"" + color + "\" stroke-width=\"2\"");
     svg += text(kWidth - kRight + 35, ly + 4, s.name);
+  }
+  // What the error bars and rings mean, under the legend.
+  bool anySpread = false;
+  const ChartSeries* flagged = nullptr;
+  for (const auto& s : series) {
+    anySpread = anySpread || !s.spread.empty();
+    bool any = std::any_of(s.flags.begin(), s.flags.end(), [](const std::string& f) { return !f.empty(); });
+    if (any && !flagged) flagged = &s;
+  }
+  double ny = kTop + 10 + 18 * static_cast<double>(series.size()) + 8;
+  if (anySpread) {
+    svg += text(kWidth - kRight + 10, ny, "error bars: IQR (thick),", " fill=\"#666666\" font-size=\"10\"");
+    svg += text(kWidth - kRight + 10, ny + 13, "min–max (thin)", " fill=\"#666666\" font-size=\"10\"");
+    ny += 32;
+  }
+  if (flagged) {
+    svg += "<circle cx=\"" + num(kWidth - kRight + 18) + "\" cy=\"" + num(ny - 4) +
+           "\" r=\"6\" fill=\"none\" stroke=\"#b45309\" stroke-width=\"2\"/>\n";
+    svg += text(kWidth - kRight + 30, ny, "⚠ " + flagged->flagLegend, " fill=\"#b45309\" font-size=\"10\"");
   }
   return svg + "</svg>\n";
 }

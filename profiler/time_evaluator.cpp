@@ -37,6 +37,15 @@ void summarize(Timing& t) {
   t.stddevMs = n > 1 ? std::sqrt(var / static_cast<double>(n - 1)) : 0.0;
 }
 
+double quantileOf(std::vector<double> samples, double q) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  double pos = std::clamp(q, 0.0, 1.0) * static_cast<double>(samples.size() - 1);
+  size_t lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, samples.size() - 1);
+  return samples[lo] + (samples[hi] - samples[lo]) * (pos - static_cast<double>(lo));
+}
+
 Timing timingFromSamples(std::vector<double> samplesMs, int number) {
   Timing t;
   t.samplesMs = std::move(samplesMs);

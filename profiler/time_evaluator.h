@@ -46,5 +46,7 @@ void summarize(Timing& timing);
 Timing timingFromSamples(std::vector<double> samplesMs, int number = 1);
 /// Median of a sample set (0 when empty).
 double medianOf(std::vector<double> samples);
+/// The q-quantile (0..1) of a sample set, interpolated between order statistics (0 when empty).
+double quantileOf(std::vector<double> samples, double q);
 
 }  // namespace kiln::profiler

@@ -14,68 +14,90 @@ namespace {
 constexpr const char* kProbeScript =
     "import sys\nprint(sys.executable)\nimport torch\nprint(torch.__version__)\n";
 
-// argv: model batch threads warmup repeat min_repeat_ms. Prints one line "KILN_RESULT {json}".
-constexpr const char* kMeasureScript = R"py(
-import json, sys, time
+// A bench-protocol worker (profiler/bench.h) for torch.compile. Reads JSON lines on stdin.
+constexpr const char* kWorkerScript = R"py(
+import json, os, sys, time
 
-def measure():
-    path = sys.argv[1]
-    batch, threads, warmup, repeat = (int(a) for a in sys.argv[2:6])
-    min_repeat_ms = float(sys.argv[6])
+def reply(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+def flatten(value, out):
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            flatten(v, out)
+    elif hasattr(value, "detach"):
+        out.append(value.detach().contiguous().numpy())
+    return out
+
+def setup(q):
     import torch
     if int(torch.__version__.split(".")[0]) < 2:
-        return {"ok": False, "reason": "torch.compile needs torch >= 2.0, found " + torch.__version__}
-    if threads > 0:
-        torch.set_num_threads(threads)
+        return None, {"ok": False, "status": "unavailable",
+                      "error": "torch.compile needs torch >= 2.0, found " + torch.__version__}
+    import numpy
+    if q["threads"] > 0:
+        torch.set_num_threads(q["threads"])
     extra = {"kiln.json": ""}
-    scripted = torch.jit.load(path, map_location="cpu", _extra_files=extra)
+    scripted = torch.jit.load(q["path"], map_location="cpu", _extra_files=extra)
     meta = json.loads(extra["kiln.json"] or "{}")
     source = meta.get("source", "")
     if not source.startswith("torchvision "):
-        return {"ok": False, "reason": "torch.compile needs the model's Python module; the file is "
-                "TorchScript without a torchvision architecture in its kiln.json"}
-    arch = source.split()[1].rstrip(",")
+        return None, {"ok": False, "status": "unavailable",
+                      "error": "torch.compile needs the model's Python module; the file is TorchScript "
+                               "without a torchvision architecture in its kiln.json"}
     import torchvision
-    model = getattr(torchvision.models, arch)(weights=None)
+    model = getattr(torchvision.models, source.split()[1].rstrip(","))(weights=None)
     model.load_state_dict(scripted.state_dict())
     model.eval()
-    inputs = []
-    for spec in meta["inputs"]:
-        shape = list(spec["shape"])
-        if batch > 0:
-            shape[0] = batch
-        inputs.append(torch.randn(*shape))
+    inputs = [torch.from_numpy(numpy.load(p)) for p in q["inputs"]]
     compiled = torch.compile(model)
-    with torch.no_grad():
+    with torch.inference_mode():
         start = time.perf_counter()
         compiled(*inputs)
         compile_s = time.perf_counter() - start
-        for _ in range(warmup):
+        start = time.perf_counter()
+        outputs = flatten(compiled(*inputs), [])
+        first_ms = (time.perf_counter() - start) * 1000
+    paths = []
+    for i, array in enumerate(outputs):
+        path = os.path.join(q["output_dir"], "out%d.npy" % i)
+        numpy.save(path, array)
+        paths.append(path)
+    def call():
+        with torch.inference_mode():
             compiled(*inputs)
-        number = 1
-        while True:
-            start = time.perf_counter()
-            for _ in range(number):
-                compiled(*inputs)
-            ms = (time.perf_counter() - start) * 1000
-            if ms >= min_repeat_ms or number >= 1 << 20:
-                break
-            number = max(number + 1, int(number * min(10.0, 1.2 * min_repeat_ms / max(ms, 1e-3))))
-        samples = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            for _ in range(number):
-                compiled(*inputs)
-            samples.append((time.perf_counter() - start) * 1000 / number)
-    return {"ok": True, "samples_ms": samples, "number": number, "compile_seconds": compile_s,
-            "torch_version": torch.__version__}
+    return call, {"ok": True, "result": {"outputs": paths, "first_ms": first_ms, "compile_seconds": compile_s,
+                                         "pid": os.getpid(), "torch_version": torch.__version__}}
 
-try:
-    result = measure()
-except Exception as e:
+def failure(e):
     text = str(e).strip().splitlines()
-    result = {"ok": False, "failed": True, "reason": type(e).__name__ + (": " + text[0] if text else "")}
-print("KILN_RESULT " + json.dumps(result), flush=True)
+    reason = type(e).__name__ + (": " + text[0] if text else "")
+    memory = isinstance(e, MemoryError) or "out of memory" in reason or "can't allocate" in reason
+    return {"ok": False, "status": "out-of-memory" if memory else "failed", "error": reason}
+
+call = None
+for line in sys.stdin:
+    try:
+        q = json.loads(line)
+        if q["op"] == "exit":
+            break
+        if q["op"] == "setup":
+            call, answer = setup(q)
+        elif q["op"] == "run":
+            start = time.perf_counter()
+            for _ in range(q.get("warm", 0)):
+                call()
+            warm_ms = (time.perf_counter() - start) * 1000
+            start = time.perf_counter()
+            for _ in range(q.get("number", 1)):
+                call()
+            answer = {"ok": True, "ms": (time.perf_counter() - start) * 1000, "warm_ms": warm_ms}
+        else:
+            answer = {"ok": False, "error": "unknown request " + str(q["op"])}
+    except Exception as e:
+        answer = failure(e)
+    reply(answer)
 )py";
 
 TorchPython probe(const std::string& python) {
@@ -146,56 +168,18 @@ TorchPython findTorchPython(const std::string& requested) {
   return chosen;
 }
 
-Measurement measureTorchCompile(const TorchCompileOptions& o) {
-  Measurement m;
-  m.backend = "torch-compile";
-  m.batch = o.batch;
-  TorchPython python = findTorchPython(o.python);
+BenchBackend torchCompileBackend(const std::string& requested, const std::string& modelPath, int64_t batch,
+                                 int threads, const std::vector<std::string>& inputPaths) {
+  BenchBackend b;
+  b.name = "torch-compile";
+  TorchPython python = findTorchPython(requested);
   if (!python.usable) {
-    m.status = Status::Unavailable;
-    m.reason = python.reason;
-    return m;
+    b.unavailable = python.reason;
+    return b;
   }
-  ProcessResult r = runProcess(
-      {python.python, "-c", kMeasureScript, o.modelPath, std::to_string(o.batch), std::to_string(o.threads),
-       std::to_string(o.warmup), std::to_string(o.repeat), std::to_string(o.minRepeatMs)},
-      o.timeoutSeconds, o.cancelled);
-  if (r.cancelled) {
-    m.status = Status::Failed;
-    m.reason = "cancelled";
-    return m;
-  }
-  if (r.timedOut) {
-    m.status = Status::Timeout;
-    m.reason =
-        "torch.compile did not finish within " + std::to_string(static_cast<int>(o.timeoutSeconds)) + " s";
-    return m;
-  }
-  size_t marker = r.out.rfind("KILN_RESULT ");
-  if (marker == std::string::npos) {
-    m.status = Status::Failed;
-    std::string err = r.err;
-    while (!err.empty() && err.back() == '\n') err.pop_back();
-    m.reason = "the torch.compile subprocess exited with " + std::to_string(r.exitCode) +
-               (err.empty() ? "" : ": " + err.substr(err.rfind('\n') + 1));
-    return m;
-  }
-  nlohmann::json j = nlohmann::json::parse(r.out.substr(marker + 12), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    m.status = Status::Failed;
-    m.reason = "the torch.compile subprocess printed an unreadable result";
-    return m;
-  }
-  if (!j.value("ok", false)) {
-    m.status = j.value("failed", false) ? Status::Failed : Status::Unavailable;
-    m.reason = j.value("reason", std::string("unknown reason"));
-    if (m.reason.find("out of memory") != std::string::npos ||
-        m.reason.find("can't allocate") != std::string::npos)
-      m.status = Status::OutOfMemory;
-    return m;
-  }
-  m.timing = timingFromSamples(j["samples_ms"].get<std::vector<double>>(), j.value("number", 1));
-  return m;
+  b.argv = {python.python, "-c", kWorkerScript};
+  b.setupJson = nlohmann::json{{"path", modelPath}, {"batch", batch}, {"threads", threads}, {"inputs", inputPaths}}.dump();
+  return b;
 }
 
 }  // namespace kiln::profiler

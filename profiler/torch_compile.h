@@ -1,14 +1,14 @@
-// The torch.compile baseline: PyTorch 2's compiler runs in a Python subprocess (it has no C++
+// The torch.compile baseline: PyTorch 2's compiler runs in a Python worker process (it has no C++
 // entry point). It needs a python with torch >= 2.0 and the model's Python module: the sample
 // models record their torchvision architecture, so the script rebuilds it and loads the
 // TorchScript file's weights into it. When any of that is missing the backend is recorded as
 // unavailable with the reason, never as a number.
 #pragma once
 
-#include <functional>
 #include <string>
+#include <vector>
 
-#include "profiler/records.h"
+#include "profiler/bench.h"
 
 namespace kiln::profiler {
 
@@ -23,20 +23,12 @@ struct TorchPython {
 /// Results are cached per process.
 TorchPython findTorchPython(const std::string& requested = "");
 
-struct TorchCompileOptions {
-  std::string python;  // empty: findTorchPython's default candidates
-  std::string modelPath;
-  int64_t batch = 0;  // 0: the model's own
-  int threads = 0;
-  int warmup = 3;
-  int repeat = 10;
-  double minRepeatMs = 20;
-  double timeoutSeconds = 600;  // the whole subprocess, compilation included
-  std::function<bool()> cancelled;  // polled while it runs: true kills it (status Failed, "cancelled")
-};
-
-/// Measures the model with torch.compile (backend "torch-compile"); status Unavailable or Failed
-/// with the reason when it cannot.
-Measurement measureTorchCompile(const TorchCompileOptions& options);
+/// The torch.compile row of a side-by-side measurement (profiler/bench.h): a Python worker that
+/// rebuilds the model (a sample model's torchvision architecture with the file's weights),
+/// compiles it with torch.compile (inductor, default mode) and serves the bench protocol. Its
+/// first call compiles and is timed apart (compile_seconds in the setup result). Unavailable with
+/// the reason when `python` (findTorchPython) has no torch >= 2.
+BenchBackend torchCompileBackend(const std::string& python, const std::string& modelPath, int64_t batch,
+                                 int threads, const std::vector<std::string>& inputPaths);
 
 }  // namespace kiln::profiler

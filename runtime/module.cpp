@@ -60,12 +60,18 @@ constexpr FeatureFlag kAArch64Flags[] = {
 };
 
 /// The feature flags of the first CPU in /proc/cpuinfo ("flags" on x86, "Features" on Arm).
-/// Empty when unknown.
+/// Empty when unknown, and when the file describes another architecture than this program's
+/// (user-mode emulation, e.g. qemu-aarch64 on x86-64, shows the host's).
 std::set<std::string> cpuinfoFlags() {
+#if defined(__aarch64__) || defined(__arm__)
+  const char* key = "Features";
+#else
+  const char* key = "flags";
+#endif
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) != 0 && line.rfind("Features", 0) != 0) continue;
+    if (line.rfind(key, 0) != 0) continue;
     size_t colon = line.find(':');
     if (colon == std::string::npos) continue;
     std::istringstream words(line.substr(colon + 1));

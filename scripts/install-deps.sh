@@ -13,6 +13,7 @@ packages=(
   libxgboost-dev libgraphviz-dev librsvg2-bin
   libopenblas0-openmp xvfb xauth
   libonnx-dev python3-onnx libprotobuf-dev
+  qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
 )
 
 missing=()

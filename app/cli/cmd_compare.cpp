@@ -1,5 +1,8 @@
 // kiln compare MODEL [--batch N] [--threads N] [--json FILE] [-O] [--target] [--repeat N]
-//                    [--python PY] [--no-torch-compile] [--db FILE] [--no-store] [--session ID]
+//                    [--processes N] [--python PY] [--no-torch-compile] [--db FILE] [--no-store]
+//                    [--session ID]
+// Every backend runs in worker processes of its own, their repeats alternating (profiler/bench.h).
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -12,7 +15,9 @@ struct CompareArgs {
   bool isolate = false;
   std::string model, json;
   int repeat = 15;
-  std::string python;
+  int processes = 2;
+  double timeout = 30;
+  std::string python, backends;
   bool noTorchCompile = false;
   BuildFlags flags;
   StoreFlags store;
@@ -24,10 +29,16 @@ int compareCommand(const CompareArgs& a) {
   options.build = buildOptions(a.flags);
   options.batch = a.flags.batch;
   options.repeat = a.repeat;
+  options.processes = a.processes;
+  options.isolate.timeoutSeconds = a.timeout;
+  for (size_t at = 0; at < a.backends.size();) {
+    size_t comma = std::min(a.backends.find(',', at), a.backends.size());
+    if (comma > at) options.backends.push_back(a.backends.substr(at, comma - at));
+    at = comma + 1;
+  }
   options.python = a.python;
   options.torchCompile = !a.noTorchCompile;
   options.store = storeOptions(a.store);
-  options.isolate.enabled = a.isolate;
   auto result = app::compare(a.model, options);
   if (!result) return fail(result.error());
   const auto& r = result.value();
@@ -35,15 +46,35 @@ int compareCommand(const CompareArgs& a) {
               r.threads, r.target.c_str(), r.optLevel);
   std::printf("cpu: %s   torch %s, blas %s   kiln compile %.2f s\n", r.cpu.c_str(), r.torchVersion.c_str(),
               r.blas.c_str(), r.compileSeconds);
-  std::printf("%-18s %10s %10s %10s %9s %14s\n", "backend", "median ms", "min ms", "max ms", "samples", "max |diff|");
+  std::printf("%-18s %10s %19s %10s %10s %8s %14s\n", "backend", "median ms", "IQR ms", "min ms", "max ms",
+              "samples", "max |diff|");
+  const app::BackendResult* kilnFault = nullptr;
+  bool disagree = false;
   for (const auto& b : r.backends) {
     if (!b.available) {
-      std::printf("%-18s unavailable: %s\n", b.backend.c_str(), b.reason.c_str());
+      std::printf("%-18s %s: %s\n", b.backend.c_str(), b.status.c_str(), b.reason.c_str());
+      if (b.kernelFault && b.backend.starts_with("kiln")) kilnFault = &b;
       continue;
     }
-    std::printf("%-18s %10.3f %10.3f %10.3f %9zu %14.3g\n", b.backend.c_str(), b.medianMs, b.minMs, b.maxMs,
-                b.samplesMs.size(), b.maxAbsDiff);
+    char iqr[40];
+    std::snprintf(iqr, sizeof iqr, "%.3f-%.3f", b.q1Ms, b.q3Ms);
+    char diff[32] = "-";
+    if (!(b.maxAbsDiff < 0)) std::snprintf(diff, sizeof diff, "%.3g", b.maxAbsDiff);  // NaN prints "nan"
+    std::printf("%-18s %10.3f %19s %10.3f %10.3f %8zu %14s%s\n", b.backend.c_str(), b.medianMs, iqr, b.minMs,
+                b.maxMs, b.samplesMs.size(), diff, b.processesDisagree ? "  processes disagree" : "");
+    disagree = disagree || b.processesDisagree;
   }
+  if (r.processes > 1) {
+    std::printf("\n%-18s median ms of each worker process\n", "backend");
+    for (const auto& b : r.backends) {
+      if (!b.available) continue;
+      std::printf("%-18s", b.backend.c_str());
+      for (double ms : b.processMedianMs) std::printf(" %10.3f", ms);
+      std::printf("\n");
+    }
+  }
+  if (disagree)
+    std::printf("note: a flagged backend's processes differ by more than 10 %%; its figure depends on the process\n");
   std::printf("\n%-18s %6s  %s\n", "backend", "top-1", "first outputs");
   for (const auto& b : r.backends) {
     if (!b.available) continue;
@@ -59,6 +90,8 @@ int compareCommand(const CompareArgs& a) {
   if (r.stored.sessionId)
     std::printf("\nstored: session %lld, run %lld, build %lld in %s\n", static_cast<long long>(r.stored.sessionId),
                 static_cast<long long>(r.stored.runId), static_cast<long long>(r.stored.buildId), r.stored.dbPath.c_str());
+  // The other rows are measured and kept, but Kiln's generated code failing is Kiln's error.
+  if (kilnFault) return fail(a.model + ": " + kilnFault->backend + ": " + kilnFault->reason, ErrorKind::KernelFault);
   return 0;
 }
 
@@ -66,14 +99,21 @@ int compareCommand(const CompareArgs& a) {
 
 void registerCompare(CLI::App& cli, Action& action) {
   auto args = std::make_shared<CompareArgs>();
-  CLI::App* cmd = cli.add_subcommand("compare", "measure PyTorch eager, compiled PyTorch and Kiln side by side");
+  CLI::App* cmd = cli.add_subcommand("compare", "measure PyTorch eager, compiled PyTorch and Kiln side by side, each in its own process");
   cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
   addBatchFlag(cmd, args->flags);
   cmd->add_option("--json", args->json, "write the results as JSON");
   cmd->add_option("--repeat", args->repeat, "timed repeats per backend")->check(CLI::PositiveNumber);
   cmd->add_option("--python", args->python, "python with torch >= 2 for the torch.compile baseline");
   cmd->add_flag("--no-torch-compile", args->noTorchCompile, "skip the torch.compile baseline");
-  cmd->add_flag("--isolate", args->isolate, "run Kiln's kernels in a child process: a crash or hang is an error (exit code 7)");
+  cmd->add_option("--backends", args->backends,
+                  "comma-separated rows: pytorch-eager, pytorch-compiled, torch-compile, kiln (default: all)");
+  cmd->add_option("--processes", args->processes, "worker processes per backend (their medians are compared)")
+      ->check(CLI::Range(1, 16));
+  cmd->add_option("--timeout", args->timeout, "seconds one repeat of a backend may run (after it loaded)")
+      ->check(CLI::PositiveNumber);
+  // Every backend runs in worker processes now; the flag stays for scripts that pass it.
+  cmd->add_flag("--isolate", args->isolate, "(always on) each backend runs in worker processes of its own");
   addBuildFlags(cmd, args->flags);
   addStoreFlags(cmd, args->store);
   cmd->callback([args, &action] { action = [args] { return compareCommand(*args); }; });

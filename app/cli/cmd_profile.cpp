@@ -1,5 +1,7 @@
 // kiln profile MODEL [--repeat N] [--warmup N] [--top N] [--by call|op] [--trace FILE] [--json FILE]
-//                    [--isolate [--timeout SECONDS]]
+//                    [--timeout SECONDS] [--in-process]
+// The profile runs in a `kiln measure-worker` of its own (a fresh process with nothing else in
+// it, as every backend of `kiln compare`), unless --in-process.
 //                    [--batch N] [-O] [--target] [--threads] [--db FILE] [--no-store] [--session ID]
 #include <algorithm>
 #include <cstdio>
@@ -13,7 +15,7 @@ namespace {
 struct ProfileArgs {
   std::string model, json, trace, by = "call";
   int repeat = 20, warmup = 3, top = 20;
-  bool isolate = false;
+  bool isolate = false, inProcess = false;
   double timeout = 30;
   BuildFlags flags;
   StoreFlags store;
@@ -64,7 +66,7 @@ int profileCommand(const ProfileArgs& a) {
   options.repeat = a.repeat;
   options.warmup = a.warmup;
   options.store = storeOptions(a.store);
-  options.isolate.enabled = a.isolate;
+  options.isolate.enabled = !a.inProcess;
   options.isolate.timeoutSeconds = a.timeout;
   auto result = app::profile(a.model, options);
   if (!result) return fail(result.error());
@@ -126,9 +128,10 @@ void registerProfile(CLI::App& cli, Action& action) {
   cmd->add_option("--by", args->by, "call: one row per fused function; op: grouped by operator kind");
   cmd->add_option("--trace", args->trace, "write one pass as Chrome trace-event JSON (Perfetto)");
   cmd->add_option("--json", args->json, "write the profile as JSON");
-  cmd->add_flag("--isolate", args->isolate,
-                 "run the kernels in a child process: a crash or hang is reported as an error (exit code 7)");
-  cmd->add_option("--timeout", args->timeout, "with --isolate: seconds the kernels may run (compilation excluded)")
+  // Isolation is the default now; the flag stays for scripts that pass it.
+  cmd->add_flag("--isolate", args->isolate, "(the default) measure in a worker process: a crash or hang is exit code 7");
+  cmd->add_flag("--in-process", args->inProcess, "measure in this process (no worker; a crashing kernel ends kiln)");
+  cmd->add_option("--timeout", args->timeout, "seconds the kernels may run in the worker (compilation excluded)")
       ->check(CLI::PositiveNumber);
   addBatchFlag(cmd, args->flags);
   addBuildFlags(cmd, args->flags);

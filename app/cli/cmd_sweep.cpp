@@ -1,6 +1,7 @@
 // kiln sweep MODEL [--batches 1,4,16,64] [--backends kiln,pytorch-eager,pytorch-compiled]
 //                  [--repeat N] [--budget SECONDS] [--python PY] [--json FILE] [-O] [--target]
-//                  [--threads] [--db FILE] [--no-store] [--session ID] [--resume] [--isolate [--timeout S]]
+//                  [--threads] [--db FILE] [--no-store] [--session ID] [--resume] [--processes N] [--timeout S]
+// At each batch size the backends are timed side by side, each in worker processes of its own.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -16,6 +17,7 @@ struct SweepArgs {
   std::vector<int64_t> batches{1, 4, 16, 64};
   std::vector<std::string> backends{"kiln", "pytorch-eager", "pytorch-compiled"};
   int repeat = 10;
+  int processes = 1;
   double budget = 60;
   bool resume = false, isolate = false;
   double timeout = 30;
@@ -30,11 +32,11 @@ int sweepCommand(const SweepArgs& a) {
   options.batches = a.batches;
   options.backends = a.backends;
   options.repeat = a.repeat;
+  options.processes = a.processes;
   options.budgetSeconds = a.budget;
   options.python = a.python;
   options.store = storeOptions(a.store);
   options.resume = a.resume;
-  options.isolate.enabled = a.isolate;
   options.isolate.timeoutSeconds = a.timeout;
   // Printed once the point is committed: what a kill can no longer take away.
   options.onPoint = [stored = !a.store.noStore](const profiler::Measurement& m) {
@@ -127,8 +129,10 @@ void registerSweep(CLI::App& cli, Action& action) {
   cmd->add_option("--json", args->json, "write the results as JSON");
   cmd->add_flag("--resume", args->resume,
                 "continue the latest unfinished sweep with the same options in the store: stored points are kept");
-  cmd->add_flag("--isolate", args->isolate, "time Kiln in a child process: a crashing or hanging kernel fails its point only");
-  cmd->add_option("--timeout", args->timeout, "with --isolate: seconds a point's kernels may run (at least 1.5x the budget)")
+  cmd->add_option("--processes", args->processes, "worker processes per backend and batch")->check(CLI::Range(1, 16));
+  // Every backend runs in worker processes now; the flag stays for scripts that pass it.
+  cmd->add_flag("--isolate", args->isolate, "(always on) each backend runs in worker processes of its own");
+  cmd->add_option("--timeout", args->timeout, "seconds one repeat of a point may run (at least 1.5x the budget)")
       ->check(CLI::PositiveNumber);
   addBuildFlags(cmd, args->flags);
   addStoreFlags(cmd, args->store);

@@ -71,14 +71,20 @@ app::BackendResult backendFromMeasurement(const profiler::Measurement& m) {
   app::BackendResult b;
   b.backend = m.backend;
   b.available = m.ok();
+  b.status = profiler::statusName(m.status);
   b.reason = m.reason;
   b.medianMs = m.timing.medianMs;
   b.minMs = m.timing.minMs;
   b.maxMs = m.timing.maxMs;
   b.meanMs = m.timing.meanMs;
   b.stddevMs = m.timing.stddevMs;
+  b.q1Ms = profiler::quantileOf(m.timing.samplesMs, 0.25);
+  b.q3Ms = profiler::quantileOf(m.timing.samplesMs, 0.75);
   b.samplesMs = m.timing.samplesMs;
-  b.maxAbsDiff = m.maxAbsDiff;
+  b.number = m.timing.number;
+  b.processMedianMs = m.processMedianMs;
+  b.processesDisagree = m.processesDisagree;
+  b.maxAbsDiff = m.maxAbsDiff;  // < 0: not checked ("—"), NaN: a NaN in an output
   return b;
 }
 
@@ -338,7 +344,8 @@ void MainWindow::compareBackends() {
   o.batch = batchOption();
   o.store = storeOptions();
   o.torchCompile = m_compare->includeTorchCompile();
-  o.isolate.enabled = true;  // Kiln's timing in a worker process
+  // Every backend runs in worker processes of its own (CompareOptions::processes, 2 by default:
+  // the view flags a backend whose processes disagree).
   std::string path = m_modelPath.toStdString();
   QString label = buildLabel();
   setStatus(tr("Comparing %1 with PyTorch…").arg(qs(m_model->name)));
@@ -379,7 +386,7 @@ void MainWindow::sweep(bool resume) {
   o.budgetSeconds = m_sweep->budgetSeconds();
   o.store = storeOptions();
   o.resume = resume;
-  o.isolate.enabled = true;  // each Kiln point in a worker process
+  // Every backend runs in worker processes of its own: a crash or hang fails that point only.
   if (o.batches.empty() || o.backends.empty()) {
     showError(tr("Nothing to sweep"), tr("Enter at least one batch size and pick at least one backend."));
     return;

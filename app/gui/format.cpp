@@ -21,6 +21,50 @@ QString formatMs(double ms) {
   return formatUs(ms * 1000);
 }
 
+QString formatMsList(const std::vector<double>& ms, const QString& separator) {
+  if (ms.empty()) return {};
+  double top = *std::max_element(ms.begin(), ms.end());
+  double scale = top >= 1000 ? 1e-3 : top >= 1 ? 1 : 1e3;
+  QString unit = top >= 1000 ? QStringLiteral(" s") : top >= 1 ? QStringLiteral(" ms") : QStringLiteral(" µs");
+  QStringList parts;
+  for (double v : ms) parts << threeDigits(v * scale);
+  return parts.join(separator) + unit;
+}
+
+QString formatMsRange(double lo, double hi) { return formatMsList({lo, hi}, QStringLiteral("–")); }
+
+QString formatMaxDiff(double diff) {
+  if (std::isnan(diff)) return QStringLiteral("NaN");
+  if (std::isinf(diff)) return QStringLiteral("∞");
+  if (diff < 0) return QStringLiteral("—");
+  return QString::number(diff, 'g', 3);
+}
+
+QString disagreementText(const Spread& s) {
+  if (!s.processesDisagree) return {};
+  if (s.processMedianMs.empty()) return QStringLiteral("⚠ processes disagree");
+  return QStringLiteral("⚠ processes disagree: %1").arg(formatMsList(s.processMedianMs));
+}
+
+QString spreadText(const Spread& s) {
+  QStringList lines;
+  lines << QStringLiteral("median %1 (mean %2, std dev %3)").arg(formatMs(s.medianMs), formatMs(s.meanMs), formatMs(s.stddevMs));
+  lines << QStringLiteral("IQR %1 · min–max %2").arg(formatMsRange(s.q1Ms, s.q3Ms), formatMsRange(s.minMs, s.maxMs));
+  QString repeats = QStringLiteral("%1 repeats").arg(s.samples);
+  if (s.number > 1) repeats += QStringLiteral(" of %1 calls").arg(s.number);
+  if (s.processMedianMs.size() > 1)
+    repeats += QStringLiteral(" in %1 processes, their medians %2")
+                   .arg(s.processMedianMs.size())
+                   .arg(formatMsList(s.processMedianMs));
+  lines << repeats;
+  if (s.processesDisagree && !s.processMedianMs.empty()) {
+    auto [lo, hi] = std::minmax_element(s.processMedianMs.begin(), s.processMedianMs.end());
+    lines << QStringLiteral("⚠ the processes disagree by %1 %: the time depends on the process, not only on the code")
+                 .arg(*lo > 0 ? QString::number(100 * (*hi / *lo - 1), 'f', 0) : QStringLiteral("?"));
+  }
+  return lines.join(QLatin1Char('\n'));
+}
+
 QString formatUs(double us) {
   if (us >= 1000) return formatMs(us / 1000);
   return threeDigits(us) + QStringLiteral(" µs");
@@ -48,6 +92,7 @@ QString backendLabel(const std::string& backend) {
   if (backend == "pytorch-compiled") return QStringLiteral("PyTorch compiled");
   if (backend == "torch-compile") return QStringLiteral("torch.compile");
   if (backend == "kiln") return QStringLiteral("Kiln");
+  if (backend == "kiln-untuned") return QStringLiteral("Kiln untuned");
   return qs(backend);
 }
 
@@ -55,6 +100,7 @@ QColor backendColor(const std::string& backend) {
   if (backend == "pytorch-eager") return QColor(0x9e, 0x9e, 0x9e);
   if (backend == "pytorch-compiled") return QColor(0x5c, 0x6b, 0xc0);
   if (backend == "torch-compile") return QColor(0x8e, 0x6c, 0xb8);
+  if (backend == "kiln-untuned") return QColor(0xf2, 0xa8, 0x75);  // Kiln's orange, paler
   return QColor(0xe6, 0x6a, 0x1f);  // Kiln's orange, for every Kiln build
 }
 

@@ -13,11 +13,38 @@ namespace kiln::gui {
 QString qs(const std::string& s);
 /// "1.23 ms", "456 µs", "12.3 s": three significant digits, unit picked from the magnitude.
 QString formatMs(double ms);
+/// Several times in one unit, picked from the largest: "9.40 / 13.1 ms" (" – " for a range).
+QString formatMsList(const std::vector<double>& ms, const QString& separator = QStringLiteral(" / "));
+/// "9.40–13.1 ms": a spread (IQR, min–max) in one unit.
+QString formatMsRange(double lo, double hi);
+/// A max |diff| of outputs: "NaN" (a NaN in an output), "∞" (outputs differ in shape or count),
+/// "—" when not checked (< 0), else three significant digits.
+QString formatMaxDiff(double diff);
 QString formatUs(double us);
 QString formatBytes(double bytes);
 /// "1.2 GFLOP", "345 MFLOP".
 QString formatFlops(double flops);
 QString formatPercent(double percent);
+/// Colours of a measured row, shared by the compare and sweep tables.
+inline constexpr unsigned kDisagreeBackground = 0xfff1c7;  // processes disagree
+inline constexpr unsigned kDisagreeText = 0x8a4b00;
+inline constexpr unsigned kFailedText = 0xb00020;       // failed, timed out, out of memory
+inline constexpr unsigned kUnavailableText = 0x888888;  // unavailable or skipped
+
+/// The spread of one measured backend as every view shows it (filled from an app::BackendResult
+/// or a profiler::Measurement by the models).
+struct Spread {
+  double medianMs = 0, q1Ms = 0, q3Ms = 0, minMs = 0, maxMs = 0, meanMs = 0, stddevMs = 0;
+  int samples = 0;  // timed repeats
+  int number = 1;   // calls per repeat
+  std::vector<double> processMedianMs;  // one per worker process
+  bool processesDisagree = false;       // those medians differ by more than 10 %
+};
+/// "⚠ processes disagree: 9.40 / 13.1 ms"; empty when they agree.
+QString disagreementText(const Spread& spread);
+/// Plain lines for a tooltip: median, IQR, min–max, std dev, repeats and the per-process medians.
+QString spreadText(const Spread& spread);
+
 /// "PyTorch eager" for "pytorch-eager"; unknown names are returned as they are.
 QString backendLabel(const std::string& backend);
 /// A stable, well-separated colour per backend (charts use the same one everywhere).

@@ -417,6 +417,7 @@ void MainWindow::restoreSettings() {
     m_threads->setValue(s.value(QStringLiteral("threads"), 0).toInt());
     m_batch->setValue(s.value(QStringLiteral("batch"), 0).toInt());
     m_tabs->setCurrentIndex(s.value(QStringLiteral("tab"), 0).toInt());
+    m_compare->setLogScale(s.value(QStringLiteral("compareLogScale"), false).toBool());
   }
   updateRecentMenu();
 }
@@ -431,6 +432,7 @@ void MainWindow::saveSettings() {
   s.setValue(QStringLiteral("threads"), m_threads->value());
   s.setValue(QStringLiteral("batch"), m_batch->value());
   s.setValue(QStringLiteral("tab"), m_tabs->currentIndex());
+  s.setValue(QStringLiteral("compareLogScale"), m_compare->logScale());
 }
 
 void MainWindow::addRecent(const QString& path) {

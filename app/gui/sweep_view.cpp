@@ -1,12 +1,19 @@
 #include "app/gui/sweep_view.h"
 
+#include <QAreaSeries>
 #include <QChart>
 #include <QChartView>
+#include <QCursor>
 #include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLegend>
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QPushButton>
+#include <QScatterSeries>
+#include <QSplitter>
+#include <QToolTip>
 #include <QValueAxis>
 #include <QVBoxLayout>
 
@@ -17,6 +24,30 @@
 #include "app/gui/format.h"
 
 namespace kiln::gui {
+
+namespace {
+constexpr QRgb kWarnMark = 0xb71c1c;  // the ring around a point whose processes disagree
+
+/// The band between `lower` and `upper` (one point each per batch) in `color`, translucent; a
+/// single point gets a short vertical bar instead (an area needs two).
+QAbstractSeries* bandSeries(const QList<QPointF>& lower, const QList<QPointF>& upper, QColor color) {
+  color.setAlpha(75);
+  if (lower.size() == 1) {
+    auto* bar = new QLineSeries;
+    *bar << lower.front() << upper.front();
+    bar->setPen(QPen(color, 8, Qt::SolidLine, Qt::FlatCap));
+    return bar;
+  }
+  auto* up = new QLineSeries;
+  auto* down = new QLineSeries;
+  up->append(upper);
+  down->append(lower);
+  auto* area = new QAreaSeries(up, down);
+  area->setBrush(color);
+  area->setPen(Qt::NoPen);
+  return area;
+}
+}  // namespace
 
 SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   m_batches = new QLineEdit(QStringLiteral("1,4,16,64"), this);
@@ -56,9 +87,25 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   m_latency = new QChartView(this);
   m_throughput = new QChartView(this);
   for (QChartView* v : {m_latency, m_throughput}) v->setRenderHint(QPainter::Antialiasing);
-  auto* charts = new QHBoxLayout;
+  auto* chartsBox = new QWidget(this);
+  auto* charts = new QHBoxLayout(chartsBox);
+  charts->setContentsMargins(0, 0, 0, 0);
   charts->addWidget(m_latency);
   charts->addWidget(m_throughput);
+  m_points = new SweepPointModel(this);
+  m_table = new QTreeView(this);
+  m_table->setModel(m_points);
+  m_table->setRootIsDecorated(false);
+  m_table->setUniformRowHeights(true);
+  m_table->setAlternatingRowColors(true);
+  m_table->header()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  m_table->header()->setStretchLastSection(true);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(chartsBox);
+  split->addWidget(m_table);
+  split->setStretchFactor(0, 4);
+  split->setStretchFactor(1, 1);
+  split->setSizes({520, 150});
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addLayout(bar);
@@ -70,7 +117,7 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   summaryRow->addWidget(m_resumeNote);
   summaryRow->addWidget(m_resume);
   layout->addLayout(summaryRow);
-  layout->addLayout(charts, 1);
+  layout->addWidget(split, 1);
   layout->addWidget(m_notes);
   connect(run, &QPushButton::clicked, this, &SweepView::runRequested);
   connect(m_resume, &QPushButton::clicked, this, &SweepView::resumeRequested);
@@ -136,6 +183,9 @@ void SweepView::setUnfinished(const std::optional<app::UnfinishedSweep>& sweep) 
 void SweepView::clear(const QString& message) {
   m_latencySeries.clear();
   m_throughputSeries.clear();
+  m_latencyBands.clear();
+  m_disagreeing.clear();
+  m_points->clear();
   m_summary->setText(QStringLiteral("<i>%1</i>").arg(message.toHtmlEscaped()));
   m_notes->clear();
   for (QChartView* v : {m_latency, m_throughput}) {
@@ -155,16 +205,55 @@ QList<QPointF> SweepView::throughputPoints(const std::string& backend) const {
   return it == m_throughputSeries.end() ? QList<QPointF>() : it->second->points();
 }
 
+QList<QPointF> SweepView::latencyBandLower(const std::string& backend) const {
+  auto it = m_latencyBands.find(backend);
+  return it == m_latencyBands.end() ? QList<QPointF>() : it->second.first;
+}
+
+QList<QPointF> SweepView::latencyBandUpper(const std::string& backend) const {
+  auto it = m_latencyBands.find(backend);
+  return it == m_latencyBands.end() ? QList<QPointF>() : it->second.second;
+}
+
+QList<QPointF> SweepView::disagreeingPoints() const { return m_disagreeing; }
+
 void SweepView::setResult(const app::SweepResult& result) {
   m_latencySeries.clear();
   m_throughputSeries.clear();
+  m_latencyBands.clear();
+  m_disagreeing.clear();
+  m_points->setResult(result);
   auto* latency = new QChart;
   auto* throughput = new QChart;
-  latency->setTitle(tr("Latency per batch (lower is better)"));
+  latency->setTitle(tr("Latency per batch (lower is better; band: IQR)"));
   throughput->setTitle(tr("Throughput (higher is better)"));
+
+  // A hovered point shows every number it has (the table's tooltip).
+  auto tipOnHover = [this](QXYSeries* series, const std::string& backend) {
+    connect(series, &QXYSeries::hovered, this, [this, backend](const QPointF& at, bool state) {
+      if (!state) {
+        QToolTip::hideText();
+        return;
+      }
+      const profiler::Measurement* nearest = nullptr;
+      double best = 1e300;
+      for (int r = 0; r < m_points->rowCount(); ++r) {
+        QModelIndex i = m_points->index(r, 0);
+        if (i.data(SweepPointModel::BackendRole).toString() != qs(backend)) continue;
+        auto batch = i.data(SweepPointModel::BatchRole).toLongLong();
+        const profiler::Measurement* m = m_points->point(backend, batch);
+        if (!m || !m->ok()) continue;  // not on the line
+        double d = std::fabs(std::log2(static_cast<double>(batch)) - std::log2(std::max(at.x(), 1e-9)));
+        if (d < best) best = d, nearest = m;
+      }
+      if (nearest) QToolTip::showText(QCursor::pos(), SweepPointModel::toolTip(*nearest), this);
+    });
+  };
 
   double minMs = 1e300, maxMs = 0, maxRate = 0;
   QStringList notes;
+  std::vector<QAbstractSeries*> latencyBands, throughputBands;
+  QList<QPointF> flaggedRate;
   for (const std::string& backend : result.backends) {
     auto* l = new QLineSeries;
     auto* t = new QLineSeries;
@@ -174,23 +263,68 @@ void SweepView::setResult(const app::SweepResult& result) {
       s->setPen(pen);
       s->setPointsVisible(true);
       s->setMarkerSize(7);
+      tipOnHover(s, backend);
     }
-    for (const auto& m : result.points) {
-      if (m.backend != backend) continue;
+    QList<QPointF> q1, q3, rateLo, rateHi;
+    std::vector<const profiler::Measurement*> points;
+    for (const auto& m : result.points)
+      if (m.backend == backend) points.push_back(&m);
+    std::stable_sort(points.begin(), points.end(),
+                     [](const profiler::Measurement* a, const profiler::Measurement* b) { return a->batch < b->batch; });
+    for (const profiler::Measurement* p : points) {
+      const profiler::Measurement& m = *p;
       if (!m.ok()) {
         notes << tr("%1 at batch %2: %3 (%4)").arg(backendLabel(backend)).arg(m.batch).arg(profiler::statusName(m.status), qs(m.reason));
         continue;
       }
-      l->append(static_cast<double>(m.batch), m.timing.medianMs);
-      t->append(static_cast<double>(m.batch), m.throughput());
+      Spread spread = spreadOf(m);
+      double batch = static_cast<double>(m.batch);
+      l->append(batch, m.timing.medianMs);
+      t->append(batch, m.throughput());
+      if (spread.q1Ms > 0 && spread.q3Ms >= spread.q1Ms) {
+        q1 << QPointF(batch, spread.q1Ms);
+        q3 << QPointF(batch, spread.q3Ms);
+        rateLo << QPointF(batch, batch * 1000.0 / spread.q3Ms);
+        rateHi << QPointF(batch, batch * 1000.0 / spread.q1Ms);
+        minMs = std::min(minMs, spread.q1Ms);
+        maxMs = std::max(maxMs, spread.q3Ms);
+        maxRate = std::max(maxRate, batch * 1000.0 / spread.q1Ms);
+      }
+      if (spread.processesDisagree) {
+        m_disagreeing << QPointF(batch, m.timing.medianMs);
+        flaggedRate << QPointF(batch, m.throughput());
+        notes << tr("%1 at batch %2: %3").arg(backendLabel(backend)).arg(m.batch).arg(disagreementText(spread));
+      }
       minMs = std::min(minMs, m.timing.medianMs);
       maxMs = std::max(maxMs, m.timing.medianMs);
       maxRate = std::max(maxRate, m.throughput());
+    }
+    if (!q1.isEmpty()) {
+      latencyBands.push_back(bandSeries(q1, q3, backendColor(backend)));
+      throughputBands.push_back(bandSeries(rateLo, rateHi, backendColor(backend)));
+      m_latencyBands[backend] = {q1, q3};
     }
     latency->addSeries(l);
     throughput->addSeries(t);
     m_latencySeries[backend] = l;
     m_throughputSeries[backend] = t;
+  }
+  // The bands under the lines, without legend entries; the rings for disagreeing points on top.
+  for (QAbstractSeries* b : latencyBands) latency->addSeries(b);
+  for (QAbstractSeries* b : throughputBands) throughput->addSeries(b);
+  auto ring = [](const QList<QPointF>& points) {
+    auto* s = new QScatterSeries;
+    s->setName(tr("⚠ processes disagree"));
+    s->setMarkerShape(QScatterSeries::MarkerShapeCircle);
+    s->setMarkerSize(17);
+    s->setBrush(Qt::NoBrush);
+    s->setPen(QPen(QColor(kWarnMark), 2.2));
+    s->append(points);
+    return s;
+  };
+  if (!m_disagreeing.isEmpty()) {
+    latency->addSeries(ring(m_disagreeing));
+    throughput->addSeries(ring(flaggedRate));
   }
 
   double minBatch = 1, maxBatch = 1;
@@ -233,7 +367,16 @@ void SweepView::setResult(const app::SweepResult& result) {
     s->attachAxis(tx);
     s->attachAxis(ty);
   }
-  for (QChart* c : {latency, throughput}) c->legend()->setAlignment(Qt::AlignBottom);
+  for (QChart* c : {latency, throughput}) {
+    c->legend()->setAlignment(Qt::AlignBottom);
+    for (QLegendMarker* marker : c->legend()->markers()) {
+      if (marker->series()->name().isEmpty()) marker->setVisible(false);  // the bands
+      if (marker->series()->type() == QAbstractSeries::SeriesTypeScatter) {  // the rings
+        marker->setPen(QPen(QColor(kWarnMark), 2));
+        marker->setBrush(Qt::white);
+      }
+    }
+  }
   replaceChart(m_latency, latency);
   replaceChart(m_throughput, throughput);
 

@@ -1,6 +1,8 @@
 // The Batch sweep view: latency and throughput against batch size per backend (line charts,
-// log₂ batch axis, log latency axis), with the sweep's settings (batches, backends, time budget)
-// above them and the skipped or failed points listed below. Resume continues the model's latest
+// log₂ batch axis, log latency axis; a translucent band over each point's interquartile range, a
+// ⚠ ring on a point whose worker processes disagree, every number in the tooltip), with the
+// sweep's settings (batches, backends, time budget) above them and a table of the points
+// (SweepPointModel: spread, per-process medians, why a point was skipped or failed) below. Resume continues the model's latest
 // sweep when it was interrupted (killed or cancelled): only its missing points are measured.
 #pragma once
 
@@ -9,16 +11,20 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QTreeView>
 #include <QWidget>
 
 #include <map>
 #include <optional>
 
+#include "app/gui/sweep_model.h"
 #include "app/measure.h"
 
+class QAreaSeries;
 class QChart;
 class QChartView;
 class QLineSeries;
+class QScatterSeries;
 
 namespace kiln::gui {
 
@@ -44,6 +50,12 @@ class SweepView : public QWidget {
   /// The plotted points of one backend: (batch, median ms) and (batch, items/s).
   QList<QPointF> latencyPoints(const std::string& backend) const;
   QList<QPointF> throughputPoints(const std::string& backend) const;
+  /// The latency band of one backend: (batch, q1 ms) and (batch, q3 ms).
+  QList<QPointF> latencyBandLower(const std::string& backend) const;
+  QList<QPointF> latencyBandUpper(const std::string& backend) const;
+  /// The (batch, median ms) of every point whose processes disagree (ringed in the chart).
+  QList<QPointF> disagreeingPoints() const;
+  const SweepPointModel* pointModel() const { return m_points; }
   QChart* latencyChart() const;
   QChart* throughputChart() const;
 
@@ -61,7 +73,11 @@ class SweepView : public QWidget {
   QLabel* m_notes;
   QChartView* m_latency;
   QChartView* m_throughput;
+  QTreeView* m_table;
+  SweepPointModel* m_points;
   std::map<std::string, QLineSeries*> m_latencySeries, m_throughputSeries;
+  std::map<std::string, std::pair<QList<QPointF>, QList<QPointF>>> m_latencyBands;  // (q1, q3)
+  QList<QPointF> m_disagreeing;
 };
 
 }  // namespace kiln::gui

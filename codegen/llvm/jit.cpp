@@ -11,10 +11,12 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectTransformLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Triple.h>
@@ -43,10 +45,18 @@ struct SessionErrors {
 
 }  // namespace
 
+/// Counts the object files the JIT links (code generation may run on another thread).
+struct ObjectCount {
+  std::mutex mutex;
+  int objects = 0;
+  size_t bytes = 0;
+};
+
 struct JitLibrary::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unordered_map<std::string, KilnKernelFn> kernels;
   std::shared_ptr<SessionErrors> errors = std::make_shared<SessionErrors>();
+  JitStats stats;
 };
 
 JitLibrary::JitLibrary(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -114,6 +124,15 @@ std::shared_ptr<JitLibrary> JitLibrary::compile(const std::vector<core::tir::Pri
   throwIfError(process.takeError(), "jit: process symbols");
   dylib.addGenerator(std::move(*process));
 
+  auto objects = std::make_shared<ObjectCount>();
+  lljit.getObjTransformLayer().setTransform(
+      [objects](std::unique_ptr<llvm::MemoryBuffer> object) -> llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> {
+        std::lock_guard<std::mutex> lock(objects->mutex);
+        ++objects->objects;
+        objects->bytes += object->getBufferSize();
+        return object;
+      });
+
   throwIfError(lljit.addIRModule(llvm::orc::ThreadSafeModule(std::move(module), std::move(ctx))), "jit");
   // Materialize everything now: errors surface here, and lookup() is a plain map read.
   for (const core::tir::PrimFunc& f : funcs) {
@@ -127,6 +146,12 @@ std::shared_ptr<JitLibrary> JitLibrary::compile(const std::vector<core::tir::Pri
     impl->kernels[f.name] = addr->toPtr<KilnKernelFn>();
   }
   throwIfDiagnosed(*diagnostics, "jit: machine code generation");
+  {
+    std::lock_guard<std::mutex> lock(objects->mutex);
+    impl->stats.objects = objects->objects;
+    impl->stats.objectBytes = objects->bytes;
+  }
+  impl->stats.kernels = static_cast<int>(impl->kernels.size());
   return std::shared_ptr<JitLibrary>(new JitLibrary(std::move(impl)));
 }
 
@@ -134,6 +159,8 @@ KilnKernelFn JitLibrary::lookup(const std::string& symbol) {
   auto it = m_impl->kernels.find(symbol);
   return it == m_impl->kernels.end() ? nullptr : it->second;
 }
+
+const JitStats& JitLibrary::stats() const { return m_impl->stats; }
 
 std::string emitLLVMIR(const std::vector<core::tir::PrimFunc>& funcs, const Target& target, bool optimize) {
   llvm::LLVMContext ctx;

@@ -13,6 +13,14 @@
 
 namespace kiln::codegen {
 
+/// What one JitLibrary::compile did: the structure that decides compile time, independent of how
+/// fast or busy the machine is.
+struct JitStats {
+  int objects = 0;         // object files code generation produced (one: every kernel compiled once)
+  size_t objectBytes = 0;  // their size: machine code, constants and relocations
+  int kernels = 0;         // kernel entry points resolved
+};
+
 class JitLibrary : public runtime::KernelLibrary {
  public:
   ~JitLibrary() override;
@@ -21,6 +29,7 @@ class JitLibrary : public runtime::KernelLibrary {
   static std::shared_ptr<JitLibrary> compile(const std::vector<core::tir::PrimFunc>& funcs,
                                              const Target& target);
   KilnKernelFn lookup(const std::string& symbol) override;
+  const JitStats& stats() const;
 
  private:
   struct Impl;

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <map>
 
+#include "core/tune/anneal.h"
 #include "core/tune/cost_model.h"
 #include "runtime/error.h"
 
@@ -152,44 +153,21 @@ class XgbTuner final : public Tuner {
     return out;
   }
 
-  /// Parallel annealing chains over predicted scores; the best unvisited points they met.
+  /// Parallel annealing chains over predicted scores (anneal.h), starting from the best measured
+  /// points; the best unvisited points they met.
   std::vector<int64_t> anneal(const std::vector<float>& scores, int count) {
-    // Temperature in units of the score spread, cooling linearly to zero.
-    float lo = *std::min_element(scores.begin(), scores.end()), hi = *std::max_element(scores.begin(), scores.end());
-    double spread = std::max(1e-6, static_cast<double>(hi - lo));
-    std::vector<int64_t> chains;
-    // Start from the best measured points and from random ones.
     std::vector<std::pair<double, int64_t>> measured;
     for (const auto& [index, cost] : m_measured)
       if (cost > 0) measured.emplace_back(cost, index);
     std::sort(measured.begin(), measured.end());
-    for (size_t i = 0; i < measured.size() && chains.size() < kChains / 2; ++i) chains.push_back(measured[i].second);
-    std::uniform_int_distribution<int64_t> any(0, m_space.size() - 1);
-    while (static_cast<int>(chains.size()) < kChains) chains.push_back(any(m_rng));
-
-    std::map<int64_t, float> found;  // unvisited points met, with their scores
-    std::uniform_real_distribution<double> unit(0.0, 1.0);
-    for (int step = 0; step < kSteps; ++step) {
-      double temperature = 0.5 * spread * (1.0 - static_cast<double>(step) / kSteps);
-      for (int64_t& at : chains) {
-        if (!visited(at)) found.emplace(at, scores[static_cast<size_t>(at)]);
-        std::vector<int64_t> around = neighbors(at);
-        if (around.empty()) continue;
-        int64_t to = around[std::uniform_int_distribution<size_t>(0, around.size() - 1)(m_rng)];
-        double gain = scores[static_cast<size_t>(to)] - scores[static_cast<size_t>(at)];
-        if (gain >= 0 || (temperature > 0 && unit(m_rng) < std::exp(gain / temperature))) at = to;
-      }
-    }
-    for (int64_t at : chains)
-      if (!visited(at)) found.emplace(at, scores[static_cast<size_t>(at)]);
-    std::vector<std::pair<float, int64_t>> ranked;
-    for (const auto& [index, score] : found) ranked.emplace_back(score, index);
-    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    std::vector<int64_t> out;
-    for (size_t i = 0; i < ranked.size() && static_cast<int>(out.size()) < count; ++i) out.push_back(ranked[i].second);
-    return out;
+    std::vector<int64_t> starts;
+    for (const auto& [cost, index] : measured) starts.push_back(index);
+    AnnealOptions options;
+    options.chains = kChains;
+    options.steps = kSteps;
+    return tune::anneal(
+        scores, [this](int64_t i) -> const std::vector<int64_t>& { return neighbors(i); },
+        [this](int64_t i) { return visited(i); }, starts, count, m_rng, options);
   }
 
   const std::vector<int64_t>& neighbors(int64_t index) {

@@ -343,7 +343,7 @@ def export_quantized_op(name, factory, shape, step, outdir):
 # static shapes, constants folded), so Kiln's ONNX and TorchScript imports can be compared.
 # --------------------------------------------------------------------------------------------
 
-ONNX_MODELS = {"resnet18", "mobilenet_v2", "bert_encoder", "transformer_encoder"}
+ONNX_MODELS = {"resnet18", "mobilenet_v2", "bert_encoder", "transformer_encoder", "compare_mask"}
 ONNX_OPSET = 13
 
 
@@ -737,6 +737,9 @@ OPS += [
                               + x.amax(1) * 0.5), [[3, 7, 5]]),
     ("argmax_argmin", lambda: Unary(lambda m, x: x.argmax(-1).float() + x.argmin(1).float() * 10.0), [[3, 5, 5]]),
     ("topk", lambda: Unary(_topk), [[2, 7, 5]]),
+    # Integer and boolean outputs, which the end-to-end tests compare exactly.
+    ("argmax_index", lambda: Unary(lambda m, x: x.argmax(-1)), [[3, 5, 7]]),
+    ("compare_mask", lambda: Unary(lambda m, x: x > x.mean(-1, keepdim=True)), [[3, 5, 7]]),
     ("log_softmax", lambda: Unary(lambda m, x: F.log_softmax(x, dim=1) + F.log_softmax(x, 0)), [[4, 9, 3]]),
     ("softmax_dim0", lambda: Unary(lambda m, x: torch.softmax(x, dim=0)), [[5, 3, 4]]),
     ("layer_norm", lambda: Unary(lambda m, x: m.n(x), n=nn.LayerNorm(13)), [[3, 7, 13]]),
@@ -794,7 +797,10 @@ def export_op(name, factory, shapes, outdir):
     if not torch.allclose(y, y_ref, rtol=1e-6, atol=1e-6):
         raise SystemExit(f"error: op {name}: saved module disagrees with eager")
     _check_alive(f"op {name}", y, 0.05)
-    return {"name": name, "file": rel, "kind": "op", "inputs": meta, "rtol": OP_TOL, "atol": OP_TOL}
+    entry = {"name": name, "file": rel, "kind": "op", "inputs": meta, "rtol": OP_TOL, "atol": OP_TOL}
+    if name in ONNX_MODELS:
+        entry["onnx"] = _export_onnx(mod, example, outdir, name, [m["name"] for m in meta])
+    return entry
 
 
 # --------------------------------------------------------------------------------------------

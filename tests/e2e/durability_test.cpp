@@ -285,8 +285,11 @@ TEST(Isolation, CrashingKernelIsOneErrorLineWithItsOwnExitCode) {
   EXPECT_TRUE(std::regex_search(o.err, std::regex(R"(^error: .*conv_bn_relu\.pt: kernel crashed \(signal 11\) in \S*conv)")))
       << o.err;
   EXPECT_EQ(count(db, "profiles"), 0);
+  // A profile is isolated by default now.
+  Outcome byDefault = kiln("profile " + model() + " --repeat 2 --threads 1 --no-store", "KILN_FAULT=crash:conv");
+  EXPECT_EQ(byDefault.exitCode, 7) << byDefault.err;
   // The same kernel runs fine in-process: the fault hook is the worker's only.
-  Outcome plain = kiln("profile " + model() + " --repeat 2 --threads 1 --no-store", "KILN_FAULT=crash:conv");
+  Outcome plain = kiln("profile " + model() + " --in-process --repeat 2 --threads 1 --no-store", "KILN_FAULT=crash:conv");
   EXPECT_EQ(plain.exitCode, 0) << plain.err;
 }
 
@@ -338,29 +341,72 @@ TEST(Isolation, IsolatedProfileMatchesInProcess) {
   EXPECT_EQ(nlohmann::json::parse(e2e[0][0]), y["end_to_end_ms"]["samples"]);
 }
 
-TEST(Isolation, CompareRunsKilnInTheWorker) {
-  fs::path json = tempDir() / "compare.json";
-  Outcome o = kiln("compare " + model() + " --isolate --no-torch-compile --repeat 3 --threads 1 --no-store --json " +
-                   json.string());
-  ASSERT_EQ(o.exitCode, 0) << o.err;
+/// The rows of a `kiln compare --json` file by backend name.
+std::map<std::string, nlohmann::json> compareRows(const fs::path& json) {
   auto j = nlohmann::json::parse(readFile(json));
   std::map<std::string, nlohmann::json> byName;
   for (const auto& b : j["backends"]) byName[b["backend"].get<std::string>()] = b;
-  ASSERT_TRUE(byName.count("kiln") && byName.count("pytorch-eager")) << j.dump();
-  // The worker's outputs came back and were checked against PyTorch here.
-  EXPECT_LT(byName["kiln"]["max_abs_diff_vs_eager"].get<double>(), 1e-3);
-  EXPECT_EQ(byName["kiln"]["output_preview"].size(), byName["pytorch-eager"]["output_preview"].size());
-  EXPECT_EQ(byName["kiln"]["samples"].size(), 3u);
+  return byName;
+}
 
-  Outcome crash = kiln("compare " + model() + " --isolate --no-torch-compile --repeat 3 --threads 1 --no-store",
+TEST(Isolation, CompareRunsEachBackendInItsOwnProcesses) {
+  fs::path json = tempDir() / "compare.json";
+  Outcome o = kiln("compare " + model() + " --no-torch-compile --repeat 4 --processes 2 --threads 1 --no-store --json " +
+                   json.string());
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  auto rows = compareRows(json);
+  std::set<int> pids;
+  for (const char* name : {"pytorch-eager", "pytorch-compiled", "kiln"}) {
+    ASSERT_TRUE(rows.count(name)) << name;
+    const auto& row = rows[name];
+    ASSERT_EQ(row["status"], "ok") << row.dump();
+    // Two worker processes of its own, each giving a median; four repeats spread over them.
+    ASSERT_EQ(row["pids"].size(), 2u) << row.dump();
+    for (int pid : row["pids"]) EXPECT_TRUE(pids.insert(pid).second) << "pid " << pid << " shared: " << row.dump();
+    EXPECT_EQ(row["process_median_ms"].size(), 2u);
+    EXPECT_EQ(row["samples"].size(), 4u);
+    EXPECT_LE(row["q1_ms"].get<double>(), row["median_ms"].get<double>());
+    EXPECT_LE(row["median_ms"].get<double>(), row["q3_ms"].get<double>());
+  }
+  // The workers' outputs came back and were checked against PyTorch eager's here.
+  EXPECT_EQ(rows["pytorch-eager"]["max_abs_diff_vs_eager"].get<double>(), 0.0);
+  EXPECT_LT(rows["kiln"]["max_abs_diff_vs_eager"].get<double>(), 1e-3);
+  EXPECT_EQ(rows["kiln"]["output_preview"].size(), rows["pytorch-eager"]["output_preview"].size());
+}
+
+TEST(Isolation, ACrashingOrHangingKilnFailsOnlyItsRow) {
+  // Kiln's generated code crashes: its row fails with the kernel named, the PyTorch rows are
+  // measured all the same, and the command still says (exit 7) that Kiln's code faulted.
+  fs::path json = tempDir() / "crash_compare.json";
+  Outcome crash = kiln("compare " + model() + " --no-torch-compile --repeat 3 --processes 1 --threads 1 --no-store "
+                       "--json " + json.string(),
                        "KILN_FAULT=crash:conv");
   EXPECT_EQ(crash.exitCode, 7) << crash.err;
   EXPECT_NE(crash.err.find("kernel crashed (signal 11) in"), std::string::npos) << crash.err;
+  auto rows = compareRows(json);
+  EXPECT_EQ(rows["kiln"]["status"], "failed") << rows["kiln"].dump();
+  EXPECT_NE(rows["kiln"]["reason"].get<std::string>().find("kernel crashed (signal 11) in"), std::string::npos);
+  for (const char* name : {"pytorch-eager", "pytorch-compiled"}) {
+    EXPECT_EQ(rows[name]["status"], "ok") << rows[name].dump();
+    EXPECT_EQ(rows[name]["samples"].size(), 3u);
+  }
+
+  // It hangs: its row times out after --timeout, the others are measured.
+  Outcome hang = kiln("compare " + model() + " --no-torch-compile --repeat 3 --processes 1 --threads 1 --no-store "
+                      "--timeout 3 --json " + json.string(),
+                      "KILN_FAULT=hang:conv");
+  EXPECT_EQ(hang.exitCode, 7) << hang.err;
+  rows = compareRows(json);
+  EXPECT_EQ(rows["kiln"]["status"], "timeout") << rows["kiln"].dump();
+  EXPECT_NE(rows["kiln"]["reason"].get<std::string>().find("timed out after 3 s in"), std::string::npos)
+      << rows["kiln"].dump();
+  EXPECT_EQ(rows["pytorch-eager"]["status"], "ok");
+  EXPECT_EQ(rows["pytorch-compiled"]["status"], "ok");
 }
 
 TEST(Isolation, CrashFailsOnlyItsSweepPoint) {
   fs::path json = tempDir() / "crash_sweep.json";
-  Outcome o = kiln("sweep " + model() + " --isolate --batches 1,2 --backends kiln,pytorch-eager --repeat 3 --budget 5 "
+  Outcome o = kiln("sweep " + model() + " --batches 1,2 --backends kiln,pytorch-eager --repeat 3 --budget 5 "
                    "--threads 1 --no-store --json " + json.string(),
                    "KILN_FAULT=crash:conv");
   ASSERT_EQ(o.exitCode, 0) << o.err;

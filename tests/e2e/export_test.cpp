@@ -471,6 +471,59 @@ TEST(ExportCross, Aarch64ExportWritesAnObjectAndRefusesToLoadHere) {
   }
 }
 
+// The aarch64 module really runs: `kiln compile` links its kernels with the cross gcc, and the
+// runtime and the C example, cross-compiled for aarch64 (tests/CMakeLists.txt), load and run it
+// under qemu-aarch64; the outputs match the host's in-process build within 1e-4.
+class ExportCrossRun : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ExportCrossRun, Aarch64ModuleRunsUnderQemuLikeTheHostBuild) {
+  ASSERT_STRNE(KILN_AARCH64_RUN_MODEL, "")
+      << "no aarch64-linux-gnu-gcc/g++ or qemu-aarch64 when the build was configured: run "
+         "scripts/install-deps.sh and configure again";
+  const std::string model = modelPath("ops/" + GetParam() + ".pt");
+  const std::string dir = tempRoot() + "/aarch64_" + GetParam();
+  Outcome o = runCommand(std::string(KILN_BINARY) + " compile " + model + " -o " + dir +
+                         " --target 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72'");
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  const std::string kernels = readText(fs::path(dir) / "kernels.so");
+  ASSERT_GT(kernels.size(), 20u) << "kernels.so was not linked: " << o.out;
+  EXPECT_EQ(static_cast<unsigned char>(kernels[18]), 183);  // e_machine: EM_AARCH64
+
+  auto m = open(model);
+  ASSERT_TRUE(m);
+  const std::vector<runtime::Tensor> inputs = app::randomInputs(*m, 13);
+  const std::vector<runtime::Tensor> want = inProcess(m, {}, inputs);
+  ASSERT_FALSE(want.empty());
+  std::string command = std::string(KILN_QEMU_AARCH64) + " -L /usr/aarch64-linux-gnu " + KILN_AARCH64_RUN_MODEL +
+                        " " + dir + " --threads 2";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string in = dir + "/in" + std::to_string(i) + ".raw";
+    writeText(in, std::string(static_cast<const char*>(inputs[i].raw()), inputs[i].nbytes()));
+    command += " --input " + in;
+  }
+  for (size_t i = 0; i < want.size(); ++i) command += " --output " + dir + "/out" + std::to_string(i) + ".raw";
+  o = runCommand(command);
+  ASSERT_EQ(o.exitCode, 0) << command << "\n" << o.err;
+  EXPECT_NE(o.out.find("output 0:"), std::string::npos) << o.out;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const std::string bytes = readText(dir + "/out" + std::to_string(i) + ".raw");
+    ASSERT_EQ(bytes.size(), want[i].nbytes()) << "output " << i;
+    ASSERT_EQ(want[i].dtype(), runtime::DType::Float32);
+    const float* got = reinterpret_cast<const float*>(bytes.data());
+    double worst = 0;
+    for (int64_t k = 0; k < want[i].numel(); ++k) {
+      double d = std::fabs(double(got[k]) - want[i].data<float>()[k]);
+      if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;  // a NaN counts as infinitely far
+    }
+    std::printf("%s output %zu: max |aarch64 - host| %.3g\n", GetParam().c_str(), i, worst);
+    EXPECT_LE(worst, 1e-4) << "output " << i << " of " << GetParam() << ": max |aarch64 - host|";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, ExportCrossRun,
+                         ::testing::Values("conv_bn_relu", "residual_block", "se_block", "softmax_last",
+                                           "matmul_3d", "max_pool2d_ceil"));
+
 TEST(ExportCross, NewerCpuOfThisArchitectureIsRefusedBeforeRunning) {
   // Same architecture, so the host driver links it; but this CPU may lack the features.
   const std::string target = runtime::hostArchitecture() == "x86_64" ? "llvm -mcpu=sapphirerapids" : "llvm -mcpu=neoverse-v2";

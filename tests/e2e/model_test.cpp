@@ -1,6 +1,7 @@
 // End to end: every model in the exported manifest is imported, compiled, run through Kiln and
 // compared with libtorch's own output on the same input, at the model's batch and at a larger
-// one. Networks are named Networks/<name>, op modules Ops/<name>.
+// one. Networks are named Networks/<name>, op modules Ops/<name>. Float outputs match within the
+// manifest's tolerances, integer and bool outputs exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/facade.h"
+#include "runtime/tensor_values.h"
+#include "tests/int8_reference.h"
 #include "profiler/torch_baseline.h"
 
 using namespace kiln;
@@ -41,7 +44,25 @@ std::vector<Case> loadManifest() {
   return cases;
 }
 
-// Returns "" when every element satisfies |k - t| <= atol + rtol |t|, else a description.
+
+// Integer and bool outputs: "" when equal element by element, else a description.
+std::string compareExactly(size_t o, const runtime::Tensor& k, const runtime::Tensor& t) {
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < k.numel(); ++i) {
+    if (runtime::elementAsDouble(k, i) == runtime::elementAsDouble(t, i)) continue;
+    if (first < 0) first = i;
+    ++bad;
+  }
+  if (first < 0) return "";
+  std::ostringstream s;
+  s << "output " << o << " (" << runtime::dtypeName(k.dtype()) << "): " << bad << "/" << k.numel()
+    << " elements differ, first at " << first << " (kiln " << runtime::elementAsDouble(k, first) << " vs torch "
+    << runtime::elementAsDouble(t, first) << ")";
+  return s.str();
+}
+
+// Returns "" when every element satisfies |k - t| <= atol + rtol |t| (float outputs) or is equal
+// (integer and bool outputs), else a description.
 std::string compareOutputs(const std::vector<runtime::Tensor>& kiln, const std::vector<runtime::Tensor>& torch,
                            double rtol, double atol) {
   if (kiln.size() != torch.size())
@@ -52,11 +73,17 @@ std::string compareOutputs(const std::vector<runtime::Tensor>& kiln, const std::
     if (k.shape() != t.shape())
       return "output " + std::to_string(o) + " shape " + runtime::shapeString(k.shape()) + " vs " +
              runtime::shapeString(t.shape());
-    if (k.dtype() != runtime::DType::Float32) continue;
+    if (k.dtype() != t.dtype())
+      return "output " + std::to_string(o) + " dtype " + std::string(runtime::dtypeName(k.dtype())) + " vs " +
+             std::string(runtime::dtypeName(t.dtype()));
+    if (k.dtype() != runtime::DType::Float32 && k.dtype() != runtime::DType::Float64) {
+      if (std::string diff = compareExactly(o, k, t); !diff.empty()) return diff;
+      continue;
+    }
     int64_t bad = 0, first = -1;
     double worst = 0;
     for (int64_t i = 0; i < k.numel(); ++i) {
-      double kv = k.data<float>()[i], tv = t.data<float>()[i];
+      double kv = runtime::elementAsDouble(k, i), tv = runtime::elementAsDouble(t, i);
       double err = std::fabs(kv - tv);
       if (!(err <= atol + rtol * std::fabs(tv))) {
         if (first < 0) first = i;
@@ -67,8 +94,8 @@ std::string compareOutputs(const std::vector<runtime::Tensor>& kiln, const std::
     if (bad)
       return "output " + std::to_string(o) + ": " + std::to_string(bad) + "/" + std::to_string(k.numel()) +
              " elements differ, max |diff| " + std::to_string(worst) + ", first at " + std::to_string(first) +
-             " (kiln " + std::to_string(k.data<float>()[first]) + " vs torch " +
-             std::to_string(t.data<float>()[first]) + ")";
+             " (kiln " + std::to_string(runtime::elementAsDouble(k, first)) + " vs torch " +
+             std::to_string(runtime::elementAsDouble(t, first)) + ")";
   }
   return "";
 }
@@ -91,9 +118,10 @@ std::string compareQuantized(const std::vector<runtime::Tensor>& kiln, const std
   double share = static_cast<double>(within) / static_cast<double>(k.numel());
   std::printf("  %s: %.4f of %lld outputs within %g step (max %.2f steps)\n", c.name.c_str(), share,
               static_cast<long long>(k.numel()), c.steps, worst);
-  if (share >= c.minShare) return "";
+  double needed = testing_support::requiredInt8Share(c.minShare);
+  if (share >= needed) return "";
   return "only " + std::to_string(share) + " of the outputs within " + std::to_string(c.steps) +
-         " quantization steps (needs " + std::to_string(c.minShare) + "), max " + std::to_string(worst) + " steps";
+         " quantization steps (needs " + std::to_string(needed) + "), max " + std::to_string(worst) + " steps";
 }
 
 // Op modules run at every opt level. Networks (slow to compile) run at O0 and O3, plus O1, O2

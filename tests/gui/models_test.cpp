@@ -2,19 +2,23 @@
 // QAbstractItemModelTester, filled from real façade results), the job tracker's stale-result
 // logic, and the inspection façade it relies on (app/inspect.h).
 #include <QAbstractItemModelTester>
+#include <QBrush>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include "app/facade.h"
 #include "app/inspect.h"
+#include "app/gui/compare_model.h"
 #include "app/gui/diff_model.h"
 #include "app/gui/job_runner.h"
 #include "app/gui/profile_model.h"
 #include "app/gui/session_model.h"
+#include "app/gui/sweep_model.h"
 #include "app/gui/tune_model.h"
 
 using namespace kiln;
@@ -22,6 +26,35 @@ using namespace kiln::gui;
 
 namespace {
 QString modelPath(const char* relative) { return QStringLiteral(KILN_MODELS_DIR "/") + QLatin1String(relative); }
+
+/// A backend that ran: its samples, quartiles and worker processes' medians.
+app::BackendResult ranBackend(const std::string& backend, std::vector<double> samples, std::vector<double> processes,
+                              bool disagree, double maxAbsDiff = 0) {
+  app::BackendResult r;
+  r.backend = backend;
+  profiler::Timing t = profiler::timingFromSamples(samples);
+  r.medianMs = t.medianMs;
+  r.minMs = t.minMs;
+  r.maxMs = t.maxMs;
+  r.meanMs = t.meanMs;
+  r.stddevMs = t.stddevMs;
+  r.q1Ms = profiler::quantileOf(samples, 0.25);
+  r.q3Ms = profiler::quantileOf(samples, 0.75);
+  r.samplesMs = samples;
+  r.processMedianMs = std::move(processes);
+  r.processesDisagree = disagree;
+  r.maxAbsDiff = maxAbsDiff;
+  return r;
+}
+
+app::BackendResult failedBackend(const std::string& backend, const std::string& status, const std::string& reason) {
+  app::BackendResult r;
+  r.backend = backend;
+  r.available = false;
+  r.status = status;
+  r.reason = reason;
+  return r;
+}
 }  // namespace
 
 class ModelsTest : public QObject {
@@ -133,6 +166,115 @@ class ModelsTest : public QObject {
     p.taskName = "fused_c";  // a task the list did not know is appended
     model.applyProgress(p);
     QCOMPARE(model.rowCount(), 3);
+  }
+
+  // The compare table: spread, per-process medians, a flagged row, NaN shown as NaN, and why a
+  // backend did not run (its status, not only "unavailable").
+  void compareTableModel() {
+    CompareTableModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    app::BackendResult eager = ranBackend("pytorch-eager", {38, 39, 40, 41, 60}, {39.5, 40.5}, false);
+    app::BackendResult kiln = ranBackend("kiln", {9, 9.4, 10, 12.4, 13.1}, {9.4, 13.1}, true, NAN);
+    app::BackendResult timeout = failedBackend("torch-compile", "timeout", "timed out after 30 s");
+    app::BackendResult crashed = failedBackend("kiln-untuned", "failed", "kernel crashed (signal 11) in fused_conv2d_3");
+    crashed.kernelFault = true;
+    app::BackendResult missing = failedBackend("pytorch-compiled", "unavailable", "no such thing");
+    model.setRows({{QStringLiteral("PyTorch eager"), "pytorch-eager", eager},
+                   {QStringLiteral("Kiln -O3"), "kiln", kiln},
+                   {QStringLiteral("torch.compile"), "torch-compile", timeout},
+                   {QStringLiteral("Kiln untuned"), "kiln-untuned", crashed},
+                   {QStringLiteral("PyTorch compiled"), "pytorch-compiled", missing}});
+    QCOMPARE(model.rowCount(), 5);
+    auto text = [&](int row, int column) { return model.index(row, column).data().toString(); };
+    QCOMPARE(text(0, CompareTableModel::Median), QStringLiteral("40.0 ms"));
+    QCOMPARE(text(0, CompareTableModel::Iqr), QStringLiteral("39.0–41.0 ms"));
+    QCOMPARE(text(0, CompareTableModel::MinMax), QStringLiteral("38.0–60.0 ms"));
+    QCOMPARE(text(0, CompareTableModel::Processes), QStringLiteral("39.5 / 40.5 ms"));
+    QCOMPARE(text(0, CompareTableModel::MaxDiff), QStringLiteral("(reference)"));
+    QVERIFY(text(0, CompareTableModel::Note).isEmpty());
+    QVERIFY(!model.index(0, 0).data(CompareTableModel::DisagreeRole).toBool());
+
+    QCOMPARE(text(1, CompareTableModel::Backend), QStringLiteral("⚠ Kiln -O3"));
+    QCOMPARE(text(1, CompareTableModel::MaxDiff), QStringLiteral("NaN"));  // not 0
+    QCOMPARE(text(1, CompareTableModel::Processes), QStringLiteral("9.40 / 13.1 ms"));
+    QCOMPARE(text(1, CompareTableModel::Note), QStringLiteral("⚠ processes disagree: 9.40 / 13.1 ms"));
+    QCOMPARE(text(1, CompareTableModel::Speedup), QStringLiteral("4.00×"));
+    QVERIFY(model.index(1, 0).data(CompareTableModel::DisagreeRole).toBool());
+    QVERIFY(model.index(1, CompareTableModel::Note).data(Qt::BackgroundRole).isValid());  // tinted
+    QString tip = model.index(1, 0).data(Qt::ToolTipRole).toString();
+    QVERIFY2(tip.contains(QStringLiteral("IQR 9.40–12.4 ms")) && tip.contains(QStringLiteral("min–max 9.00–13.1 ms")) &&
+                 tip.contains(QStringLiteral("disagree by 39 %")) && tip.contains(QStringLiteral("vs eager: NaN")),
+             qPrintable(tip));
+
+    QCOMPARE(text(2, CompareTableModel::Note), QStringLiteral("timeout: timed out after 30 s"));
+    QCOMPARE(text(3, CompareTableModel::Note),
+             QStringLiteral("failed (kernel fault): kernel crashed (signal 11) in fused_conv2d_3"));
+    QCOMPARE(text(4, CompareTableModel::Note), QStringLiteral("unavailable: no such thing"));
+    QVERIFY(text(2, CompareTableModel::Median).isEmpty());
+    QCOMPARE(model.index(2, 0).data(CompareTableModel::StatusRole).toString(), QStringLiteral("timeout"));
+    QVERIFY(model.index(2, 0).data(Qt::ForegroundRole).value<QBrush>().color() !=
+            model.index(4, 0).data(Qt::ForegroundRole).value<QBrush>().color());  // failed is not just grey
+
+    // Without eager's outputs, a NaN says nothing: no reference.
+    model.setRows({{QStringLiteral("Kiln -O3"), "kiln", kiln}, {QStringLiteral("PyTorch eager"), "pytorch-eager",
+                                                                 failedBackend("pytorch-eager", "failed", "boom")}});
+    QCOMPARE(text(0, CompareTableModel::MaxDiff), QStringLiteral("— (no reference)"));
+    QVERIFY(text(0, CompareTableModel::Speedup).isEmpty());
+    // A stored run's unchecked difference (< 0) and an infinite one.
+    app::BackendResult unchecked = ranBackend("kiln", {1, 2, 3}, {}, false, -1);
+    app::BackendResult shape = ranBackend("pytorch-compiled", {1, 2, 3}, {}, false, INFINITY);
+    model.setRows({{QStringLiteral("PyTorch eager"), "pytorch-eager", eager},
+                   {QStringLiteral("Kiln"), "kiln", unchecked},
+                   {QStringLiteral("PyTorch compiled"), "pytorch-compiled", shape}});
+    QCOMPARE(text(1, CompareTableModel::MaxDiff), QStringLiteral("—"));
+    QCOMPARE(text(2, CompareTableModel::MaxDiff), QStringLiteral("∞"));
+    QVERIFY(text(1, CompareTableModel::Processes).isEmpty());
+    model.clear();
+    QCOMPARE(model.rowCount(), 0);
+  }
+
+  // The sweep's points: a row per backend and batch, spread, flagged and failed points.
+  void sweepPointModel() {
+    SweepPointModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    app::SweepResult sweep;
+    sweep.batches = {1, 4};
+    sweep.backends = {"kiln", "pytorch-eager"};
+    auto point = [](const std::string& backend, int64_t batch, std::vector<double> samples) {
+      profiler::Measurement m;
+      m.backend = backend;
+      m.batch = batch;
+      m.timing = profiler::timingFromSamples(std::move(samples));
+      return m;
+    };
+    profiler::Measurement flagged = point("kiln", 4, {4, 4.2, 4.4, 5.6, 6});
+    flagged.processMedianMs = {4.2, 5.6};
+    flagged.processesDisagree = true;
+    profiler::Measurement oom;
+    oom.backend = "pytorch-eager";
+    oom.batch = 4;
+    oom.status = profiler::Status::OutOfMemory;
+    oom.reason = "out of memory";
+    sweep.points = {point("pytorch-eager", 1, {2, 2, 2}), point("kiln", 1, {1, 1.1, 1.2}), flagged, oom};
+    model.setResult(sweep);
+    QCOMPARE(model.rowCount(), 4);
+    auto text = [&](int row, int column) { return model.index(row, column).data().toString(); };
+    // by backend in the sweep's order, then batch
+    QCOMPARE(model.index(0, 0).data(SweepPointModel::BackendRole).toString(), QStringLiteral("kiln"));
+    QCOMPARE(model.index(1, 0).data(SweepPointModel::BatchRole).toLongLong(), 4);
+    QCOMPARE(text(1, SweepPointModel::Backend), QStringLiteral("⚠ Kiln"));
+    QCOMPARE(text(1, SweepPointModel::Iqr), QStringLiteral("4.20–5.60 ms"));
+    QCOMPARE(text(1, SweepPointModel::MinMax), QStringLiteral("4.00–6.00 ms"));
+    QCOMPARE(text(1, SweepPointModel::Note), QStringLiteral("⚠ processes disagree: 4.20 / 5.60 ms"));
+    QVERIFY(model.index(1, 0).data(SweepPointModel::DisagreeRole).toBool());
+    QVERIFY(!model.index(0, 0).data(SweepPointModel::DisagreeRole).toBool());
+    QCOMPARE(text(3, SweepPointModel::Note), QStringLiteral("out-of-memory: out of memory"));
+    QVERIFY(text(3, SweepPointModel::Median).isEmpty());
+    QVERIFY(model.point("kiln", 4) && model.point("kiln", 4)->processesDisagree);
+    QVERIFY(!model.point("kiln", 16));
+    QVERIFY(SweepPointModel::toolTip(flagged).contains(QStringLiteral("IQR 4.20–5.60 ms")));
+    model.clear();
+    QCOMPARE(model.rowCount(), 0);
   }
 
   // A newer job makes an older one stale: its result is dropped by id, never shown.

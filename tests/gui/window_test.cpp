@@ -1,6 +1,7 @@
 // The real main window, driven through its actions on the offscreen platform: open a small model,
 // compile, profile (the table must hold the façade's ProfileResult), pick a node and get its
-// kernel's code, sweep (the chart's series must hold the sweep's points), diff two builds, open
+// kernel's code, sweep (the chart's series must hold the sweep's points), tune (the task table,
+// the records file and the end-to-end line must show the finished run), diff two builds, open
 // corrupt files (a readable error dialog, no crash) and drop a stale compile. Cancel kills the
 // measuring worker of a profile or a compare (no process left behind, no zombie), and Resume
 // finishes a cancelled sweep.
@@ -11,8 +12,10 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
 #include <QMessageBox>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QLineSeries>
@@ -195,12 +198,12 @@ class WindowTest : public QObject {
     QVERIFY(measureWorkers().isEmpty());
   }
 
-  // Cancel while a compare's Kiln worker hangs in a kernel (the PyTorch rows run in-process
-  // before it starts): the worker is killed and reaped within seconds, the job ends as cancelled
-  // without an error and adds no bar, and the next compare completes with its Kiln row.
+  // Cancel while a compare's Kiln worker hangs in a kernel (every backend has a worker process of
+  // its own): the workers are killed and reaped within seconds, the job ends as cancelled without
+  // an error and adds no bar, and the next compare completes with its Kiln row.
   void cancelKillsTheCompareWorker() {
     QVERIFY(measureWorkers().isEmpty());
-    m_window->compareView()->setIncludeTorchCompile(false);  // no Python subprocess before the worker
+    m_window->compareView()->setIncludeTorchCompile(false);  // no Python worker
     JobTracker* compare = m_window->tracker(QStringLiteral("compare"));
     QVERIFY(compare);
     QSignalSpy finished(compare, &JobTracker::finished);
@@ -277,7 +280,7 @@ class WindowTest : public QObject {
     qputenv("KILN_FAULT", "hang:no-such-kernel");
     QMetaObject::Connection watch =
         connect(sweep, &JobTracker::progressed, this, [](quint64, const QString& text, double) {
-          if (text.contains(QStringLiteral("at batch 2"))) qputenv("KILN_FAULT", "hang:conv");
+          if (text.contains(QStringLiteral("batch 2:"))) qputenv("KILN_FAULT", "hang:conv");
         });
     m_window->sweep();
     QTRY_VERIFY_WITH_TIMEOUT(!measureWorkers("KILN_FAULT=hang:conv").isEmpty(), kJobTimeoutMs);
@@ -423,13 +426,60 @@ class WindowTest : public QObject {
     QCOMPARE(storedProfiles(), profilesBefore + profiles);
   }
 
-  void tuneReportsInsteadOfCrashing() {
+  // A short tuning run shows what it found: every task row done with its trials and GFLOP/s, the
+  // records file holding the records the result line counts, and the end-to-end times (untuned →
+  // tuned) in the view and in the status bar. residual_block: its convolution's shape was not
+  // tuned before in this store (the CLI tuned conv_bn_relu's), so nothing is skipped.
+  void tuneShowsTasksRecordsAndEndToEnd() {
+    m_window->openModelFile(modelPath("ops/residual_block.pt"));
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->inspection(), kJobTimeoutMs);
     m_window->tuningView()->setTrialsPerTask(2);
-    m_window->tuningView()->setTimeLimit(60);
+    m_window->tuningView()->setTimeLimit(0);  // none: the two trials per task bound the run
+    JobTracker* tune = m_window->tracker(QStringLiteral("tune"));
+    QVERIFY(tune);
+    QSignalSpy finished(tune, &JobTracker::finished);
     m_window->tune(false);
-    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
-    // Whether the tuner is available yet or not, the window is usable afterwards.
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1 && !m_window->isBusy(), kJobTimeoutMs);
     QVERIFY(m_window->errorBox() == nullptr);
+    QVERIFY2(m_window->statusText().startsWith(QStringLiteral("Tuning done: end to end ")),
+             qPrintable(m_window->statusText()));
+
+    TuneTaskModel* tasks = m_window->tuningView()->model();
+    QVERIFY(tasks->rowCount() >= 1);
+    for (int row = 0; row < tasks->rowCount(); ++row) {
+      auto cell = [&](int column) { return tasks->index(row, column).data().toString(); };
+      const QString name = cell(TuneTaskModel::Task);
+      QVERIFY(!name.isEmpty());
+      QCOMPARE(cell(TuneTaskModel::Status), QStringLiteral("done"));
+      QVERIFY2(cell(TuneTaskModel::Trials) == QStringLiteral("2 / 2"), qPrintable(name + ": " + cell(TuneTaskModel::Trials)));
+      QVERIFY2(cell(TuneTaskModel::Best).toDouble() > 0, qPrintable(name + ": " + cell(TuneTaskModel::Best)));
+      QVERIFY2(cell(TuneTaskModel::Default).toDouble() > 0, qPrintable(name + ": " + cell(TuneTaskModel::Default)));
+      QVERIFY(!tasks->history(row).empty());
+    }
+
+    // "Done: 2 candidates measured in 3 s, 0 failed; 5 records (3 of them finalists timed again
+    // side by side) written to PATH. End to end: 0.051 ms untuned → 0.049 ms tuned (1.04×)."
+    QString message;
+    for (const QLabel* label : m_window->tuningView()->findChildren<QLabel*>())
+      if (label->text().startsWith(QStringLiteral("Done:"))) message = label->text();
+    const QRegularExpressionMatch done =
+        QRegularExpression(QStringLiteral("^Done: (\\d+) candidates measured in .*, \\d+ failed; (\\d+) records .* written to "
+                                          "(.+)\\. End to end: .+ untuned → .+ tuned \\(.+×\\)\\.$"))
+            .match(message);
+    QVERIFY2(done.hasMatch(), qPrintable(message));
+    QCOMPARE(done.captured(1).toInt(), 2 * tasks->rowCount());
+    QCOMPARE(done.captured(3), m_window->tuningView()->recordsPath());
+    QFile records(done.captured(3));
+    QVERIFY2(records.open(QIODevice::ReadOnly), qPrintable(records.fileName()));
+    int lines = 0;
+    for (const QByteArray& line : records.readAll().split('\n')) {
+      if (line.isEmpty()) continue;
+      const QJsonObject record = QJsonDocument::fromJson(line).object();
+      QVERIFY2(!record.value(QStringLiteral("key")).toString().isEmpty(), line.constData());
+      ++lines;
+    }
+    QCOMPARE(lines, done.captured(2).toInt());
+    QVERIFY(lines >= done.captured(1).toInt());
   }
 
   void staleCompileIsDropped() {

@@ -1,6 +1,9 @@
-// Compile-time budget: a ResNet-50 has about 60 distinct kernels, and the whole module must JIT
-// (codegen + O3 + machine code) well under 20 s. This builds 60 distinct conv-like loop nests with
-// ResNet-50-style shapes, compiles them as one module, and checks one of them numerically.
+// Compile time by structure: a ResNet-50 has about 60 distinct kernels, and what keeps its JIT
+// (codegen + O3 + machine code) fast is that they go through code generation once, as one module,
+// into one object of bounded size. This builds 60 distinct conv-like loop nests with
+// ResNet-50-style shapes, compiles them, checks that structure and one kernel numerically. The
+// seconds it took are printed and recorded (a test property), not asserted: timings belong in
+// benchmarks, not on a shared machine's test run.
 #include <chrono>
 #include <cstdio>
 
@@ -30,7 +33,7 @@ std::vector<ConvShape> resnetLikeShapes() {
   return shapes;
 }
 
-TEST(CompileTime, SixtyConvKernelsCompileWellUnderTwentySeconds) {
+TEST(CompileTime, SixtyConvKernelsCompileOnceIntoOneObject) {
   std::vector<ConvShape> shapes = resnetLikeShapes();
   shapes.push_back({3, 9, 10, 4, 3, 1, 1});  // small one to run
   std::vector<core::tir::PrimFunc> funcs;
@@ -39,9 +42,16 @@ TEST(CompileTime, SixtyConvKernelsCompileWellUnderTwentySeconds) {
   auto start = std::chrono::steady_clock::now();
   auto lib = jit(funcs);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("compiled %zu conv kernels in %.2f s\n", funcs.size(), seconds);
+  const JitStats& stats = lib->stats();
+  std::printf("compiled %zu conv kernels in %.2f s: %d object(s), %zu bytes\n", funcs.size(), seconds,
+              stats.objects, stats.objectBytes);
   RecordProperty("compile_seconds", std::to_string(seconds));
-  EXPECT_LT(seconds, 20.0);
+  EXPECT_EQ(stats.objects, 1);  // one module through code generation, not one per kernel
+  EXPECT_EQ(stats.kernels, static_cast<int>(funcs.size()));
+  // No kernel's code explodes (an unrolled loop nest, a duplicated one): they take 1.3 KiB each
+  // on average with AVX2, and 8 KiB each bounds them.
+  EXPECT_GT(stats.objectBytes, 0u);
+  EXPECT_LT(stats.objectBytes, funcs.size() * 8 * 1024);
   for (const auto& f : funcs) ASSERT_NE(lib->lookup(f.name), nullptr) << f.name;
 
   const ConvShape& s = shapes.back();

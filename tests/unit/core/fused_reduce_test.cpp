@@ -26,6 +26,9 @@ struct ReduceCase {
   size_t groups;  // fused groups expected, each with a reduction root
 };
 
+/// gtest prints a parameter with this (test names listed by ctest stay short and stable).
+void PrintTo(const ReduceCase& c, std::ostream* os) { *os << c.name; }
+
 const ReduceCase kCases[] = {
     {"flat_trailing_tail", R"(graph(%x: f32[3,5,37], %y: f32[3,5,37]) {
   %a = add(%x, %y) : f32[3,5,37]

@@ -18,6 +18,9 @@ struct NetworkCase {
   Histogram ops;  // the exact Kiln operator histogram
 };
 
+/// gtest prints a parameter with this (test names listed by ctest stay short and stable).
+void PrintTo(const NetworkCase& c, std::ostream* os) { *os << c.name << ".pt"; }
+
 std::vector<NetworkCase> networkCases() {
   return {
       {"resnet18",

@@ -31,8 +31,7 @@ TEST_P(OpModuleTest, ImportsWithLibtorchOutputShapes) {
     const core::TensorType& type = model.graph.type(outputs[i]);
     EXPECT_EQ(type.shape, runtime::Shape(expected[i].sizes().begin(), expected[i].sizes().end()))
         << "output " << i << " is " << type.str();
-    EXPECT_EQ(type.dtype, runtime::DType::Float32);
-    EXPECT_EQ(expected[i].scalar_type(), at::kFloat);
+    EXPECT_EQ(testing::torchDType(type.dtype), expected[i].scalar_type()) << "output " << i << " is " << type.str();
   }
   // Each node keeps the traced module's source location.
   for (const core::Node& node : model.graph.nodes()) EXPECT_FALSE(node.location.empty()) << node.op;

@@ -5,7 +5,9 @@
 #include <libxml/xpath.h>
 #include <libxml/xpathInternals.h>
 
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -111,6 +113,10 @@ class ReportTest : public ::testing::Test {
             double ms = (backend == "kiln" ? 1.0 : 1.5) * static_cast<double>(b);
             m.timing = timingFromSamples({ms, ms * 1.01, ms * 0.99});
           }
+          if (backend == "kiln" && b == 4) {  // its two worker processes disagree
+            m.processMedianMs = {9.4, 13.1};
+            m.processesDisagree = true;
+          }
           store.addMeasurement(run, 0, sweep, m);
         }
       }
@@ -160,6 +166,104 @@ TEST_F(ReportTest, HtmlParsesAsXmlWithChartsAndARowPerBackend) {
   EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, static
 }
 
+// The spread and the processes' disagreement reach the sweep's charts and table.
+TEST_F(ReportTest, SweepShowsTheSpreadAndFlagsDisagreeingProcesses) {
+  std::string html = sessionReportHtml(load());
+  xmlDocPtr doc = xmlReadMemory(html.data(), static_cast<int>(html.size()), "report.html", "UTF-8",
+                                XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  ASSERT_NE(doc, nullptr) << "the report is not well-formed XML";
+  // an error bar per point with numbers, in the latency and the throughput chart
+  EXPECT_EQ(countXPath(doc, "//svg:g[@class='spread']"), 2 * (3 + 2 + 3));
+  EXPECT_EQ(countXPath(doc, "//svg:circle[@class='flag']"), 2);  // kiln at batch 4, both charts
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='sweep']//h:td[contains(@class, 'disagree')]"), 1);
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='sweep']//h:span[@class='warn']"), 1);
+  xmlFreeDoc(doc);
+  EXPECT_NE(html.find("⚠ processes disagree: 9.4 / 13.1 ms"), std::string::npos);
+  EXPECT_NE(html.find("per-process medians: 9.4 / 13.1 ms"), std::string::npos);
+  EXPECT_NE(html.find("IQR 3.98–4.02"), std::string::npos);  // kiln at batch 4: 3.96, 4, 4.04
+  EXPECT_NE(html.find("min–max 3.96–4.04"), std::string::npos);
+}
+
+// A comparison: spread columns, the processes' medians, a flagged row, a NaN difference shown as
+// NaN (not 0) and a timed-out backend with its reason.
+TEST_F(ReportTest, CompareShowsSpreadFlagsNaNAndFailures) {
+  {
+    Store store((m_dir / "kiln.db").string());
+    store.transaction([&] {
+      RunContext c;
+      c.threads = 2;
+      int64_t run = store.addRun(m_session, "compare", c);
+      auto add = [&](const std::string& backend, std::vector<double> samples, double diff) {
+        Measurement m;
+        m.backend = backend;
+        m.batch = 1;
+        m.timing = timingFromSamples(std::move(samples));
+        m.maxAbsDiff = diff;
+        return m;
+      };
+      Measurement eager = add("pytorch-eager", {10, 11, 12, 13, 30}, 0);
+      eager.processMedianMs = {11, 12};
+      store.addMeasurement(run, 0, 0, eager);
+      Measurement kiln = add("kiln", {5, 6, 7, 8, 9}, NAN);
+      kiln.processMedianMs = {5.5, 8.5};
+      kiln.processesDisagree = true;
+      store.addMeasurement(run, 0, 0, kiln);
+      Measurement compiled;
+      compiled.backend = "torch-compile";
+      compiled.status = Status::Timeout;
+      compiled.reason = "timed out after 30 s";
+      store.addMeasurement(run, 0, 0, compiled);
+      return run;
+    });
+  }
+  SessionData session = load();
+  std::string html = sessionReportHtml(session);
+  xmlDocPtr doc = xmlReadMemory(html.data(), static_cast<int>(html.size()), "report.html", "UTF-8",
+                                XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+  ASSERT_NE(doc, nullptr) << "the report is not well-formed XML";
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']/h:tr[contains(@class, 'backend')]"), 3);
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']/h:tr[@class='backend disagree']"), 1);
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']/h:tr/h:td[@class='warn']"), 1);
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']//h:th[.='IQR ms']"), 1);
+  xmlFreeDoc(doc);
+  EXPECT_NE(html.find("⚠ processes disagree: 5.50 / 8.50 ms"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">NaN</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"num\">11.0 / 12.0</td>"), std::string::npos);  // eager's processes
+  EXPECT_NE(html.find("<td class=\"num\">11.0–13.0</td>"), std::string::npos);    // eager's IQR
+  EXPECT_NE(html.find("<td class=\"num\">10.0–30.0</td>"), std::string::npos);    // and min–max
+  EXPECT_NE(html.find("timeout: timed out after 30 s"), std::string::npos);
+
+  std::string csv = sessionReportCsv(session);
+  std::istringstream in(csv);
+  std::string header, line;
+  std::getline(in, header);
+  std::map<std::string, size_t> column;
+  {
+    std::istringstream h(header);
+    std::string name;
+    for (size_t i = 0; std::getline(h, name, ','); ++i) column[name] = i;
+  }
+  for (const char* c : {"q1_ms", "q3_ms", "processes_disagree", "process_medians_ms"})
+    ASSERT_TRUE(column.count(c)) << c;
+  int flagged = 0, checked = 0;
+  while (std::getline(in, line)) {
+    if (line.find('"') != std::string::npos) continue;  // a quoted reason (a comma in it): not these rows
+    std::vector<std::string> f;
+    std::istringstream l(line);
+    for (std::string v; std::getline(l, v, ',');) f.push_back(v);
+    if (line.back() == ',') f.push_back("");
+    ASSERT_EQ(f.size(), reportCsvColumns().size()) << line;
+    if (f[column["run_kind"]] != "compare" || f[column["backend"]] != "kiln") continue;
+    ++checked;
+    EXPECT_EQ(f[column["q1_ms"]], "6");
+    EXPECT_EQ(f[column["q3_ms"]], "8");
+    EXPECT_EQ(f[column["process_medians_ms"]], "5.5;8.5");
+    flagged += f[column["processes_disagree"]] == "1";
+  }
+  EXPECT_EQ(checked, 1);
+  EXPECT_EQ(flagged, 1);
+}
+
 TEST_F(ReportTest, CsvHasTheFixedColumnsAndARowPerMeasurement) {
   std::string csv = sessionReportCsv(load());
   std::istringstream in(csv);
@@ -168,7 +272,8 @@ TEST_F(ReportTest, CsvHasTheFixedColumnsAndARowPerMeasurement) {
   std::string expected;
   for (const auto& c : reportCsvColumns()) expected += (expected.empty() ? "" : ",") + c;
   EXPECT_EQ(header, expected);
-  for (const char* col : {"backend", "batch", "status", "median_ms", "throughput_per_s", "threads", "target"})
+  for (const char* col : {"backend", "batch", "status", "median_ms", "q1_ms", "q3_ms", "throughput_per_s",
+                          "processes_disagree", "process_medians_ms", "threads", "target"})
     EXPECT_NE(header.find(col), std::string::npos) << col;
   int rows = 0;
   std::string line;

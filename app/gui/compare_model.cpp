@@ -1,0 +1,144 @@
+#include "app/gui/compare_model.h"
+
+#include <QBrush>
+
+#include <cmath>
+
+namespace kiln::gui {
+
+Spread spreadOf(const app::BackendResult& r) {
+  Spread s;
+  s.medianMs = r.medianMs;
+  s.q1Ms = r.q1Ms;
+  s.q3Ms = r.q3Ms;
+  s.minMs = r.minMs;
+  s.maxMs = r.maxMs;
+  s.meanMs = r.meanMs;
+  s.stddevMs = r.stddevMs;
+  s.samples = static_cast<int>(r.samplesMs.size());
+  s.number = r.number;
+  s.processMedianMs = r.processMedianMs;
+  s.processesDisagree = r.processesDisagree;
+  return s;
+}
+
+QString backendStatusText(const app::BackendResult& r) {
+  if (r.available) return {};
+  QString status = r.status.empty() || r.status == "ok" ? QStringLiteral("unavailable") : qs(r.status);
+  if (r.kernelFault) status += QStringLiteral(" (kernel fault)");
+  return r.reason.empty() ? status : QStringLiteral("%1: %2").arg(status, qs(r.reason));
+}
+
+void CompareTableModel::setRows(std::vector<CompareRow> rows) {
+  beginResetModel();
+  m_rows = std::move(rows);
+  endResetModel();
+}
+
+bool CompareTableModel::eagerRan() const { return eagerMs() > 0; }
+
+double CompareTableModel::eagerMs() const {
+  for (const auto& r : m_rows)
+    if (r.backend == "pytorch-eager" && r.result.available) return r.result.medianMs;
+  return 0;
+}
+
+int CompareTableModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(m_rows.size());
+}
+
+int CompareTableModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
+
+QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal) return {};
+  if (role == Qt::ToolTipRole) {
+    switch (section) {
+      case Iqr: return tr("Interquartile range: the middle half of the repeats");
+      case Processes: return tr("The median of each worker process that timed the backend; ⚠ when they differ by more than 10 %");
+      case Speedup: return tr("PyTorch eager's median / this median");
+      case MaxDiff: return tr("The largest absolute difference of the outputs from PyTorch eager's (NaN: a NaN in an output)");
+      default: return {};
+    }
+  }
+  if (role != Qt::DisplayRole) return {};
+  switch (section) {
+    case Backend: return tr("Backend");
+    case Median: return tr("Median");
+    case Iqr: return tr("IQR (q1–q3)");
+    case MinMax: return tr("Min–max");
+    case Samples: return tr("Repeats");
+    case Processes: return tr("Per process");
+    case Speedup: return tr("Speed-up");
+    case MaxDiff: return tr("Max |diff|");
+    case Note: return tr("Note");
+    default: return {};
+  }
+}
+
+QString CompareTableModel::text(const CompareRow& row, int column) const {
+  const app::BackendResult& r = row.result;
+  if (column == Backend) return r.processesDisagree ? QStringLiteral("⚠ ") + row.label : row.label;
+  if (column == Note) return r.available ? disagreementText(spreadOf(r)) : backendStatusText(r);
+  if (!r.available) return {};
+  switch (column) {
+    case Median: return formatMs(r.medianMs);
+    case Iqr: return formatMsRange(r.q1Ms, r.q3Ms);
+    case MinMax: return formatMsRange(r.minMs, r.maxMs);
+    case Samples: return QString::number(r.samplesMs.size());
+    case Processes: return r.processMedianMs.size() > 1 ? formatMsList(r.processMedianMs) : QString();
+    case Speedup:
+      return eagerMs() > 0 && r.medianMs > 0 ? QStringLiteral("%1×").arg(eagerMs() / r.medianMs, 0, 'f', 2) : QString();
+    case MaxDiff:
+      if (row.backend == "pytorch-eager") return tr("(reference)");
+      // Without eager's outputs there is nothing to compare with (the façade says NaN then).
+      return eagerRan() ? formatMaxDiff(r.maxAbsDiff) : tr("— (no reference)");
+    default: return {};
+  }
+}
+
+QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  const CompareRow& row = m_rows[static_cast<size_t>(index.row())];
+  const app::BackendResult& r = row.result;
+  switch (role) {
+    case Qt::DisplayRole: return text(row, index.column());
+    case Qt::ToolTipRole: return toolTip(index.row());
+    case DisagreeRole: return r.processesDisagree;
+    case StatusRole: return qs(r.status);
+    case Qt::TextAlignmentRole:
+      if (index.column() == Backend || index.column() == Note) return QVariant(Qt::AlignLeft | Qt::AlignVCenter);
+      return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+    case Qt::BackgroundRole:
+      return r.available && r.processesDisagree ? QBrush(QColor(kDisagreeBackground)) : QVariant();
+    case Qt::ForegroundRole:
+      if (!r.available) return QBrush(QColor(r.status == "unavailable" || r.status.empty() ? kUnavailableText : kFailedText));
+      if (r.processesDisagree && (index.column() == Backend || index.column() == Processes || index.column() == Note))
+        return QBrush(QColor(kDisagreeText));
+      return {};
+    case SortRole:
+      switch (index.column()) {
+        case Median: return r.medianMs;
+        case Iqr: return r.q3Ms - r.q1Ms;
+        case MinMax: return r.maxMs - r.minMs;
+        case Samples: return static_cast<qulonglong>(r.samplesMs.size());
+        case Speedup: return eagerMs() > 0 && r.medianMs > 0 ? eagerMs() / r.medianMs : 0.0;
+        case MaxDiff: return r.maxAbsDiff;
+        default: return text(row, index.column());
+      }
+    default: return {};
+  }
+}
+
+QString CompareTableModel::toolTip(int row) const {
+  if (row < 0 || row >= rowCount()) return {};
+  const CompareRow& c = m_rows[static_cast<size_t>(row)];
+  if (!c.result.available) return QStringLiteral("%1 — %2").arg(c.label, backendStatusText(c.result));
+  QString tip = c.label + QLatin1Char('\n') + spreadText(spreadOf(c.result));
+  if (eagerMs() > 0 && c.result.medianMs > 0 && c.backend != "pytorch-eager")
+    tip += QStringLiteral("\n%1× the speed of PyTorch eager").arg(eagerMs() / c.result.medianMs, 0, 'f', 2);
+  if (c.backend != "pytorch-eager" && eagerRan())
+    tip += QStringLiteral("\nmax |diff| of the outputs vs eager: %1").arg(formatMaxDiff(c.result.maxAbsDiff));
+  return tip;
+}
+
+}  // namespace kiln::gui

@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""Checks that `kiln compare` reports every backend as it runs alone.
+
+For each sample CNN, in several interleaved rounds, each backend is timed
+  * alone, in a fresh process of its own with nothing else running: `kiln compare --backends B`
+    (one worker, the same code as inside the comparison);
+  * inside `kiln compare` (all backends side by side, one worker process each);
+  * and, for the PyTorch rows, by a plain Python timing loop over Debian's torch (the same
+    libtorch and BLAS; nothing of Kiln's measuring code) as an independent check of the method;
+and the ratio inside/alone is printed per backend and model (target: 0.9-1.1), with the Python
+loop's figure beside it. Then Kiln's spread across 5 fresh processes: `kiln compare --backends
+kiln --processes 5` times five Kiln workers side by side, and max/min of their medians is
+printed (target: <= 1.10).
+
+All timings follow one method: warm-up, calls per repeat grown until a repeat lasts >= 20 ms,
+one untimed call before each repeat, the median of the per-call times of the repeats.
+
+Usage: scripts/bench-fairness.sh [--models a,b,...] [--rounds N] [--threads N] [--repeat N]
+                                 [--kiln PATH] [--models-dir DIR] [--json FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ["mobilenet_v2", "efficientnet_b0", "resnet18", "resnet50", "mobilenet_v3_small"]
+
+
+def time_alone(path, mode, threads, repeat, min_repeat_ms=20.0, warmup=3):
+    """PyTorch alone (runs in a child process of its own: see main)."""
+    import torch
+    torch.set_num_threads(threads)
+    extra = {"kiln.json": ""}
+    module = torch.jit.load(path, map_location="cpu", _extra_files=extra)
+    module.eval()
+    meta = json.loads(extra["kiln.json"] or "{}")
+    torch.manual_seed(0)
+    inputs = [torch.randn(*spec["shape"]) for spec in meta["inputs"]]
+    optimize = mode == "compiled"
+    if optimize:
+        module = torch.jit.optimize_for_inference(torch.jit.freeze(module))
+
+    def call():
+        with torch.no_grad(), torch.jit.optimized_execution(optimize):
+            module(*inputs)
+
+    for _ in range(warmup + 1):
+        call()
+    number = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            call()
+        ms = (time.perf_counter() - start) * 1000
+        if ms >= min_repeat_ms or number >= 1 << 20:
+            break
+        number = max(number + 1, int(number * min(10.0, 1.2 * min_repeat_ms / max(ms, 1e-3))))
+    samples = []
+    for _ in range(repeat):
+        call()
+        start = time.perf_counter()
+        for _ in range(number):
+            call()
+        samples.append((time.perf_counter() - start) * 1000 / number)
+    return statistics.median(samples)
+
+
+def run_json(cmd):
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        proc = subprocess.run(cmd + ["--json", out.name], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(" ".join(cmd) + " failed: " + proc.stderr.strip())
+        with open(out.name) as f:
+            return json.load(f)
+
+
+def medians_of(result):
+    return {b["backend"]: b["median_ms"] for b in result["backends"] if b.get("available")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "app", "kiln"))
+    ap.add_argument("--models-dir", default=os.path.join(ROOT, "build", "models"))
+    ap.add_argument("--json", help="write every measurement as JSON")
+    ap.add_argument("--alone", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.alone:  # the child that times one PyTorch mode alone
+        print(json.dumps({"median_ms": time_alone(a.alone[0], a.alone[1], a.threads, a.repeat)}))
+        return 0
+
+    models = [m for m in a.models.split(",") if m]
+    common = ["--threads", str(a.threads), "--repeat", str(a.repeat), "--no-store", "--no-torch-compile"]
+    rows = {}  # (model, backend) -> {"alone": [...], "inside": [...]}
+    spread = {}
+    started = time.time()
+    for r in range(a.rounds):
+        for model in models:
+            path = os.path.join(a.models_dir, model + ".pt")
+            alone, python = {}, {}
+            for mode in ("eager", "compiled"):
+                proc = subprocess.run([sys.executable, __file__, "--alone", path, mode, "--threads", str(a.threads),
+                                       "--repeat", str(a.repeat)], capture_output=True, text=True, check=True)
+                python["pytorch-" + mode] = json.loads(proc.stdout)["median_ms"]
+            for backend in ("pytorch-eager", "pytorch-compiled", "kiln"):
+                alone[backend] = medians_of(run_json([a.kiln, "compare", path, "--backends", backend, "--processes",
+                                                      "1"] + common))[backend]
+            inside = medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common))
+            for backend, ms in alone.items():
+                row = rows.setdefault((model, backend), {"alone": [], "inside": [], "python": []})
+                row["alone"].append(ms)
+                row["inside"].append(inside.get(backend, float("nan")))
+                row["python"].append(python.get(backend, float("nan")))
+            print(f"round {r + 1}/{a.rounds} {model}: " + ", ".join(
+                f"{b} {alone[b]:.2f} alone / {inside.get(b, float('nan')):.2f} inside" for b in alone),
+                file=sys.stderr, flush=True)
+    for model in models:
+        path = os.path.join(a.models_dir, model + ".pt")
+        result = run_json([a.kiln, "compare", path, "--backends", "kiln", "--processes", "5"] + common)
+        spread[model] = result["backends"][0]["process_median_ms"]
+
+    print(f"\nEach backend alone in a fresh process vs inside `kiln compare` (one worker process per backend),")
+    print(f"{a.threads} threads, batch 1, {a.rounds} interleaved rounds, medians of {a.repeat} repeats (ms).")
+    print(f"{'model':<20} {'backend':<18} {'alone':>9} {'inside':>9} {'ratio':>7}  {'per-round ratios':<16} "
+          f"{'python loop':>11} {'inside/python':>13}")
+    for (model, backend), row in rows.items():
+        ratios = [i / al for i, al in zip(row["inside"], row["alone"])]
+        ratio = statistics.median(row["inside"]) / statistics.median(row["alone"])
+        flag = "" if 0.9 <= ratio <= 1.1 else "  OUTSIDE 0.9-1.1"
+        py = statistics.median(row["python"])
+        py_text = f"{py:11.3f} {statistics.median(row['inside']) / py:13.3f}" if py == py else f"{'-':>11} {'-':>13}"
+        print(f"{model:<20} {backend:<18} {statistics.median(row['alone']):9.3f} {statistics.median(row['inside']):9.3f} "
+              f"{ratio:7.3f}  {' '.join(f'{x:.2f}' for x in ratios):<16} {py_text}{flag}")
+    print(f"\nKiln across 5 fresh processes timed side by side (`kiln compare --backends kiln --processes 5`):")
+    print(f"{'model':<20} {'max/min':>8}  process medians (ms)")
+    for model, medians in spread.items():
+        print(f"{model:<20} {max(medians) / min(medians):8.3f}  {' '.join(f'{m:.3f}' for m in medians)}")
+    print(f"\n{time.time() - started:.0f} s")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": [{"model": m, "backend": b, **v} for (m, b), v in rows.items()], "spread": spread}, f,
+                      indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
