@@ -1,18 +1,22 @@
 // End to end: every model in the exported manifest is imported, compiled, run through Kiln and
 // compared with libtorch's own output on the same input, at the model's batch and at a larger
 // one. Networks are named Networks/<name>, op modules Ops/<name>. Float outputs match within the
-// manifest's tolerances, integer and bool outputs exactly.
+// manifest's tolerances, integer and bool outputs exactly. Quantized networks are checked against
+// the exact int8 reference exported with them (libtorch's own int8 kernels are exact only with
+// VNNI; there they must agree with that reference as well).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "app/facade.h"
+#include "runtime/npy.h"
 #include "runtime/tensor_values.h"
 #include "tests/int8_reference.h"
 #include "profiler/torch_baseline.h"
@@ -29,6 +33,9 @@ struct Case {
   // Quantized networks (kind "quantized_network"): outputs match within `steps` quantization
   // steps of the output (`step`) on at least `minShare` of the elements.
   double step = 0, steps = 1, minShare = 1;
+  // Quantized networks: an exact int8 reference computed at export (export_models.py,
+  // _exact_reference): batch -> (input .npy, output .npy).
+  std::map<int64_t, std::pair<std::string, std::string>> exact;
 };
 
 std::vector<Case> loadManifest() {
@@ -36,10 +43,14 @@ std::vector<Case> loadManifest() {
   if (!in) return {};
   nlohmann::json j = nlohmann::json::parse(in);
   std::vector<Case> cases;
+  const std::string dir = std::string(KILN_MODELS_DIR) + "/";
   for (const auto& m : j["models"]) {
-    cases.push_back({m["name"], std::string(KILN_MODELS_DIR) + "/" + m["file"].get<std::string>(), m["kind"],
-                     m["rtol"], m["atol"], m.value("output_step", 0.0), m.value("steps", 1.0),
-                     m.value("min_share", 1.0)});
+    cases.push_back({m["name"], dir + m["file"].get<std::string>(), m["kind"], m["rtol"], m["atol"],
+                     m.value("output_step", 0.0), m.value("steps", 1.0), m.value("min_share", 1.0)});
+    if (m.contains("exact_reference"))
+      for (const auto& [batch, files] : m["exact_reference"].items())
+        cases.back().exact[std::stoll(batch)] = {dir + files["input"].get<std::string>(),
+                                                 dir + files["output"].get<std::string>()};
   }
   return cases;
 }
@@ -100,10 +111,10 @@ std::string compareOutputs(const std::vector<runtime::Tensor>& kiln, const std::
   return "";
 }
 
-// Quantized outputs: "" when at least `minShare` of the elements lie within `steps` output
-// quantization steps of libtorch's (the share is printed either way), else a description.
+// Quantized outputs: "" when at least `needed` of the elements lie within `steps` output
+// quantization steps of the reference's (the share is printed either way), else a description.
 std::string compareQuantized(const std::vector<runtime::Tensor>& kiln, const std::vector<runtime::Tensor>& torch,
-                             const Case& c) {
+                             const Case& c, const char* against, double steps, double needed) {
   if (kiln.size() != torch.size() || kiln.empty()) return "output count differs";
   const auto& k = kiln[0];
   const auto& t = torch[0];
@@ -111,16 +122,15 @@ std::string compareQuantized(const std::vector<runtime::Tensor>& kiln, const std
   int64_t within = 0;
   double worst = 0;
   for (int64_t i = 0; i < k.numel(); ++i) {
-    double steps = std::fabs(k.data<float>()[i] - t.data<float>()[i]) / c.step;
-    within += steps <= c.steps + 1e-3;
-    worst = std::max(worst, steps);
+    double off = std::fabs(k.data<float>()[i] - t.data<float>()[i]) / c.step;
+    within += off <= steps + 1e-3;
+    worst = std::max(worst, off);
   }
   double share = static_cast<double>(within) / static_cast<double>(k.numel());
-  std::printf("  %s: %.4f of %lld outputs within %g step (max %.2f steps)\n", c.name.c_str(), share,
-              static_cast<long long>(k.numel()), c.steps, worst);
-  double needed = testing_support::requiredInt8Share(c.minShare);
+  std::printf("  %s: %.4f of %lld outputs within %g step of %s (max %.2f steps)\n", c.name.c_str(), share,
+              static_cast<long long>(k.numel()), steps, against, worst);
   if (share >= needed) return "";
-  return "only " + std::to_string(share) + " of the outputs within " + std::to_string(c.steps) +
+  return "only " + std::to_string(share) + " of the outputs within " + std::to_string(steps) +
          " quantization steps (needs " + std::to_string(needed) + "), max " + std::to_string(worst) + " steps";
 }
 
@@ -148,6 +158,12 @@ void checkModel(const Case& c, int64_t batch) {
     for (auto& in : specs.inputs) in.shape[0] = batch;
   }
   std::vector<runtime::Tensor> inputs = app::randomInputs(specs, 42);
+  // Quantized networks: the inputs the exact reference was computed on.
+  std::vector<runtime::Tensor> exact;
+  if (auto it = c.exact.find(batch ? batch : 1); it != c.exact.end()) {
+    inputs = {runtime::readNpy(it->second.first)};
+    exact = {runtime::readNpy(it->second.second)};
+  }
 
   std::vector<runtime::Tensor> reference;
   try {
@@ -160,6 +176,12 @@ void checkModel(const Case& c, int64_t batch) {
   }
   auto model = app::openModel(c.file, open);
   ASSERT_TRUE(model.ok()) << model.error().message;
+  // Where libtorch's int8 kernels are exact (VNNI), they must agree with the exact reference too:
+  // that checks the reference itself. Elsewhere libtorch's share is only printed.
+  if (!exact.empty()) {
+    std::string torchDiff = compareQuantized(reference, exact, c, "the exact reference (libtorch)", c.steps, c.minShare);
+    if (testing_support::int8ReferenceIsExact()) EXPECT_EQ(torchDiff, "") << "libtorch vs the exact reference";
+  }
 
   for (int opt : optLevelsFor(c, batch)) {
     app::BuildOptions options;
@@ -176,9 +198,14 @@ void checkModel(const Case& c, int64_t batch) {
     auto outputs = app::run(*compiled.value(), inputs);
     ASSERT_TRUE(outputs.ok()) << "-O" << opt << ": " << outputs.error().message;
     double factor = opt >= 4 ? kFastMathToleranceFactor : 1.0;
-    std::string diff = c.kind.rfind("quantized_", 0) == 0
-                           ? compareQuantized(outputs.value(), reference, c)
-                           : compareOutputs(outputs.value(), reference, c.rtol * factor, c.atol * factor);
+    std::string diff;
+    if (!exact.empty())
+      diff = compareQuantized(outputs.value(), exact, c, "the exact reference", 0, 1.0);  // bit-exact
+    else if (c.kind.rfind("quantized_", 0) == 0)
+      diff = compareQuantized(outputs.value(), reference, c, "libtorch", c.steps,
+                              testing_support::requiredInt8Share(c.minShare));
+    else
+      diff = compareOutputs(outputs.value(), reference, c.rtol * factor, c.atol * factor);
     EXPECT_EQ(diff, "") << c.name << " at -O" << opt << " batch " << (batch ? batch : 1);
   }
 }
