@@ -14,6 +14,7 @@
 
 #include "core/ir/graph.h"
 #include "importers/torchscript.h"
+#include "profiler/time_evaluator.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
 
@@ -238,10 +239,7 @@ struct BackendResult {
   std::string status = "ok";  // ok | unavailable | failed | timeout | out-of-memory (profiler::Status)
   std::string reason;         // why not available
   bool kernelFault = false;   // failed because generated code crashed or hung (exit code 7)
-  double medianMs = 0, minMs = 0, maxMs = 0, meanMs = 0, stddevMs = 0;
-  double q1Ms = 0, q3Ms = 0;  // quartiles of the samples (the IQR the views show)
-  std::vector<double> samplesMs;
-  int number = 1;                       // calls per timed repeat
+  profiler::Timing timing;              // every repeat's per-call time; empty when it did not run
   std::vector<double> processMedianMs;  // one per worker process
   bool processesDisagree = false;       // their medians differ by more than 10 %
   std::vector<int> pids;                // the worker processes that ran it
@@ -249,6 +247,8 @@ struct BackendResult {
                            // ints); < 0: not checked
   std::vector<float> preview;  // the first few values of output 0
   int top1 = -1;               // argmax of output 0's first row
+  /// Median, quartiles, min–max, ... as the views and reports show them.
+  profiler::Spread spread() const { return profiler::spreadOf(timing, processMedianMs, processesDisagree); }
 };
 
 struct CompareResult {

@@ -36,8 +36,8 @@ profiler::Measurement measurementOf(const BackendResult& b, int64_t batch, int w
   m.batch = batch;
   m.status = profiler::parseStatus(b.status);
   m.reason = b.reason;
-  m.timing = profiler::timingFromSamples(b.samplesMs, b.number);
-  m.timing.warmup = warmup;
+  m.timing = b.timing;
+  m.timing.warmup = warmup;  // also for a backend that did not run
   m.maxAbsDiff = b.available ? b.maxAbsDiff : -1;
   m.processMedianMs = b.processMedianMs;
   m.processesDisagree = b.processesDisagree;
@@ -74,16 +74,7 @@ BackendResult backendResultOf(const profiler::BenchRow& row) {
   r.kernelFault = row.kernelFault;
   r.pids = row.pids;
   if (!row.ok()) return r;
-  const profiler::Timing& t = row.timing;
-  r.medianMs = t.medianMs;
-  r.minMs = t.minMs;
-  r.maxMs = t.maxMs;
-  r.meanMs = t.meanMs;
-  r.stddevMs = t.stddevMs;
-  r.samplesMs = t.samplesMs;
-  r.number = t.number;
-  r.q1Ms = profiler::quantileOf(t.samplesMs, 0.25);
-  r.q3Ms = profiler::quantileOf(t.samplesMs, 0.75);
+  r.timing = row.timing;
   r.processMedianMs = row.processMedianMs;
   r.processesDisagree = row.processesDisagree;
   return r;
@@ -237,17 +228,18 @@ std::string compareJson(const CompareResult& r) {
       j["backends"].push_back(std::move(e));
       continue;
     }
-    e["median_ms"] = b.medianMs;
-    e["min_ms"] = b.minMs;
-    e["max_ms"] = b.maxMs;
-    e["mean_ms"] = b.meanMs;
-    e["stddev_ms"] = b.stddevMs;
-    e["q1_ms"] = b.q1Ms;
-    e["q3_ms"] = b.q3Ms;
-    e["samples"] = b.samplesMs;
-    e["number"] = b.number;
-    e["process_median_ms"] = b.processMedianMs;
-    e["processes_disagree"] = b.processesDisagree;
+    const profiler::Spread spread = b.spread();
+    e["median_ms"] = spread.medianMs;
+    e["min_ms"] = spread.minMs;
+    e["max_ms"] = spread.maxMs;
+    e["mean_ms"] = spread.meanMs;
+    e["stddev_ms"] = spread.stddevMs;
+    e["q1_ms"] = spread.q1Ms;
+    e["q3_ms"] = spread.q3Ms;
+    e["samples"] = b.timing.samplesMs;
+    e["number"] = spread.number;
+    e["process_median_ms"] = spread.processMedianMs;
+    e["processes_disagree"] = spread.processesDisagree;
     e["pids"] = b.pids;
     // NaN is not JSON: a NaN difference travels as the string "nan"; not checked is null.
     if (std::isnan(b.maxAbsDiff))

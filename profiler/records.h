@@ -45,6 +45,8 @@ struct Measurement {
   std::vector<double> processMedianMs;
   bool processesDisagree = false;
   bool ok() const { return status == Status::Ok; }
+  /// Median, quartiles, min–max, ... as the views and reports show them.
+  Spread spread() const { return spreadOf(timing, processMedianMs, processesDisagree); }
   /// Items per second at the median latency.
   double throughput() const { return ok() && timing.medianMs > 0 ? batch * 1000.0 / timing.medianMs : 0; }
 };

@@ -41,11 +41,6 @@ tr.disagree td, td.disagree { background: #fff1c7; }
 .spread { color: #666; font-size: 0.9em; }
 )css";
 
-/// The quartiles of a measurement's samples (the IQR the reports show).
-std::pair<double, double> quartiles(const Measurement& m) {
-  return {quantileOf(m.timing.samplesMs, 0.25), quantileOf(m.timing.samplesMs, 0.75)};
-}
-
 /// Times in one format, three significant digits for the largest: "9.40 / 13.1" (ms).
 std::string msList(const std::vector<double>& ms, const char* separator = " / ") {
   double top = 0;
@@ -112,14 +107,13 @@ std::string sweepSection(const SessionData& s, const StoredSweep& sweep) {
     for (const auto& [batch, m] : grid[backend]) {
       if (!m->ok()) continue;
       double b = static_cast<double>(batch);
-      auto [q1, q3] = quartiles(*m);
-      const Timing& tm = m->timing;
-      l.points.emplace_back(b, tm.medianMs);
+      const Spread sp = m->spread();
+      l.points.emplace_back(b, sp.medianMs);
       t.points.emplace_back(b, m->throughput());
-      l.spread.push_back({q1, q3, tm.minMs, tm.maxMs});
+      l.spread.push_back({sp.q1Ms, sp.q3Ms, sp.minMs, sp.maxMs});
       // Throughput is batch / latency: the slow end of the latency range is its low end.
       auto rate = [&](double ms) { return ms > 0 ? b * 1000.0 / ms : 0.0; };
-      t.spread.push_back({rate(q3), rate(q1), rate(tm.maxMs), rate(tm.minMs)});
+      t.spread.push_back({rate(sp.q3Ms), rate(sp.q1Ms), rate(sp.maxMs), rate(sp.minMs)});
       std::string flag = m->processesDisagree ? disagreement(*m).substr(std::string("⚠ ").size()) : "";
       l.flags.push_back(flag);
       t.flags.push_back(flag);
@@ -147,15 +141,15 @@ std::string sweepSection(const SessionData& s, const StoredSweep& sweep) {
       }
       const Measurement& m = *it->second;
       if (m.ok()) {
-        auto [q1, q3] = quartiles(m);
+        const Spread sp = m.spread();
         std::string flag = disagreement(m);
         std::string title = m.processMedianMs.size() > 1 ? " title=\"" + esc("per-process medians: " +
                                                                             msList(m.processMedianMs) + " ms") + "\""
                                                         : "";
         h += std::string("<td class=\"num") + (flag.empty() ? "" : " disagree") + "\"" + title + ">" +
-             esc(fmt("%.3f ms", m.timing.medianMs)) + "<br/>" + esc(fmt("%.1f/s", m.throughput())) +
+             esc(fmt("%.3f ms", sp.medianMs)) + "<br/>" + esc(fmt("%.1f/s", m.throughput())) +
              (m.timing.noisy() ? " <span class=\"bad\">noisy</span>" : "") + "<br/><span class=\"spread\">IQR " +
-             esc(range(q1, q3)) + "<br/>min–max " + esc(range(m.timing.minMs, m.timing.maxMs)) + "</span>" +
+             esc(range(sp.q1Ms, sp.q3Ms)) + "<br/>min–max " + esc(range(sp.minMs, sp.maxMs)) + "</span>" +
              (flag.empty() ? "" : "<br/><span class=\"warn\">" + esc(flag) + "</span>") + "</td>";
       } else
         h += "<td class=\"bad\" title=\"" + esc(m.reason) + "\">" + esc(statusName(m.status)) + "</td>";
@@ -206,10 +200,10 @@ std::string compareSection(const SessionData& s) {
       rows += std::string("<tr class=\"backend") + (flag.empty() ? "" : " disagree") + "\">" +
               td(std::to_string(run.id)) + td(run.createdAt) + td(m.backend) + td(std::to_string(m.batch), true);
       if (m.ok()) {
-        auto [q1, q3] = quartiles(m);
-        rows += td(fmt("%.3f", m.timing.medianMs), true) + td(range(q1, q3), true) +
-                td(range(m.timing.minMs, m.timing.maxMs), true) + td(fmt("%.1f %%", 100 * m.timing.cv()), true) +
-                td(std::to_string(m.timing.samplesMs.size()), true) + td(msList(m.processMedianMs), true) +
+        const Spread sp = m.spread();
+        rows += td(fmt("%.3f", sp.medianMs), true) + td(range(sp.q1Ms, sp.q3Ms), true) +
+                td(range(sp.minMs, sp.maxMs), true) + td(fmt("%.1f %%", 100 * m.timing.cv()), true) +
+                td(std::to_string(sp.samples), true) + td(msList(sp.processMedianMs), true) +
                 td(m.backend == "pytorch-eager" ? "(reference)" : maxDiffText(m.maxAbsDiff), true) +
                 td(kiln ? fmt("%.2f×", m.timing.medianMs / kiln->timing.medianMs) : "", true) +
                 (flag.empty() ? td("") : "<td class=\"warn\">" + esc(flag) + "</td>");
@@ -367,10 +361,10 @@ std::string sessionReportCsv(const SessionData& s) {
                                   statusName(m.status),
                                   m.reason};
     if (m.ok()) {
-      auto [q1, q3] = quartiles(m);
-      for (double v : {m.timing.medianMs, m.timing.minMs, m.timing.meanMs, m.timing.maxMs, q1, q3,
-                       m.timing.stddevMs, m.timing.cv(), m.throughput()})
-        f.push_back(csvNumber(v));
+      const Spread sp = m.spread();
+      const double values[] = {sp.medianMs, sp.minMs,    sp.meanMs,     sp.maxMs,      sp.q1Ms,
+                               sp.q3Ms,    sp.stddevMs, m.timing.cv(), m.throughput()};
+      for (double v : values) f.push_back(csvNumber(v));
     } else {
       for (int i = 0; i < 9; ++i) f.push_back("");
     }

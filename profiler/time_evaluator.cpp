@@ -46,6 +46,22 @@ double quantileOf(std::vector<double> samples, double q) {
   return samples[lo] + (samples[hi] - samples[lo]) * (pos - static_cast<double>(lo));
 }
 
+Spread spreadOf(const Timing& timing, std::vector<double> processMedianMs, bool processesDisagree) {
+  Spread s;
+  s.medianMs = timing.medianMs;
+  s.q1Ms = quantileOf(timing.samplesMs, 0.25);
+  s.q3Ms = quantileOf(timing.samplesMs, 0.75);
+  s.minMs = timing.minMs;
+  s.maxMs = timing.maxMs;
+  s.meanMs = timing.meanMs;
+  s.stddevMs = timing.stddevMs;
+  s.samples = static_cast<int>(timing.samplesMs.size());
+  s.number = timing.number;
+  s.processMedianMs = std::move(processMedianMs);
+  s.processesDisagree = processesDisagree;
+  return s;
+}
+
 Timing timingFromSamples(std::vector<double> samplesMs, int number) {
   Timing t;
   t.samplesMs = std::move(samplesMs);

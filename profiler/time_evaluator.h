@@ -1,8 +1,9 @@
 // Timing of a repeated callable, after Google Benchmark's runner: warm-up, `number` calls per
 // repeat, `repeat` repeats, with `number` grown until one repeat lasts at least `minRepeatMs`.
 // Every repeat's per-call time is kept (the raw record); min/median/mean/max/stddev/CV are
-// derived from it. An optional time budget stops the repeats early (the result says so) so a
-// sweep can give up on a backend cleanly instead of running for hours.
+// derived from it, and `Spread` (with the quartiles) is what every view and report shows of it.
+// An optional time budget stops the repeats early (the result says so) so a sweep can give up on
+// a backend cleanly instead of running for hours.
 #pragma once
 
 #include <functional>
@@ -48,5 +49,20 @@ Timing timingFromSamples(std::vector<double> samplesMs, int number = 1);
 double medianOf(std::vector<double> samples);
 /// The q-quantile (0..1) of a sample set, interpolated between order statistics (0 when empty).
 double quantileOf(std::vector<double> samples, double q);
+
+/// The spread of one measured result as every view and report shows it: the Timing's statistics,
+/// its quartiles and, when it was measured in several worker processes (profiler/bench.h), their
+/// medians.
+struct Spread {
+  double medianMs = 0, q1Ms = 0, q3Ms = 0, minMs = 0, maxMs = 0, meanMs = 0, stddevMs = 0;
+  int samples = 0;                      // timed repeats
+  int number = 1;                       // calls per repeat
+  std::vector<double> processMedianMs;  // one per worker process
+  bool processesDisagree = false;       // those medians differ by more than 10 %
+};
+/// The spread of `timing` (quartiles from its samples), with the medians of the worker processes
+/// that measured it and whether they disagree.
+Spread spreadOf(const Timing& timing, std::vector<double> processMedianMs = {},
+              bool processesDisagree = false);
 
 }  // namespace kiln::profiler

@@ -56,13 +56,14 @@ int compareCommand(const CompareArgs& a) {
       if (b.kernelFault && b.backend.starts_with("kiln")) kilnFault = &b;
       continue;
     }
+    const profiler::Spread s = b.spread();
     char iqr[40];
-    std::snprintf(iqr, sizeof iqr, "%.3f-%.3f", b.q1Ms, b.q3Ms);
+    std::snprintf(iqr, sizeof iqr, "%.3f-%.3f", s.q1Ms, s.q3Ms);
     char diff[32] = "-";
     if (!(b.maxAbsDiff < 0)) std::snprintf(diff, sizeof diff, "%.3g", b.maxAbsDiff);  // NaN prints "nan"
-    std::printf("%-18s %10.3f %19s %10.3f %10.3f %8zu %14s%s\n", b.backend.c_str(), b.medianMs, iqr, b.minMs,
-                b.maxMs, b.samplesMs.size(), diff, b.processesDisagree ? "  processes disagree" : "");
-    disagree = disagree || b.processesDisagree;
+    std::printf("%-18s %10.3f %19s %10.3f %10.3f %8d %14s%s\n", b.backend.c_str(), s.medianMs, iqr, s.minMs,
+                s.maxMs, s.samples, diff, s.processesDisagree ? "  processes disagree" : "");
+    disagree = disagree || s.processesDisagree;
   }
   if (r.processes > 1) {
     std::printf("\n%-18s median ms of each worker process\n", "backend");

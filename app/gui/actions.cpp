@@ -73,15 +73,7 @@ app::BackendResult backendFromMeasurement(const profiler::Measurement& m) {
   b.available = m.ok();
   b.status = profiler::statusName(m.status);
   b.reason = m.reason;
-  b.medianMs = m.timing.medianMs;
-  b.minMs = m.timing.minMs;
-  b.maxMs = m.timing.maxMs;
-  b.meanMs = m.timing.meanMs;
-  b.stddevMs = m.timing.stddevMs;
-  b.q1Ms = profiler::quantileOf(m.timing.samplesMs, 0.25);
-  b.q3Ms = profiler::quantileOf(m.timing.samplesMs, 0.75);
-  b.samplesMs = m.timing.samplesMs;
-  b.number = m.timing.number;
+  b.timing = m.timing;
   b.processMedianMs = m.processMedianMs;
   b.processesDisagree = m.processesDisagree;
   b.maxAbsDiff = m.maxAbsDiff;  // < 0: not checked ("—"), NaN: a NaN in an output

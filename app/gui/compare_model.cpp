@@ -6,22 +6,6 @@
 
 namespace kiln::gui {
 
-Spread spreadOf(const app::BackendResult& r) {
-  Spread s;
-  s.medianMs = r.medianMs;
-  s.q1Ms = r.q1Ms;
-  s.q3Ms = r.q3Ms;
-  s.minMs = r.minMs;
-  s.maxMs = r.maxMs;
-  s.meanMs = r.meanMs;
-  s.stddevMs = r.stddevMs;
-  s.samples = static_cast<int>(r.samplesMs.size());
-  s.number = r.number;
-  s.processMedianMs = r.processMedianMs;
-  s.processesDisagree = r.processesDisagree;
-  return s;
-}
-
 QString backendStatusText(const app::BackendResult& r) {
   if (r.available) return {};
   QString status = r.status.empty() || r.status == "ok" ? QStringLiteral("unavailable") : qs(r.status);
@@ -32,14 +16,16 @@ QString backendStatusText(const app::BackendResult& r) {
 void CompareTableModel::setRows(std::vector<CompareRow> rows) {
   beginResetModel();
   m_rows = std::move(rows);
+  m_spreads.clear();
+  for (const CompareRow& row : m_rows) m_spreads.push_back(row.result.spread());
   endResetModel();
 }
 
 bool CompareTableModel::eagerRan() const { return eagerMs() > 0; }
 
 double CompareTableModel::eagerMs() const {
-  for (const auto& r : m_rows)
-    if (r.backend == "pytorch-eager" && r.result.available) return r.result.medianMs;
+  for (size_t i = 0; i < m_rows.size(); ++i)
+    if (m_rows[i].backend == "pytorch-eager" && m_rows[i].result.available) return m_spreads[i].medianMs;
   return 0;
 }
 
@@ -75,19 +61,21 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
   }
 }
 
-QString CompareTableModel::text(const CompareRow& row, int column) const {
+QString CompareTableModel::text(size_t i, int column) const {
+  const CompareRow& row = m_rows[i];
   const app::BackendResult& r = row.result;
-  if (column == Backend) return r.processesDisagree ? QStringLiteral("⚠ ") + row.label : row.label;
-  if (column == Note) return r.available ? disagreementText(spreadOf(r)) : backendStatusText(r);
+  const profiler::Spread& s = m_spreads[i];
+  if (column == Backend) return s.processesDisagree ? QStringLiteral("⚠ ") + row.label : row.label;
+  if (column == Note) return r.available ? disagreementText(s) : backendStatusText(r);
   if (!r.available) return {};
   switch (column) {
-    case Median: return formatMs(r.medianMs);
-    case Iqr: return formatMsRange(r.q1Ms, r.q3Ms);
-    case MinMax: return formatMsRange(r.minMs, r.maxMs);
-    case Samples: return QString::number(r.samplesMs.size());
-    case Processes: return r.processMedianMs.size() > 1 ? formatMsList(r.processMedianMs) : QString();
+    case Median: return formatMs(s.medianMs);
+    case Iqr: return formatMsRange(s.q1Ms, s.q3Ms);
+    case MinMax: return formatMsRange(s.minMs, s.maxMs);
+    case Samples: return QString::number(s.samples);
+    case Processes: return s.processMedianMs.size() > 1 ? formatMsList(s.processMedianMs) : QString();
     case Speedup:
-      return eagerMs() > 0 && r.medianMs > 0 ? QStringLiteral("%1×").arg(eagerMs() / r.medianMs, 0, 'f', 2) : QString();
+      return eagerMs() > 0 && s.medianMs > 0 ? QStringLiteral("%1×").arg(eagerMs() / s.medianMs, 0, 'f', 2) : QString();
     case MaxDiff:
       if (row.backend == "pytorch-eager") return tr("(reference)");
       // Without eager's outputs there is nothing to compare with (the façade says NaN then).
@@ -98,32 +86,33 @@ QString CompareTableModel::text(const CompareRow& row, int column) const {
 
 QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
-  const CompareRow& row = m_rows[static_cast<size_t>(index.row())];
-  const app::BackendResult& r = row.result;
+  const size_t i = static_cast<size_t>(index.row());
+  const app::BackendResult& r = m_rows[i].result;
+  const profiler::Spread& s = m_spreads[i];
   switch (role) {
-    case Qt::DisplayRole: return text(row, index.column());
+    case Qt::DisplayRole: return text(i, index.column());
     case Qt::ToolTipRole: return toolTip(index.row());
-    case DisagreeRole: return r.processesDisagree;
+    case DisagreeRole: return s.processesDisagree;
     case StatusRole: return qs(r.status);
     case Qt::TextAlignmentRole:
       if (index.column() == Backend || index.column() == Note) return QVariant(Qt::AlignLeft | Qt::AlignVCenter);
       return QVariant(Qt::AlignRight | Qt::AlignVCenter);
     case Qt::BackgroundRole:
-      return r.available && r.processesDisagree ? QBrush(QColor(kDisagreeBackground)) : QVariant();
+      return r.available && s.processesDisagree ? QBrush(QColor(kDisagreeBackground)) : QVariant();
     case Qt::ForegroundRole:
       if (!r.available) return QBrush(QColor(r.status == "unavailable" || r.status.empty() ? kUnavailableText : kFailedText));
-      if (r.processesDisagree && (index.column() == Backend || index.column() == Processes || index.column() == Note))
+      if (s.processesDisagree && (index.column() == Backend || index.column() == Processes || index.column() == Note))
         return QBrush(QColor(kDisagreeText));
       return {};
     case SortRole:
       switch (index.column()) {
-        case Median: return r.medianMs;
-        case Iqr: return r.q3Ms - r.q1Ms;
-        case MinMax: return r.maxMs - r.minMs;
-        case Samples: return static_cast<qulonglong>(r.samplesMs.size());
-        case Speedup: return eagerMs() > 0 && r.medianMs > 0 ? eagerMs() / r.medianMs : 0.0;
+        case Median: return s.medianMs;
+        case Iqr: return s.q3Ms - s.q1Ms;
+        case MinMax: return s.maxMs - s.minMs;
+        case Samples: return static_cast<qulonglong>(s.samples);
+        case Speedup: return eagerMs() > 0 && s.medianMs > 0 ? eagerMs() / s.medianMs : 0.0;
         case MaxDiff: return r.maxAbsDiff;
-        default: return text(row, index.column());
+        default: return text(i, index.column());
       }
     default: return {};
   }
@@ -132,10 +121,11 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
 QString CompareTableModel::toolTip(int row) const {
   if (row < 0 || row >= rowCount()) return {};
   const CompareRow& c = m_rows[static_cast<size_t>(row)];
+  const profiler::Spread& s = m_spreads[static_cast<size_t>(row)];
   if (!c.result.available) return QStringLiteral("%1 — %2").arg(c.label, backendStatusText(c.result));
-  QString tip = c.label + QLatin1Char('\n') + spreadText(spreadOf(c.result));
-  if (eagerMs() > 0 && c.result.medianMs > 0 && c.backend != "pytorch-eager")
-    tip += QStringLiteral("\n%1× the speed of PyTorch eager").arg(eagerMs() / c.result.medianMs, 0, 'f', 2);
+  QString tip = c.label + QLatin1Char('\n') + spreadText(s);
+  if (eagerMs() > 0 && s.medianMs > 0 && c.backend != "pytorch-eager")
+    tip += QStringLiteral("\n%1× the speed of PyTorch eager").arg(eagerMs() / s.medianMs, 0, 'f', 2);
   if (c.backend != "pytorch-eager" && eagerRan())
     tip += QStringLiteral("\nmax |diff| of the outputs vs eager: %1").arg(formatMaxDiff(c.result.maxAbsDiff));
   return tip;

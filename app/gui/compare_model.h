@@ -21,8 +21,6 @@ struct CompareRow {
   app::BackendResult result;
 };
 
-/// The numbers of a measured backend as the views show them.
-Spread spreadOf(const app::BackendResult& result);
 /// Why a backend has no numbers: "failed (kernel fault): REASON", "timeout: REASON",
 /// "unavailable: REASON"; empty when it ran.
 QString backendStatusText(const app::BackendResult& result);
@@ -53,11 +51,12 @@ class CompareTableModel : public QAbstractTableModel {
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
 
  private:
-  QString text(const CompareRow& row, int column) const;
+  QString text(size_t row, int column) const;
   double eagerMs() const;
   bool eagerRan() const;
 
   std::vector<CompareRow> m_rows;
+  std::vector<profiler::Spread> m_spreads;  // of each row's result
 };
 
 }  // namespace kiln::gui

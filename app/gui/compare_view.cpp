@@ -113,9 +113,9 @@ void CompareView::addResult(const app::CompareResult& result, const QString& kil
       m_unavailable.push_back(bar);
       continue;
     }
-    repeats = std::max(repeats, r.samplesMs.size());
+    repeats = std::max(repeats, r.timing.samplesMs.size());
     processes = std::max(processes, r.processMedianMs.size());  // a stored run does not say
-    if (r.backend == "pytorch-eager") m_eagerMs = r.medianMs;
+    if (r.backend == "pytorch-eager") m_eagerMs = r.timing.medianMs;
     if (r.backend == "kiln") kiln.push_back(bar);
     else m_bars.push_back(bar);
   }
@@ -142,11 +142,11 @@ void CompareView::addResult(const app::CompareResult& result, const QString& kil
 
 QString CompareView::barLabel(size_t i) const {
   if (i >= m_bars.size()) return {};
-  const app::BackendResult& r = m_bars[i].result;
-  QString text = formatMs(r.medianMs);
-  if (m_eagerMs > 0 && r.medianMs > 0 && m_bars[i].backend != "pytorch-eager")
-    text += QStringLiteral("\n%1× vs eager").arg(m_eagerMs / r.medianMs, 0, 'f', 2);
-  if (r.processesDisagree) text += tr("\n⚠ processes disagree");
+  const profiler::Spread s = m_bars[i].result.spread();
+  QString text = formatMs(s.medianMs);
+  if (m_eagerMs > 0 && s.medianMs > 0 && m_bars[i].backend != "pytorch-eager")
+    text += QStringLiteral("\n%1× vs eager").arg(m_eagerMs / s.medianMs, 0, 'f', 2);
+  if (s.processesDisagree) text += tr("\n⚠ processes disagree");
   return text;
 }
 
@@ -166,21 +166,23 @@ void CompareView::rebuild() {
   QStringList categories;
   double top = 0, bottom = 1e300;
   m_labelAt.assign(m_bars.size(), 0);
+  std::vector<profiler::Spread> spreads;
+  for (const Bar& bar : m_bars) spreads.push_back(bar.result.spread());
   for (size_t i = 0; i < m_bars.size(); ++i) {
-    const auto& r = m_bars[i].result;
-    categories << (r.processesDisagree ? QStringLiteral("⚠ ") + m_bars[i].label : m_bars[i].label);
+    const profiler::Spread& s = spreads[i];
+    categories << (s.processesDisagree ? QStringLiteral("⚠ ") + m_bars[i].label : m_bars[i].label);
     // On a linear axis one wild outlier (a loaded machine) must not squash every bar: whiskers
     // are clipped at 2.5× their median (never inside the box or below a process's median); the
     // table keeps the real maximum. A log axis shows it.
-    double hi = std::max(r.maxMs, r.medianMs);
+    double hi = std::max(s.maxMs, s.medianMs);
     if (!log) {
-      double keep = std::max(2.5 * r.medianMs, r.q3Ms);
-      for (double p : r.processMedianMs) keep = std::max(keep, p);
+      double keep = std::max(2.5 * s.medianMs, s.q3Ms);
+      for (double p : s.processMedianMs) keep = std::max(keep, p);
       hi = std::min(hi, keep);
     }
     m_labelAt[i] = hi;
     top = std::max(top, hi);
-    double lo = r.minMs > 0 ? std::min(r.minMs, r.medianMs) : r.medianMs;
+    double lo = s.minMs > 0 ? std::min(s.minMs, s.medianMs) : s.medianMs;
     if (lo > 0) bottom = std::min(bottom, lo);
   }
   auto* x = new QBarCategoryAxis;
@@ -216,13 +218,13 @@ void CompareView::rebuild() {
   };
 
   for (size_t i = 0; i < m_bars.size(); ++i) {
-    const auto& r = m_bars[i].result;
+    const profiler::Spread& s = spreads[i];
     double cx = static_cast<double>(i);
     // The bar, at the median.
-    QAreaSeries* bar = rectSeries(cx - kBarHalfWidth, cx + kBarHalfWidth, base, r.medianMs);
+    QAreaSeries* bar = rectSeries(cx - kBarHalfWidth, cx + kBarHalfWidth, base, s.medianMs);
     QColor c = backendColor(m_bars[i].backend);
     bar->setBrush(c);
-    bar->setPen(QPen(r.processesDisagree ? QColor(kWarnInk) : c.darker(115), r.processesDisagree ? 2.0 : 1.0));
+    bar->setPen(QPen(s.processesDisagree ? QColor(kWarnInk) : c.darker(115), s.processesDisagree ? 2.0 : 1.0));
     attach(bar);
     connect(bar, &QAreaSeries::hovered, this, [this, i](const QPointF&, bool state) {
       if (state) QToolTip::showText(QCursor::pos(), m_model->toolTip(static_cast<int>(i)), m_chartView);
@@ -230,30 +232,30 @@ void CompareView::rebuild() {
     });
 
     // Min–max: an I-beam; a whisker cut short of its maximum has no cap at the top.
-    double wMin = log ? std::max(r.minMs, base) : r.minMs, wMax = std::min(r.maxMs, m_labelAt[i]);
+    double wMin = log ? std::max(s.minMs, base) : s.minMs, wMax = std::min(s.maxMs, m_labelAt[i]);
     auto* whisker = new QLineSeries;
     *whisker << QPointF(cx - kCapHalfWidth, wMin) << QPointF(cx + kCapHalfWidth, wMin) << QPointF(cx, wMin)
              << QPointF(cx, wMax);
-    if (wMax >= r.maxMs) *whisker << QPointF(cx - kCapHalfWidth, wMax) << QPointF(cx + kCapHalfWidth, wMax);
+    if (wMax >= s.maxMs) *whisker << QPointF(cx - kCapHalfWidth, wMax) << QPointF(cx + kCapHalfWidth, wMax);
     whisker->setPen(QPen(QColor(kSpreadInk), 1.3));
     attach(whisker);
 
     // The interquartile range: a box on the whisker.
-    if (r.q3Ms > 0 && r.q3Ms >= r.q1Ms) {
-      QAreaSeries* box = rectSeries(cx - kBoxHalfWidth, cx + kBoxHalfWidth, std::max(r.q1Ms, base), r.q3Ms);
+    if (s.q3Ms > 0 && s.q3Ms >= s.q1Ms) {
+      QAreaSeries* box = rectSeries(cx - kBoxHalfWidth, cx + kBoxHalfWidth, std::max(s.q1Ms, base), s.q3Ms);
       box->setBrush(QColor(0x30, 0x30, 0x30, 55));  // darkens the bar, greys the space above it
       box->setPen(QPen(QColor(kSpreadInk), 1.3));
       attach(box);
     }
 
     // Each worker process's median: they should lie on top of each other.
-    if (r.processMedianMs.size() > 1) {
+    if (s.processMedianMs.size() > 1) {
       auto* dots = new QScatterSeries;
       dots->setMarkerShape(QScatterSeries::MarkerShapeCircle);
-      dots->setMarkerSize(r.processesDisagree ? 10 : 7);
-      dots->setColor(r.processesDisagree ? QColor(kWarnMark) : QColor(255, 255, 255));
-      dots->setBorderColor(r.processesDisagree ? QColor(255, 255, 255) : QColor(kSpreadInk));
-      for (double p : r.processMedianMs) *dots << QPointF(cx + kDotOffset, std::max(p, base));
+      dots->setMarkerSize(s.processesDisagree ? 10 : 7);
+      dots->setColor(s.processesDisagree ? QColor(kWarnMark) : QColor(255, 255, 255));
+      dots->setBorderColor(s.processesDisagree ? QColor(255, 255, 255) : QColor(kSpreadInk));
+      for (double p : s.processMedianMs) *dots << QPointF(cx + kDotOffset, std::max(p, base));
       attach(dots);
     }
   }
@@ -264,7 +266,7 @@ void CompareView::rebuild() {
     QFont f = label->font();
     f.setBold(m_bars[i].backend == "kiln");
     label->setFont(f);
-    if (m_bars[i].result.processesDisagree) label->setBrush(QColor(kWarnInk));
+    if (spreads[i].processesDisagree) label->setBrush(QColor(kWarnInk));
     label->setZValue(100);  // above the grid lines
     m_labels.push_back(label);
   }

@@ -40,13 +40,13 @@ QString formatMaxDiff(double diff) {
   return QString::number(diff, 'g', 3);
 }
 
-QString disagreementText(const Spread& s) {
+QString disagreementText(const profiler::Spread& s) {
   if (!s.processesDisagree) return {};
   if (s.processMedianMs.empty()) return QStringLiteral("⚠ processes disagree");
   return QStringLiteral("⚠ processes disagree: %1").arg(formatMsList(s.processMedianMs));
 }
 
-QString spreadText(const Spread& s) {
+QString spreadText(const profiler::Spread& s) {
   QStringList lines;
   lines << QStringLiteral("median %1 (mean %2, std dev %3)").arg(formatMs(s.medianMs), formatMs(s.meanMs), formatMs(s.stddevMs));
   lines << QStringLiteral("IQR %1 · min–max %2").arg(formatMsRange(s.q1Ms, s.q3Ms), formatMsRange(s.minMs, s.maxMs));

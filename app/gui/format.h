@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "profiler/time_evaluator.h"
+
 namespace kiln::gui {
 
 QString qs(const std::string& s);
@@ -31,19 +33,10 @@ inline constexpr unsigned kDisagreeText = 0x8a4b00;
 inline constexpr unsigned kFailedText = 0xb00020;       // failed, timed out, out of memory
 inline constexpr unsigned kUnavailableText = 0x888888;  // unavailable or skipped
 
-/// The spread of one measured backend as every view shows it (filled from an app::BackendResult
-/// or a profiler::Measurement by the models).
-struct Spread {
-  double medianMs = 0, q1Ms = 0, q3Ms = 0, minMs = 0, maxMs = 0, meanMs = 0, stddevMs = 0;
-  int samples = 0;  // timed repeats
-  int number = 1;   // calls per repeat
-  std::vector<double> processMedianMs;  // one per worker process
-  bool processesDisagree = false;       // those medians differ by more than 10 %
-};
 /// "⚠ processes disagree: 9.40 / 13.1 ms"; empty when they agree.
-QString disagreementText(const Spread& spread);
+QString disagreementText(const profiler::Spread& spread);
 /// Plain lines for a tooltip: median, IQR, min–max, std dev, repeats and the per-process medians.
-QString spreadText(const Spread& spread);
+QString spreadText(const profiler::Spread& spread);
 
 /// "PyTorch eager" for "pytorch-eager"; unknown names are returned as they are.
 QString backendLabel(const std::string& backend);

@@ -6,23 +6,6 @@
 
 namespace kiln::gui {
 
-Spread spreadOf(const profiler::Measurement& m) {
-  const profiler::Timing& t = m.timing;
-  Spread s;
-  s.medianMs = t.medianMs;
-  s.q1Ms = profiler::quantileOf(t.samplesMs, 0.25);
-  s.q3Ms = profiler::quantileOf(t.samplesMs, 0.75);
-  s.minMs = t.minMs;
-  s.maxMs = t.maxMs;
-  s.meanMs = t.meanMs;
-  s.stddevMs = t.stddevMs;
-  s.samples = static_cast<int>(t.samplesMs.size());
-  s.number = t.number;
-  s.processMedianMs = m.processMedianMs;
-  s.processesDisagree = m.processesDisagree;
-  return s;
-}
-
 void SweepPointModel::setResult(const app::SweepResult& result) {
   beginResetModel();
   m_rows.clear();
@@ -32,7 +15,7 @@ void SweepPointModel::setResult(const app::SweepResult& result) {
   for (const std::string& backend : backends) {
     std::vector<Row> rows;
     for (const auto& m : result.points)
-      if (m.backend == backend) rows.push_back({m, spreadOf(m)});
+      if (m.backend == backend) rows.push_back({m, m.spread()});
     std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.m.batch < b.m.batch; });
     m_rows.insert(m_rows.end(), rows.begin(), rows.end());
   }
@@ -58,7 +41,7 @@ QString SweepPointModel::toolTip(const profiler::Measurement& m) {
     return m.reason.empty() ? QStringLiteral("%1 — %2").arg(head, status)
                             : QStringLiteral("%1 — %2: %3").arg(head, status, qs(m.reason));
   }
-  return head + QLatin1Char('\n') + spreadText(spreadOf(m)) +
+  return head + QLatin1Char('\n') + spreadText(m.spread()) +
          QStringLiteral("\n%1 items/s at the median").arg(m.throughput(), 0, 'f', 1);
 }
 
@@ -85,7 +68,7 @@ QVariant SweepPointModel::headerData(int section, Qt::Orientation orientation, i
 
 QString SweepPointModel::text(const Row& row, int column) const {
   const profiler::Measurement& m = row.m;
-  const Spread& s = row.spread;
+  const profiler::Spread& s = row.spread;
   if (column == Backend) return (s.processesDisagree && m.ok() ? QStringLiteral("⚠ ") : QString()) + backendLabel(m.backend);
   if (column == Batch) return QString::number(m.batch);
   if (column == Note) {

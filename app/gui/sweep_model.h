@@ -13,9 +13,6 @@
 
 namespace kiln::gui {
 
-/// The numbers of a stored or swept measurement as the views show them (quartiles from its samples).
-Spread spreadOf(const profiler::Measurement& m);
-
 class SweepPointModel : public QAbstractTableModel {
   Q_OBJECT
  public:
@@ -45,7 +42,7 @@ class SweepPointModel : public QAbstractTableModel {
  private:
   struct Row {
     profiler::Measurement m;
-    Spread spread;
+    profiler::Spread spread;  // m.spread()
   };
   QString text(const Row& row, int column) const;
   std::vector<Row> m_rows;

@@ -277,7 +277,7 @@ void SweepView::setResult(const app::SweepResult& result) {
         notes << tr("%1 at batch %2: %3 (%4)").arg(backendLabel(backend)).arg(m.batch).arg(profiler::statusName(m.status), qs(m.reason));
         continue;
       }
-      Spread spread = spreadOf(m);
+      const profiler::Spread spread = m.spread();
       double batch = static_cast<double>(m.batch);
       l->append(batch, m.timing.medianMs);
       t->append(batch, m.throughput());

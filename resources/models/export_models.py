@@ -298,9 +298,10 @@ def _swap_exact(module):
             _swap_exact(child)
 
 
-def _exact_reference(model, name, outdir, step):
-    """Writes <name>.exact_{in,out}_b{1,2}.npy: inputs and the exact reference's outputs at batch
-    1 and 2. Returns their manifest entry and the share of libtorch's outputs within one step of it."""
+def _exact_reference(model, name, outdir, step, shape=NET_INPUT, batches=(1, 2)):
+    """Writes <name>.exact_{in,out}_b<batch>.npy: random inputs of `shape` with dimension 0 set to
+    each batch, and the exact reference's outputs. Returns their manifest entry and the share of
+    libtorch's outputs within one step of the exact ones."""
     import copy
 
     import numpy as np
@@ -308,8 +309,8 @@ def _exact_reference(model, name, outdir, step):
     exact = copy.deepcopy(model)
     _swap_exact(exact)
     entry, within, total = {}, 0, 0
-    for batch in (1, 2):
-        x = torch.randn(batch, *NET_INPUT[1:], generator=torch.Generator().manual_seed(CHECK_SEED + batch))
+    for batch in batches:
+        x = torch.randn(batch, *shape[1:], generator=torch.Generator().manual_seed(CHECK_SEED + batch))
         with torch.no_grad():
             y_exact, y_torch = exact(x), model(x)
         files = {"input": f"{name}.exact_in_b{batch}.npy", "output": f"{name}.exact_out_b{batch}.npy"}
@@ -413,8 +414,10 @@ def export_quantized_op(name, factory, shape, step, outdir):
     meta = _inputs_meta([shape])
     quant = {"qengine": QENGINE}
     _save(traced, os.path.join(outdir, rel), meta, f"kiln quantized op {name}", {"quantization": quant})
+    exact, _ = _exact_reference(model, rel[:-len(".pt")], outdir, step, shape, batches=(shape[0],))
     return {"name": name, "file": rel, "kind": "quantized_op", "inputs": meta, "quantization": quant,
-            "output_step": step, "steps": QUANT_STEPS, "min_share": QUANT_MIN_SHARE, "rtol": 0.0, "atol": step}
+            "output_step": step, "steps": QUANT_STEPS, "min_share": QUANT_MIN_SHARE, "rtol": 0.0, "atol": step,
+            "exact_reference": exact}
 
 
 # --------------------------------------------------------------------------------------------

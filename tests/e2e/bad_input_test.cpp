@@ -71,7 +71,7 @@ struct Case {
   std::vector<std::string> needles;  // the line must contain each
   bool warning = false;  // success with one "warning:" line instead of an error
   // filled by run()
-  Outcome outcome;
+  Outcome outcome{};
   double seconds = 0;
 };
 
@@ -716,6 +716,8 @@ TEST(BadInput, CommandLineUsage) {
       {"run", "unknown flag", "run " + m + " --input x.npy --frobnicate", usage, {"--frobnicate"}},
       {"run", "opt level 9", "run " + m + " --input x.npy -O9", usage, {"opt-level"}},
       {"ir", "unknown stage", "ir " + m + " --stage nonsense", usage, {"unknown stage 'nonsense'"}},
+      {"compare", "unknown backend", "compare " + m + " --backends nosuch --no-store", usage,
+       {"unknown backend 'nosuch'"}},
   };
   runAndCheck(cases);
 }

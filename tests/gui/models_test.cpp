@@ -20,42 +20,11 @@
 #include "app/gui/session_model.h"
 #include "app/gui/sweep_model.h"
 #include "app/gui/tune_model.h"
+#include "tests/gui/gui_test_support.h"
 
 using namespace kiln;
 using namespace kiln::gui;
-
-namespace {
-QString modelPath(const char* relative) { return QStringLiteral(KILN_MODELS_DIR "/") + QLatin1String(relative); }
-
-/// A backend that ran: its samples, quartiles and worker processes' medians.
-app::BackendResult ranBackend(const std::string& backend, std::vector<double> samples, std::vector<double> processes,
-                              bool disagree, double maxAbsDiff = 0) {
-  app::BackendResult r;
-  r.backend = backend;
-  profiler::Timing t = profiler::timingFromSamples(samples);
-  r.medianMs = t.medianMs;
-  r.minMs = t.minMs;
-  r.maxMs = t.maxMs;
-  r.meanMs = t.meanMs;
-  r.stddevMs = t.stddevMs;
-  r.q1Ms = profiler::quantileOf(samples, 0.25);
-  r.q3Ms = profiler::quantileOf(samples, 0.75);
-  r.samplesMs = samples;
-  r.processMedianMs = std::move(processes);
-  r.processesDisagree = disagree;
-  r.maxAbsDiff = maxAbsDiff;
-  return r;
-}
-
-app::BackendResult failedBackend(const std::string& backend, const std::string& status, const std::string& reason) {
-  app::BackendResult r;
-  r.backend = backend;
-  r.available = false;
-  r.status = status;
-  r.reason = reason;
-  return r;
-}
-}  // namespace
+using namespace kiln::testing_support;
 
 class ModelsTest : public QObject {
   Q_OBJECT

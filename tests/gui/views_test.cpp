@@ -13,34 +13,13 @@
 
 #include "app/gui/compare_view.h"
 #include "app/gui/sweep_view.h"
+#include "tests/gui/gui_test_support.h"
 
 using namespace kiln;
 using namespace kiln::gui;
+using namespace kiln::testing_support;
 
 namespace {
-
-app::BackendResult ranBackend(const std::string& backend, std::vector<double> samples, std::vector<double> processes,
-                              double maxAbsDiff = 0) {
-  app::BackendResult r;
-  r.backend = backend;
-  profiler::Timing t = profiler::timingFromSamples(samples);
-  r.medianMs = t.medianMs;
-  r.minMs = t.minMs;
-  r.maxMs = t.maxMs;
-  r.meanMs = t.meanMs;
-  r.stddevMs = t.stddevMs;
-  r.q1Ms = profiler::quantileOf(samples, 0.25);
-  r.q3Ms = profiler::quantileOf(samples, 0.75);
-  r.samplesMs = samples;
-  r.pids = {100, 101};
-  if (processes.size() > 1) {
-    auto [lo, hi] = std::minmax_element(processes.begin(), processes.end());
-    r.processesDisagree = *hi / *lo > 1.1;
-  }
-  r.processMedianMs = std::move(processes);
-  r.maxAbsDiff = maxAbsDiff;
-  return r;
-}
 
 /// PyTorch eager at 40 ms, compiled at 31 ms, Kiln at 5 ms with processes at 4.6 and 5.6 ms
 /// (they disagree) and a NaN in its output, torch.compile timed out.
@@ -54,15 +33,13 @@ app::CompareResult comparison() {
   c.torchVersion = "2.1.2";
   c.blas = "OpenBLAS";
   c.processes = 2;
-  c.backends.push_back(ranBackend("pytorch-eager", {37, 38.5, 39, 39.5, 40, 40.5, 41, 42, 55}, {39.2, 40.6}));
-  c.backends.push_back(ranBackend("pytorch-compiled", {29, 30, 30.5, 31, 31, 31.5, 32, 33, 36}, {30.8, 31.2}, 2e-6));
-  app::BackendResult timeout;
-  timeout.backend = "torch-compile";
-  timeout.available = false;
-  timeout.status = "timeout";
-  timeout.reason = "timed out after 120 s compiling";
-  c.backends.push_back(timeout);
-  c.backends.push_back(ranBackend("kiln", {4.4, 4.5, 4.6, 4.7, 5.0, 5.5, 5.6, 5.7, 6.5}, {4.6, 5.6}, NAN));
+  c.backends.push_back(
+      ranBackend("pytorch-eager", {37, 38.5, 39, 39.5, 40, 40.5, 41, 42, 55}, {39.2, 40.6}, false));
+  c.backends.push_back(
+      ranBackend("pytorch-compiled", {29, 30, 30.5, 31, 31, 31.5, 32, 33, 36}, {30.8, 31.2}, false, 2e-6));
+  c.backends.push_back(failedBackend("torch-compile", "timeout", "timed out after 120 s compiling"));
+  c.backends.push_back(
+      ranBackend("kiln", {4.4, 4.5, 4.6, 4.7, 5.0, 5.5, 5.6, 5.7, 6.5}, {4.6, 5.6}, true, NAN));
   return c;
 }
 

@@ -33,13 +33,14 @@
 #include "app/gui/text_view.h"
 #include "app/gui/tuning_view.h"
 #include "profiler/store.h"
+#include "tests/gui/gui_test_support.h"
 
 using namespace kiln;
 using namespace kiln::gui;
+using namespace kiln::testing_support;
 
 namespace {
 constexpr int kJobTimeoutMs = 300000;  // generous: the machine is shared, this is not a benchmark
-QString modelPath(const char* relative) { return QStringLiteral(KILN_MODELS_DIR "/") + QLatin1String(relative); }
 
 /// This process's child processes that are measuring workers (their command line names
 /// `measure-worker`), dying (a killed process loses its command line before it becomes a zombie)
@@ -233,8 +234,8 @@ class WindowTest : public QObject {
     }
     QVERIFY(kiln && eager);
     QVERIFY2(kiln->result.available, kiln->result.reason.c_str());
-    QVERIFY(!kiln->result.samplesMs.empty());
-    QVERIFY(kiln->result.medianMs > 0);
+    QVERIFY(!kiln->result.timing.samplesMs.empty());
+    QVERIFY(kiln->result.timing.medianMs > 0);
     QVERIFY2(kiln->result.maxAbsDiff < 1e-3, qPrintable(QString::number(kiln->result.maxAbsDiff)));  // vs eager
     QVERIFY(measureWorkers().isEmpty());
   }

@@ -1,4 +1,5 @@
-// Time evaluator: statistics derived from raw samples, number scaling, time budget, noise flag.
+// Time evaluator: statistics derived from raw samples, the spread the views show, number scaling,
+// time budget, noise flag.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -35,6 +36,26 @@ TEST(TimeEvaluator, EvenCountMedianAndSteadySamples) {
   Timing none = timingFromSamples({});
   EXPECT_DOUBLE_EQ(none.medianMs, 0.0);
   EXPECT_DOUBLE_EQ(medianOf({}), 0.0);
+}
+
+TEST(TimeEvaluator, SpreadOfATimingAndItsProcesses) {
+  Timing t = timingFromSamples({4.0, 1.0, 3.0, 2.0, 10.0}, 8);
+  Spread s = spreadOf(t, {2.5, 3.5}, true);
+  EXPECT_DOUBLE_EQ(s.medianMs, 3.0);
+  EXPECT_DOUBLE_EQ(s.q1Ms, 2.0);  // quartiles interpolate between order statistics
+  EXPECT_DOUBLE_EQ(s.q3Ms, 4.0);
+  EXPECT_DOUBLE_EQ(s.minMs, 1.0);
+  EXPECT_DOUBLE_EQ(s.maxMs, 10.0);
+  EXPECT_DOUBLE_EQ(s.meanMs, 4.0);
+  EXPECT_DOUBLE_EQ(s.stddevMs, t.stddevMs);
+  EXPECT_EQ(s.samples, 5);
+  EXPECT_EQ(s.number, 8);
+  EXPECT_EQ(s.processMedianMs, (std::vector<double>{2.5, 3.5}));
+  EXPECT_TRUE(s.processesDisagree);
+  Spread none = spreadOf(Timing{});
+  EXPECT_EQ(none.samples, 0);
+  EXPECT_DOUBLE_EQ(none.q3Ms, 0.0);
+  EXPECT_FALSE(none.processesDisagree);
 }
 
 TEST(TimeEvaluator, WarmupNumberAndRepeatCounts) {
