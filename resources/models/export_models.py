@@ -414,7 +414,8 @@ def export_quantized_op(name, factory, shape, step, outdir):
     meta = _inputs_meta([shape])
     quant = {"qengine": QENGINE}
     _save(traced, os.path.join(outdir, rel), meta, f"kiln quantized op {name}", {"quantization": quant})
-    exact, _ = _exact_reference(model, rel[:-len(".pt")], outdir, step, shape, batches=(shape[0],))
+    # At its own batch (tests/unit/quant) and at 3 (the end-to-end tests' larger batch for ops).
+    exact, _ = _exact_reference(model, rel[:-len(".pt")], outdir, step, shape, batches=sorted({shape[0], 3}))
     return {"name": name, "file": rel, "kind": "quantized_op", "inputs": meta, "quantization": quant,
             "output_step": step, "steps": QUANT_STEPS, "min_share": QUANT_MIN_SHARE, "rtol": 0.0, "atol": step,
             "exact_reference": exact}

@@ -158,12 +158,15 @@ void checkModel(const Case& c, int64_t batch) {
     for (auto& in : specs.inputs) in.shape[0] = batch;
   }
   std::vector<runtime::Tensor> inputs = app::randomInputs(specs, 42);
-  // Quantized networks: the inputs the exact reference was computed on.
+  // Quantized networks and ops: the inputs the exact reference was computed on.
+  const bool quantized = c.kind.rfind("quantized_", 0) == 0;
+  const int64_t exactBatch = batch ? batch : specs.inputs[0].shape[0];
   std::vector<runtime::Tensor> exact;
-  if (c.kind == "quantized_network") {
-    ASSERT_TRUE(c.exact.count(batch ? batch : 1)) << c.name << " has no exact_reference at this batch: re-export the sample models";
+  if (quantized) {
+    ASSERT_TRUE(c.exact.count(exactBatch)) << c.name << " has no exact_reference at batch " << exactBatch
+                                           << ": re-export the sample models";
   }
-  if (auto it = c.exact.find(batch ? batch : 1); it != c.exact.end()) {
+  if (auto it = c.exact.find(exactBatch); it != c.exact.end()) {
     inputs = {runtime::readNpy(it->second.first)};
     exact = {runtime::readNpy(it->second.second)};
   }
@@ -203,7 +206,7 @@ void checkModel(const Case& c, int64_t batch) {
     auto outputs = app::run(*compiled.value(), inputs);
     ASSERT_TRUE(outputs.ok()) << "-O" << opt << ": " << outputs.error().message;
     double factor = opt >= 4 ? kFastMathToleranceFactor : 1.0;
-    std::string diff = c.kind == "quantized_network"
+    std::string diff = quantized
                            ? compareQuantized(outputs.value(), exact, c, "the exact reference", c.steps, c.minShare)
                            : compareOutputs(outputs.value(), reference, c.rtol * factor, c.atol * factor);
     EXPECT_EQ(diff, "") << c.name << " at -O" << opt << " batch " << (batch ? batch : 1);
