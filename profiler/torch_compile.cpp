@@ -1,5 +1,6 @@
 #include "profiler/torch_compile.h"
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -137,9 +138,13 @@ TorchPython findTorchPython(const std::string& requested) {
   auto it = cache->find(requested);
   if (it != cache->end()) return it->second;
 
-  std::vector<std::string> candidates = requested.empty()
-                                            ? std::vector<std::string>{"python3", "/usr/bin/python3"}
-                                            : std::vector<std::string>{requested};
+  // Kiln's own environment (scripts/install-deps.sh) first, then whatever python3 there is.
+  std::vector<std::string> candidates{requested};
+  if (requested.empty()) {
+    candidates.clear();
+    if (const char* env = std::getenv("KILN_TORCH_PYTHON"); env && *env) candidates.push_back(env);
+    candidates.insert(candidates.end(), {KILN_PYENV_PYTHON, "python3", "/usr/bin/python3"});
+  }
   std::vector<TorchPython> probed;
   TorchPython chosen;
   for (const auto& c : candidates) {
