@@ -1,5 +1,7 @@
 #include "runtime/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -57,12 +59,36 @@ std::string shapeString(const Shape& shape) {
   return s + "]";
 }
 
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+/// Whether large blocks are backed by transparent huge pages (KILN_HUGEPAGES=0 turns it off).
+bool hugePagesWanted() {
+  static const bool wanted = [] {
+    const char* v = std::getenv("KILN_HUGEPAGES");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return wanted;
+}
+
+}  // namespace
+
+// Blocks of 2 MiB and more (the executor's activation blocks, packed weights) are aligned to
+// 2 MiB and advised as huge pages before their first touch (Linux THP in its "madvise" mode,
+// Debian's default, backs only advised memory). With 4 KiB pages a network's weights and
+// activations need thousands of TLB entries, and how the kernel happened to place them varies
+// from process to process; huge pages make both cheaper and alike in every process.
 Storage::Storage(size_t bytes) : m_bytes(bytes) {
-  constexpr size_t kAlign = 64;
-  size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  if (rounded == 0) rounded = kAlign;
-  m_data = std::aligned_alloc(kAlign, rounded);
+  size_t align = 64;
+  if (bytes >= kHugePage && hugePagesWanted()) align = kHugePage;
+  size_t rounded = (bytes + align - 1) / align * align;
+  if (rounded == 0) rounded = align;
+  m_data = std::aligned_alloc(align, rounded);
   if (!m_data) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (align == kHugePage) madvise(m_data, rounded, MADV_HUGEPAGE);  // advice: failure is harmless
+#endif
   std::memset(m_data, 0, rounded);
 }
 
