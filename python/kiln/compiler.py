@@ -44,15 +44,16 @@ _SHORT_OF_NUMPY = {np.dtype(v): k for k, v in _NUMPY_OF.items()}
 def kiln_cli():
     """The `kiln` executable: $KILN_CLI, else the one of the build this package was built in."""
     path = os.environ.get("KILN_CLI")
-    if path:
-        return path
-    try:
-        from ._paths import KILN_CLI
-    except ImportError:
-        KILN_CLI = shutil.which("kiln")
-    if not KILN_CLI:
-        raise KilnError("cannot find the `kiln` command: set KILN_CLI", "io", 6)
-    return KILN_CLI
+    if not path:
+        try:
+            from ._paths import KILN_CLI as path
+        except ImportError:
+            path = shutil.which("kiln")
+    if not path:
+        raise KilnError("cannot find the kiln command: set KILN_CLI", "io", 6)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise KilnError(f"{path}: cannot run the kiln command: no such executable (set KILN_CLI)", "io", 6)
+    return path
 
 
 def cache_dir():
@@ -142,7 +143,10 @@ def _file_digest(path, extra):
 
 
 def _run_cli(args):
-    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        raise KilnError(f"{args[0]}: cannot run the kiln command: {e.strerror or e} (set KILN_CLI)", "io", 6) from e
     if proc.returncode == 0:
         return proc.stdout
     lines = [l for l in proc.stderr.splitlines() if l.startswith("error: ")]
@@ -264,7 +268,14 @@ def compile(module, example_inputs, opt_level=3, records=None, threads=None, tar
     with tempfile.TemporaryDirectory(prefix="kiln-trace-") as tmp:
         pt = os.path.join(tmp, "model.pt")
         reference = _trace(module, inputs, pt)
-        module_dir, log = compile_traced(pt, opt_level=opt_level, records=records, target=target, cache=cache)
+        try:
+            module_dir, log = compile_traced(pt, opt_level=opt_level, records=records, target=target, cache=cache)
+        except KilnError as e:
+            # The traced file is temporary: name the module instead ("M: aten::cumsum is not supported (m.py:3)").
+            if e.message.startswith(pt):
+                e.message = type(module).__name__ + e.message[len(pt):]
+                e.args = (e.message,)
+            raise
     leaves, spec = pytree.tree_flatten(reference)
     if not all(isinstance(t, torch.Tensor) for t in leaves):
         spec = None
