@@ -113,7 +113,7 @@ class Report:
                          f"by Kiln in {sum(1 for s in g.subgraphs if s.compiled)} subgraph(s), "
                          f"{len(g.fallbacks)} part(s) in PyTorch")
             for s in g.subgraphs:
-                ops = ", ".join(s.ops) if s.ops else "(no operators)"
+                ops = _ops_text(s.ops)
                 if s.compiled:
                     lines.append(f"  kiln     {ops} ({s.calls} call(s))")
                 else:
@@ -126,6 +126,18 @@ class Report:
     def __repr__(self):
         return f"<kiln.torch.Report: {len(self.graphs)} graph(s), {len(self.compiled)} compiled subgraph(s), " \
                f"{len(self.fallbacks)} fallback(s)>"
+
+
+def _ops_text(ops):
+    """The operators in order; a long list as counts in order of first use ("torch.conv2d x20, ...")."""
+    if not ops:
+        return "(no operators)"
+    if len(ops) <= 8:
+        return ", ".join(ops)
+    counts = {}
+    for op in ops:
+        counts[op] = counts.get(op, 0) + 1
+    return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in counts.items())
 
 
 # --- judging nodes -------------------------------------------------------------------------------
