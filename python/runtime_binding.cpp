@@ -5,9 +5,9 @@
 //
 // Data passes through the buffer protocol, not numpy's C API (whose ABI differs between numpy
 // releases): an input is any C-contiguous buffer of the input's format and shape (a numpy array,
-// a torch tensor's .numpy()); it is copied once, into the executor's planned input slot. An
-// output is a `Buffer` owning the runtime tensor the executor returned; numpy.asarray(buffer)
-// views it without a copy.
+// a torch tensor's .numpy()); it is copied into a staging runtime tensor, which the executor's
+// setInput copies into its planned slot. An output is a `Buffer` owning the runtime tensor the
+// executor returned; numpy.asarray(buffer) views it without a copy.
 //
 // kiln::Error becomes kiln.errors.KilnError(message, kind, code) (kinds and codes of
 // runtime/error.h). Runs release the GIL; one process-wide lock serializes runs and thread-count
