@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <functional>
 #include <map>
 #include <optional>
@@ -90,6 +91,56 @@ int64_t opsetOf(const onnx::ModelProto& model) {
   return 13;
 }
 
+/// Moves the bytes of every initializer stored as external data (the `location` file beside the
+/// model, from `offset`, `length` bytes; what torch.onnx.export's dynamo exporter writes for the
+/// weights) into its raw_data, so the rest of the importer sees ordinary tensors. A location must
+/// name a file inside the model's folder.
+void loadExternalData(const std::string& path, onnx::ModelProto& model) {
+  namespace fs = std::filesystem;
+  const fs::path folder = fs::absolute(fs::path(path)).parent_path();
+  std::map<std::string, std::string> files;  // location -> contents, each read once
+  auto fileBytes = [&](const std::string& location, const std::string& tensor) -> const std::string& {
+    auto it = files.find(location);
+    if (it != files.end()) return it->second;
+    fs::path rel(location);
+    if (location.empty() || rel.is_absolute() ||
+        std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; }))
+      throw Error(path + ": tensor '" + tensor + "' names external data '" + location +
+                      "' outside the model's folder", ErrorKind::InvalidModel);
+    fs::path file = folder / rel;
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+      throw Error(path + ": tensor '" + tensor + "' is stored in '" + location + "', which cannot be read",
+                  ErrorKind::Io);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return files.emplace(location, std::move(bytes)).first->second;
+  };
+  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (!t.has_data_location() || t.data_location() != onnx::TensorProto_DataLocation_EXTERNAL) continue;
+    std::string location;
+    uint64_t offset = 0, length = 0;
+    bool hasLength = false;
+    try {
+      for (const auto& entry : t.external_data()) {
+        if (entry.key() == "location") location = entry.value();
+        if (entry.key() == "offset") offset = std::stoull(entry.value());
+        if (entry.key() == "length") length = std::stoull(entry.value()), hasLength = true;
+      }
+    } catch (const std::exception&) {
+      throw Error(path + ": tensor '" + t.name() + "' has a malformed external-data offset or length",
+                  ErrorKind::InvalidModel);
+    }
+    const std::string& bytes = fileBytes(location, t.name());
+    if (!hasLength) length = bytes.size() >= offset ? bytes.size() - offset : 0;
+    if (offset > bytes.size() || length > bytes.size() - offset)
+      throw Error(path + ": tensor '" + t.name() + "' reaches past the end of its external data '" + location + "'",
+                  ErrorKind::InvalidModel);
+    t.set_raw_data(bytes.substr(offset, length));
+    t.clear_external_data();
+    t.clear_data_location();
+  }
+}
+
 /// Reads and sanity-checks the ModelProto: everything that makes the file "not an ONNX model"
 /// (InvalidModel) or of an opset Kiln does not import (Unsupported) is found here, before any node.
 onnx::ModelProto loadProto(const std::string& path) {
@@ -108,6 +159,7 @@ onnx::ModelProto loadProto(const std::string& path) {
     throw Error(path + ": not an ONNX model: the protobuf has no graph (ModelProto field 7)", ErrorKind::InvalidModel);
   if (model.graph().output_size() == 0)
     throw Error(path + ": not an ONNX model: the graph has no outputs", ErrorKind::InvalidModel);
+  loadExternalData(path, model);
   int64_t opset = opsetOf(model);
   if (opset < kMinOpset || opset > kMaxOpset)
     throw Error(path + ": ONNX opset " + std::to_string(opset) + " is not supported (Kiln imports opsets " +
@@ -536,6 +588,11 @@ const std::map<std::string, OnnxImporter::Handler>& OnnxImporter::handlers() {
     h["Clip"] = [](OnnxImporter& im, const Node& n) { im.clip(n); };
     h["LeakyRelu"] = [](OnnxImporter& im, const Node& n) {
       im.setOut(n, im.emit(n, "leaky_relu", {im.tensor(n, 0)}, {{"alpha", im.attrFloat(n, "alpha", 0.01)}}));
+    };
+    h["Gelu"] = [](OnnxImporter& im, const Node& n) {  // opset 20
+      std::string approximate = im.attrString(n, "approximate", "none");
+      if (approximate != "none" && approximate != "tanh") im.fail(n, "unknown approximation '" + approximate + "'");
+      im.setOut(n, im.emit(n, "gelu", {im.tensor(n, 0)}, {{"approximate", approximate}}));
     };
     h["HardSigmoid"] = [](OnnxImporter& im, const Node& n) {
       if (std::abs(im.attrFloat(n, "alpha", 0.2) - 1.0 / 6) > 1e-6 || std::abs(im.attrFloat(n, "beta", 0.5) - 0.5) > 1e-6)

@@ -691,6 +691,10 @@ std::string archiveContentProblem(const ArchiveBytes& archive, std::vector<Corru
         auto [bytes, size] = reader.getRecord(name);
         if (std::string why = sourceMapProblem(static_cast<const uint8_t*>(bytes.get()), size); !why.empty())
           corruptMaps.push_back({name, why});
+      } else if (name == "traced_inputs.pkl") {
+        // torch >= 2.1 keeps the example inputs of torch.jit.trace here, with empty storage
+        // records; libtorch 1.13 never reads it.
+        continue;
       } else if (endsWith(".pkl")) {
         // Its tensors' storages are the records <name without .pkl>/<key>.
         const std::string folder = name.substr(0, name.size() - 4) + "/";

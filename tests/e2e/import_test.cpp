@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <unistd.h>
 #include <ostream>
 #include <random>
 
@@ -15,6 +17,7 @@
 
 #include "app/doctor.h"
 #include "app/facade.h"
+#include "runtime/npy.h"
 #include "runtime/tensor_values.h"
 #include "importers/torchscript.h"
 #include "profiler/torch_baseline.h"
@@ -224,3 +227,99 @@ TEST(Onnx, UnsupportedOperatorIsNamedWithItsNode) {
 }
 
 }  // namespace
+
+// --- models saved by today's PyTorch --------------------------------------------------------
+// resources/models/export_today.py, run by Kiln's Python environment: a default torch.jit.trace
+// archive (today's layout, with traced_inputs.pkl and no kiln.json, so the shapes are given here
+// as a user would) and the dynamo exporter's ONNX file (opset 20, weights as external data), both
+// against today's torch's own outputs.
+
+namespace {
+
+struct TodayModel {
+  std::string name, pt, onnx;
+  std::vector<importers::InputSpec> specs;
+  std::vector<std::string> inputs, outputs;
+};
+
+std::vector<TodayModel> todayModels() {
+  std::ifstream in(modelPath("today/manifest.json"));
+  EXPECT_TRUE(in.good()) << "no " << modelPath("today/manifest.json") << " (the build exports it)";
+  if (!in) return {};
+  nlohmann::json manifest = nlohmann::json::parse(in);
+  std::vector<TodayModel> models;
+  for (const auto& m : manifest.at("models")) {
+    TodayModel t{m.at("name"), modelPath("today/" + m.at("pt").get<std::string>()),
+                 modelPath("today/" + m.at("onnx").get<std::string>()), {}, {}, {}};
+    for (const auto& s : m.at("input_specs"))
+      t.specs.push_back({s.at("name"), runtime::DType::Float32, s.at("shape").get<runtime::Shape>()});
+    for (const auto& p : m.at("inputs")) t.inputs.push_back(modelPath("today/" + p.get<std::string>()));
+    for (const auto& p : m.at("outputs")) t.outputs.push_back(modelPath("today/" + p.get<std::string>()));
+    models.push_back(std::move(t));
+  }
+  return models;
+}
+
+/// Kiln's outputs for `path` at -O3 (shapes given when `specs` is not empty) against `expected`,
+/// relative to the largest reference value.
+void expectMatchesToday(const std::string& path, const std::vector<importers::InputSpec>& specs,
+                        const std::vector<runtime::Tensor>& inputs, const std::vector<runtime::Tensor>& expected) {
+  SCOPED_TRACE(path);
+  app::OpenOptions open;
+  open.inputs = specs;
+  auto model = app::openModel(path, open);
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  app::BuildOptions options;
+  options.threads = 2;
+  auto compiled = app::build(model.value(), options);
+  ASSERT_TRUE(compiled.ok()) << compiled.error().message;
+  auto outputs = app::run(*compiled.value(), inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.error().message;
+  ASSERT_EQ(outputs.value().size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    double scale = 0;
+    for (int64_t k = 0; k < expected[i].numel(); ++k)
+      scale = std::max(scale, std::fabs(runtime::elementAsDouble(expected[i], k)));
+    EXPECT_GT(scale, 1e-3) << "output " << i << " is numerically dead";
+    EXPECT_LE(maxAbsDiff(outputs.value()[i], expected[i]), 1e-4 * std::max(1.0, scale)) << "output " << i;
+  }
+}
+
+}  // namespace
+
+TEST(TodayExporters, TracedArchivesAndDynamoOnnxMatchTodaysTorch) {
+  std::vector<TodayModel> models = todayModels();
+  ASSERT_GE(models.size(), 3u);
+  for (const TodayModel& m : models) {
+    std::vector<runtime::Tensor> inputs, expected;
+    for (const auto& p : m.inputs) inputs.push_back(runtime::readNpy(p));
+    for (const auto& p : m.outputs) expected.push_back(runtime::readNpy(p));
+    expectMatchesToday(m.pt, m.specs, inputs, expected);
+    expectMatchesToday(m.onnx, {}, inputs, expected);
+  }
+}
+
+TEST(TodayExporters, ExternalDataOutsideTheModelsFolderIsRefused) {
+  // The dynamo exporter's file, its external-data location rewritten to climb out of the folder.
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kiln_today_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  std::ifstream in(modelPath("today/two_input_net.onnx"), std::ios::binary);
+  ASSERT_TRUE(in.good());
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "two_input_net.onnx.data", to = "../../etc/passwd.onnx.d";
+  ASSERT_EQ(from.size(), to.size());
+  size_t at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos);
+  for (; at != std::string::npos; at = bytes.find(from, at)) bytes.replace(at, from.size(), to);
+  const std::string path = dir + "/escaping.onnx";
+  std::ofstream(path, std::ios::binary) << bytes;
+  auto model = app::openModel(path);
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("outside the model's folder"), std::string::npos) << model.error().message;
+  // Without its .data file beside it, the model names the missing file.
+  std::filesystem::copy_file(modelPath("today/two_input_net.onnx"), dir + "/alone.onnx");
+  model = app::openModel(dir + "/alone.onnx");
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.error().message.find("cannot be read"), std::string::npos) << model.error().message;
+  std::filesystem::remove_all(dir);
+}
