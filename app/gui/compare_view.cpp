@@ -108,7 +108,7 @@ void CompareView::addResult(const app::CompareResult& result, const QString& kil
   m_eagerMs = 0;
   size_t repeats = 0, processes = static_cast<size_t>(std::max(1, result.processes));
   for (const auto& r : result.backends) {
-    Bar bar{r.backend == "kiln" ? kilnLabel : backendLabel(r.backend), r.backend, r};
+    Bar bar{r.backend == "kiln" ? kilnLabel : backendLabel(r), r.backend, r};
     if (!r.available) {
       m_unavailable.push_back(bar);
       continue;
