@@ -211,6 +211,15 @@ struct IsolationOptions {
   std::function<bool()> cancelled;
 };
 
+/// Every row compare and sweep know, in table order: pytorch-eager (today's torch, the nn.Module
+/// under inference_mode; the reference for max |diff|), torch-compile (inductor, default mode),
+/// torch-compile-max-autotune (only when asked for), torchscript-optimized (Debian's libtorch 1.13,
+/// freeze + optimize_for_inference), onnxruntime, openvino, kiln. The Python rows run in
+/// python/kiln_workers/bench_worker.py (profiler/python_worker.h).
+const std::vector<std::string>& backendNames();
+/// compare's rows when none are asked for: every name but torch-compile-max-autotune.
+const std::vector<std::string>& defaultCompareBackends();
+
 /// Every backend of a comparison runs in worker processes of its own (profiler/bench.h); their
 /// repeats alternate round-robin, the idle workers' thread pools parked.
 struct CompareOptions {
@@ -223,18 +232,20 @@ struct CompareOptions {
   /// (code layout, memory and thread placement); a row whose processes' medians differ by more
   /// than 10 % is flagged.
   int processes = 2;
-  bool torchCompile = true;  // also try torch.compile (Python worker; unavailable with a reason)
-  std::string python;        // its interpreter; empty: python3, then /usr/bin/python3
-  /// Which rows, of pytorch-eager, pytorch-compiled, torch-compile and kiln (kiln-untuned comes
-  /// with kiln when there are records); empty: all. Without pytorch-eager nothing is checked
-  /// against a reference (maxAbsDiff < 0).
+  bool torchCompile = true;  // false: no torch-compile rows (they compile for 20-60 s)
+  /// The Python backends' interpreter; empty: $KILN_TORCH_PYTHON, Kiln's Python environment,
+  /// python3, /usr/bin/python3 (the first with torch >= 2).
+  std::string python;
+  /// Which rows, of backendNames() (kiln-untuned comes with kiln when there are records); empty:
+  /// defaultCompareBackends(). Without pytorch-eager nothing is checked against a reference
+  /// (maxAbsDiff < 0).
   std::vector<std::string> backends;
   StoreOptions store;
   IsolationOptions isolate;  // the workers' time limits, program and cancel (`enabled` is ignored)
 };
 
 struct BackendResult {
-  std::string backend;  // "pytorch-eager", "pytorch-compiled", "torch-compile", "kiln-untuned", "kiln"
+  std::string backend;  // a name of backendNames(), or "kiln-untuned"
   bool available = true;
   std::string status = "ok";  // ok | unavailable | failed | timeout | out-of-memory (profiler::Status)
   std::string reason;         // why not available
@@ -247,6 +258,11 @@ struct BackendResult {
                            // ints); < 0: not checked
   std::vector<float> preview;  // the first few values of output 0
   int top1 = -1;               // argmax of output 0's first row
+  /// What the worker reported about the backend, a JSON object: versions, BLAS/oneDNN/MKL
+  /// builds, thread settings, "module" ("python", "torchvision" or "torchscript" for the PyTorch
+  /// rows), compile_seconds, the ONNX file; empty when it did not run. backendFactsLine() says it
+  /// in one line.
+  std::string facts;
   /// Median, quartiles, min–max, ... as the views and reports show them.
   profiler::Spread spread() const { return profiler::spreadOf(timing, processMedianMs, processesDisagree); }
 };
@@ -257,8 +273,8 @@ struct CompareResult {
   int threads = 1;
   std::string target;
   int optLevel = 3;
-  std::string torchVersion;
-  std::string blas;
+  std::string torchVersion;  // Debian's libtorch (the importer's, torchscript-optimized's)
+  std::string blas;          // the BLAS it calls; each row's own versions are in its facts
   std::string cpu;
   double compileSeconds = 0;
   int processes = 1;     // worker processes per backend
@@ -272,6 +288,11 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
 /// holds a NaN anywhere, infinity when the outputs differ in count, shape or dtype.
 double maxAbsDiff(const std::vector<runtime::Tensor>& a, const std::vector<runtime::Tensor>& b);
 std::string compareJson(const CompareResult& result);
+/// The row's name as tables show it: "pytorch-eager (TorchScript)" when today's torch ran the
+/// TorchScript file because the model has no Python module.
+std::string backendDisplayName(const std::string& backend, const std::string& factsJson);
+/// A row's facts in one line: "torch 2.15.0 (mkl, oneDNN v3.13.3), 2 threads, module torchvision".
+std::string backendFactsLine(const std::string& factsJson);
 
 std::string version();
 /// The CPU's marketing name from /proc/cpuinfo.

@@ -16,7 +16,7 @@
 #include "app/measure_internal.h"
 #include "core/lower/schedule_config.h"
 #include "profiler/torch_baseline.h"
-#include "profiler/torch_compile.h"
+#include "profiler/python_worker.h"
 #include "runtime/npy.h"
 #include "runtime/thread_pool.h"
 
@@ -59,6 +59,8 @@ std::vector<runtime::Tensor> readBenchOutputs(const profiler::BenchRow& row) {
 
 namespace {
 
+constexpr const char* kTorchscriptOptimized = "torchscript-optimized";
+
 profiler::BenchBackend workerBackend(const std::string& name, json setup, const BenchSpec& spec) {
   setup["path"] = spec.path;
   setup["batch"] = spec.batch;
@@ -80,12 +82,24 @@ profiler::BenchBackend kilnBenchBackend(const std::string& name, const BuildOpti
   return workerBackend(name, std::move(setup), spec);
 }
 
-profiler::BenchBackend torchBenchBackend(profiler::TorchMode mode, const BenchSpec& spec) {
-  return workerBackend(profiler::torchModeName(mode), {{"backend", profiler::torchModeName(mode)}}, spec);
-}
-
-profiler::BenchBackend torchCompileBenchBackend(const std::string& python, const BenchSpec& spec) {
-  return profiler::torchCompileBackend(python, spec.path, spec.batch, spec.threads, spec.inputs);
+profiler::BenchBackend baselineBenchBackend(const std::string& name, const BenchSpec& spec) {
+  bool onnx = fs::path(spec.path).extension() == ".onnx";
+  if (name == kTorchscriptOptimized) {
+    if (onnx) return {name, {}, "", "an ONNX model has no TorchScript module to optimize"};
+    return workerBackend(name, {{"backend", name}}, spec);
+  }
+  if (!profiler::isPythonBackend(name)) throw Error("unknown backend '" + name + "'", ErrorKind::Usage);
+  if (onnx && spec.pythonRef.empty() && name != "onnxruntime" && name != "openvino")
+    return {name, {}, "", "an ONNX model has no PyTorch module to run"};
+  profiler::PythonBenchSpec p;
+  p.python = spec.python;
+  p.path = spec.path;
+  p.pythonRef = spec.pythonRef;
+  p.stateDict = spec.stateDict;
+  p.batch = spec.batch;
+  p.threads = spec.threads;
+  p.inputs = spec.inputs;
+  return profiler::pythonBenchBackend(name, p);
 }
 
 profiler::BenchOptions benchOptionsFor(const IsolationOptions& isolation, const std::string& workDir) {
@@ -143,13 +157,14 @@ profiler::BenchWorkerSetup serveBenchSetup(const std::string& line) {
     result["compile_seconds"] = loaded->kiln->compileSeconds;
     result["build"] = toJson(buildRecordOf(*loaded->kiln, threads, modelBatch(*model.value())));
     workerMeasuring();
-  } else if (backend == profiler::torchModeName(profiler::TorchMode::Eager) ||
-             backend == profiler::torchModeName(profiler::TorchMode::Compiled)) {
-    auto mode = backend == profiler::torchModeName(profiler::TorchMode::Eager) ? profiler::TorchMode::Eager
-                                                                              : profiler::TorchMode::Compiled;
-    loaded->torch = std::make_unique<profiler::TorchModel>(path, mode, threads);
+  } else if (backend == kTorchscriptOptimized) {
+    // Debian's libtorch: the TorchScript file frozen and passed through optimize_for_inference.
+    loaded->torch = std::make_unique<profiler::TorchModel>(path, profiler::TorchMode::Optimized, threads);
+    result["libtorch_version"] = profiler::torchVersion();
     result["torch_version"] = profiler::torchVersion();
     result["blas"] = profiler::torchBlasLibrary();
+    result["intra_op_threads"] = threads;
+    result["module"] = "torchscript";
   } else {
     throw Error("unknown backend '" + backend + "'", ErrorKind::Usage);
   }

@@ -1,5 +1,6 @@
-// kiln compare: PyTorch eager, compiled PyTorch, torch.compile and Kiln on one input, each in
-// worker processes of its own, timed side by side (profiler/bench.h).
+// kiln compare: today's PyTorch eager and torch.compile, TorchScript-optimized (libtorch 1.13),
+// ONNX Runtime, OpenVINO and Kiln on one input, each in worker processes of its own, timed side by
+// side (profiler/bench.h).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -41,6 +42,7 @@ profiler::Measurement measurementOf(const BackendResult& b, int64_t batch, int w
   m.maxAbsDiff = b.available ? b.maxAbsDiff : -1;
   m.processMedianMs = b.processMedianMs;
   m.processesDisagree = b.processesDisagree;
+  m.facts = b.facts;
   return m;
 }
 
@@ -50,6 +52,82 @@ void stopIfCancelled(const std::function<bool()>& cancelled) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& backendNames() {
+  static const auto* names =
+      new std::vector<std::string>{"pytorch-eager", "torch-compile", "torch-compile-max-autotune", "torchscript-optimized",
+                                   "onnxruntime",   "openvino",      "kiln"};
+  return *names;
+}
+
+const std::vector<std::string>& defaultCompareBackends() {
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>;
+    for (const auto& b : backendNames())
+      if (b != "torch-compile-max-autotune") v->push_back(b);
+    return v;
+  }();
+  return *names;
+}
+
+std::string backendFacts(const std::string& resultJson) {
+  if (resultJson.empty()) return "";
+  nlohmann::json facts = nlohmann::json::parse(resultJson, nullptr, /*allow_exceptions=*/false);
+  if (!facts.is_object()) return "";
+  // The coordinator's scratch files and the per-run fields are not facts about the backend.
+  for (const char* k : {"outputs", "first_ms", "pid", "build"}) facts.erase(k);
+  return facts.dump();
+}
+
+std::string backendDisplayName(const std::string& backend, const std::string& factsJson) {
+  if (backend != "pytorch-eager" || factsJson.empty()) return backend;
+  nlohmann::json facts = nlohmann::json::parse(factsJson, nullptr, false);
+  if (facts.is_object() && facts.value("module", "") == "torchscript") return backend + " (TorchScript)";
+  return backend;
+}
+
+std::string backendFactsLine(const std::string& factsJson) {
+  nlohmann::json f = nlohmann::json::parse(factsJson.empty() ? "{}" : factsJson, nullptr, false);
+  if (!f.is_object()) return "";
+  auto text = [&](const char* key) { return f.contains(key) && f[key].is_string() ? f[key].get<std::string>() : ""; };
+  std::vector<std::string> parts;
+  std::string version;
+  if (!text("onnxruntime_version").empty()) version = "onnxruntime " + text("onnxruntime_version");
+  else if (!text("openvino_version").empty()) version = "openvino " + text("openvino_version");
+  else if (!text("libtorch_version").empty()) version = "libtorch " + text("libtorch_version");
+  else if (!text("torch_version").empty()) version = "torch " + text("torch_version");
+  std::vector<std::string> libs;
+  if (!text("blas").empty()) libs.push_back(text("blas"));
+  if (std::string d = text("onednn"); !d.empty()) {
+    size_t v = d.find(" v");
+    libs.push_back("oneDNN" + (v == std::string::npos ? std::string() : d.substr(v, d.find(' ', v + 2) - v)));
+  }
+  if (!text("inference_precision_hint").empty()) libs.push_back("precision " + text("inference_precision_hint"));
+  if (!version.empty()) {
+    std::string libsText;
+    for (size_t i = 0; i < libs.size(); ++i) libsText += (i ? ", " : "") + libs[i];
+    parts.push_back(version + (libsText.empty() ? "" : " (" + libsText + ")"));
+  }
+  if (f.contains("intra_op_threads") && f["intra_op_threads"].is_number()) {
+    std::string threads = std::to_string(f["intra_op_threads"].get<int>()) + " threads";
+    if (f.contains("inter_op_threads") && f["inter_op_threads"].is_number())
+      threads += " (inter-op " + std::to_string(f["inter_op_threads"].get<int>()) + ")";
+    parts.push_back(threads);
+  } else if (!text("inference_num_threads").empty()) {
+    parts.push_back(text("inference_num_threads") + " threads");
+  }
+  if (!text("module").empty()) parts.push_back("module " + text("module"));
+  if (!text("compile_mode").empty()) parts.push_back("mode " + text("compile_mode"));
+  if (f.contains("compile_seconds") && f["compile_seconds"].is_number()) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "compiled in %.1f s", f["compile_seconds"].get<double>());
+    parts.push_back(buf);
+  }
+  if (!text("onnx_source").empty()) parts.push_back("ONNX: " + text("onnx_source"));
+  std::string line;
+  for (size_t i = 0; i < parts.size(); ++i) line += (i ? ", " : "") + parts[i];
+  return line;
+}
 
 double maxAbsDiff(const std::vector<runtime::Tensor>& a, const std::vector<runtime::Tensor>& b) {
   if (a.size() != b.size()) return INFINITY;
@@ -95,10 +173,13 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
   const std::function<bool()>& cancelled = options.isolate.cancelled;
   return guarded<CompareResult>(path, [&] {
     stopIfCancelled(cancelled);
+    const std::vector<std::string>& known = backendNames();
     for (const std::string& b : options.backends)
-      if (b != "pytorch-eager" && b != "pytorch-compiled" && b != "torch-compile" && b != "kiln")
-        throw Error("unknown backend '" + b + "' (expected pytorch-eager, pytorch-compiled, torch-compile or kiln)",
-                    ErrorKind::Usage);
+      if (std::find(known.begin(), known.end(), b) == known.end()) {
+        std::string list;
+        for (size_t i = 0; i < known.size(); ++i) list += (i ? ", " : "") + known[i];
+        throw Error("unknown backend '" + b + "' (expected " + list + ")", ErrorKind::Usage);
+      }
     const Model& m = *model.value();
     // Bad options fail here, once, not as a failed row: the target, then the records file.
     codegen::Target target = parseTarget(options.build.target);
@@ -124,23 +205,26 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     spec.threads = result.threads;
     spec.inputs = writeBenchInputs(scratch.path(), randomInputs(m));
     spec.workerCommand = options.isolate.workerCommand;
+    spec.python = options.python;
     BuildOptions build = options.build;
     build.threads = result.threads;
-    auto wanted = [&](const std::string& name) {
-      return options.backends.empty() || std::find(options.backends.begin(), options.backends.end(), name) !=
-                                              options.backends.end();
-    };
+    const std::vector<std::string>& asked = options.backends.empty() ? defaultCompareBackends() : options.backends;
+    auto wanted = [&](const std::string& name) { return std::find(asked.begin(), asked.end(), name) != asked.end(); };
+    // In backendNames()' order, whatever the order asked: pytorch-eager (the reference) first.
     std::vector<profiler::BenchBackend> backends;
-    if (wanted("pytorch-eager")) backends.push_back(torchBenchBackend(profiler::TorchMode::Eager, spec));
-    if (wanted("pytorch-compiled")) backends.push_back(torchBenchBackend(profiler::TorchMode::Compiled, spec));
-    if (options.torchCompile && wanted("torch-compile"))
-      backends.push_back(torchCompileBenchBackend(options.python, spec));
-    if (wanted("kiln") && !build.records.empty()) {
-      BuildOptions plain = build;
-      plain.records.clear();
-      backends.push_back(kilnBenchBackend("kiln-untuned", plain, spec));
+    for (const std::string& name : known) {
+      if (!wanted(name) || (!options.torchCompile && name.starts_with("torch-compile"))) continue;
+      if (name != "kiln") {
+        backends.push_back(baselineBenchBackend(name, spec));
+        continue;
+      }
+      if (!build.records.empty()) {
+        BuildOptions plain = build;
+        plain.records.clear();
+        backends.push_back(kilnBenchBackend("kiln-untuned", plain, spec));
+      }
+      backends.push_back(kilnBenchBackend("kiln", build, spec));
     }
-    if (wanted("kiln")) backends.push_back(kilnBenchBackend("kiln", build, spec));
 
     profiler::BenchOptions bench = benchOptionsFor(options.isolate, scratch.path());
     bench.warmup = options.warmup;
@@ -165,8 +249,9 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
         describeOutputs(r, out);
       }
       nlohmann::json facts = row.resultJson.empty() ? nlohmann::json::object() : nlohmann::json::parse(row.resultJson);
-      if (row.name == "pytorch-eager" && row.ok()) {
-        result.torchVersion = facts.value("torch_version", "");
+      if (row.ok()) r.facts = backendFacts(row.resultJson);
+      if (row.name == "torchscript-optimized" && row.ok()) {
+        result.torchVersion = facts.value("libtorch_version", "");
         result.blas = facts.value("blas", "");
       }
       if (row.name == "kiln" && row.ok()) {
@@ -250,6 +335,8 @@ std::string compareJson(const CompareResult& r) {
       e["max_abs_diff_vs_eager"] = b.maxAbsDiff;
     e["output_preview"] = b.preview;
     e["top1"] = b.top1;
+    e["facts"] = b.facts.empty() ? nlohmann::json::object() : nlohmann::json::parse(b.facts);
+    e["label"] = backendDisplayName(b.backend, b.facts);
     j["backends"].push_back(std::move(e));
   }
   return j.dump(2);

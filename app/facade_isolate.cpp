@@ -247,7 +247,8 @@ profiler::ProfileRecord profileRecordFromJson(const json& j) {
 
 json toJson(const profiler::Measurement& m) {
   return {{"backend", m.backend},           {"batch", m.batch},          {"status", profiler::statusName(m.status)},
-          {"reason", m.reason},             {"timing", toJson(m.timing)}, {"max_abs_diff", m.maxAbsDiff}};
+          {"reason", m.reason},             {"timing", toJson(m.timing)}, {"max_abs_diff", m.maxAbsDiff},
+          {"facts", m.facts}};
 }
 
 profiler::Measurement measurementFromJson(const json& j) {
@@ -258,6 +259,7 @@ profiler::Measurement measurementFromJson(const json& j) {
   m.reason = j.at("reason").get<std::string>();
   m.timing = timingFromJson(j.at("timing"));
   m.maxAbsDiff = j.at("max_abs_diff").get<double>();
+  m.facts = j.value("facts", std::string());
   return m;
 }
 

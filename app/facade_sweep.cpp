@@ -17,7 +17,6 @@
 #include "app/facade_internal.h"
 #include "app/measure_internal.h"
 #include "profiler/sha256.h"
-#include "profiler/torch_baseline.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::app {
@@ -37,11 +36,7 @@ Measurement failure(const std::string& backend, int64_t batch, Status status, co
 
 }  // namespace
 
-const std::vector<std::string>& sweepBackendNames() {
-  static const auto* names =
-      new std::vector<std::string>{"kiln", "pytorch-eager", "pytorch-compiled", "torch-compile"};
-  return *names;
-}
+const std::vector<std::string>& sweepBackendNames() { return backendNames(); }
 
 namespace {
 
@@ -92,10 +87,11 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
   return guarded<SweepResult>(path, [&] {
     const auto& known = sweepBackendNames();
     for (const auto& b : options.backends)
-      if (std::find(known.begin(), known.end(), b) == known.end())
-        throw Error(
-            "unknown backend '" + b + "' (expected kiln, pytorch-eager, pytorch-compiled or torch-compile)",
-            ErrorKind::Usage);
+      if (std::find(known.begin(), known.end(), b) == known.end()) {
+        std::string list;
+        for (size_t i = 0; i < known.size(); ++i) list += (i ? ", " : "") + known[i];
+        throw Error("unknown backend '" + b + "' (expected " + list + ")", ErrorKind::Usage);
+      }
     if (options.backends.empty()) throw Error("no backends to sweep", ErrorKind::Usage);
     std::set<int64_t> batchSet;
     for (int64_t b : options.batches) {
@@ -182,6 +178,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
       spec.batch = batch;
       spec.threads = threads;
       spec.workerCommand = options.isolate.workerCommand;
+      spec.python = options.python;
       if (!toMeasure.empty()) {
         OpenOptions open;
         open.batch = batch;
@@ -204,11 +201,8 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
         }
         if (backend == "kiln")
           backends.push_back(kilnBenchBackend("kiln", options.build, spec));
-        else if (backend == "torch-compile")
-          backends.push_back(torchCompileBenchBackend(options.python, spec));
         else
-          backends.push_back(torchBenchBackend(
-              backend == "pytorch-eager" ? profiler::TorchMode::Eager : profiler::TorchMode::Compiled, spec));
+          backends.push_back(baselineBenchBackend(backend, spec));
       }
       std::optional<profiler::BuildRecord> record;
       bool batchCancelled = isCancelled();
@@ -242,6 +236,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
             m.status = row.status;
             m.reason = row.reason;
             if (row.ok()) {
+              m.facts = backendFacts(row.resultJson);
               m.timing = row.timing;
               m.processMedianMs = row.processMedianMs;
               m.processesDisagree = row.processesDisagree;
@@ -348,6 +343,7 @@ std::string sweepJson(const SweepResult& r) {
       p["throughput_per_s"] = m.throughput();
       p["number"] = m.timing.number;
       p["samples_ms"] = m.timing.samplesMs;
+      p["facts"] = m.facts.empty() ? nlohmann::json::object() : nlohmann::json::parse(m.facts);
     }
     j["points"].push_back(std::move(p));
   }

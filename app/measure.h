@@ -51,13 +51,14 @@ std::string profileTraceJson(const ProfileResult& result);
 
 // ---- kiln sweep --------------------------------------------------------------------------------
 
-/// Backend names a sweep accepts: kiln, pytorch-eager, pytorch-compiled, torch-compile.
+/// Backend names a sweep accepts: backendNames() (facade.h).
 const std::vector<std::string>& sweepBackendNames();
 
 struct SweepOptions {
   BuildOptions build;
   std::vector<int64_t> batches{1, 4, 16, 64};
-  std::vector<std::string> backends{"kiln", "pytorch-eager", "pytorch-compiled"};
+  /// torch.compile recompiles at every batch size (20-60 s each): asked for, not a default.
+  std::vector<std::string> backends{"kiln", "pytorch-eager", "torchscript-optimized", "onnxruntime", "openvino"};
   int warmup = 2;
   int repeat = 10;
   double minRepeatMs = 10;
@@ -65,7 +66,7 @@ struct SweepOptions {
   /// failing is stopped: its larger batches are recorded as skipped.
   double budgetSeconds = 60;
   int processes = 1;   // worker processes per backend and batch (profiler/bench.h)
-  std::string python;  // for torch-compile
+  std::string python;  // the Python backends' interpreter (CompareOptions::python)
   StoreOptions store;
   /// The workers' time limits, program and cancel. Every backend runs in worker processes of its
   /// own (`enabled` is ignored): a crash or a hang fails that point only.

@@ -13,7 +13,6 @@
 #include "app/measure.h"
 #include "profiler/bench.h"
 #include "profiler/store.h"
-#include "profiler/torch_baseline.h"
 
 namespace kiln::core::lower {
 struct ScheduleConfigs;
@@ -93,6 +92,9 @@ struct BenchSpec {
   int threads = 1;                  // the same for every backend
   std::vector<std::string> inputs;  // .npy files (writeBenchInputs)
   std::string workerCommand;        // IsolationOptions::workerCommand
+  std::string python;               // the Python backends' interpreter (--python); empty: the default
+  std::string pythonRef;            // a Python model reference for the PyTorch rows (profiler/python_worker.h)
+  std::string stateDict;            // its weights
 };
 
 /// Writes the inputs as in0.npy, in1.npy, ... into `dir`; returns their paths.
@@ -102,10 +104,12 @@ std::vector<runtime::Tensor> readBenchOutputs(const profiler::BenchRow& row);
 /// Kiln built with `build` (and explicit tuned configurations when `schedules` is given).
 profiler::BenchBackend kilnBenchBackend(const std::string& name, const BuildOptions& build, const BenchSpec& spec,
                                         const core::lower::ScheduleConfigs* schedules = nullptr);
-/// PyTorch eager or compiled through libtorch, in a `kiln measure-worker`.
-profiler::BenchBackend torchBenchBackend(profiler::TorchMode mode, const BenchSpec& spec);
-/// torch.compile in a Python worker (Unavailable with the reason without torch >= 2).
-profiler::BenchBackend torchCompileBenchBackend(const std::string& python, const BenchSpec& spec);
+/// Any row but Kiln's (backendNames()): torchscript-optimized in a `kiln measure-worker`, the
+/// others in the Python worker (profiler/python_worker.h; unavailable rows say why).
+profiler::BenchBackend baselineBenchBackend(const std::string& name, const BenchSpec& spec);
+/// A worker's setup result as the backend's stored facts (JSON object text; "" when none): the
+/// result without the per-run fields (outputs, first_ms, pid, Kiln's build record).
+std::string backendFacts(const std::string& resultJson);
 /// A row of the engine as the façade reports it (no outputs compared yet).
 BackendResult backendResultOf(const profiler::BenchRow& row);
 /// The engine's limits and cancel from the isolation options.

@@ -19,8 +19,9 @@ struct RunContext {
   int threads = 0;     // threads used by every backend
   std::string target;  // canonical target string
   int optLevel = 3;
-  std::string kilnVersion, torchVersion, llvmVersion;
-  std::string blas;  // the BLAS libtorch called (the baseline's)
+  std::string kilnVersion, llvmVersion;
+  std::string torchVersion;  // Debian's libtorch (the importer's, torchscript-optimized's)
+  std::string blas;  // the BLAS Debian's libtorch calls (torchscript-optimized's; each row's own in its facts)
   std::string tuningRecords = "none";
   std::string date;  // ISO 8601, UTC
   std::string hostname;
@@ -34,7 +35,9 @@ Status parseStatus(const std::string& name);
 
 /// One backend at one batch size.
 struct Measurement {
-  std::string backend;  // "kiln", "pytorch-eager", "pytorch-compiled", "torch-compile"
+  /// "pytorch-eager", "torch-compile", "torch-compile-max-autotune", "torchscript-optimized",
+  /// "onnxruntime", "openvino", "kiln-untuned", "kiln" (sessions of older Kiln: "pytorch-compiled")
+  std::string backend;
   int64_t batch = 1;
   Status status = Status::Ok;
   std::string reason;
@@ -44,6 +47,10 @@ struct Measurement {
   /// differ by more than 10 %: the figure then depends on the process, not only on the code.
   std::vector<double> processMedianMs;
   bool processesDisagree = false;
+  /// What the backend's worker reported about itself, a JSON object (versions, BLAS/oneDNN/MKL
+  /// build, thread settings, "module": "torchscript" for a TorchScript module, compile time);
+  /// empty when it did not run.
+  std::string facts;
   bool ok() const { return status == Status::Ok; }
   /// Median, quartiles, min–max, ... as the views and reports show them.
   Spread spread() const { return spreadOf(timing, processMedianMs, processesDisagree); }

@@ -102,10 +102,6 @@ void selectQuantizedEngine(const std::string& path) {
 
 }  // namespace
 
-const char* torchModeName(TorchMode mode) {
-  return mode == TorchMode::Eager ? "pytorch-eager" : "pytorch-compiled";
-}
-
 struct TorchModel::Impl {
   torch::jit::Module module;
   TorchMode mode;
@@ -120,7 +116,7 @@ TorchModel::TorchModel(const std::string& path, TorchMode mode, int threads)
   try {
     torch::jit::Module m = torch::jit::load(path);
     m.eval();
-    if (mode == TorchMode::Compiled) {
+    if (mode == TorchMode::Optimized) {
       torch::jit::Module frozen = torch::jit::freeze(m);
       m = torch::jit::optimize_for_inference(frozen);
     }
@@ -138,7 +134,7 @@ std::vector<runtime::Tensor> TorchModel::run(const std::vector<runtime::Tensor>&
   // at 2 threads here (it re-sizes the OpenMP and BLAS pools each time). Set it only if it differs.
   if (m_impl->threads > 0 && at::get_num_threads() != m_impl->threads) at::set_num_threads(m_impl->threads);
   torch::NoGradGuard noGrad;
-  torch::jit::GraphOptimizerEnabledGuard optimize(m_impl->mode == TorchMode::Compiled);
+  torch::jit::GraphOptimizerEnabledGuard optimize(m_impl->mode == TorchMode::Optimized);
   std::vector<c10::IValue> args;
   for (const auto& t : inputs) args.emplace_back(toTorchTensor(t));
   std::vector<runtime::Tensor> out;

@@ -1,8 +1,10 @@
-// PyTorch baselines through libtorch, for side-by-side comparison with Kiln:
-//   Eager     the TorchScript module run with the graph executor's optimizations off
-//             (operator by operator, as `model(x)` in eager PyTorch would);
-//   Compiled  the module frozen and passed through torch::jit::optimize_for_inference
-//             (conv-bn folding, oneDNN/MKLDNN conversions where available).
+// A TorchScript model run by Debian's libtorch (1.13), the library Kiln's importer reads models with:
+//   Eager      the module with the graph executor's optimizations off (operator by operator): the
+//              reference the end-to-end tests check Kiln against;
+//   Optimized  the module frozen and passed through torch::jit::optimize_for_inference (conv-bn
+//              folding, oneDNN/MKLDNN conversions where available): the `torchscript-optimized`
+//              row of compare and sweep, served by `kiln measure-worker`.
+// Today's PyTorch (eager nn.Module, torch.compile) runs in Python workers (profiler/python_worker.h).
 // libtorch headers stay in the .cpp; tensors cross this boundary as runtime::Tensor.
 #pragma once
 
@@ -14,8 +16,7 @@
 
 namespace kiln::profiler {
 
-enum class TorchMode { Eager, Compiled };
-const char* torchModeName(TorchMode mode);  // "pytorch-eager", "pytorch-compiled"
+enum class TorchMode { Eager, Optimized };
 
 class TorchModel {
  public:

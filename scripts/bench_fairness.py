@@ -5,8 +5,10 @@ For each sample CNN, in several interleaved rounds, each backend is timed
   * alone, in a fresh process of its own with nothing else running: `kiln compare --backends B`
     (one worker, the same code as inside the comparison);
   * inside `kiln compare` (all backends side by side, one worker process each);
-  * and, for the PyTorch rows, by a plain Python timing loop over Debian's torch (the same
-    libtorch and BLAS; nothing of Kiln's measuring code) as an independent check of the method;
+  * and, for the PyTorch rows, by a plain Python timing loop (nothing of Kiln's measuring code) as
+    an independent check of the method: pytorch-eager with today's torch in Kiln's Python
+    environment (the module the worker builds, python/kiln_workers/bench_worker.py:load_module),
+    torchscript-optimized with Debian's torch 1.13 (the same libtorch and BLAS as the row);
 and the ratio inside/alone is printed per backend and model (target: 0.9-1.1), with the Python
 loop's figure beside it. Then Kiln's spread across 5 fresh processes: `kiln compare --backends
 kiln --processes 5` times five Kiln workers side by side, and max/min of their medians is
@@ -15,8 +17,12 @@ printed (target: <= 1.10).
 All timings follow one method: warm-up, calls per repeat grown until a repeat lasts >= 20 ms,
 one untimed call before each repeat, the median of the per-call times of the repeats.
 
+The rows: pytorch-eager, torchscript-optimized, onnxruntime, openvino and kiln; torch-compile too
+with --torch-compile (each alone run compiles again: 20-60 s per model and round).
+
 Usage: scripts/bench-fairness.sh [--models a,b,...] [--rounds N] [--threads N] [--repeat N]
-                                 [--kiln PATH] [--models-dir DIR] [--json FILE]
+                                 [--kiln PATH] [--models-dir DIR] [--python PY] [--torch-compile]
+                                 [--json FILE]
 """
 import argparse
 import json
@@ -29,10 +35,22 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ["mobilenet_v2", "efficientnet_b0", "resnet18", "resnet50", "mobilenet_v3_small"]
+BACKENDS = ["pytorch-eager", "torchscript-optimized", "onnxruntime", "openvino", "kiln"]
+
+
+def default_python():
+    """Kiln's Python environment (scripts/pyenv.sh), where today's torch is."""
+    try:
+        out = subprocess.run([os.path.join(ROOT, "scripts", "pyenv.sh")], capture_output=True, text=True, check=True)
+        return os.path.join(out.stdout.strip(), "bin", "python")
+    except (OSError, subprocess.CalledProcessError):
+        return "python3"
 
 
 def time_alone(path, mode, threads, repeat, min_repeat_ms=20.0, warmup=3):
-    """PyTorch alone (runs in a child process of its own: see main)."""
+    """PyTorch alone (runs in a child process of its own: see main). "eager": today's torch on the
+    module Kiln's worker builds; "optimized": this interpreter's torch (Debian's 1.13), frozen and
+    optimize_for_inference'd TorchScript."""
     import torch
     torch.set_num_threads(threads)
     extra = {"kiln.json": ""}
@@ -41,12 +59,18 @@ def time_alone(path, mode, threads, repeat, min_repeat_ms=20.0, warmup=3):
     meta = json.loads(extra["kiln.json"] or "{}")
     torch.manual_seed(0)
     inputs = [torch.randn(*spec["shape"]) for spec in meta["inputs"]]
-    optimize = mode == "compiled"
+    optimize = mode == "optimized"
     if optimize:
         module = torch.jit.optimize_for_inference(torch.jit.freeze(module))
+    else:
+        sys.path.insert(0, os.path.join(ROOT, "python", "kiln_workers"))
+        from bench_worker import load_module
+        module, facts = load_module({"backend": "pytorch-eager", "path": path})
+        if facts["module"] == "torchscript":
+            optimize = False  # as the worker runs it: the interpreter with its optimizer off
 
     def call():
-        with torch.no_grad(), torch.jit.optimized_execution(optimize):
+        with torch.inference_mode(), torch.jit.optimized_execution(optimize):
             module(*inputs)
 
     for _ in range(warmup + 1):
@@ -91,6 +115,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "app", "kiln"))
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "build", "models"))
+    ap.add_argument("--python", default=default_python(), help="python with today's torch (default: Kiln's)")
+    ap.add_argument("--torch-compile", action="store_true", help="also the torch-compile row")
     ap.add_argument("--json", help="write every measurement as JSON")
     ap.add_argument("--alone", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -99,7 +125,9 @@ def main():
         return 0
 
     models = [m for m in a.models.split(",") if m]
-    common = ["--threads", str(a.threads), "--repeat", str(a.repeat), "--no-store", "--no-torch-compile"]
+    common = ["--threads", str(a.threads), "--repeat", str(a.repeat), "--no-store", "--python", a.python]
+    backends = BACKENDS + (["torch-compile"] if a.torch_compile else [])
+    common += ["--backends"]
     rows = {}  # (model, backend) -> {"alone": [...], "inside": [...]}
     spread = {}
     started = time.time()
@@ -107,14 +135,19 @@ def main():
         for model in models:
             path = os.path.join(a.models_dir, model + ".pt")
             alone, python = {}, {}
-            for mode in ("eager", "compiled"):
-                proc = subprocess.run([sys.executable, __file__, "--alone", path, mode, "--threads", str(a.threads),
+            for backend, interpreter, mode in (("pytorch-eager", a.python, "eager"),
+                                               ("torchscript-optimized", sys.executable, "optimized")):
+                proc = subprocess.run([interpreter, __file__, "--alone", path, mode, "--threads", str(a.threads),
                                        "--repeat", str(a.repeat)], capture_output=True, text=True, check=True)
-                python["pytorch-" + mode] = json.loads(proc.stdout)["median_ms"]
-            for backend in ("pytorch-eager", "pytorch-compiled", "kiln"):
-                alone[backend] = medians_of(run_json([a.kiln, "compare", path, "--backends", backend, "--processes",
-                                                      "1"] + common))[backend]
-            inside = medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common))
+                python[backend] = json.loads(proc.stdout)["median_ms"]
+            for backend in backends:
+                # A row that cannot run here (not installed) is left out, with its reason.
+                measured = medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common + [backend]))
+                if backend in measured:
+                    alone[backend] = measured[backend]
+                else:
+                    print(f"{model}: {backend} did not run alone", file=sys.stderr)
+            inside = medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common + [",".join(backends)]))
             for backend, ms in alone.items():
                 row = rows.setdefault((model, backend), {"alone": [], "inside": [], "python": []})
                 row["alone"].append(ms)
@@ -125,12 +158,12 @@ def main():
                 file=sys.stderr, flush=True)
     for model in models:
         path = os.path.join(a.models_dir, model + ".pt")
-        result = run_json([a.kiln, "compare", path, "--backends", "kiln", "--processes", "5"] + common)
+        result = run_json([a.kiln, "compare", path, "--processes", "5"] + common + ["kiln"])
         spread[model] = result["backends"][0]["process_median_ms"]
 
     print(f"\nEach backend alone in a fresh process vs inside `kiln compare` (one worker process per backend),")
     print(f"{a.threads} threads, batch 1, {a.rounds} interleaved rounds, medians of {a.repeat} repeats (ms).")
-    print(f"{'model':<20} {'backend':<18} {'alone':>9} {'inside':>9} {'ratio':>7}  {'per-round ratios':<16} "
+    print(f"{'model':<20} {'backend':<22} {'alone':>9} {'inside':>9} {'ratio':>7}  {'per-round ratios':<16} "
           f"{'python loop':>11} {'inside/python':>13}")
     for (model, backend), row in rows.items():
         ratios = [i / al for i, al in zip(row["inside"], row["alone"])]
@@ -138,7 +171,7 @@ def main():
         flag = "" if 0.9 <= ratio <= 1.1 else "  OUTSIDE 0.9-1.1"
         py = statistics.median(row["python"])
         py_text = f"{py:11.3f} {statistics.median(row['inside']) / py:13.3f}" if py == py else f"{'-':>11} {'-':>13}"
-        print(f"{model:<20} {backend:<18} {statistics.median(row['alone']):9.3f} {statistics.median(row['inside']):9.3f} "
+        print(f"{model:<20} {backend:<22} {statistics.median(row['alone']):9.3f} {statistics.median(row['inside']):9.3f} "
               f"{ratio:7.3f}  {' '.join(f'{x:.2f}' for x in ratios):<16} {py_text}{flag}")
     print(f"\nKiln across 5 fresh processes timed side by side (`kiln compare --backends kiln --processes 5`):")
     print(f"{'model':<20} {'max/min':>8}  process medians (ms)")

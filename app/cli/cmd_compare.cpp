@@ -1,6 +1,6 @@
 // kiln compare MODEL [--batch N] [--threads N] [--json FILE] [-O] [--target] [--repeat N]
-//                    [--processes N] [--python PY] [--no-torch-compile] [--db FILE] [--no-store]
-//                    [--session ID]
+//                    [--processes N] [--python PY] [--no-torch-compile] [--backends A,B,...]
+//                    [--db FILE] [--no-store] [--session ID]
 // Every backend runs in worker processes of its own, their repeats alternating (profiler/bench.h).
 #include <algorithm>
 #include <cstdio>
@@ -44,15 +44,15 @@ int compareCommand(const CompareArgs& a) {
   const auto& r = result.value();
   std::printf("%s  batch %lld  threads %d  target %s  -O%d\n", r.model.c_str(), static_cast<long long>(r.batch),
               r.threads, r.target.c_str(), r.optLevel);
-  std::printf("cpu: %s   torch %s, blas %s   kiln compile %.2f s\n", r.cpu.c_str(), r.torchVersion.c_str(),
+  std::printf("cpu: %s   libtorch %s, blas %s   kiln compile %.2f s\n", r.cpu.c_str(), r.torchVersion.c_str(),
               r.blas.c_str(), r.compileSeconds);
-  std::printf("%-18s %10s %19s %10s %10s %8s %14s\n", "backend", "median ms", "IQR ms", "min ms", "max ms",
+  std::printf("%-28s %10s %19s %10s %10s %8s %14s\n", "backend", "median ms", "IQR ms", "min ms", "max ms",
               "samples", "max |diff|");
   const app::BackendResult* kilnFault = nullptr;
   bool disagree = false;
   for (const auto& b : r.backends) {
     if (!b.available) {
-      std::printf("%-18s %s: %s\n", b.backend.c_str(), b.status.c_str(), b.reason.c_str());
+      std::printf("%-28s %s: %s\n", b.backend.c_str(), b.status.c_str(), b.reason.c_str());
       if (b.kernelFault && b.backend.starts_with("kiln")) kilnFault = &b;
       continue;
     }
@@ -61,28 +61,31 @@ int compareCommand(const CompareArgs& a) {
     std::snprintf(iqr, sizeof iqr, "%.3f-%.3f", s.q1Ms, s.q3Ms);
     char diff[32] = "-";
     if (!(b.maxAbsDiff < 0)) std::snprintf(diff, sizeof diff, "%.3g", b.maxAbsDiff);  // NaN prints "nan"
-    std::printf("%-18s %10.3f %19s %10.3f %10.3f %8d %14s%s\n", b.backend.c_str(), s.medianMs, iqr, s.minMs,
+    std::printf("%-28s %10.3f %19s %10.3f %10.3f %8d %14s%s\n", app::backendDisplayName(b.backend, b.facts).c_str(), s.medianMs, iqr, s.minMs,
                 s.maxMs, s.samples, diff, s.processesDisagree ? "  processes disagree" : "");
     disagree = disagree || s.processesDisagree;
   }
   if (r.processes > 1) {
-    std::printf("\n%-18s median ms of each worker process\n", "backend");
+    std::printf("\n%-28s median ms of each worker process\n", "backend");
     for (const auto& b : r.backends) {
       if (!b.available) continue;
-      std::printf("%-18s", b.backend.c_str());
+      std::printf("%-28s", b.backend.c_str());
       for (double ms : b.processMedianMs) std::printf(" %10.3f", ms);
       std::printf("\n");
     }
   }
   if (disagree)
     std::printf("note: a flagged backend's processes differ by more than 10 %%; its figure depends on the process\n");
-  std::printf("\n%-18s %6s  %s\n", "backend", "top-1", "first outputs");
+  std::printf("\n%-28s %6s  %s\n", "backend", "top-1", "first outputs");
   for (const auto& b : r.backends) {
     if (!b.available) continue;
-    std::printf("%-18s %6d ", b.backend.c_str(), b.top1);
+    std::printf("%-28s %6d ", b.backend.c_str(), b.top1);
     for (float v : b.preview) std::printf(" %10.5f", v);
     std::printf("\n");
   }
+  std::printf("\n%-28s %s\n", "backend", "versions and settings");
+  for (const auto& b : r.backends)
+    if (b.available) std::printf("%-28s %s\n", b.backend.c_str(), app::backendFactsLine(b.facts).c_str());
   if (!a.json.empty()) {
     std::ofstream out(a.json);
     if (!out) return fail(a.json + ": cannot write file", ErrorKind::Io);
@@ -100,15 +103,18 @@ int compareCommand(const CompareArgs& a) {
 
 void registerCompare(CLI::App& cli, Action& action) {
   auto args = std::make_shared<CompareArgs>();
-  CLI::App* cmd = cli.add_subcommand("compare", "measure PyTorch eager, compiled PyTorch and Kiln side by side, each in its own process");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  CLI::App* cmd = cli.add_subcommand(
+      "compare", "measure today's PyTorch, torch.compile, ONNX Runtime, OpenVINO and Kiln side by side, each in its own process");
+  cmd->add_option("model", args->model, "model file (.pt or .onnx)")->required();
   addBatchFlag(cmd, args->flags);
   cmd->add_option("--json", args->json, "write the results as JSON");
   cmd->add_option("--repeat", args->repeat, "timed repeats per backend")->check(CLI::PositiveNumber);
-  cmd->add_option("--python", args->python, "python with torch >= 2 for the torch.compile baseline");
-  cmd->add_flag("--no-torch-compile", args->noTorchCompile, "skip the torch.compile baseline");
+  cmd->add_option("--python", args->python,
+                  "python for pytorch-eager, torch-compile, onnxruntime and openvino (default: Kiln's environment)");
+  cmd->add_flag("--no-torch-compile", args->noTorchCompile, "skip the torch.compile rows");
   cmd->add_option("--backends", args->backends,
-                  "comma-separated rows: pytorch-eager, pytorch-compiled, torch-compile, kiln (default: all)");
+                  "comma-separated rows: pytorch-eager, torch-compile, torch-compile-max-autotune, "
+                  "torchscript-optimized, onnxruntime, openvino, kiln (default: all but torch-compile-max-autotune)");
   cmd->add_option("--processes", args->processes, "worker processes per backend (their medians are compared)")
       ->check(CLI::Range(1, 16));
   cmd->add_option("--timeout", args->timeout, "seconds one repeat of a backend may run (after it loaded)")

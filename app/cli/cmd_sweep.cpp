@@ -1,4 +1,4 @@
-// kiln sweep MODEL [--batches 1,4,16,64] [--backends kiln,pytorch-eager,pytorch-compiled]
+// kiln sweep MODEL [--batches 1,4,16,64] [--backends kiln,pytorch-eager,torchscript-optimized,...]
 //                  [--repeat N] [--budget SECONDS] [--python PY] [--json FILE] [-O] [--target]
 //                  [--threads] [--db FILE] [--no-store] [--session ID] [--resume] [--processes N] [--timeout S]
 // At each batch size the backends are timed side by side, each in worker processes of its own.
@@ -15,7 +15,7 @@ namespace {
 struct SweepArgs {
   std::string model, json, python;
   std::vector<int64_t> batches{1, 4, 16, 64};
-  std::vector<std::string> backends{"kiln", "pytorch-eager", "pytorch-compiled"};
+  std::vector<std::string> backends = app::SweepOptions().backends;
   int repeat = 10;
   int processes = 1;
   double budget = 60;
@@ -56,8 +56,17 @@ int sweepCommand(const SweepArgs& a) {
   const auto& r = result.value();
   const auto& c = r.context;
   std::printf("%s  threads %d  target %s  -O%d\n", r.model.c_str(), c.threads, c.target.c_str(), c.optLevel);
-  std::printf("cpu: %s   torch %s, blas %s, llvm %s\n\n", c.cpu.c_str(), c.torchVersion.c_str(),
+  std::printf("cpu: %s   libtorch %s, blas %s, llvm %s\n", c.cpu.c_str(), c.torchVersion.c_str(),
               c.blas.c_str(), c.llvmVersion.c_str());
+  // Each backend's own versions and settings, from the first point it ran.
+  for (const auto& backend : r.backends)
+    for (const auto& m : r.points)
+      if (m.backend == backend && m.ok()) {
+        std::printf("  %-26s %s\n", app::backendDisplayName(backend, m.facts).c_str(),
+                    app::backendFactsLine(m.facts).c_str());
+        break;
+      }
+  std::printf("\n");
 
   std::map<std::string, std::map<int64_t, const profiler::Measurement*>> grid;
   for (const auto& m : r.points) grid[m.backend][m.batch] = &m;
@@ -120,12 +129,14 @@ void registerSweep(CLI::App& cli, Action& action) {
   cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
   cmd->add_option("--batches", args->batches, "batch sizes (default 1,4,16,64)")->delimiter(',');
   cmd->add_option("--backends", args->backends,
-                  "kiln, pytorch-eager, pytorch-compiled, torch-compile (default: the first three)")
+                  "kiln, pytorch-eager, torch-compile, torch-compile-max-autotune, torchscript-optimized, "
+                  "onnxruntime, openvino (default: all but the torch-compile ones)")
       ->delimiter(',');
   cmd->add_option("--repeat", args->repeat, "timed repeats per point")->check(CLI::PositiveNumber);
   cmd->add_option("--budget", args->budget, "seconds per backend and batch size before it is stopped")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--python", args->python, "python with torch >= 2 for the torch-compile backend");
+  cmd->add_option("--python", args->python,
+                  "python for pytorch-eager, torch-compile, onnxruntime and openvino (default: Kiln's environment)");
   cmd->add_option("--json", args->json, "write the results as JSON");
   cmd->add_flag("--resume", args->resume,
                 "continue the latest unfinished sweep with the same options in the store: stored points are kept");

@@ -128,6 +128,8 @@ QString CompareTableModel::toolTip(int row) const {
     tip += QStringLiteral("\n%1× the speed of PyTorch eager").arg(eagerMs() / s.medianMs, 0, 'f', 2);
   if (c.backend != "pytorch-eager" && eagerRan())
     tip += QStringLiteral("\nmax |diff| of the outputs vs eager: %1").arg(formatMaxDiff(c.result.maxAbsDiff));
+  // The backend's versions, BLAS/oneDNN build and thread settings, as its worker reported them.
+  if (std::string facts = app::backendFactsLine(c.result.facts); !facts.empty()) tip += QLatin1Char('\n') + qs(facts);
   return tip;
 }
 

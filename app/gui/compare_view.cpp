@@ -108,7 +108,7 @@ void CompareView::addResult(const app::CompareResult& result, const QString& kil
   m_eagerMs = 0;
   size_t repeats = 0, processes = static_cast<size_t>(std::max(1, result.processes));
   for (const auto& r : result.backends) {
-    Bar bar{r.backend == "kiln" ? kilnLabel : backendLabel(r.backend), r.backend, r};
+    Bar bar{r.backend == "kiln" ? kilnLabel : backendLabel(r), r.backend, r};
     if (!r.available) {
       m_unavailable.push_back(bar);
       continue;
@@ -130,7 +130,8 @@ void CompareView::addResult(const app::CompareResult& result, const QString& kil
                                        .arg(repeats);
   if (result.parkTimeouts > 0)
     spread += tr(" %1 repeats began while another backend's threads were still running.").arg(result.parkTimeouts);
-  m_summary->setText(tr("<b>%1</b>, batch %2, %3 threads on %4 — target <tt>%5</tt>; PyTorch %6 with %7. %8")
+  m_summary->setText(tr("<b>%1</b>, batch %2, %3 threads on %4 — target <tt>%5</tt>; libtorch %6 with %7 (TorchScript "
+                        "optimized; every row's versions and threads are in its tooltip). %8")
                          .arg(qs(result.model).toHtmlEscaped())
                          .arg(result.batch)
                          .arg(result.threads)

@@ -89,17 +89,31 @@ QString formatPercent(double percent) { return QString::number(percent, 'f', per
 
 QString backendLabel(const std::string& backend) {
   if (backend == "pytorch-eager") return QStringLiteral("PyTorch eager");
-  if (backend == "pytorch-compiled") return QStringLiteral("PyTorch compiled");
   if (backend == "torch-compile") return QStringLiteral("torch.compile");
+  if (backend == "torch-compile-max-autotune") return QStringLiteral("torch.compile max-autotune");
+  if (backend == "torchscript-optimized") return QStringLiteral("TorchScript optimized");
+  if (backend == "onnxruntime") return QStringLiteral("ONNX Runtime");
+  if (backend == "openvino") return QStringLiteral("OpenVINO");
+  if (backend == "pytorch-compiled") return QStringLiteral("PyTorch compiled");  // sessions of older Kiln
   if (backend == "kiln") return QStringLiteral("Kiln");
   if (backend == "kiln-untuned") return QStringLiteral("Kiln untuned");
   return qs(backend);
 }
 
+QString backendLabel(const app::BackendResult& row) {
+  QString label = backendLabel(row.backend);
+  if (app::backendDisplayName(row.backend, row.facts) != row.backend) label += QStringLiteral(" (TorchScript)");
+  return label;
+}
+
 QColor backendColor(const std::string& backend) {
   if (backend == "pytorch-eager") return QColor(0x9e, 0x9e, 0x9e);
-  if (backend == "pytorch-compiled") return QColor(0x5c, 0x6b, 0xc0);
   if (backend == "torch-compile") return QColor(0x8e, 0x6c, 0xb8);
+  if (backend == "torch-compile-max-autotune") return QColor(0x5e, 0x3c, 0x8a);
+  // The row older Kiln called "pytorch-compiled" is the same TorchScript-optimized path.
+  if (backend == "torchscript-optimized" || backend == "pytorch-compiled") return QColor(0x5c, 0x6b, 0xc0);
+  if (backend == "onnxruntime") return QColor(0x2e, 0x8b, 0x57);
+  if (backend == "openvino") return QColor(0x1f, 0x8f, 0xbf);
   if (backend == "kiln-untuned") return QColor(0xf2, 0xa8, 0x75);  // Kiln's orange, paler
   return QColor(0xe6, 0x6a, 0x1f);  // Kiln's orange, for every Kiln build
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "app/facade.h"
 #include "profiler/time_evaluator.h"
 
 namespace kiln::gui {
@@ -40,6 +41,9 @@ QString spreadText(const profiler::Spread& spread);
 
 /// "PyTorch eager" for "pytorch-eager"; unknown names are returned as they are.
 QString backendLabel(const std::string& backend);
+/// A measured row's label: "PyTorch eager (TorchScript)" when today's torch ran the TorchScript
+/// file (the model has no Python module), else backendLabel(row.backend).
+QString backendLabel(const app::BackendResult& row);
 /// A stable, well-separated colour per backend (charts use the same one everywhere).
 QColor backendColor(const std::string& backend);
 /// "conv2d + add + relu"

@@ -127,7 +127,7 @@ void WorkbenchScript::addScreenshotTour(const QString& model, const QString& bad
   });
   add(QStringLiteral("sweep"), [w] {
     w->sweepView()->setBatches({1, 2, 4, 8});
-    w->sweepView()->setBackends({"kiln", "pytorch-eager", "pytorch-compiled"});
+    w->sweepView()->setBackends({"kiln", "pytorch-eager", "torchscript-optimized", "onnxruntime", "openvino"});
     w->sweep();
   });
   add(QStringLiteral("tune"), [w, dir] {

@@ -356,7 +356,7 @@ TEST(Isolation, CompareRunsEachBackendInItsOwnProcesses) {
   ASSERT_EQ(o.exitCode, 0) << o.err;
   auto rows = compareRows(json);
   std::set<int> pids;
-  for (const char* name : {"pytorch-eager", "pytorch-compiled", "kiln"}) {
+  for (const char* name : {"pytorch-eager", "torchscript-optimized", "onnxruntime", "openvino", "kiln"}) {
     ASSERT_TRUE(rows.count(name)) << name;
     const auto& row = rows[name];
     ASSERT_EQ(row["status"], "ok") << row.dump();
@@ -370,7 +370,8 @@ TEST(Isolation, CompareRunsEachBackendInItsOwnProcesses) {
   }
   // The workers' outputs came back and were checked against PyTorch eager's here.
   EXPECT_EQ(rows["pytorch-eager"]["max_abs_diff_vs_eager"].get<double>(), 0.0);
-  EXPECT_LT(rows["kiln"]["max_abs_diff_vs_eager"].get<double>(), 1e-3);
+  for (const char* name : {"torchscript-optimized", "onnxruntime", "openvino", "kiln"})
+    EXPECT_LT(rows[name]["max_abs_diff_vs_eager"].get<double>(), 1e-3) << name;
   EXPECT_EQ(rows["kiln"]["output_preview"].size(), rows["pytorch-eager"]["output_preview"].size());
 }
 
@@ -386,7 +387,7 @@ TEST(Isolation, ACrashingOrHangingKilnFailsOnlyItsRow) {
   auto rows = compareRows(json);
   EXPECT_EQ(rows["kiln"]["status"], "failed") << rows["kiln"].dump();
   EXPECT_NE(rows["kiln"]["reason"].get<std::string>().find("kernel crashed (signal 11) in"), std::string::npos);
-  for (const char* name : {"pytorch-eager", "pytorch-compiled"}) {
+  for (const char* name : {"pytorch-eager", "torchscript-optimized", "onnxruntime", "openvino"}) {
     EXPECT_EQ(rows[name]["status"], "ok") << rows[name].dump();
     EXPECT_EQ(rows[name]["samples"].size(), 3u);
   }
@@ -401,7 +402,8 @@ TEST(Isolation, ACrashingOrHangingKilnFailsOnlyItsRow) {
   EXPECT_NE(rows["kiln"]["reason"].get<std::string>().find("timed out after 3 s in"), std::string::npos)
       << rows["kiln"].dump();
   EXPECT_EQ(rows["pytorch-eager"]["status"], "ok");
-  EXPECT_EQ(rows["pytorch-compiled"]["status"], "ok");
+  EXPECT_EQ(rows["torchscript-optimized"]["status"], "ok");
+  EXPECT_EQ(rows["onnxruntime"]["status"], "ok");
 }
 
 TEST(Isolation, CrashFailsOnlyItsSweepPoint) {

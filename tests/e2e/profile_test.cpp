@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/facade.h"
+#include "profiler/python_worker.h"
 
 namespace kiln {
 namespace {
@@ -25,16 +26,10 @@ std::string modelPath(const std::string& rel) { return std::string(KILN_MODELS_D
 
 /// The first of the interpreters the façade tries by default (python3 on PATH, then
 /// /usr/bin/python3) that imports a torch >= 2.0, asked here directly; "" when none does.
+/// The python with torch >= 2 the façade uses for its Python backends ("" when there is none).
 std::string currentTorchPython() {
-  for (const std::string python : {"python3", "/usr/bin/python3"}) {
-    FILE* p = popen((python + " -c 'import torch; print(torch.__version__)' 2>/dev/null").c_str(), "r");
-    if (!p) continue;
-    char version[64] = {};
-    bool read = std::fgets(version, sizeof version, p) != nullptr;
-    pclose(p);
-    if (read && std::atoi(version) >= 2) return python;
-  }
-  return "";
+  profiler::TorchPython p = profiler::findTorchPython("");
+  return p.usable ? p.python : "";
 }
 
 class MeasureTest : public ::testing::Test {
@@ -112,7 +107,7 @@ TEST_F(MeasureTest, ProfileOfAFusedModelWithTraceStoreAndDiff) {
 TEST_F(MeasureTest, SweepRecordsEveryPointAndTheReportShowsIt) {
   app::SweepOptions o;
   o.batches = {2, 1};
-  o.backends = {"kiln", "pytorch-eager", "pytorch-compiled", "torch-compile"};
+  o.backends = {"kiln", "pytorch-eager", "torchscript-optimized", "torch-compile"};
   o.repeat = 3;
   o.minRepeatMs = 1;
   o.build.threads = 2;
@@ -128,15 +123,16 @@ TEST_F(MeasureTest, SweepRecordsEveryPointAndTheReportShowsIt) {
   ASSERT_EQ(r.points.size(), 8u);
   // One step per batch size: its backends are timed side by side, each in its own process.
   ASSERT_EQ(steps.size(), 2u);
-  EXPECT_EQ(steps[0], "batch 1: kiln pytorch-eager pytorch-compiled torch-compile");
+  EXPECT_EQ(steps[0], "batch 1: kiln pytorch-eager torchscript-optimized torch-compile");
   const std::string torch2 = currentTorchPython();
   for (const auto& m : r.points) {
     if (m.backend == "torch-compile") {
-      // An op module has no Python architecture to compile: unavailable with the reason (with
-      // Debian's torch 1.13 alone, that torch.compile needs torch >= 2.0), never a number.
+      // An op module has no Python architecture to compile (it is TorchScript): unavailable with
+      // the reason (with Debian's torch 1.13 alone, that it needs torch >= 2.0), never a number.
       EXPECT_STREQ(profiler::statusName(m.status), "unavailable") << m.reason;
       EXPECT_FALSE(m.reason.empty());
       if (torch2.empty()) EXPECT_NE(m.reason.find("torch >= 2.0"), std::string::npos) << m.reason;
+      else EXPECT_NE(m.reason.find("Python module"), std::string::npos) << m.reason;
       EXPECT_TRUE(m.timing.samplesMs.empty());
       EXPECT_EQ(m.timing.medianMs, 0);
       continue;

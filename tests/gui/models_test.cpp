@@ -147,12 +147,12 @@ class ModelsTest : public QObject {
     app::BackendResult timeout = failedBackend("torch-compile", "timeout", "timed out after 30 s");
     app::BackendResult crashed = failedBackend("kiln-untuned", "failed", "kernel crashed (signal 11) in fused_conv2d_3");
     crashed.kernelFault = true;
-    app::BackendResult missing = failedBackend("pytorch-compiled", "unavailable", "no such thing");
+    app::BackendResult missing = failedBackend("torchscript-optimized", "unavailable", "no such thing");
     model.setRows({{QStringLiteral("PyTorch eager"), "pytorch-eager", eager},
                    {QStringLiteral("Kiln -O3"), "kiln", kiln},
                    {QStringLiteral("torch.compile"), "torch-compile", timeout},
                    {QStringLiteral("Kiln untuned"), "kiln-untuned", crashed},
-                   {QStringLiteral("PyTorch compiled"), "pytorch-compiled", missing}});
+                   {QStringLiteral("TorchScript optimized"), "torchscript-optimized", missing}});
     QCOMPARE(model.rowCount(), 5);
     auto text = [&](int row, int column) { return model.index(row, column).data().toString(); };
     QCOMPARE(text(0, CompareTableModel::Median), QStringLiteral("40.0 ms"));
@@ -191,10 +191,10 @@ class ModelsTest : public QObject {
     QVERIFY(text(0, CompareTableModel::Speedup).isEmpty());
     // A stored run's unchecked difference (< 0) and an infinite one.
     app::BackendResult unchecked = ranBackend("kiln", {1, 2, 3}, {}, false, -1);
-    app::BackendResult shape = ranBackend("pytorch-compiled", {1, 2, 3}, {}, false, INFINITY);
+    app::BackendResult shape = ranBackend("torchscript-optimized", {1, 2, 3}, {}, false, INFINITY);
     model.setRows({{QStringLiteral("PyTorch eager"), "pytorch-eager", eager},
                    {QStringLiteral("Kiln"), "kiln", unchecked},
-                   {QStringLiteral("PyTorch compiled"), "pytorch-compiled", shape}});
+                   {QStringLiteral("TorchScript optimized"), "torchscript-optimized", shape}});
     QCOMPARE(text(1, CompareTableModel::MaxDiff), QStringLiteral("—"));
     QCOMPARE(text(2, CompareTableModel::MaxDiff), QStringLiteral("∞"));
     QVERIFY(text(1, CompareTableModel::Processes).isEmpty());

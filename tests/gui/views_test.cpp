@@ -36,7 +36,7 @@ app::CompareResult comparison() {
   c.backends.push_back(
       ranBackend("pytorch-eager", {37, 38.5, 39, 39.5, 40, 40.5, 41, 42, 55}, {39.2, 40.6}, false));
   c.backends.push_back(
-      ranBackend("pytorch-compiled", {29, 30, 30.5, 31, 31, 31.5, 32, 33, 36}, {30.8, 31.2}, false, 2e-6));
+      ranBackend("torchscript-optimized", {29, 30, 30.5, 31, 31, 31.5, 32, 33, 36}, {30.8, 31.2}, false, 2e-6));
   c.backends.push_back(failedBackend("torch-compile", "timeout", "timed out after 120 s compiling"));
   c.backends.push_back(
       ranBackend("kiln", {4.4, 4.5, 4.6, 4.7, 5.0, 5.5, 5.6, 5.7, 6.5}, {4.6, 5.6}, true, NAN));
@@ -122,7 +122,7 @@ class ViewsTest : public QObject {
     sweep.context.threads = 2;
     sweep.context.target = "llvm";
     sweep.batches = {1, 2, 4, 8};
-    sweep.backends = {"kiln", "pytorch-eager", "pytorch-compiled"};
+    sweep.backends = {"kiln", "pytorch-eager", "torchscript-optimized"};
     for (const auto& backend : sweep.backends) {
       for (int64_t b : sweep.batches) {
         profiler::Measurement m;

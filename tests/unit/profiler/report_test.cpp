@@ -96,7 +96,7 @@ class ReportTest : public ::testing::Test {
       c.target = "llvm";
       int64_t run = store.addRun(session, "sweep", c);
       std::vector<int64_t> batches{1, 4, 16};
-      std::vector<std::string> backends{"kiln", "pytorch-eager", "pytorch-compiled", "torch-compile"};
+      std::vector<std::string> backends{"kiln", "pytorch-eager", "torchscript-optimized", "torch-compile"};
       int64_t sweep = store.addSweep(run, batches, backends, 60);
       for (const auto& backend : backends) {
         for (int64_t b : batches) {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "profiler/sha256.h"
+#include "profiler/report.h"
 #include "profiler/store.h"
 #include "runtime/error.h"
 
@@ -180,6 +181,43 @@ TEST_F(StoreTest, MigratesAnOlderSchemaKeepingItsData) {
   auto records = latest.tuningRecords(r.workloadKey, "llvm");
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].config, "{\"tile\":8}");
+}
+
+TEST_F(StoreTest, ASessionOfAnOlderKilnStillListsAndReports) {
+  // Schema 3 (before each measurement kept its backend's facts), with the row older Kiln named
+  // "pytorch-compiled": it loads with its name and numbers, no facts, and reports.
+  std::string db = path("v3.db");
+  int64_t session = 0;
+  {
+    Store v3(db, 3);
+    int64_t model = v3.addModel(sha256Hex("old"), "old", "/old.pt", 1);
+    session = v3.sessionFor(model, 0);
+    int64_t run = v3.addRun(session, "compare", sampleContext());
+    v3.exec("INSERT INTO measurements(run_id, backend, batch, status, number, median_ms, samples_ms) VALUES(" +
+            std::to_string(run) + ", 'pytorch-compiled', 1, 'ok', 1, 2.0, '[1.0,2.0,3.0]')");
+    EXPECT_THROW(v3.exec("SELECT facts FROM measurements"), Error);  // not there yet
+  }
+  Store latest(db);
+  ASSERT_EQ(latest.listSessions().size(), 1u);
+  auto data = latest.loadSession(session);
+  ASSERT_TRUE(data);
+  ASSERT_EQ(data->measurements.size(), 1u);
+  const Measurement& old = data->measurements[0].measurement;
+  EXPECT_EQ(old.backend, "pytorch-compiled");
+  EXPECT_EQ(old.timing.samplesMs.size(), 3u);
+  EXPECT_TRUE(old.facts.empty());
+  EXPECT_NE(sessionReportHtml(*data).find("pytorch-compiled"), std::string::npos);
+  EXPECT_NE(sessionReportCsv(*data).find("pytorch-compiled"), std::string::npos);
+
+  // A new measurement keeps its facts beside it.
+  Measurement m;
+  m.backend = "onnxruntime";
+  m.timing = timingFromSamples({1.0, 1.5});
+  m.facts = R"({"onnxruntime_version":"1.32.0","intra_op_threads":2})";
+  latest.addMeasurement(data->runs[0].id, 0, 0, m);
+  data = latest.loadSession(session);
+  ASSERT_EQ(data->measurements.size(), 2u);
+  EXPECT_EQ(data->measurements[1].measurement.facts, m.facts);
 }
 
 TEST_F(StoreTest, UsesWalModeAndMarksTheFile) {
