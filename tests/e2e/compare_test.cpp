@@ -186,7 +186,9 @@ TEST_F(Engines, EveryRowOfATorchScriptFileAgreesWithEagerAndSaysWhatRanIt) {
   // --json shows them per backend, and the store keeps them with each measurement.
   nlohmann::json j = nlohmann::json::parse(app::compareJson(r));
   for (const auto& b : j["backends"]) {
-    if (b["backend"] == "onnxruntime") EXPECT_EQ(b["facts"]["intra_op_threads"], 2) << b.dump();
+    if (b["backend"] == "onnxruntime") {
+      EXPECT_EQ(b["facts"]["intra_op_threads"], 2) << b.dump();
+    }
   }
   auto session = app::loadSession(o.store.dbPath, r.stored.sessionId);
   ASSERT_TRUE(session) << session.error().message;
