@@ -9,7 +9,9 @@ For each sample CNN, in several interleaved rounds, each backend is timed
     an independent check of the method: pytorch-eager with today's torch in Kiln's Python
     environment (the module the worker builds, python/kiln_workers/bench_worker.py:load_module),
     torchscript-optimized with Debian's torch 1.13 (the same libtorch and BLAS as the row);
-and the ratio inside/alone is printed per backend and model (target: 0.9-1.1), with the Python
+and the ratio inside/alone is printed per backend and model (target: 0.9-1.1). Rounds alternate
+which side goes first (alone then inside, then inside then alone), so a slow drift of the shared
+machine falls on both sides alike, with the Python
 loop's figure beside it. Then Kiln's spread across 5 fresh processes: `kiln compare --backends
 kiln --processes 5` times five Kiln workers side by side, and max/min of their medians is
 printed (target: <= 1.10).
@@ -22,6 +24,7 @@ with --torch-compile (each alone run compiles again: 20-60 s per model and round
 
 Usage: scripts/bench-fairness.sh [--models a,b,...] [--rounds N] [--threads N] [--repeat N]
                                  [--kiln PATH] [--models-dir DIR] [--python PY] [--torch-compile]
+                                 [--backends a,b,...]
                                  [--json FILE]
 """
 import argparse
@@ -110,13 +113,14 @@ def medians_of(result):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "app", "kiln"))
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "build", "models"))
     ap.add_argument("--python", default=default_python(), help="python with today's torch (default: Kiln's)")
     ap.add_argument("--torch-compile", action="store_true", help="also the torch-compile row")
+    ap.add_argument("--backends", help="comma-separated rows to check (default: every row above)")
     ap.add_argument("--json", help="write every measurement as JSON")
     ap.add_argument("--alone", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -126,7 +130,7 @@ def main():
 
     models = [m for m in a.models.split(",") if m]
     common = ["--threads", str(a.threads), "--repeat", str(a.repeat), "--no-store", "--python", a.python]
-    backends = BACKENDS + (["torch-compile"] if a.torch_compile else [])
+    backends = a.backends.split(",") if a.backends else BACKENDS + (["torch-compile"] if a.torch_compile else [])
     common += ["--backends"]
     rows = {}  # (model, backend) -> {"alone": [...], "inside": [...]}
     spread = {}
@@ -135,19 +139,34 @@ def main():
         for model in models:
             path = os.path.join(a.models_dir, model + ".pt")
             alone, python = {}, {}
+
+            def run_alone():
+                # A row that cannot run here (not installed) is left out, with its reason.
+                for backend in (backends if r % 2 == 0 else backends[::-1]):
+                    measured = medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common + [backend]))
+                    if backend in measured:
+                        alone[backend] = measured[backend]
+                    else:
+                        print(f"{model}: {backend} did not run alone", file=sys.stderr)
+
+            def run_inside():
+                return medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common + [",".join(backends)]))
+
+            # Alone then inside in even rounds, inside then alone in odd ones (an ABBA design): a
+            # drift of the shared machine over a round then falls on both sides alike.
+            if r % 2 == 0:
+                run_alone()
+                inside = run_inside()
+            else:
+                inside = run_inside()
+                run_alone()
             for backend, interpreter, mode in (("pytorch-eager", a.python, "eager"),
                                                ("torchscript-optimized", sys.executable, "optimized")):
+                if backend not in backends:
+                    continue
                 proc = subprocess.run([interpreter, __file__, "--alone", path, mode, "--threads", str(a.threads),
                                        "--repeat", str(a.repeat)], capture_output=True, text=True, check=True)
                 python[backend] = json.loads(proc.stdout)["median_ms"]
-            for backend in backends:
-                # A row that cannot run here (not installed) is left out, with its reason.
-                measured = medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common + [backend]))
-                if backend in measured:
-                    alone[backend] = measured[backend]
-                else:
-                    print(f"{model}: {backend} did not run alone", file=sys.stderr)
-            inside = medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common + [",".join(backends)]))
             for backend, ms in alone.items():
                 row = rows.setdefault((model, backend), {"alone": [], "inside": [], "python": []})
                 row["alone"].append(ms)
@@ -156,7 +175,7 @@ def main():
             print(f"round {r + 1}/{a.rounds} {model}: " + ", ".join(
                 f"{b} {alone[b]:.2f} alone / {inside.get(b, float('nan')):.2f} inside" for b in alone),
                 file=sys.stderr, flush=True)
-    for model in models:
+    for model in models if "kiln" in backends else []:
         path = os.path.join(a.models_dir, model + ".pt")
         result = run_json([a.kiln, "compare", path, "--processes", "5"] + common + ["kiln"])
         spread[model] = result["backends"][0]["process_median_ms"]
