@@ -64,6 +64,9 @@ profiler::BenchBackend workerBackend(const std::string& name, json setup, const 
   setup["batch"] = spec.batch;
   setup["threads"] = spec.threads;
   setup["inputs"] = spec.inputs;
+  if (!spec.inputSpecs.empty()) setup["input_specs"] = toJson(spec.inputSpecs);
+  if (!spec.pythonRef.empty()) setup["python_ref"] = spec.pythonRef;
+  if (!spec.stateDict.empty()) setup["state_dict"] = spec.stateDict;
   return {name, workerArgv(spec.workerCommand, "measure-worker"), setup.dump(), ""};
 }
 
@@ -85,7 +88,15 @@ profiler::BenchBackend torchBenchBackend(profiler::TorchMode mode, const BenchSp
 }
 
 profiler::BenchBackend torchCompileBenchBackend(const std::string& python, const BenchSpec& spec) {
-  return profiler::torchCompileBackend(python, spec.path, spec.batch, spec.threads, spec.inputs);
+  profiler::BenchBackend b = profiler::torchCompileBackend(python, spec.path, spec.batch, spec.threads, spec.inputs);
+  // The same module with the same weights for a Python reference (python/kiln_workers/model_ref.py).
+  if (!b.setupJson.empty() && !spec.pythonRef.empty()) {
+    json setup = json::parse(b.setupJson);
+    setup["python_ref"] = spec.pythonRef;
+    setup["state_dict"] = spec.stateDict;
+    b.setupJson = setup.dump();
+  }
+  return b;
 }
 
 profiler::BenchOptions benchOptionsFor(const IsolationOptions& isolation, const std::string& workDir) {
@@ -127,6 +138,7 @@ profiler::BenchWorkerSetup serveBenchSetup(const std::string& line) {
     runtime::setNumThreads(threads);
     OpenOptions open;
     open.batch = q.at("batch").get<int64_t>();
+    if (q.contains("input_specs")) open.inputs = inputSpecsFromJson(q["input_specs"]);
     auto model = openModel(path, open);
     if (!model) throw Error(model.error().message, model.error().kind);
     BuildOptions build = buildOptionsFromJson(q.at("build"));

@@ -28,6 +28,7 @@ int compareCommand(const CompareArgs& a) {
   app::CompareOptions options;
   options.build = buildOptions(a.flags);
   options.batch = a.flags.batch;
+  options.inputs = inputSpecs(a.flags);
   options.repeat = a.repeat;
   options.processes = a.processes;
   options.isolate.timeoutSeconds = a.timeout;
@@ -101,8 +102,9 @@ int compareCommand(const CompareArgs& a) {
 void registerCompare(CLI::App& cli, Action& action) {
   auto args = std::make_shared<CompareArgs>();
   CLI::App* cmd = cli.add_subcommand("compare", "measure PyTorch eager, compiled PyTorch and Kiln side by side, each in its own process");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  cmd->add_option("model", args->model, kModelHelp)->required();
   addBatchFlag(cmd, args->flags);
+  addInputShapesFlag(cmd, args->flags);
   cmd->add_option("--json", args->json, "write the results as JSON");
   cmd->add_option("--repeat", args->repeat, "timed repeats per backend")->check(CLI::PositiveNumber);
   cmd->add_option("--python", args->python, "python with torch >= 2 for the torch.compile baseline");
