@@ -28,6 +28,7 @@ struct BuildFlags {
   std::string records;
   bool boundsCheck = false;
   std::string inputShapes;  // --input-shapes text (app/input_shapes.h)
+  bool inputShapesGiven = false;
 };
 void addBuildFlags(CLI::App* cmd, BuildFlags& flags);
 void addBatchFlag(CLI::App* cmd, BuildFlags& flags);

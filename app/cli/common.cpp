@@ -65,11 +65,12 @@ void addBatchFlag(CLI::App* cmd, BuildFlags& f) {
 void addInputShapesFlag(CLI::App* cmd, BuildFlags& f) {
   cmd->add_option("--input-shapes", f.inputShapes,
                   "input names, shapes and dtypes, e.g. \"x:[1,3,224,224],ids:[1,128]:int64\" (float32 by default; "
-                  "without names: in forward order); needed for a file that records none");
+                  "without names: in forward order); needed for a file that records none")
+      ->each([&f](const std::string&) { f.inputShapesGiven = true; });
 }
 
 int checkInputShapes(const BuildFlags& f) {
-  if (f.inputShapes.empty()) return 0;
+  if (!f.inputShapesGiven && f.inputShapes.empty()) return 0;
   auto specs = app::parseInputShapes(f.inputShapes);
   return specs ? 0 : fail(specs.error());
 }
