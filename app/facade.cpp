@@ -193,6 +193,13 @@ Result<ModelSignature> modelSignature(const std::string& path) {
       for (const InputSpec& s : sig.recorded) sig.names.push_back(s.name);
       return sig;
     }
+    // kiln.json is one record of the archive: no need to load the whole module.
+    sig.recorded = importers::readInputSpecs(source.file);
+    if (!sig.recorded.empty() && std::none_of(sig.recorded.begin(), sig.recorded.end(),
+                                              [](const InputSpec& s) { return s.name.empty(); })) {
+      for (const InputSpec& s : sig.recorded) sig.names.push_back(s.name);
+      return sig;
+    }
     importers::InputSignature ts = importers::readInputSignature(source.file);
     sig.names = ts.names;
     sig.recorded = ts.specs;
