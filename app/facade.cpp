@@ -20,6 +20,8 @@
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
 #include "core/tir/printer.h"
+#include "app/input_shapes.h"
+#include "app/model_ref.h"
 #include "importers/onnx.h"
 #include "profiler/time_evaluator.h"
 #include "profiler/torch_baseline.h"
@@ -91,30 +93,117 @@ std::optional<IrStage> parseIrStage(const std::string& name) {
   return std::nullopt;
 }
 
+ResolvedSource resolveSource(const std::string& path) {
+  ResolvedSource r{path, "", "", std::filesystem::path(path).stem().string()};
+  auto ref = parsePythonReference(path);
+  if (!ref) return r;
+  auto traced = traceReference(*ref);
+  if (!traced) throw Error(traced.error().message, traced.error().kind);
+  r.file = traced->model;
+  r.pythonRef = ref->canonical();
+  r.stateDict = traced->stateDict;
+  r.name = ref->file.empty() ? ref->text : std::filesystem::path(ref->file).filename().string() + ":" + ref->attr;
+  return r;
+}
+
+namespace {
+
+std::string unknownShapesMessage(const std::vector<std::string>& names) {
+  std::string example;
+  for (const std::string& n : names) example += (example.empty() ? "" : ",") + n + ":[...]";
+  return "input shapes are unknown (the file records none); pass them with --input-shapes \"" + example + "\"";
+}
+
+}  // namespace
+
+std::vector<InputSpec> inputSpecsFor(const std::string& file, const OpenOptions& options) {
+  if (!std::filesystem::exists(file)) throw Error("no such file", ErrorKind::Io);
+  if (std::filesystem::is_directory(file)) throw Error("is a directory, expected a model file", ErrorKind::Io);
+  std::vector<InputSpec> specs;
+  if (importers::isOnnxFile(file)) {
+    specs = importers::readOnnxInputSpecs(file);
+    if (!options.inputs.empty()) {
+      std::vector<std::string> names;
+      for (const InputSpec& s : specs) names.push_back(s.name);
+      specs = matchInputNames(options.inputs, names);
+    }
+  } else {
+    // kiln.json is one record of the archive (cheap); the forward signature needs a load.
+    std::vector<InputSpec> recorded = importers::readInputSpecs(file);
+    std::vector<std::string> names;
+    for (const InputSpec& s : recorded) names.push_back(s.name);
+    bool namesKnown = !recorded.empty() && std::none_of(names.begin(), names.end(), [](const auto& n) { return n.empty(); });
+    if (!options.inputs.empty()) {
+      if (!namesKnown) names = importers::readInputSignature(file).names;
+      specs = matchInputNames(options.inputs, names);
+    } else if (!recorded.empty()) {
+      specs = recorded;
+    } else {
+      importers::InputSignature sig = importers::readInputSignature(file);
+      if (sig.specs.empty() && !sig.names.empty()) throw Error(unknownShapesMessage(sig.names), ErrorKind::InvalidInput);
+      specs = sig.specs;
+    }
+  }
+  if (options.batch > 0) {
+    for (auto& spec : specs) {
+      if (spec.shape.empty()) throw Error("cannot set the batch of scalar input '" + spec.name + "'", ErrorKind::Usage);
+      spec.shape[0] = options.batch;
+    }
+  }
+  return specs;
+}
+
 Result<std::shared_ptr<const Model>> openModel(const std::string& path, const OpenOptions& options) {
   return guarded<std::shared_ptr<const Model>>(path, [&] {
-    if (!std::filesystem::exists(path)) throw Error("no such file", ErrorKind::Io);
-    if (std::filesystem::is_directory(path)) throw Error("is a directory, expected a model file", ErrorKind::Io);
     auto start = std::chrono::steady_clock::now();
+    ResolvedSource source = resolveSource(path);
+    const std::string& file = source.file;
     importers::ImportOptions io;
-    io.inputs = options.inputs;
-    bool onnx = importers::isOnnxFile(path);  // the importer is picked by extension
-    if (io.inputs.empty()) io.inputs = onnx ? importers::readOnnxInputSpecs(path) : importers::readInputSpecs(path);
-    if (options.batch > 0) {
-      for (auto& spec : io.inputs) {
-        if (spec.shape.empty()) throw Error("cannot set the batch of scalar input '" + spec.name + "'", ErrorKind::Usage);
-        spec.shape[0] = options.batch;
-      }
+    importers::ImportedModel imported;
+    try {
+      io.inputs = inputSpecsFor(file, options);
+      imported = importers::isOnnxFile(file) ? importers::importOnnx(file, io) : importers::importTorchScript(file, io);
+    } catch (const Error& e) {
+      // A reference's traced file is Kiln's own: the error names the reference instead.
+      std::string message = e.what();
+      if (file != path && message.rfind(file + ": ", 0) == 0) message = message.substr(file.size() + 2);
+      throw Error(message, e.kind());
     }
-    importers::ImportedModel imported = onnx ? importers::importOnnx(path, io) : importers::importTorchScript(path, io);
     auto model = std::make_shared<Model>();
-    model->path = path;
-    model->name = std::filesystem::path(path).stem().string();
+    model->path = file;
+    model->name = source.name;
+    model->source = path;
+    model->pythonRef = source.pythonRef;
+    model->stateDict = source.stateDict;
     model->description = imported.description;
     model->inputs = imported.inputs;
     model->graph = std::move(imported.graph);
     model->importSeconds = secondsSince(start);
     return std::shared_ptr<const Model>(std::move(model));
+  });
+}
+
+Result<ModelSignature> modelSignature(const std::string& path) {
+  return guarded<ModelSignature>(path, [&] {
+    ResolvedSource source = resolveSource(path);
+    if (!std::filesystem::is_regular_file(source.file)) throw Error("no such file", ErrorKind::Io);
+    ModelSignature sig;
+    if (importers::isOnnxFile(source.file)) {
+      sig.recorded = importers::readOnnxInputSpecs(source.file);
+      for (const InputSpec& s : sig.recorded) sig.names.push_back(s.name);
+      return sig;
+    }
+    // kiln.json is one record of the archive: no need to load the whole module.
+    sig.recorded = importers::readInputSpecs(source.file);
+    if (!sig.recorded.empty() && std::none_of(sig.recorded.begin(), sig.recorded.end(),
+                                              [](const InputSpec& s) { return s.name.empty(); })) {
+      for (const InputSpec& s : sig.recorded) sig.names.push_back(s.name);
+      return sig;
+    }
+    importers::InputSignature ts = importers::readInputSignature(source.file);
+    sig.names = ts.names;
+    sig.recorded = ts.specs;
+    return sig;
   });
 }
 
@@ -124,7 +213,7 @@ Result<std::shared_ptr<CompiledModel>> build(std::shared_ptr<const Model> model,
 
 Result<std::shared_ptr<CompiledModel>> buildWithSchedules(std::shared_ptr<const Model> model, const BuildOptions& options,
                                                           std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
-  return guarded<std::shared_ptr<CompiledModel>>(model ? model->path : "", [&] {
+  return guarded<std::shared_ptr<CompiledModel>>(model ? sourceOf(*model) : "", [&] {
     KILN_ASSERT(model != nullptr, "build() needs a model");
     auto start = std::chrono::steady_clock::now();
     Lowered lowered = lowerFor(*model, options, schedules);
@@ -202,7 +291,7 @@ Result<std::vector<runtime::Tensor>> run(CompiledModel& compiled, const std::vec
 }
 
 Result<std::string> irText(std::shared_ptr<const Model> model, IrStage stage, const BuildOptions& options) {
-  return guarded<std::string>(model ? model->path : "", [&]() -> std::string {
+  return guarded<std::string>(model ? sourceOf(*model) : "", [&]() -> std::string {
     KILN_ASSERT(model != nullptr, "irText() needs a model");
     if (stage == IrStage::Graph) return core::printGraph(model->graph);
     if (stage == IrStage::Optimized) return core::printGraph(optimizeFor(*model, options).graph);

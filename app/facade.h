@@ -49,8 +49,11 @@ class Result {
 using InputSpec = importers::InputSpec;
 
 struct Model {
-  std::string path;
-  std::string name;         // file stem
+  std::string path;         // the file imported (for a Python reference: the traced .pt in the cache)
+  std::string name;         // file stem; for a Python reference "my_models.py:build"
+  std::string source;       // what was opened: the path, or the Python reference as given
+  std::string pythonRef;    // a Python reference's canonical form ("/abs/my_models.py:build"), else empty
+  std::string stateDict;    // that reference's weights (torch.save of its state_dict), else empty
   std::string description;  // from the file's metadata, if any
   std::vector<InputSpec> inputs;
   core::Graph graph;        // as imported
@@ -58,7 +61,10 @@ struct Model {
 };
 
 struct OpenOptions {
-  std::vector<InputSpec> inputs;  // override the file's input shapes
+  /// Override the file's input shapes (--input-shapes, app/input_shapes.h). Named specs are
+  /// matched to the forward arguments by name, unnamed ones by position. Needed for a file that
+  /// records no shapes (a module traced and saved by the user).
+  std::vector<InputSpec> inputs;
   int64_t batch = 0;              // > 0: replace dimension 0 of every input
 };
 
@@ -99,7 +105,18 @@ struct CompiledModel {
 enum class IrStage { Graph, Optimized, Lowered, Llvm, Assembly };
 std::optional<IrStage> parseIrStage(const std::string& name);
 
+/// `path` is a model file (.pt, .onnx) or a Python reference (app/model_ref.h), traced first.
 Result<std::shared_ptr<const Model>> openModel(const std::string& path, const OpenOptions& options = {});
+
+/// What a model says about its inputs without importing it: the forward arguments' names and the
+/// specs the file records (kiln.json, complete tensor types, ONNX inputs). `recorded` empty with
+/// names present: the shapes must be given (OpenOptions::inputs). References are traced first.
+struct ModelSignature {
+  std::vector<std::string> names;
+  std::vector<InputSpec> recorded;
+  bool needsShapes() const { return recorded.empty() && !names.empty(); }
+};
+Result<ModelSignature> modelSignature(const std::string& path);
 Result<std::shared_ptr<CompiledModel>> build(std::shared_ptr<const Model> model, const BuildOptions& options);
 /// Runs one inference; inputs in forward-argument order. Inputs whose shapes differ from the
 /// compiled ones only in dimension 0, all by the same batch size, run on a build specialized for
@@ -225,6 +242,7 @@ const std::vector<std::string>& defaultCompareBackends();
 struct CompareOptions {
   BuildOptions build;
   int64_t batch = 0;  // 0: the model's own batch
+  std::vector<InputSpec> inputs;  // override the file's input shapes (OpenOptions::inputs)
   int warmup = 3;
   int repeat = 15;  // timed repeats per backend, spread over its processes
   double minRepeatMs = 20;
@@ -302,3 +320,6 @@ std::string cpuModelName();
 
 // Profiles, sweeps, the session store and reports.
 #include "app/measure.h"
+// --input-shapes and Python model references (`file.py:build`).
+#include "app/input_shapes.h"
+#include "app/model_ref.h"

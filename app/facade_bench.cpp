@@ -66,6 +66,9 @@ profiler::BenchBackend workerBackend(const std::string& name, json setup, const 
   setup["batch"] = spec.batch;
   setup["threads"] = spec.threads;
   setup["inputs"] = spec.inputs;
+  if (!spec.inputSpecs.empty()) setup["input_specs"] = toJson(spec.inputSpecs);
+  if (!spec.pythonRef.empty()) setup["python_ref"] = spec.pythonRef;
+  if (!spec.stateDict.empty()) setup["state_dict"] = spec.stateDict;
   return {name, workerArgv(spec.workerCommand, "measure-worker"), setup.dump(), ""};
 }
 
@@ -141,6 +144,7 @@ profiler::BenchWorkerSetup serveBenchSetup(const std::string& line) {
     runtime::setNumThreads(threads);
     OpenOptions open;
     open.batch = q.at("batch").get<int64_t>();
+    if (q.contains("input_specs")) open.inputs = inputSpecsFromJson(q["input_specs"]);
     auto model = openModel(path, open);
     if (!model) throw Error(model.error().message, model.error().kind);
     BuildOptions build = buildOptionsFromJson(q.at("build"));

@@ -168,6 +168,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
   if (!opened) return opened.error();
   OpenOptions open;
   open.batch = options.batch;
+  open.inputs = options.inputs;
   auto model = openModel(path, open);
   if (!model) return model.error();
   const std::function<bool()>& cancelled = options.isolate.cancelled;
@@ -199,8 +200,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
 
     // Every backend in worker processes of its own, fed the same inputs from .npy files.
     ScratchDir scratch("compare");
-    BenchSpec spec;
-    spec.path = path;
+    BenchSpec spec = benchSpecOf(m, !options.inputs.empty());
     spec.batch = options.batch;
     spec.threads = result.threads;
     spec.inputs = writeBenchInputs(scratch.path(), randomInputs(m));
@@ -267,7 +267,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     if (store) {
       result.stored = store->transaction([&] {
         profiler::RunContext context = runContextFor(options.build, result.threads, result.target, result.compileSeconds);
-        StoredIds ids = beginStoredRun(*store, options.store, path, m.name, "compare", context);
+        StoredIds ids = beginStoredRun(*store, options.store, m.path, m.name, "compare", context);
         bool kilnOk = std::any_of(result.backends.begin(), result.backends.end(),
                                   [](const BackendResult& b) { return b.backend == "kiln" && b.available; });
         if (kilnOk) ids.buildId = store->addBuild(ids.runId, kilnBuild);

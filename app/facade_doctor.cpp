@@ -107,27 +107,17 @@ void diagnoseOnnx(const std::string& path, const importers::ImportOptions& io, D
 
 }  // namespace
 
-Result<DoctorReport> diagnoseModel(const std::string& path, const OpenOptions& options) {
-  return guarded<DoctorReport>(path, [&] {
+Result<DoctorReport> diagnoseModel(const std::string& source, const OpenOptions& options) {
+  return guarded<DoctorReport>(source, [&] {
+    // A Python reference is traced first and its traced file examined.
+    const std::string path = resolveSource(source).file;
     if (!std::filesystem::is_regular_file(path)) throw Error("no such file", ErrorKind::Io);
     importers::ImportOptions io;
-    io.inputs = options.inputs;
-    if (io.inputs.empty() && !importers::isOnnxFile(path)) io.inputs = importers::readInputSpecs(path);
-    if (options.batch > 0) {
-      for (auto& spec : io.inputs) {
-        if (!spec.shape.empty()) spec.shape[0] = options.batch;
-      }
-    }
+    io.inputs = inputSpecsFor(path, options);
     DoctorReport r;
-    r.model = path;
+    r.model = source;
     bool controlFlow = false;
     if (importers::isOnnxFile(path)) {
-      if (options.inputs.empty()) io.inputs = importers::readOnnxInputSpecs(path);
-      if (options.batch > 0) {
-        for (auto& spec : io.inputs) {
-          if (!spec.shape.empty()) spec.shape[0] = options.batch;
-        }
-      }
       diagnoseOnnx(path, io, r);
     } else {
       importers::SurveyResult survey = importers::surveyTorchScript(path, io);

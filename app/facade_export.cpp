@@ -40,7 +40,7 @@ bool isModuleDirectory(const std::string& path) {
 
 Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const BuildOptions& options,
                                  const std::string& outPath) {
-  return guarded<ExportResult>(model ? model->path : "", [&] {
+  return guarded<ExportResult>(model ? sourceOf(*model) : "", [&] {
     KILN_ASSERT(model != nullptr, "exportModel() needs a model");
     if (outPath.empty()) throw Error("no output path for the module", ErrorKind::Usage);
     const std::string ext = fs::path(outPath).extension().string();

@@ -149,7 +149,7 @@ std::vector<TargetChoice> targetChoices() {
 }
 
 Result<Inspection> inspect(std::shared_ptr<const Model> model, const BuildOptions& options) {
-  return guarded<Inspection>(model ? model->path : "", [&] {
+  return guarded<Inspection>(model ? sourceOf(*model) : "", [&] {
     KILN_ASSERT(model != nullptr, "inspect() needs a model");
     auto start = std::chrono::steady_clock::now();
     BuildOptions withIr = options;

@@ -48,6 +48,24 @@ std::shared_ptr<const core::lower::ScheduleConfigs> schedulesFor(const BuildOpti
 Result<std::shared_ptr<CompiledModel>> buildWithSchedules(std::shared_ptr<const Model> model, const BuildOptions& options,
                                                           std::shared_ptr<const core::lower::ScheduleConfigs> schedules);
 
+/// A model source resolved to the file to import: `path` itself, or a Python reference's traced
+/// file. Throws kiln::Error (the reference's errors name it).
+struct ResolvedSource {
+  std::string file;
+  std::string pythonRef;  // canonical, for a reference
+  std::string stateDict;
+  std::string name;       // the model's name
+};
+ResolvedSource resolveSource(const std::string& path);
+
+/// The input specs to import `file` with: options.inputs matched to the forward arguments' names,
+/// else the file's own; then options.batch. A file that records no shapes throws InvalidInput
+/// naming --input-shapes and the arguments. Throws kiln::Error.
+std::vector<InputSpec> inputSpecsFor(const std::string& file, const OpenOptions& options);
+
+/// How errors name a model: what the user opened (the path, or the Python reference).
+inline const std::string& sourceOf(const Model& m) { return m.source.empty() ? m.path : m.source; }
+
 inline double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

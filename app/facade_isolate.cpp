@@ -86,7 +86,37 @@ int runMeasureWorker() {
   return 0;
 }
 
+BenchSpec benchSpecOf(const Model& model, bool explicitShapes) {
+  BenchSpec spec;
+  spec.path = model.path;
+  if (explicitShapes) spec.inputSpecs = model.inputs;
+  spec.pythonRef = model.pythonRef;
+  spec.stateDict = model.stateDict;
+  return spec;
+}
+
 // ---- JSON forms ---------------------------------------------------------------------------------
+
+json toJson(const std::vector<InputSpec>& specs) {
+  json j = json::array();
+  for (const InputSpec& s : specs) j.push_back({{"name", s.name}, {"shape", s.shape}, {"dtype", inputDTypeName(s.dtype)}});
+  return j;
+}
+
+std::vector<InputSpec> inputSpecsFromJson(const json& j) {
+  std::vector<InputSpec> specs;
+  for (const json& e : j) {
+    std::string dtype = e.at("dtype").get<std::string>();
+    auto parsed = parseInputDType(dtype);
+    if (!parsed) throw Error("unknown input dtype '" + dtype + "'", ErrorKind::Usage);
+    InputSpec s;
+    s.name = e.at("name").get<std::string>();
+    s.shape = e.at("shape").get<std::vector<int64_t>>();
+    s.dtype = *parsed;
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
 
 json toJson(const BuildOptions& b) {
   json j = {{"target", b.target},   {"opt_level", b.optLevel}, {"threads", b.threads},

@@ -12,7 +12,7 @@
 namespace kiln::app {
 
 Result<OptimizeReport> optimize(std::shared_ptr<const Model> model, const BuildOptions& options) {
-  return guarded<OptimizeReport>(model ? model->path : "", [&] {
+  return guarded<OptimizeReport>(model ? sourceOf(*model) : "", [&] {
     KILN_ASSERT(model != nullptr, "optimize() needs a model");
     Lowered lowered = lowerFor(*model, options);
     OptimizeReport r;

@@ -53,8 +53,19 @@ void storeProfile(profiler::Store& store, const ProfileOptions& options, const s
 }
 
 nlohmann::json profileRequest(const std::string& path, const ProfileOptions& o) {
-  return {{"op", "profile"}, {"path", path},     {"batch", o.batch},          {"warmup", o.warmup},
-          {"repeat", o.repeat}, {"min_repeat_ms", o.minRepeatMs}, {"build", toJson(o.build)}};
+  nlohmann::json q = {{"op", "profile"},  {"path", path},
+                      {"batch", o.batch}, {"warmup", o.warmup},
+                      {"repeat", o.repeat}, {"min_repeat_ms", o.minRepeatMs},
+                      {"build", toJson(o.build)}};
+  if (!o.inputs.empty()) q["input_specs"] = toJson(o.inputs);
+  return q;
+}
+
+OpenOptions openOptionsOf(const ProfileOptions& o) {
+  OpenOptions open;
+  open.batch = o.batch;
+  open.inputs = o.inputs;
+  return open;
 }
 
 /// profile() in a `kiln measure-worker`; the store is written here, by the caller.
@@ -65,11 +76,17 @@ Result<ProfileResult> profileIsolated(const std::string& path, const ProfileOpti
   } catch (const Error& e) {
     return Diagnostic{e.what(), e.kind()};
   }
-  auto reply = callMeasureWorker(profileRequest(path, options), options.isolate);
+  // A Python reference is traced here, once: the worker and the store get the traced file.
+  auto source = guarded<ResolvedSource>(path, [&] { return resolveSource(path); });
+  if (!source) return source.error();
+  const std::string& file = source->file;
+  auto reply = callMeasureWorker(profileRequest(file, options), options.isolate);
   if (!reply) {
     const Diagnostic& d = reply.error();
     // The worker's own errors already name the model.
-    return Diagnostic{d.message.rfind(path, 0) == 0 ? d.message : path + ": " + d.message, d.kind};
+    std::string message = d.message;
+    if (file != path && message.rfind(file + ": ", 0) == 0) message = message.substr(file.size() + 2);
+    return Diagnostic{message.rfind(path, 0) == 0 ? message : path + ": " + message, d.kind};
   }
   return guarded<ProfileResult>(path, [&] {
     const nlohmann::json& j = reply.value();
@@ -80,7 +97,11 @@ Result<ProfileResult> profileIsolated(const std::string& path, const ProfileOpti
     r.build = buildRecordFromJson(j.at("build"));
     r.numFusedFunctions = j.at("fused_functions").get<int>();
     r.profile = profileRecordFromJson(j.at("profile"));
-    if (store) storeProfile(*store, options, path, r);
+    if (file != path) {
+      r.model = source->name;
+      r.modelPath = path;
+    }
+    if (store) storeProfile(*store, options, file, r);
     return r;
   });
 }
@@ -95,8 +116,9 @@ nlohmann::json serveProfileRequest(const nlohmann::json& q) {
   o.repeat = q.at("repeat").get<int>();
   o.minRepeatMs = q.at("min_repeat_ms").get<double>();
   o.build = buildOptionsFromJson(q.at("build"));
+  if (q.contains("input_specs")) o.inputs = inputSpecsFromJson(q["input_specs"]);
   o.store.enabled = false;
-  auto prepared = prepareMeasurement(path, o.batch, o.build, o.store);
+  auto prepared = prepareMeasurement(path, openOptionsOf(o), o.build, o.store);
   if (!prepared) throw Error(prepared.error().message, prepared.error().kind);
   workerMeasuring();
   ProfileResult r = profileHere(path, o, prepared.value());
@@ -111,11 +133,11 @@ nlohmann::json serveProfileRequest(const nlohmann::json& q) {
 Result<ProfileResult> profile(const std::string& path, const ProfileOptions& options) {
   if (options.repeat < 1) return Diagnostic{path + ": --repeat must be at least 1", ErrorKind::Usage};
   if (options.isolate.enabled) return profileIsolated(path, options);
-  auto prepared = prepareMeasurement(path, options.batch, options.build, options.store);
+  auto prepared = prepareMeasurement(path, openOptionsOf(options), options.build, options.store);
   if (!prepared) return prepared.error();
   return guarded<ProfileResult>(path, [&] {
     ProfileResult r = profileHere(path, options, prepared.value());
-    if (prepared->store) storeProfile(*prepared->store, options, path, r);
+    if (prepared->store) storeProfile(*prepared->store, options, prepared->model->path, r);
     return r;
   });
 }

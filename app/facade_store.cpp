@@ -182,16 +182,14 @@ Result<std::string> sessionReport(const std::string& dbPath, int64_t sessionId, 
   });
 }
 
-Result<PreparedMeasurement> prepareMeasurement(const std::string& path, int64_t batch, const BuildOptions& build,
-                                               const StoreOptions& storeOptions) {
+Result<PreparedMeasurement> prepareMeasurement(const std::string& path, const OpenOptions& open,
+                                               const BuildOptions& build, const StoreOptions& storeOptions) {
   PreparedMeasurement prepared;
   auto opened = guarded<bool>(path, [&] {
     prepared.store = openStoreFor(storeOptions);
     return true;
   });
   if (!opened) return opened.error();
-  OpenOptions open;
-  open.batch = batch;
   auto model = openModel(path, open);
   if (!model) return model.error();
   auto compiled = app::build(model.value(), build);

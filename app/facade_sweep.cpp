@@ -101,7 +101,12 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
     if (batchSet.empty()) throw Error("no batch sizes to sweep", ErrorKind::Usage);
     std::unique_ptr<profiler::Store> store = openStoreFor(options.store);
     // A file that is not a model fails here, once, not as a failure of every point.
-    if (auto model = openModel(path); !model) throw Error(model.error().message, model.error().kind);
+    OpenOptions firstOpen;
+    firstOpen.inputs = options.inputs;
+    auto firstModel = openModel(path, firstOpen);
+    if (!firstModel) throw Error(firstModel.error().message, firstModel.error().kind);
+    // What the store hashes and the workers open (a Python reference's traced file).
+    const std::string modelFile = firstModel.value()->path;
     parseTarget(options.build.target);  // so does an unknown target
 
     SweepResult result;
@@ -121,7 +126,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
     };
 
     std::optional<SweepFiling> filing;
-    if (store && options.resume) filing = findUnfinished(*store, path, result, options, threads);
+    if (store && options.resume) filing = findUnfinished(*store, modelFile, result, options, threads);
     bool targetKnown = false;
     // Each point is committed on its own: a killed sweep loses only the batch in flight.
     auto file = [&](const Measurement& m, const std::optional<profiler::BuildRecord>& record) {
@@ -129,7 +134,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
       store->transaction([&] {
         if (!filing) {
           filing.emplace();
-          filing->ids = beginStoredRun(*store, options.store, path, result.model, "sweep",
+          filing->ids = beginStoredRun(*store, options.store, modelFile, result.model, "sweep",
                                        runContextFor(options.build, threads, target, compileSeconds));
           filing->runId = filing->ids.runId;
           filing->sweepId = store->addSweep(filing->runId, result.batches, result.backends, options.budgetSeconds);
@@ -173,8 +178,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
         }
         toMeasure.push_back(backend);
       }
-      BenchSpec spec;
-      spec.path = path;
+      BenchSpec spec = benchSpecOf(*firstModel.value(), !options.inputs.empty());
       spec.batch = batch;
       spec.threads = threads;
       spec.workerCommand = options.isolate.workerCommand;
@@ -182,6 +186,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
       if (!toMeasure.empty()) {
         OpenOptions open;
         open.batch = batch;
+        open.inputs = options.inputs;
         auto opened = openModel(path, open);
         if (opened) {
           model = opened.value();
@@ -266,19 +271,19 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
         bool resumed = filing && filing->done.count({backend, batch});
         if (!resumed) {
           stopAfter(m);
-          if (result.model.empty()) result.model = std::filesystem::path(path).stem().string();
+          if (result.model.empty()) result.model = firstModel.value()->name;
           file(m, backend == "kiln" && m.ok() ? record : std::nullopt);
           if (options.onPoint) options.onPoint(m);
         }
         result.points.push_back(std::move(m));
       }
     }
-    if (result.model.empty()) result.model = std::filesystem::path(path).stem().string();
+    if (result.model.empty()) result.model = firstModel.value()->name;
     result.context = runContextFor(options.build, threads, target, compileSeconds);
     if (store && !filing) {
       // Nothing measured (all cancelled): the run is still filed, empty.
       result.stored = store->transaction([&] {
-        StoredIds ids = beginStoredRun(*store, options.store, path, result.model, "sweep", result.context);
+        StoredIds ids = beginStoredRun(*store, options.store, modelFile, result.model, "sweep", result.context);
         store->addSweep(ids.runId, result.batches, result.backends, options.budgetSeconds);
         return ids;
       });
@@ -295,7 +300,7 @@ Result<std::optional<UnfinishedSweep>> unfinishedSweep(const std::string& path, 
     std::string db = resolveDbPath(options.dbPath);
     if (!std::filesystem::exists(db)) return std::nullopt;  // asking never creates the store
     profiler::Store store(db);
-    std::string sha = profiler::sha256File(path);
+    std::string sha = profiler::sha256File(resolveSource(path).file);
     int64_t session = options.session;
     if (session == 0)
       for (const auto& s : store.listSessions())

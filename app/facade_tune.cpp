@@ -64,6 +64,7 @@ struct Prepared {
 Prepared prepare(const std::string& path, const TuneOptions& options) {
   OpenOptions open;
   open.batch = options.batch;
+  open.inputs = options.inputs;
   auto model = openModel(path, open);
   if (!model) throw Error(model.error().message, model.error().kind);
   Prepared p{model.value(), lowerFor(*model.value(), options.build), {}, {}};
@@ -142,8 +143,7 @@ std::vector<std::string> finalists(const TuneTaskResult& tr, int top) {
 std::pair<double, double> sideBySide(const std::string& path, const Model& model, const TuneOptions& options,
                                      const core::lower::ScheduleConfigs& tuned) {
   ScratchDir scratch("tune");
-  BenchSpec spec;
-  spec.path = path;
+  BenchSpec spec = benchSpecOf(model, !options.inputs.empty());
   spec.batch = options.batch;
   spec.threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
   spec.inputs = writeBenchInputs(scratch.path(), randomInputs(model));
@@ -235,7 +235,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     int64_t modelId = 0;
     if (store) {
       result.stored = store->transaction([&] {
-        return beginStoredRun(*store, options.store, path, p.model->name, "tune",
+        return beginStoredRun(*store, options.store, p.model->path, p.model->name, "tune",
                               runContextFor(options.build, threads, target, 0));
       });
       if (auto session = store->loadSession(result.stored.sessionId)) modelId = session->summary.model.id;

@@ -24,6 +24,7 @@ std::string resolveDbPath(const std::string& dbPath);
 struct ProfileOptions {
   BuildOptions build;
   int64_t batch = 0;  // 0: the model's own batch
+  std::vector<InputSpec> inputs;  // override the file's input shapes (OpenOptions::inputs)
   int warmup = 3;
   int repeat = 20;  // timed passes (call by call, and end to end)
   double minRepeatMs = 20;
@@ -56,6 +57,8 @@ const std::vector<std::string>& sweepBackendNames();
 
 struct SweepOptions {
   BuildOptions build;
+  std::vector<InputSpec> inputs;  // override the file's input shapes (OpenOptions::inputs; the
+                                  //   sweep's batches replace dimension 0)
   std::vector<int64_t> batches{1, 4, 16, 64};
   /// torch.compile recompiles at every batch size (20-60 s each): asked for, not a default.
   std::vector<std::string> backends{"kiln", "pytorch-eager", "torchscript-optimized", "onnxruntime", "openvino"};

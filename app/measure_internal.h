@@ -33,8 +33,12 @@ struct PreparedMeasurement {
 
 /// Opens the store (first, so a bad database fails before anything is compiled or measured),
 /// then imports the model at `batch` (0: its own) and builds it.
-Result<PreparedMeasurement> prepareMeasurement(const std::string& path, int64_t batch, const BuildOptions& build,
-                                               const StoreOptions& storeOptions);
+Result<PreparedMeasurement> prepareMeasurement(const std::string& path, const OpenOptions& open,
+                                               const BuildOptions& build, const StoreOptions& storeOptions);
+
+/// Input specs as JSON ([{"name", "shape", "dtype"}]) for worker requests, and back.
+nlohmann::json toJson(const std::vector<InputSpec>& specs);
+std::vector<InputSpec> inputSpecsFromJson(const nlohmann::json& j);
 
 /// Files a run of `kind` for the model at `modelPath` (hashing the file) in the session the
 /// options choose. Call inside a transaction. Returns the ids (buildId 0).
@@ -87,15 +91,20 @@ class ScratchDir {
 
 /// What every backend of one side-by-side measurement shares.
 struct BenchSpec {
-  std::string path;                 // the model file
+  std::string path;                 // the model file (a Python reference's traced file)
+  std::vector<InputSpec> inputSpecs;  // the model's input specs when given (OpenOptions::inputs)
+  std::string pythonRef;            // the Python reference the model was traced from, canonical
+  std::string stateDict;            // its weights (torch.save), for the Python backends
   int64_t batch = 0;                // 0: the model's own
   int threads = 1;                  // the same for every backend
   std::vector<std::string> inputs;  // .npy files (writeBenchInputs)
   std::string workerCommand;        // IsolationOptions::workerCommand
   std::string python;               // the Python backends' interpreter (--python); empty: the default
-  std::string pythonRef;            // a Python model reference for the PyTorch rows (profiler/python_worker.h)
-  std::string stateDict;            // its weights
 };
+
+/// The spec's model fields (path, input specs, Python reference) for an opened model.
+/// `explicitShapes`: the model was opened with OpenOptions::inputs, which the workers need too.
+BenchSpec benchSpecOf(const Model& model, bool explicitShapes);
 
 /// Writes the inputs as in0.npy, in1.npy, ... into `dir`; returns their paths.
 std::vector<std::string> writeBenchInputs(const std::string& dir, const std::vector<runtime::Tensor>& inputs);

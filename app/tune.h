@@ -16,6 +16,7 @@ namespace kiln::app {
 struct TuneOptions {
   BuildOptions build;        // target, -O level (tasks are the kernels this build would have), threads
   int64_t batch = 0;         // 0: the model's own batch
+  std::vector<InputSpec> inputs;  // override the file's input shapes (OpenOptions::inputs)
   std::string tuner = "xgb";  // "xgb" (XGBoost cost model + simulated annealing), "random", "grid"
   int trialsPerTask = 32;    // measured candidates per task (the budget is shared by weight when
   int totalTrials = 0;       //   totalTrials > 0: split over tasks by their share of the FLOPs)

@@ -46,6 +46,16 @@ ImportedModel importTorchScript(const std::string& path, const ImportOptions& op
 /// Input specs stored in the file's kiln.json, or empty when absent.
 std::vector<InputSpec> readInputSpecs(const std::string& path);
 
+/// What a TorchScript file says about its forward arguments, without importing it.
+struct InputSignature {
+  std::vector<std::string> names;  // the forward arguments after self, in order
+  /// From kiln.json, else from complete tensor types in the graph; empty when the file records no
+  /// shapes (a module traced and saved by the user): they must then be given (ImportOptions::inputs).
+  std::vector<InputSpec> specs;
+};
+/// Loads the archive (no freezing). Throws kiln::Error like importTorchScript for a bad file.
+InputSignature readInputSignature(const std::string& path);
+
 // ---- the import doctor's view (app/doctor.h) ---------------------------------------------------
 
 enum class OpStatus {

@@ -28,6 +28,7 @@ int compareCommand(const CompareArgs& a) {
   app::CompareOptions options;
   options.build = buildOptions(a.flags);
   options.batch = a.flags.batch;
+  options.inputs = inputSpecs(a.flags);
   options.repeat = a.repeat;
   options.processes = a.processes;
   options.isolate.timeoutSeconds = a.timeout;
@@ -105,8 +106,9 @@ void registerCompare(CLI::App& cli, Action& action) {
   auto args = std::make_shared<CompareArgs>();
   CLI::App* cmd = cli.add_subcommand(
       "compare", "measure today's PyTorch, torch.compile, ONNX Runtime, OpenVINO and Kiln side by side, each in its own process");
-  cmd->add_option("model", args->model, "model file (.pt or .onnx)")->required();
+  cmd->add_option("model", args->model, kModelHelp)->required();
   addBatchFlag(cmd, args->flags);
+  addInputShapesFlag(cmd, args->flags);
   cmd->add_option("--json", args->json, "write the results as JSON");
   cmd->add_option("--repeat", args->repeat, "timed repeats per backend")->check(CLI::PositiveNumber);
   cmd->add_option("--python", args->python,

@@ -22,8 +22,7 @@ std::string humanBytes(uint64_t bytes) {
 
 int compileCommand(const CompileArgs& a) {
   if (int rc = checkBuildFlags(a.flags)) return rc;
-  app::OpenOptions open;
-  open.batch = a.flags.batch;
+  app::OpenOptions open = openOptions(a.flags);
   auto model = app::openModel(a.model, open);
   if (!model) return fail(model.error());
   auto result = app::exportModel(model.value(), buildOptions(a.flags), a.output);
@@ -47,10 +46,11 @@ void registerCompile(CLI::App& cli, Action& action) {
   auto args = std::make_shared<CompileArgs>();
   CLI::App* cmd = cli.add_subcommand(
       "compile", "compile a model into a module directory (kernels.so, graph.txt, params.bin) that runs without the compiler");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  cmd->add_option("model", args->model, kModelHelp)->required();
   cmd->add_option("-o,--output", args->output, "module directory to write (created; an earlier module there is replaced)")
       ->required();
   addBatchFlag(cmd, args->flags);
+  addInputShapesFlag(cmd, args->flags);
   addBuildFlags(cmd, args->flags);
   cmd->callback([args, &action] { action = [args] { return compileCommand(*args); }; });
 }

@@ -35,8 +35,8 @@ int listOps(bool markdown) {
 int doctorCommand(const DoctorArgs& a) {
   if (a.listOps) return listOps(a.markdown);
   if (a.model.empty()) return fail("a model is required", ErrorKind::Usage);
-  app::OpenOptions open;
-  open.batch = a.flags.batch;
+  if (int rc = checkInputShapes(a.flags)) return rc;
+  app::OpenOptions open = openOptions(a.flags);
   auto report = app::diagnoseModel(a.model, open);
   if (!report) return fail(report.error());
   if (!a.jsonFile.empty()) {
@@ -56,8 +56,9 @@ void registerDoctor(CLI::App& cli, Action& action) {
   auto args = std::make_shared<DoctorArgs>();
   CLI::App* cmd = cli.add_subcommand("doctor", "list what Kiln can compile in a model: every operator, the "
                                                "share of FLOPs compiled, hints");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)");
+  cmd->add_option("model", args->model, kModelHelp);
   addBatchFlag(cmd, args->flags);
+  addInputShapesFlag(cmd, args->flags);
   cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_option("--json-file", args->jsonFile, "also write the JSON report to FILE");
   cmd->add_flag("--all", args->all, "list every operator node, not only the table by kind");

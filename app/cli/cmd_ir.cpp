@@ -32,8 +32,7 @@ int irCommand(const IrArgs& a) {
   if (!stage)
     return fail("unknown stage '" + a.stage + "' (expected graph, optimized, lowered, llvm or asm)",
                 ErrorKind::Usage);
-  app::OpenOptions open;
-  open.batch = a.flags.batch;
+  app::OpenOptions open = openOptions(a.flags);
   auto model = app::openModel(a.model, open);
   if (!model) return fail(model.error());
   app::BuildOptions options = buildOptions(a.flags);
@@ -61,9 +60,10 @@ int irCommand(const IrArgs& a) {
 void registerIr(CLI::App& cli, Action& action) {
   auto args = std::make_shared<IrArgs>();
   CLI::App* cmd = cli.add_subcommand("ir", "print a stage of the compilation, or what the optimizer did");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)");
+  cmd->add_option("model", args->model, kModelHelp);
   cmd->add_option("--stage", args->stage, "graph | optimized | lowered | llvm | asm");
   addBatchFlag(cmd, args->flags);
+  addInputShapesFlag(cmd, args->flags);
   addBuildFlags(cmd, args->flags);
   cmd->add_option("--passes", args->passes,
                   "pass pipeline replacing the -O level's, e.g. \"fold-constants,fuse-ops{max-depth=8}\"")

@@ -63,6 +63,7 @@ int profileCommand(const ProfileArgs& a) {
   app::ProfileOptions options;
   options.build = buildOptions(a.flags);
   options.batch = a.flags.batch;
+  options.inputs = inputSpecs(a.flags);
   options.repeat = a.repeat;
   options.warmup = a.warmup;
   options.store = storeOptions(a.store);
@@ -120,7 +121,7 @@ void registerProfile(CLI::App& cli, Action& action) {
   auto args = std::make_shared<ProfileArgs>();
   CLI::App* cmd =
       cli.add_subcommand("profile", "time every fused function of a compiled model (debug executor)");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  cmd->add_option("model", args->model, kModelHelp)->required();
   cmd->add_option("--repeat", args->repeat, "timed passes (call by call, and end to end)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", args->warmup, "untimed passes first")->check(CLI::NonNegativeNumber);
@@ -134,6 +135,7 @@ void registerProfile(CLI::App& cli, Action& action) {
   cmd->add_option("--timeout", args->timeout, "seconds the kernels may run in the worker (compilation excluded)")
       ->check(CLI::PositiveNumber);
   addBatchFlag(cmd, args->flags);
+  addInputShapesFlag(cmd, args->flags);
   addBuildFlags(cmd, args->flags);
   addStoreFlags(cmd, args->store);
   cmd->callback([args, &action] { action = [args] { return profileCommand(*args); }; });

@@ -22,7 +22,8 @@ std::string describe(const app::InputSpec& spec, size_t index) {
 }
 
 /// Count and dtypes against the model's declared inputs (kiln.json), before anything is built.
-int checkInputs(const RunArgs& a, const std::vector<runtime::Tensor>& inputs, const std::vector<app::InputSpec>& declared) {
+int checkInputs(const RunArgs& a, const std::vector<runtime::Tensor>& inputs, const std::vector<app::InputSpec>& declared,
+                bool shapesToo = false) {
   if (declared.empty()) return 0;
   if (inputs.size() != declared.size()) {
     std::string names;
@@ -32,6 +33,11 @@ int checkInputs(const RunArgs& a, const std::vector<runtime::Tensor>& inputs, co
                 ErrorKind::InvalidInput);
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
+    if (shapesToo && (inputs[i].dtype() != declared[i].dtype || inputs[i].shape() != declared[i].shape))
+      return fail(a.inputs[i] + ": " + describe(declared[i], i) + " is " + std::string(runtime::dtypeName(inputs[i].dtype())) +
+                      runtime::shapeString(inputs[i].shape()) + ", --input-shapes says " +
+                      std::string(runtime::dtypeName(declared[i].dtype)) + runtime::shapeString(declared[i].shape),
+                  ErrorKind::InvalidInput);
     if (inputs[i].dtype() != declared[i].dtype)
       return fail(a.inputs[i] + ": " + describe(declared[i], i) + " is " + std::string(runtime::dtypeName(inputs[i].dtype())) +
                       runtime::shapeString(inputs[i].shape()) + ", the model expects " +
@@ -73,18 +79,35 @@ int runCommand(const RunArgs& a) {
     if (!outputs) return fail(outputs.error());
     return writeOutputs(a, outputs.value());
   }
+  // --input-shapes, when given, must agree with the arrays.
+  if (std::vector<app::InputSpec> given = inputSpecs(a.flags); !given.empty()) {
+    app::OpenOptions open;
+    open.inputs = given;
+    auto model = app::openModel(a.model, open);
+    if (!model) return fail(model.error());
+    if (int rc = checkInputs(a, inputs, model.value()->inputs, true)) return rc;
+    auto compiled = app::build(model.value(), buildOptions(a.flags));
+    if (!compiled) return fail(compiled.error());
+    auto outputs = app::run(*compiled.value(), inputs);
+    if (!outputs) return fail(outputs.error());
+    return writeOutputs(a, outputs.value());
+  }
   // Input shapes come from the given arrays; names from the model's metadata when present.
   app::OpenOptions open;
   std::vector<app::InputSpec> declared;
   try {
-    declared = importers::readInputSpecs(a.model);
+    if (app::parsePythonReference(a.model)) {
+      if (auto sig = app::modelSignature(a.model)) declared = sig->recorded;
+    } else {
+      declared = importers::readInputSpecs(a.model);
+    }
   } catch (const Error&) {
     // The import below reports unreadable files.
   }
   if (int rc = checkInputs(a, inputs, declared)) return rc;
   for (size_t i = 0; i < inputs.size(); ++i) {
     app::InputSpec spec;
-    spec.name = i < declared.size() ? declared[i].name : "input" + std::to_string(i);
+    spec.name = i < declared.size() ? declared[i].name : "";  // by position
     spec.dtype = inputs[i].dtype();
     spec.shape = inputs[i].shape();
     open.inputs.push_back(spec);
@@ -124,10 +147,11 @@ int writeOutputs(const RunArgs& a, const std::vector<runtime::Tensor>& outputs) 
 void registerRun(CLI::App& cli, Action& action) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = cli.add_subcommand("run", "compile a model and run it on .npy inputs");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt), or a module directory from `kiln compile`")->required();
+  cmd->add_option("model", args->model, std::string(kModelHelp) + ", or a module directory from `kiln compile`")->required();
   cmd->add_option("--input,-i", args->inputs, "input .npy file, in forward-argument order (repeatable)")->required();
   cmd->add_option("--output,-o", args->outputs, "output .npy file (repeatable; a returned tuple is flattened)");
   addBuildFlags(cmd, args->flags);
+  addInputShapesFlag(cmd, args->flags);
   cmd->callback([args, &action] { action = [args] { return runCommand(*args); }; });
 }
 

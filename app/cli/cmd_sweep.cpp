@@ -30,6 +30,7 @@ int sweepCommand(const SweepArgs& a) {
   app::SweepOptions options;
   options.build = buildOptions(a.flags);
   options.batches = a.batches;
+  options.inputs = inputSpecs(a.flags);
   options.backends = a.backends;
   options.repeat = a.repeat;
   options.processes = a.processes;
@@ -126,7 +127,7 @@ int sweepCommand(const SweepArgs& a) {
 void registerSweep(CLI::App& cli, Action& action) {
   auto args = std::make_shared<SweepArgs>();
   CLI::App* cmd = cli.add_subcommand("sweep", "latency and throughput per backend over batch sizes");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  cmd->add_option("model", args->model, kModelHelp)->required();
   cmd->add_option("--batches", args->batches, "batch sizes (default 1,4,16,64)")->delimiter(',');
   cmd->add_option("--backends", args->backends,
                   "kiln, pytorch-eager, torch-compile, torch-compile-max-autotune, torchscript-optimized, "
@@ -146,6 +147,7 @@ void registerSweep(CLI::App& cli, Action& action) {
   cmd->add_option("--timeout", args->timeout, "seconds one repeat of a point may run (at least 1.5x the budget)")
       ->check(CLI::PositiveNumber);
   addBuildFlags(cmd, args->flags);
+  addInputShapesFlag(cmd, args->flags);
   addStoreFlags(cmd, args->store);
   cmd->callback([args, &action] { action = [args] { return sweepCommand(*args); }; });
 }

@@ -52,6 +52,7 @@ int listTasks(const TuneArgs& a) {
 }
 
 int tuneCommand(TuneArgs& a) {
+  if (int rc = checkInputShapes(a.flags)) return rc;
   // The records file is read (bad lines reported below) and appended to: refuse one that is not
   // a records file. A new file is created.
   if (std::error_code ec; std::filesystem::exists(a.flags.records, ec))
@@ -63,6 +64,7 @@ int tuneCommand(TuneArgs& a) {
   o.recordsPath = o.build.records;
   o.build.records.clear();
   o.batch = a.flags.batch;
+  o.inputs = inputSpecs(a.flags);
   o.store = storeOptions(a.store);
   o.compareEndToEnd = !a.noCompare;
   if (a.listTasks) return listTasks(a);
@@ -131,7 +133,7 @@ void registerTune(CLI::App& cli, Action& action) {
   auto args = std::make_shared<TuneArgs>();
   app::TuneOptions& o = args->options;
   CLI::App* cmd = cli.add_subcommand("tune", "search schedules by measuring candidates; keep tuning records");
-  cmd->add_option("model", args->model, "TorchScript model file (.pt)")->required();
+  cmd->add_option("model", args->model, kModelHelp)->required();
   cmd->add_option("--trials", o.trialsPerTask, "measured candidates per task (default 32)")->check(CLI::PositiveNumber);
   cmd->add_option("--total-trials", o.totalTrials, "a total budget split over tasks by their share of the FLOPs")
       ->check(CLI::PositiveNumber);
@@ -155,6 +157,7 @@ void registerTune(CLI::App& cli, Action& action) {
   cmd->add_option("--json", args->json, "write the result as JSON");
   addBuildFlags(cmd, args->flags);
   addBatchFlag(cmd, args->flags);
+  addInputShapesFlag(cmd, args->flags);
   addStoreFlags(cmd, args->store);
   cmd->callback([args, &action] { action = [args] { return tuneCommand(*args); }; });
 

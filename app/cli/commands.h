@@ -12,6 +12,10 @@
 
 namespace kiln::cli {
 
+/// The MODEL argument's help.
+inline constexpr const char* kModelHelp =
+    "model file (.pt, .onnx) or Python reference (my_models.py:build, package.module:build)";
+
 /// Set by the chosen subcommand's callback; main() returns it.
 using Action = std::function<int()>;
 
@@ -23,11 +27,21 @@ struct BuildFlags {
   int64_t batch = 0;
   std::string records;
   bool boundsCheck = false;
+  std::string inputShapes;  // --input-shapes text (app/input_shapes.h)
+  bool inputShapesGiven = false;
 };
 void addBuildFlags(CLI::App* cmd, BuildFlags& flags);
 void addBatchFlag(CLI::App* cmd, BuildFlags& flags);
+/// --input-shapes "x:[1,3,224,224],ids:[1,128]:int64" (every command that opens a model).
+void addInputShapesFlag(CLI::App* cmd, BuildFlags& flags);
+/// A malformed --input-shapes fails (usage, returns its exit code); 0 when it is fine or absent.
+int checkInputShapes(const BuildFlags& flags);
+/// The parsed --input-shapes (empty when not given); call checkInputShapes first.
+std::vector<app::InputSpec> inputSpecs(const BuildFlags& flags);
+/// The model's open options: --batch and --input-shapes.
+app::OpenOptions openOptions(const BuildFlags& flags);
 app::BuildOptions buildOptions(const BuildFlags& flags);
-/// Checks --records before a build: an unusable file fails (returns its exit code); bad lines
+/// Checks --input-shapes, then --records before a build: an unusable file fails (returns its exit code); bad lines
 /// are skipped, and reported as one warning when `warn` is set. 0 when the build can go on.
 int checkBuildFlags(const BuildFlags& flags, bool warn = true);
 

@@ -15,6 +15,7 @@ int fail(const app::Diagnostic& d) {
 int fail(const std::string& message, ErrorKind kind) { return fail(app::Diagnostic{message, kind}); }
 
 int checkBuildFlags(const BuildFlags& f, bool warn) {
+  if (int rc = checkInputShapes(f)) return rc;
   auto check = app::checkRecords(f.records);
   if (!check) return fail(check.error());
   if (warn && check->badLines > 0)
@@ -59,6 +60,32 @@ void addBuildFlags(CLI::App* cmd, BuildFlags& f) {
 
 void addBatchFlag(CLI::App* cmd, BuildFlags& f) {
   cmd->add_option("--batch", f.batch, "batch size (replaces dimension 0 of every input)")->check(CLI::PositiveNumber);
+}
+
+void addInputShapesFlag(CLI::App* cmd, BuildFlags& f) {
+  cmd->add_option("--input-shapes", f.inputShapes,
+                  "input names, shapes and dtypes, e.g. \"x:[1,3,224,224],ids:[1,128]:int64\" (float32 by default; "
+                  "without names: in forward order); needed for a file that records none")
+      ->each([&f](const std::string&) { f.inputShapesGiven = true; });
+}
+
+int checkInputShapes(const BuildFlags& f) {
+  if (!f.inputShapesGiven && f.inputShapes.empty()) return 0;
+  auto specs = app::parseInputShapes(f.inputShapes);
+  return specs ? 0 : fail(specs.error());
+}
+
+std::vector<app::InputSpec> inputSpecs(const BuildFlags& f) {
+  if (f.inputShapes.empty()) return {};
+  auto specs = app::parseInputShapes(f.inputShapes);
+  return specs ? specs.value() : std::vector<app::InputSpec>{};
+}
+
+app::OpenOptions openOptions(const BuildFlags& f) {
+  app::OpenOptions open;
+  open.batch = f.batch;
+  open.inputs = inputSpecs(f);
+  return open;
 }
 
 app::BuildOptions buildOptions(const BuildFlags& f) {

@@ -2,11 +2,16 @@
 // and hands a value back to the GUI thread, where it is shown or reported as an error.
 #include <QDir>
 #include <QFileInfo>
+#include <QCryptographicHash>
 #include <QFontMetricsF>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QStandardPaths>
 #include <QCoreApplication>
 #include <QDateTime>
+#include <QInputDialog>
+#include <QFileDialog>
+#include <QSettings>
 
 #include <fstream>
 
@@ -15,6 +20,7 @@
 #include "app/gui/format.h"
 #include "app/gui/graph_layout.h"
 #include "app/gui/graph_view.h"
+#include "app/gui/input_shapes_dialog.h"
 #include "app/gui/ir_view.h"
 #include "app/gui/job_runner.h"
 #include "app/gui/main_window.h"
@@ -44,10 +50,11 @@ struct InspectOutcome {
 };
 
 std::shared_ptr<const app::Model> modelFor(const std::shared_ptr<const app::Model>& cached, const std::string& path,
-                                           int64_t batch, QString& error) {
+                                           const std::vector<app::InputSpec>& shapes, int64_t batch, QString& error) {
   if (batch <= 0 && cached) return cached;
   app::OpenOptions o;
   o.batch = batch;
+  o.inputs = shapes;
   auto m = app::openModel(path, o);
   if (!m) {
     error = qs(m.error().message);
@@ -81,7 +88,86 @@ app::BackendResult backendFromMeasurement(const profiler::Measurement& m) {
   return b;
 }
 
+/// What opening a file gave: the model, or the forward arguments whose shapes must be asked for.
+struct OpenOutcome {
+  std::optional<app::Result<std::shared_ptr<const app::Model>>> model;
+  std::vector<std::string> askFor;
+};
+
+/// The key shapes are remembered under: the file's absolute path, size and modification time
+/// (a Python reference: its .py file's), so an edited or replaced file is asked about again.
+QString shapesKey(const QString& path) {
+  QString file = path;
+  if (auto ref = app::parsePythonReference(path.toStdString()); ref && !ref->file.empty()) file = qs(ref->file);
+  QFileInfo info(file);
+  return QStringLiteral("%1|%2|%3")
+      .arg(info.absoluteFilePath())
+      .arg(info.size())
+      .arg(info.lastModified().toMSecsSinceEpoch());
+}
+
 }  // namespace
+
+InputShapesDialog* MainWindow::shapesDialog() const { return m_shapesDialog.data(); }
+
+std::vector<app::InputSpec> MainWindow::rememberedShapes(const QString& path) const {
+  QString key = shapesKey(path);
+  QString text;
+  if (m_options.persistSettings) {
+    QSettings s;
+    s.beginGroup(QStringLiteral("inputShapes"));
+    // QSettings keys cannot hold '/' or '\\': the entry keeps the key beside the shapes.
+    QStringList entry = s.value(QString::fromLatin1(QCryptographicHash::hash(key.toUtf8(), QCryptographicHash::Sha1).toHex()))
+                            .toStringList();
+    if (entry.size() == 2 && entry[0] == key) text = entry[1];
+  } else if (auto it = m_shapesMemory.find(key); it != m_shapesMemory.end()) {
+    text = it->second;
+  }
+  if (text.isEmpty()) return {};
+  auto specs = app::parseInputShapes(text.toStdString());
+  return specs ? specs.value() : std::vector<app::InputSpec>{};
+}
+
+void MainWindow::rememberShapes(const QString& path, const std::vector<app::InputSpec>& specs) {
+  QString key = shapesKey(path), text = qs(app::inputShapesText(specs));
+  if (!m_options.persistSettings) {
+    m_shapesMemory[key] = text;
+    return;
+  }
+  QSettings s;
+  s.beginGroup(QStringLiteral("inputShapes"));
+  s.setValue(QString::fromLatin1(QCryptographicHash::hash(key.toUtf8(), QCryptographicHash::Sha1).toHex()),
+             QStringList{key, text});
+}
+
+void MainWindow::askForShapes(const QString& path, const std::vector<std::string>& names) {
+  if (m_shapesDialog) m_shapesDialog->deleteLater();
+  m_shapesDialog = new InputShapesDialog(QFileInfo(path).fileName(), names, {}, this);
+  m_shapesDialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(m_shapesDialog, &QDialog::accepted, this, [this, path, d = m_shapesDialog] {
+    rememberShapes(path, d->specs());
+    openModelFile(path);
+  });
+  connect(m_shapesDialog, &QDialog::rejected, this, [this, path] {
+    setStatus(tr("Not opened: %1 needs its input shapes").arg(QFileInfo(path).fileName()));
+  });
+  m_shapesDialog->open();
+}
+
+void MainWindow::openPythonModel() {
+  QSettings settings;
+  QString dir = settings.value(QStringLiteral("lastDir"), QDir::homePath()).toString();
+  QString file = QFileDialog::getOpenFileName(this, tr("Open Python model"), dir, tr("Python files (*.py)"));
+  if (file.isEmpty()) return;
+  bool ok = false;
+  QString function = QInputDialog::getText(this, tr("Open Python model"),
+                                           tr("The function in %1 that returns (nn.Module, example_inputs):")
+                                               .arg(QFileInfo(file).fileName()),
+                                           QLineEdit::Normal, QStringLiteral("build"), &ok)
+                         .trimmed();
+  if (!ok || function.isEmpty()) return;
+  openModelFile(file + QLatin1Char(':') + function);
+}
 
 void MainWindow::openModelFile(const QString& path) {
   // A new model makes every result of the old one meaningless.
@@ -106,8 +192,33 @@ void MainWindow::openModelFile(const QString& path) {
   m_graph->setProfile(std::nullopt);
   setStatus(tr("Opening %1…").arg(path));
   std::string p = path.toStdString();
-  m_openJob->start([p](const JobControl&) { return app::openModel(p); },
-                   [this, path](app::Result<std::shared_ptr<const app::Model>> r) {
+  std::vector<app::InputSpec> remembered = rememberedShapes(path);
+  m_inputShapes.clear();
+  m_openJob->start([p, remembered](const JobControl&) {
+                     OpenOutcome out;
+                     if (remembered.empty()) {
+                       // A file without shapes (a module traced by its user): ask, don't fail.
+                       auto sig = app::modelSignature(p);
+                       if (sig && sig->needsShapes()) {
+                         out.askFor = sig->names;
+                         return out;
+                       }
+                     }
+                     app::OpenOptions open;
+                     open.inputs = remembered;
+                     out.model = app::openModel(p, open);
+                     return out;
+                   },
+                   [this, path, remembered](OpenOutcome out) {
+                     if (!out.askFor.empty()) {
+                       m_modelPath.clear();
+                       m_graph->clear(tr("%1 needs its input shapes.").arg(QFileInfo(path).fileName()));
+                       setStatus(tr("%1 does not record its input shapes: enter them").arg(QFileInfo(path).fileName()));
+                       finishJob(QStringLiteral("open"), false);
+                       askForShapes(path, out.askFor);
+                       return;
+                     }
+                     app::Result<std::shared_ptr<const app::Model>>& r = *out.model;
                      if (!r) {
                        m_failedPath = path;  // Run ▸ Diagnose import explains what failed
                        m_modelPath.clear();
@@ -120,6 +231,7 @@ void MainWindow::openModelFile(const QString& path) {
                        return;
                      }
                      m_model = r.value();
+                     m_inputShapes = remembered;
                      addRecent(path);
                      QStringList inputs;
                      for (const auto& in : m_model->inputs) {
@@ -146,12 +258,13 @@ void MainWindow::startInspect(const QString& kind) {
   double charWidth = fm.averageCharWidth() * 1.05, lineHeight = fm.height();
   auto model = m_model;
   std::string path = m_modelPath.toStdString();
+  std::vector<app::InputSpec> shapes = m_inputShapes;
   int64_t batch = batchOption();
   app::BuildOptions options = buildOptions();
   m_inspectJob->start(
       [=](const JobControl&) {
         InspectOutcome out;
-        out.model = modelFor(model, path, batch, out.error);
+        out.model = modelFor(model, path, shapes, batch, out.error);
         if (out.model) inspectInto(out, options, charWidth, lineHeight);
         return out;
       },
@@ -183,6 +296,7 @@ void MainWindow::compile() {
   double charWidth = fm.averageCharWidth() * 1.05, lineHeight = fm.height();
   auto model = m_model;
   std::string path = m_modelPath.toStdString();
+  std::vector<app::InputSpec> shapes = m_inputShapes;
   int64_t batch = batchOption();
   app::BuildOptions options = buildOptions();
   int t = m_target->currentIndex();
@@ -191,7 +305,7 @@ void MainWindow::compile() {
   m_compileJob->start(
       [=](const JobControl& control) {
         InspectOutcome out;
-        out.model = modelFor(model, path, batch, out.error);
+        out.model = modelFor(model, path, shapes, batch, out.error);
         if (!out.model) return out;
         if (runnable) {
           auto built = app::build(out.model, options);
@@ -266,6 +380,7 @@ void MainWindow::profile() {
   app::ProfileOptions o;
   o.build = buildOptions();
   o.batch = batchOption();
+  o.inputs = m_inputShapes;
   o.store = storeOptions();
   // Generated code runs in a `kiln measure-worker`: a kernel that crashes or hangs fails the job,
   // not the workbench.
@@ -309,6 +424,7 @@ void MainWindow::diagnose() {
   std::string p = path.toStdString();
   app::OpenOptions open;
   open.batch = batchOption();
+  if (!m_modelPath.isEmpty()) open.inputs = m_inputShapes;
   setStatus(tr("Diagnosing the import of %1…").arg(QFileInfo(path).fileName()));
   m_doctor->clear(tr("Diagnosing %1…").arg(QFileInfo(path).fileName()));
   showTab(DoctorTab);
@@ -335,6 +451,7 @@ void MainWindow::compareBackends() {
   app::CompareOptions o;
   o.build = buildOptions();
   o.batch = batchOption();
+  o.inputs = m_inputShapes;
   o.store = storeOptions();
   o.torchCompile = m_compare->includeTorchCompile();
   // Every backend runs in worker processes of its own (CompareOptions::processes, 2 by default:
@@ -363,6 +480,7 @@ void MainWindow::sweep(bool resume) {
   if (!m_model) return;
   app::SweepOptions o;
   o.build = buildOptions();
+  o.inputs = m_inputShapes;
   if (resume && m_unfinishedSweep) {
     // The interrupted sweep's own settings, so that the façade finds it and fills in its gaps.
     const app::UnfinishedSweep& u = *m_unfinishedSweep;
@@ -448,6 +566,7 @@ void MainWindow::tune(bool resume) {
   app::TuneOptions base;
   base.build = buildOptions();
   base.batch = batchOption();
+  base.inputs = m_inputShapes;
   base.store = storeOptions();
   if (!resume || m_tuning->recordsPath().isEmpty()) {
     // A fresh run writes a fresh records file; Resume continues the one in the field.

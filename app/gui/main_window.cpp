@@ -40,6 +40,7 @@
 #include "app/gui/doctor_view.h"
 #include "app/gui/format.h"
 #include "app/gui/graph_view.h"
+#include "app/gui/input_shapes_dialog.h"
 #include "app/gui/ir_view.h"
 #include "app/gui/job_runner.h"
 #include "app/gui/profile_view.h"
@@ -296,6 +297,7 @@ void MainWindow::createViews() {
 void MainWindow::createMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(m_openAction);
+  file->addAction(tr("Open &Python model…"), this, &MainWindow::openPythonModel);
   m_recentMenu = file->addMenu(tr("Open &recent"));
   QMenu* samples = file->addMenu(tr("&Sample models"));
   populateSampleMenu(samples);

@@ -10,6 +10,7 @@
 #include <QPointer>
 #include <QString>
 
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -38,6 +39,7 @@ class SessionBrowser;
 class SessionDiffView;
 class SweepView;
 class TuningView;
+class InputShapesDialog;
 
 /// The application icon (an orange tile with a K), drawn at several sizes.
 QIcon workbenchIcon();
@@ -58,7 +60,11 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   // The actions, callable from tests and the screenshot driver as well as the UI.
+  /// `path`: a model file or a Python reference ("my_models.py:build"). A file that records no
+  /// input shapes gets them from what was remembered for it, else from the shapes dialog.
   void openModelFile(const QString& path);
+  /// File ▸ Open Python model: a .py file and the function that returns (nn.Module, inputs).
+  void openPythonModel();
   void compile();
   void profile();
   void compareBackends();
@@ -85,6 +91,12 @@ class MainWindow : public QMainWindow {
   /// True while any job runs.
   bool isBusy() const;
   const QString& modelPath() const { return m_modelPath; }
+  /// The input shapes given for the open model (empty when its file records them).
+  const std::vector<app::InputSpec>& inputShapes() const { return m_inputShapes; }
+  /// The shapes dialog while it asks (tests answer it).
+  InputShapesDialog* shapesDialog() const;
+  /// The shapes remembered for a file as it is now (same path, size and modification time).
+  std::vector<app::InputSpec> rememberedShapes(const QString& path) const;
   std::shared_ptr<const app::Inspection> inspection() const { return m_inspection; }
   const std::optional<app::ProfileResult>& lastProfile() const { return m_lastProfile; }
   const std::optional<app::SweepResult>& lastSweep() const { return m_lastSweep; }
@@ -131,6 +143,8 @@ class MainWindow : public QMainWindow {
   void updateRecentMenu();
   void addRecent(const QString& path);
   void offerSampleModels();
+  void rememberShapes(const QString& path, const std::vector<app::InputSpec>& specs);
+  void askForShapes(const QString& path, const std::vector<std::string>& names);
   void populateSampleMenu(QMenu* menu);
 
   app::BuildOptions buildOptions() const;
@@ -156,6 +170,9 @@ class MainWindow : public QMainWindow {
 
   WorkbenchOptions m_options;
   QString m_modelPath;
+  std::vector<app::InputSpec> m_inputShapes;  // given for the open model (OpenOptions::inputs)
+  QPointer<InputShapesDialog> m_shapesDialog;
+  std::map<QString, QString> m_shapesMemory;  // when settings are not persisted
   std::shared_ptr<const app::Model> m_model;
   std::shared_ptr<const app::Inspection> m_inspection;
   std::optional<app::ProfileResult> m_lastProfile;

@@ -573,6 +573,28 @@ std::vector<InputSpec> readInputSpecs(const std::string& path) {
   return parseSpecs(text, path, nullptr);
 }
 
+InputSignature readInputSignature(const std::string& path) {
+  jit::ExtraFilesMap extra{{kSpecFile, ""}};
+  jit::Module module = ts::loadArchive(path, extra);
+  InputSignature sig;
+  std::vector<const jit::Value*> args;
+  try {
+    std::shared_ptr<jit::Graph> graph = module.get_method("forward").graph();
+    for (const jit::Value* v : graph->inputs()) {
+      if (v->type()->kind() == c10::TypeKind::ClassType) continue;  // self
+      args.push_back(v);
+      sig.names.push_back(v->debugNameBase());
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(path + ": " + torchMessage(e), ErrorKind::InvalidModel);
+  }
+  if (!extra[kSpecFile].empty()) sig.specs = parseSpecs(extra[kSpecFile], path, nullptr);
+  if (sig.specs.empty()) sig.specs = specsFromTypes(args);
+  return sig;
+}
+
 namespace {
 
 /// A loaded, frozen and prepared module with its forward arguments and input specs.

@@ -719,6 +719,20 @@ TEST(BadInput, CommandLineUsage) {
       {"compare", "unknown backend", "compare " + m + " --backends nosuch --no-store", usage,
        {"unknown backend 'nosuch'"}},
   };
+  // A malformed --input-shapes is refused by every command that opens a model, before it does.
+  const std::string shapes = " --input-shapes \"x:[1,8,16\"";
+  for (const auto& [entry, args] : std::vector<std::pair<std::string, std::string>>{
+           {"run", "run " + m + " --input x.npy"},
+           {"compile", "compile " + m + " -o " + at("out_shapes")},
+           {"ir", "ir " + m},
+           {"compare", "compare " + m + " --no-store"},
+           {"profile", "profile " + m + " --no-store"},
+           {"sweep", "sweep " + m + " --no-store"},
+           {"tune", "tune " + m + " --list-tasks --no-store"},
+           {"doctor", "doctor " + m}})
+    cases.push_back({entry, "malformed --input-shapes", args + shapes, usage, {"--input-shapes: missing ']'"}});
+  cases.push_back({"ir", "--input-shapes naming no input", "ir " + m + " --input-shapes \"nosuch:[1,8,16,16]\"",
+                   code(ErrorKind::InvalidInput), {"no input 'nosuch'"}});
   runAndCheck(cases);
 }
 
