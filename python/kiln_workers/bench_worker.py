@@ -14,8 +14,8 @@ Protocol (JSON lines; see profiler/bench.h):
 
 Backends (setup field "backend"):
     pytorch-eager               the nn.Module under torch.inference_mode()
-    torch-compile               torch.compile(module) (inductor, default mode)
-    torch-compile-max-autotune  torch.compile(module, mode="max-autotune")
+    torch-compile               torch.compile(module) (inductor, default mode, freezing on)
+    torch-compile-max-autotune  torch.compile(module, mode="max-autotune") (freezing on)
     onnxruntime                 an InferenceSession, all graph optimizations, CPU provider
     openvino                    OpenVINO's CPU plugin, latency hint, f32
 
@@ -302,9 +302,16 @@ def setup_torch(q, inputs):
             raise Unavailable("torch.compile needs the model's Python module; this file is TorchScript without "
                               "a torchvision architecture in its kiln.json (pass a Python reference)")
         mode = "max-autotune" if backend == "torch-compile-max-autotune" else None
+        # Inference on CPU as PyTorch recommends it: with inductor's freezing, weights are
+        # constants that inductor folds and pre-packs (oneDNN layouts). Without it every call
+        # reorders the weights again; here that made MobileNetV2 2.6x slower than eager
+        # (44.8 ms against 17.5), and 6x slower than with freezing (7.2 ms).
+        import torch._inductor.config as inductor_config
+        inductor_config.freezing = True
         run = torch.compile(module, mode=mode)
         facts["compile_mode"] = mode or "default"
         facts["compiler_backend"] = "inductor"
+        facts["inductor_freezing"] = True
         with torch.inference_mode():
             start = time.perf_counter()
             run(*args)
