@@ -236,49 +236,55 @@ TEST_F(MeasureTest, SlowResnet18CallSumMatchesEndToEnd) {
   ASSERT_TRUE(compiled) << compiled.error().message;
   const std::vector<runtime::Tensor> inputs = app::randomInputs(*model.value(), 1);
   ASSERT_TRUE(app::run(*compiled.value(), inputs));  // warm-up
-  std::vector<double> ownMs;
-  auto timeHere = [&] {
+  auto timeHere = [&](std::vector<double>& ownMs) {
     for (int i = 0; i < o.repeat; ++i) {
       auto start = std::chrono::steady_clock::now();
       ASSERT_TRUE(app::run(*compiled.value(), inputs));
       ownMs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
   };
-  timeHere();
-  auto r = app::profile(modelPath("resnet18.pt"), o);
-  timeHere();
-  ASSERT_TRUE(r) << r.error().message;
-  const auto& p = r.value().profile;
-  EXPECT_GT(p.ops.size(), 10u);
-  double sumUs = 0, sumMeanUs = 0;
-  for (const auto& op : p.ops) {
-    sumUs += op.timeUs;
-    sumMeanUs += op.meanUs;
-  }
-  EXPECT_NEAR(sumUs / 1000, p.sumMs, 1e-9);
-  EXPECT_NEAR(sumMeanUs / 1000, p.sumMeanMs, 1e-9);
-  EXPECT_LT(std::abs(p.gapPercent()), 15.0)
-      << "end-to-end mean " << p.endToEnd.meanMs << " ms, sum of call means " << p.sumMeanMs << " ms";
   // Both sides of the gap against the independent times, by their fastest runs (a load on the
   // shared machine only ever slows a run down, so the fastest run of each is the steadiest
   // figure): the profile's fastest end-to-end run and its sum of per-call minimums lie within
   // 25 % of the fastest run timed here. A profile that timed another build (threads, batch, -O),
-  // or counted calls twice or not at all, lands outside however small its own gap.
-  const double fastest = *std::min_element(ownMs.begin(), ownMs.end());
-  double sumMinMs = 0;
-  for (const auto& op : p.ops) sumMinMs += op.minUs / 1000;
-  std::ostringstream own;
-  for (double ms : ownMs) own << " " << ms;
-  std::printf("profile: end to end %.2f ms (fastest %.2f), calls %.2f ms (sum of fastest %.2f), gap %+.1f %%; "
-              "fastest here %.2f ms\n",
-              p.endToEnd.medianMs, p.endToEnd.minMs, p.sumMs, sumMinMs, p.gapPercent(), fastest);
-  EXPECT_GT(p.endToEnd.minMs, 0.8 * fastest) << "timed here (ms):" << own.str();
-  EXPECT_LT(p.endToEnd.minMs, 1.25 * fastest) << "timed here (ms):" << own.str();
-  EXPECT_GT(sumMinMs, 0.8 * fastest) << "timed here (ms):" << own.str();
-  EXPECT_LT(sumMinMs, 1.25 * fastest) << "timed here (ms):" << own.str();
-  double gflop = 0;
-  for (const auto& op : p.ops) gflop += op.flops / 1e9;
-  EXPECT_NEAR(gflop, 3.6, 0.2);  // ResNet-18 at 224×224: ~1.8 GMAC
+  // or counted calls twice or not at all, lands outside however small its own gap, in every
+  // attempt; a machine whose speed shifts during one attempt (seen in CI: 16.7 ms before a
+  // profile, 10.2 ms after it) gets up to three.
+  std::string failures;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    std::vector<double> ownMs;
+    timeHere(ownMs);
+    auto r = app::profile(modelPath("resnet18.pt"), o);
+    timeHere(ownMs);
+    ASSERT_TRUE(r) << r.error().message;
+    const auto& p = r.value().profile;
+    EXPECT_GT(p.ops.size(), 10u);
+    double sumUs = 0, sumMeanUs = 0, sumMinMs = 0, gflop = 0;
+    for (const auto& op : p.ops) {
+      sumUs += op.timeUs;
+      sumMeanUs += op.meanUs;
+      sumMinMs += op.minUs / 1000;
+      gflop += op.flops / 1e9;
+    }
+    EXPECT_NEAR(sumUs / 1000, p.sumMs, 1e-9);
+    EXPECT_NEAR(sumMeanUs / 1000, p.sumMeanMs, 1e-9);
+    EXPECT_NEAR(gflop, 3.6, 0.2);  // ResNet-18 at 224×224: ~1.8 GMAC
+    const double fastest = *std::min_element(ownMs.begin(), ownMs.end());
+    std::ostringstream line;
+    line << "attempt " << attempt << ": profile end to end " << p.endToEnd.medianMs << " ms (fastest "
+         << p.endToEnd.minMs << "), calls " << p.sumMs << " ms (sum of fastest " << sumMinMs << "), gap "
+         << p.gapPercent() << " %; fastest here " << fastest << " ms; timed here (ms):";
+    for (double ms : ownMs) line << " " << ms;
+    std::printf("%s\n", line.str().c_str());
+    const bool gapOk = std::abs(p.gapPercent()) < 15.0;
+    const bool endToEndOk = p.endToEnd.minMs > 0.8 * fastest && p.endToEnd.minMs < 1.25 * fastest;
+    const bool callsOk = sumMinMs > 0.8 * fastest && sumMinMs < 1.25 * fastest;
+    if (gapOk && endToEndOk && callsOk) return;
+    failures += line.str() + "\n";
+  }
+  ADD_FAILURE() << "the profile disagrees with independent timings in every attempt (gap under 15 %, "
+                   "fastest runs within 0.8-1.25x of the fastest run timed here):\n"
+                << failures;
 }
 
 }  // namespace
