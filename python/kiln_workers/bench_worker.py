@@ -332,13 +332,25 @@ def setup_torch(q, inputs):
     return call, lambda value: _flatten(value, []), facts
 
 
-def setup_onnxruntime(q, inputs):
+def _onnx_engine(q, inputs, package):
+    """What both ONNX engines start from: their package (Unavailable when it is not installed),
+    the ONNX file they run (onnx_model), its facts so far and the thread count."""
+    import importlib
     try:
-        import onnxruntime as ort
+        engine = importlib.import_module(package)
     except ImportError:
-        raise Unavailable("onnxruntime is not installed for %s" % sys.executable)
+        raise Unavailable("%s is not installed for %s" % (package, sys.executable))
     path, facts = onnx_model(q, inputs)
-    threads = int(q.get("threads", 0))
+    return engine, path, facts, int(q.get("threads", 0))
+
+
+def _check_input_count(takes, inputs):
+    if takes != len(inputs):
+        raise Failed("the ONNX model takes %d inputs, Kiln has %d" % (takes, len(inputs)))
+
+
+def setup_onnxruntime(q, inputs):
+    ort, path, facts, threads = _onnx_engine(q, inputs, "onnxruntime")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -346,8 +358,7 @@ def setup_onnxruntime(q, inputs):
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
-    if len(names) != len(inputs):
-        raise Failed("the ONNX model takes %d inputs, Kiln has %d" % (len(names), len(inputs)))
+    _check_input_count(len(names), inputs)
     feeds = dict(zip(names, inputs))
     facts.update({"onnxruntime_version": ort.__version__, "providers": session.get_providers(),
                   "graph_optimization_level": "ORT_ENABLE_ALL", "execution_mode": "ORT_SEQUENTIAL",
@@ -361,12 +372,7 @@ def setup_onnxruntime(q, inputs):
 
 
 def setup_openvino(q, inputs):
-    try:
-        import openvino as ov
-    except ImportError:
-        raise Unavailable("openvino is not installed for %s" % sys.executable)
-    path, facts = onnx_model(q, inputs)
-    threads = int(q.get("threads", 0))
+    ov, path, facts, threads = _onnx_engine(q, inputs, "openvino")
     core = ov.Core()
     model = core.read_model(path)
     config = {"PERFORMANCE_HINT": "LATENCY",
@@ -376,8 +382,7 @@ def setup_openvino(q, inputs):
     if threads > 0:
         config["INFERENCE_NUM_THREADS"] = threads
     compiled = core.compile_model(model, "CPU", config)
-    if len(compiled.inputs) != len(inputs):
-        raise Failed("the ONNX model takes %d inputs, Kiln has %d" % (len(compiled.inputs), len(inputs)))
+    _check_input_count(len(compiled.inputs), inputs)
     request = compiled.create_infer_request()
     facts["openvino_version"] = ov.get_version()
     facts["device"] = core.get_property("CPU", "FULL_DEVICE_NAME")

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -181,4 +183,19 @@ TEST(GraphExecutor, RejectsWrongInputsAndMissingKernels) {
   EXPECT_THROW(ex.setInput(1, Tensor::zeros(DType::Float32, {4})), Error);
   plan.calls[0].kernel = "nope";
   EXPECT_THROW(GraphExecutor(plan, std::make_shared<HandLibrary>()), Error);
+}
+
+// Blocks of 2 MiB and more are 2 MiB-aligned so that they can be backed by transparent huge pages
+// (runtime/tensor.cpp; KILN_HUGEPAGES=0 turns it off); smaller ones keep 64-byte alignment.
+TEST(Storage, LargeBlocksAreAlignedForHugePages) {
+  const char* off = std::getenv("KILN_HUGEPAGES");
+  if (off && std::strcmp(off, "0") == 0) GTEST_SKIP() << "KILN_HUGEPAGES=0";
+  for (size_t bytes : {size_t{2} << 20, (size_t{4} << 20) + 12345}) {
+    Storage s(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % (size_t{2} << 20), 0u) << bytes << " bytes";
+    EXPECT_EQ(s.bytes(), bytes);
+    EXPECT_EQ(static_cast<unsigned char*>(s.data())[bytes - 1], 0);  // zero-filled to the end
+  }
+  Storage small(1000);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
 }
