@@ -12,6 +12,20 @@
 
 namespace kiln::testing_support {
 
+/// True in the AddressSanitizer build (scripts/sanitize.sh), where everything runs several times
+/// slower; deadlines that a healthy run must meet are widened there.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 struct Outcome {
   int exitCode = -1;      // -1 when the process did not exit normally
   bool signaled = false;  // killed by a signal (a crash)

@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using kiln::testing_support::Outcome;
+using kiln::testing_support::kSanitized;
 
 fs::path tempDir() {
   static const fs::path d = fs::temp_directory_path() / ("kiln_tune_test_" + std::to_string(::getpid()));
@@ -160,7 +161,7 @@ TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
   fs::path records = tempDir() / "faults.jsonl";
   fs::remove(records);
   // Grid order measures ow_block=1 and =2 early; the first crashes its worker, the second hangs.
-  Outcome o = kiln("tune " + model() + " --tuner grid --trials 6 --timeout 3 --records " + records.string() + common(),
+  Outcome o = kiln("tune " + model() + " --tuner grid --trials 6 --timeout " + std::to_string(kSanitized ? 12 : 3) + " --records " + records.string() + common(),
                    "KILN_TUNE_FAULT=crash:ow_block=1,");
   ASSERT_EQ(o.exitCode, 0) << o.err;
   EXPECT_FALSE(o.signaled);
@@ -185,7 +186,10 @@ TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
 
   fs::path hung = tempDir() / "hang.jsonl";
   fs::remove(hung);
-  o = kiln("tune " + model() + " --tuner grid --trials 4 --timeout 2 --records " + hung.string() + common("hang"),
+  // A measurement's deadline must hold a healthy candidate's repeats: under AddressSanitizer one
+  // took over 2 s on a loaded CI machine and was (rightly) recorded as a timeout.
+  o = kiln("tune " + model() + " --tuner grid --trials 4 --timeout " + std::to_string(kSanitized ? 12 : 2) +
+               " --records " + hung.string() + common("hang"),
            "KILN_TUNE_FAULT=hang:ow_block=2,");
   ASSERT_EQ(o.exitCode, 0) << o.err;
   lines = searchLines(hung);
