@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -151,13 +152,27 @@ std::shared_ptr<SharedLibrary> openLibrary(const std::string& dir, const ModuleI
     throw Error(lib.string() + ": no such file (the module is incomplete)", ErrorKind::InvalidModel);
   }
   promoteRuntimeToGlobalScope();
-  // An already loaded library of the same path is returned as it is by dlopen, even when the file
-  // was replaced since: remember it for the signature message.
+  // dlopen returns an already loaded library of the same path as it is, even when the file was
+  // replaced since (a module directory exported again, a cache entry compiled again). So a path
+  // loaded before is opened through a symbolic link of a name never used: the dynamic loader
+  // then tells files apart by device and inode, and maps a replaced file anew (an unchanged one
+  // is still shared).
   const std::string path = fs::absolute(lib).string();
   void* earlier = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (earlier) dlclose(earlier);
   dlerror();
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string openPath = path;
+  fs::path linkDir;
+  if (earlier) {
+    std::string pattern = (fs::temp_directory_path() / "kiln-module-XXXXXX").string();
+    if (mkdtemp(pattern.data()) != nullptr) {
+      linkDir = pattern;
+      fs::create_symlink(path, linkDir / info.library, ec);
+      if (!ec) openPath = (linkDir / info.library).string();
+    }
+  }
+  void* handle = dlopen(openPath.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!linkDir.empty()) fs::remove_all(linkDir, ec);
   if (handle == nullptr) {
     const char* error = dlerror();
     const std::string why = error != nullptr ? error : "unknown dlopen error";
@@ -171,8 +186,7 @@ std::shared_ptr<SharedLibrary> openLibrary(const std::string& dir, const ModuleI
     throw Error(lib.string() + ": not a Kiln kernel library (no " + kModuleSignatureSymbol + ")",
                 ErrorKind::InvalidModel);
   if (info.signature != signature) {
-    throw Error(lib.string() + ": belongs to another export than graph.txt (signature mismatch" +
-                    std::string(earlier ? "; a library of this path was already loaded in this process" : "") + ")",
+    throw Error(lib.string() + ": belongs to another export than graph.txt (signature mismatch)",
                 ErrorKind::InvalidModel);
   }
   return library;

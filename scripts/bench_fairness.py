@@ -9,12 +9,13 @@ For each sample CNN, in several interleaved rounds, each backend is timed
     an independent check of the method: pytorch-eager with today's torch in Kiln's Python
     environment (the module the worker builds, python/kiln_workers/bench_worker.py:load_module),
     torchscript-optimized with Debian's torch 1.13 (the same libtorch and BLAS as the row);
-and the ratio inside/alone is printed per backend and model (target: 0.9-1.1). Rounds alternate
+and the ratio inside/alone is printed per backend and model (target: 0.9-1.1): the median of
+the rounds' ratios. Rounds alternate
 which side goes first (alone then inside, then inside then alone), so a slow drift of the shared
 machine falls on both sides alike, with the Python
 loop's figure beside it. Then Kiln's spread across 5 fresh processes: `kiln compare --backends
-kiln --processes 5` times five Kiln workers side by side, and max/min of their medians is
-printed (target: <= 1.10).
+kiln --processes 5` times five Kiln workers side by side (each with --repeat repeats), and
+max/min of their medians is printed (target: <= 1.10).
 
 All timings follow one method: warm-up, calls per repeat grown until a repeat lasts >= 20 ms,
 one untimed call before each repeat, the median of the per-call times of the repeats.
@@ -177,7 +178,10 @@ def main():
                 file=sys.stderr, flush=True)
     for model in models if "kiln" in backends else []:
         path = os.path.join(a.models_dir, model + ".pt")
-        result = run_json([a.kiln, "compare", path, "--processes", "5"] + common + ["kiln"])
+        # Each of the five processes gets as many repeats as one alone run (a median of three
+        # repeats per process moved with one start-up outlier).
+        spread_common = [x if i != 3 else str(5 * a.repeat) for i, x in enumerate(common)]  # common[2] is "--repeat"
+        result = run_json([a.kiln, "compare", path, "--processes", "5"] + spread_common + ["kiln"])
         spread[model] = result["backends"][0]["process_median_ms"]
 
     print(f"\nEach backend alone in a fresh process vs inside `kiln compare` (one worker process per backend),")
@@ -186,7 +190,9 @@ def main():
           f"{'python loop':>11} {'inside/python':>13}")
     for (model, backend), row in rows.items():
         ratios = [i / al for i, al in zip(row["inside"], row["alone"])]
-        ratio = statistics.median(row["inside"]) / statistics.median(row["alone"])
+        # The median of the per-round ratios: each round's two sides were timed within a minute of
+        # each other, while the shared machine's speed can change by 2x from one minute to the next.
+        ratio = statistics.median(ratios)
         flag = "" if 0.9 <= ratio <= 1.1 else "  OUTSIDE 0.9-1.1"
         py = statistics.median(row["python"])
         py_text = f"{py:11.3f} {statistics.median(row['inside']) / py:13.3f}" if py == py else f"{'-':>11} {'-':>13}"

@@ -13,12 +13,12 @@ the process with today's torch; compiling runs the `kiln` command in a subproces
 """
 
 from .errors import KilnError
-from .compiler import CompiledModule, compile, cache_dir, kiln_cli
+from .compiler import CompiledModule, compile, cache_dir, clear_cache, kiln_cli, prune_cache
 from . import _runtime
 from . import torch
 
-__all__ = ["KilnError", "CompiledModule", "compile", "cache_dir", "kiln_cli", "torch", "set_num_threads",
-           "num_threads"]
+__all__ = ["KilnError", "CompiledModule", "compile", "cache_dir", "clear_cache", "prune_cache", "kiln_cli", "torch",
+           "set_num_threads", "num_threads"]
 
 
 def set_num_threads(threads):

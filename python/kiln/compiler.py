@@ -5,18 +5,21 @@ TorchScript with a "kiln.json" extra file naming its inputs' shapes and dtypes (
 resources/models/export_models.py does, so the importer needs no shapes flag). The `kiln` command
 compiles that file into an exported module directory (`kiln compile MODEL -o DIR`) in a
 subprocess, and kiln._runtime (runtime/ alone: no libtorch, which could not share this process
-with today's torch) loads and runs it. Compiled modules are cached by the traced file's content
-and the build options (see cache_dir()).
+with today's torch) loads and runs it. Compiled modules are cached by what the traced module computes
+(its graph, weights and inputs) and the build options (see cache_dir()), least recently used first out past a size bound
+(prune_cache()).
 """
 
 import hashlib
 import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -65,6 +68,67 @@ def cache_dir():
     return os.path.join(base, "kiln", "python")
 
 
+_DEFAULT_CACHE_MB = 2048
+_STALE_STAGING_SECONDS = 3600
+
+
+def _entry_bytes(path):
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def prune_cache(max_mb=None, keep=()):
+    """Bounds the compiled-module cache: removes the least recently used modules until the cache
+    holds at most `max_mb` MiB ($KILN_CACHE_MAX_MB, default 2048), never one in `keep`; and removes
+    staging directories a killed compile left behind (older than an hour). A module already loaded
+    keeps running: its kernels stay mapped after the files are gone. Returns the removed paths.
+    Called after every compile into the cache."""
+    if max_mb is None:
+        max_mb = float(os.environ.get("KILN_CACHE_MAX_MB", _DEFAULT_CACHE_MB))
+    root = cache_dir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    keep = {os.path.abspath(k) for k in keep}
+    removed, entries = [], []
+    now = time.time()
+    for name in names:
+        path = os.path.join(root, name)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if name.startswith(".compiling-"):
+            if now - st.st_mtime > _STALE_STAGING_SECONDS:
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+            continue
+        if os.path.isdir(path):
+            entries.append((st.st_mtime, path, _entry_bytes(path)))
+    total = sum(size for _, _, size in entries)
+    for _, path, size in sorted(entries):
+        if total <= max_mb * 1024 * 1024:
+            break
+        if os.path.abspath(path) in keep:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+        total -= size
+    return removed
+
+
+def clear_cache():
+    """Removes every compiled module from the cache (cache_dir()). Returns how many."""
+    return len(prune_cache(max_mb=0))
+
+
 def _shape_str(shape):
     return "[" + ",".join(str(int(d)) for d in shape) + "]"
 
@@ -104,7 +168,8 @@ def _input_names(module, count):
 
 
 def _trace(module, inputs, path):
-    """Traces `module` on `inputs` into TorchScript at `path`; returns its eager outputs."""
+    """Traces `module` on `inputs` into TorchScript at `path`; returns its eager outputs and the
+    traced module's digest (_module_digest)."""
     was_training = module.training if isinstance(module, torch.nn.Module) else False
     if isinstance(module, torch.nn.Module):
         module.eval()
@@ -122,6 +187,7 @@ def _trace(module, inputs, path):
                                for n, x in zip(names, inputs)],
                     "source": f"kiln.compile({type(module).__name__})"}
             torch.jit.save(traced, path, _extra_files={"kiln.json": json.dumps(spec, sort_keys=True)})
+            digest = _module_digest(traced, spec)
     except KilnError:
         raise
     except Exception as e:  # tracing failed: data-dependent Python, unsupported arguments, ...
@@ -130,16 +196,47 @@ def _trace(module, inputs, path):
     finally:
         if was_training:
             module.train()
-    return reference
+    return reference, digest
 
 
-def _file_digest(path, extra):
+_MANGLE = re.compile(r"[./]___torch_mangle_[0-9]+")
+
+
+def _tensor_bytes(t):
+    t = t.detach().cpu().contiguous()
+    try:
+        return t.reshape(-1).view(torch.uint8).numpy().tobytes()
+    except (RuntimeError, TypeError):  # quantized and other dtypes without a byte view
+        return repr(t.tolist()).encode()
+
+
+def _module_digest(traced, spec):
+    """A digest of what a traced module computes, equal for two traces of one module (the saved
+    files differ from trace to trace: a random serialization id, and class names torch numbers
+    per process, `linear.___torch_mangle_N.Linear`, which also move code between files). Hashed:
+    the inlined graph with those numbers removed, every parameter, buffer and tensor constant
+    (name, dtype, shape, bytes) and the inputs' description."""
+    h = hashlib.sha256()
+    h.update(_MANGLE.sub("", str(traced.inlined_graph)).encode())
+    tensors = list(traced.state_dict().items())
+    try:
+        tensors += sorted(traced.code_with_constants[1].const_mapping.items())
+    except (AttributeError, RuntimeError):
+        pass
+    for name, t in tensors:
+        if isinstance(t, torch.Tensor):
+            h.update(f"\0{name}:{t.dtype}:{list(t.shape)}\0".encode())
+            h.update(_tensor_bytes(t))
+    h.update(json.dumps(spec, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _file_digest(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    h.update(json.dumps(extra, sort_keys=True).encode())
-    return h.hexdigest()[:32]
+    return h.hexdigest()
 
 
 def _run_cli(args):
@@ -157,8 +254,10 @@ def _run_cli(args):
     raise KilnError.from_code(message, code)
 
 
-def compile_traced(pt_path, opt_level=3, records=None, target="llvm", cache=True):
-    """Compiles a TorchScript file (with its kiln.json) and returns the module directory."""
+def compile_traced(pt_path, opt_level=3, records=None, target="llvm", cache=True, digest=None):
+    """Compiles a TorchScript file (with its kiln.json) and returns the module directory. The cache
+    key is `digest` (what the file computes: _module_digest) or else the file's bytes, with the
+    build options."""
     cli = kiln_cli()
     st = os.stat(cli)
     key = {"opt": opt_level, "target": target, "kiln": [cli, st.st_size, st.st_mtime_ns],
@@ -167,8 +266,13 @@ def compile_traced(pt_path, opt_level=3, records=None, target="llvm", cache=True
         rst = os.stat(records) if os.path.exists(records) else None
         key["records"] = [os.path.abspath(records), rst and rst.st_size, rst and rst.st_mtime_ns]
     root = cache_dir() if cache else tempfile.mkdtemp(prefix="kiln-")
-    out = os.path.join(root, _file_digest(pt_path, key))
+    key["content"] = digest or _file_digest(pt_path)
+    out = os.path.join(root, hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32])
     if cache and os.path.exists(os.path.join(out, "graph.txt")) and os.path.exists(os.path.join(out, "kernels.so")):
+        try:
+            os.utime(out)  # its last use: the cache keeps the most recently used modules
+        except OSError:
+            pass
         return out, ""
     os.makedirs(root, exist_ok=True)
     # Compiled into a fresh directory, then renamed into place: another process compiling the same
@@ -188,6 +292,9 @@ def compile_traced(pt_path, opt_level=3, records=None, target="llvm", cache=True
         except OSError:
             if not os.path.exists(os.path.join(out, "graph.txt")):
                 raise
+        if cache:
+            os.utime(out)
+            prune_cache(keep=(out,))
         return out, log
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -267,9 +374,10 @@ def compile(module, example_inputs, opt_level=3, records=None, threads=None, tar
     inputs = _as_tuple(example_inputs)
     with tempfile.TemporaryDirectory(prefix="kiln-trace-") as tmp:
         pt = os.path.join(tmp, "model.pt")
-        reference = _trace(module, inputs, pt)
+        reference, digest = _trace(module, inputs, pt)
         try:
-            module_dir, log = compile_traced(pt, opt_level=opt_level, records=records, target=target, cache=cache)
+            module_dir, log = compile_traced(pt, opt_level=opt_level, records=records, target=target, cache=cache,
+                                             digest=digest)
         except KilnError as e:
             # The traced file is temporary: name the module instead ("M: aten::cumsum is not supported (m.py:3)").
             if e.message.startswith(pt):

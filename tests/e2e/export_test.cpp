@@ -321,6 +321,29 @@ TEST(ExportErrors, LibraryOfAnotherExportIsRefused) {
   EXPECT_NE(err.find("signature mismatch"), std::string::npos) << err;
 }
 
+// A module directory exported again while its first library is still loaded in this process
+// (kiln.compile's cache entry compiled again, `kiln compile -o DIR` twice in a host program): the
+// second load runs the new kernels, and the first module keeps running its own.
+TEST(ExportOps, ExportedAgainIntoALoadedDirectoryRunsTheNewKernels) {
+  auto first = open(modelPath("ops/gelu.pt"));
+  auto second = open(modelPath("ops/softmax_last.pt"));
+  ASSERT_TRUE(first && second);
+  const std::vector<runtime::Tensor> firstInputs = app::randomInputs(*first, 5);
+  const std::vector<runtime::Tensor> secondInputs = app::randomInputs(*second, 6);
+  const std::string dir = tempRoot() + "/exported_again";
+  exportTo(first, dir);
+  std::unique_ptr<runtime::Module> a = runtime::Module::load(dir);
+  EXPECT_EQ(difference(a->run(firstInputs), inProcess(first, {}, firstInputs)), "");
+  for (bool removedFirst : {false, true}) {
+    SCOPED_TRACE(removedFirst ? "directory removed before" : "files overwritten");
+    if (removedFirst) fs::remove_all(dir);
+    exportTo(second, dir);
+    std::unique_ptr<runtime::Module> b = runtime::Module::load(dir);
+    EXPECT_EQ(difference(b->run(secondInputs), inProcess(second, {}, secondInputs)), "");
+  }
+  EXPECT_EQ(difference(a->run(firstInputs), inProcess(first, {}, firstInputs)), "");
+}
+
 TEST(ExportErrors, CorruptOrTruncatedParamsAreRefused) {
   std::string dir = copyModule(sharedModule(), "corrupt_params");
   std::string params = readText(fs::path(dir) / "params.bin");

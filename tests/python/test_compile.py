@@ -1,4 +1,7 @@
 """kiln.compile against the modules' own outputs (today's torch), and its errors."""
+import os
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -214,6 +217,35 @@ def test_missing_kiln_command(monkeypatch):
     with pytest.raises(kiln.KilnError, match="cannot run the kiln command") as e:
         kiln.compile(mlp(), torch.randn(2, 32), cache=False)
     assert e.value.kind == "io"
+
+
+def test_the_cache_keeps_the_recently_used_modules_within_its_bound(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
+    m, x1, x2, x3 = mlp(), torch.randn(1, 32), torch.randn(2, 32), torch.randn(3, 32)
+    first = kiln.compile(m, x1)
+    size_mb = sum(f.stat().st_size for f in (tmp_path / "cache").rglob("*") if f.is_file()) / 2**20
+    # Room for about two such modules: the third compile evicts the least recently used one.
+    monkeypatch.setenv("KILN_CACHE_MAX_MB", str(size_mb * 2.5))
+    second = kiln.compile(m, x2)
+    assert os.path.isdir(first.module_dir) and os.path.isdir(second.module_dir)
+    os.utime(second.module_dir, (1, 1))  # used long ago; `first` is used again now:
+    again = kiln.compile(m, x1)
+    assert again.module_dir == first.module_dir
+    third = kiln.compile(m, x3)
+    assert os.path.isdir(first.module_dir) and os.path.isdir(third.module_dir)
+    assert not os.path.exists(second.module_dir)
+    # A module whose files were evicted keeps running (its kernels stay mapped).
+    assert_close(second(x2), reference(m, x2))
+    # A staging directory a killed compile left behind goes once it is an hour old.
+    stale = tmp_path / "cache" / ".compiling-stale"
+    stale.mkdir()
+    os.utime(stale, (time.time() - 7200,) * 2)
+    kiln.prune_cache()
+    assert not stale.exists()
+    assert kiln.clear_cache() == 2
+    assert [p for p in (tmp_path / "cache").iterdir()] == []
+    # Compiling after a clear works and caches again.
+    assert_close(kiln.compile(m, x1)(x1), reference(m, x1))
 
 
 def test_not_a_module_directory(tmp_path):
