@@ -10,8 +10,8 @@ How (the Python counterpart of the C++ kiln::torch::optimize in app/torch/):
   graphs; what it cannot capture (graph breaks) runs as ordinary Python and PyTorch. Each new
   input shape re-captures (dynamo's guards), so every graph is compiled for static shapes.
 - The backend first compiles the whole FX graph with kiln.compile. The module's parameters and
-  buffers, which dynamo passes as graph inputs, are frozen into the traced graph as constants
-  (their values at the first call per shape; as in the C++ optimize, weights are frozen).
+  buffers, which dynamo passes as graph inputs, are frozen into the traced graph as constants;
+  a call whose weights changed since (their version counter or storage) compiles again first.
 - If Kiln refuses the graph, it is partitioned: every node is judged (its inputs' and outputs'
   dtypes, and the aten:: operators a trace of the node alone records, against the operators Kiln's
   importer maps, `kiln doctor --list-ops`); torch.fx's CapabilityBasedPartitioner groups the
@@ -62,6 +62,7 @@ class SubgraphReport:
         self.reason = reason      # PyTorch: why Kiln does not run it
         self.log = log            # compiled: `kiln compile`'s summary line
         self.calls = 0            # compiled: times Kiln's code ran
+        self.recompiles = 0       # compiled: times changed weights were compiled in
 
     def __repr__(self):
         return f"SubgraphReport(compiled={self.compiled}, ops={self.ops}, reason={self.reason!r})"
@@ -115,7 +116,8 @@ class Report:
             for s in g.subgraphs:
                 ops = _ops_text(s.ops)
                 if s.compiled:
-                    lines.append(f"  kiln     {ops} ({s.calls} call(s))")
+                    again = f", compiled again for new weights {s.recompiles}x" if s.recompiles else ""
+                    lines.append(f"  kiln     {ops} ({s.calls} call(s){again})")
                 else:
                     lines.append(f"  pytorch  {ops}: {s.reason}")
         return "\n".join(lines) + "\n"
@@ -300,16 +302,32 @@ class _FrozenGraph(torch.nn.Module):
         return self.gm(*args)
 
 
-class _KilnCall(torch.nn.Module):
-    """Runs Kiln's compiled code in place of a graph, dropping the frozen (weight) arguments."""
+def _stamp(t):
+    """What changes when a weight does: an in-place update bumps the tensor's version counter,
+    a new tensor in its place has other storage."""
+    return t._version, t.data_ptr()
 
-    def __init__(self, compiled, live):
+
+class _KilnCall(torch.nn.Module):
+    """Runs Kiln's compiled code in place of a graph, dropping the frozen (weight) arguments.
+    Dynamo hands the module's current weights in with every call: when one of them changed since
+    the compile (an optimizer step, load_state_dict, an in-place edit), the graph is compiled
+    again with the new values before it runs."""
+
+    def __init__(self, compiled, live, frozen, rebuild):
         super().__init__()
         self.compiled = compiled
         self.live = live
-        self.report = None  # its SubgraphReport, which counts the calls
+        self.stamps = {i: _stamp(t) for i, t in frozen.items()}
+        self.rebuild = rebuild  # args -> CompiledModule, the weights at their indices frozen
+        self.report = None  # its SubgraphReport, which counts the calls and recompiles
 
     def forward(self, *args):
+        if any(_stamp(args[i]) != stamp for i, stamp in self.stamps.items()):
+            self.compiled = self.rebuild(args)
+            self.stamps = {i: _stamp(args[i]) for i in self.stamps}
+            if self.report is not None:
+                self.report.recompiles += 1
         out = self.compiled(*[args[i] for i in self.live])
         if self.report is not None:
             self.report.calls += 1
@@ -376,10 +394,14 @@ class OptimizedModule:
         frozen = {i: x for i, x in enumerate(inputs) if id(x) in self._weights}
         live = [i for i in range(len(inputs)) if i not in frozen]
         o = self.options
-        compiled = compiler.compile(_FrozenGraph(gm, frozen), tuple(inputs[i] for i in live),
+
+        def build(values):
+            weights = {i: values[i] for i in frozen}
+            return compiler.compile(_FrozenGraph(gm, weights), tuple(values[i] for i in live),
                                     opt_level=o["opt_level"], records=o["records"], threads=o["threads"],
                                     target=o["target"])
-        return _KilnCall(compiled, live)
+
+        return _KilnCall(build(inputs), live, frozen, build)
 
     def _partitioned(self, gm, inputs, graph):
         judge = _Judge(gm, _run_recording(gm, inputs))

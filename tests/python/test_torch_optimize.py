@@ -124,6 +124,24 @@ def test_graph_breaks_run_in_python_and_both_sides_compile():
     assert report.compiled and report.compiled[0].calls == 1
 
 
+def test_changed_weights_are_compiled_in():
+    m = ConvBnRelu()
+    opt = kiln.torch.optimize(m)
+    x = torch.randn(1, 3, 12, 12)
+    assert_close(opt(x), reference(m, x))
+    with torch.no_grad():  # an in-place update, as an optimizer step makes
+        m.conv1.weight.mul_(-0.5)
+        m.bn2.running_mean.add_(0.3)
+    assert_close(opt(x), reference(m, x))
+    other = ConvBnRelu()  # load_state_dict copies into the same tensors
+    m.load_state_dict(other.state_dict())
+    assert_close(opt(x), reference(m, x))
+    assert_close(opt(x), reference(m, x))
+    (sub,) = opt.report().compiled
+    assert sub.calls == 4 and sub.recompiles == 2
+    assert "compiled again for new weights 2x" in opt.report().text()
+
+
 def test_not_a_module():
     with pytest.raises(kiln.KilnError, match="takes an nn.Module") as e:
         kiln.torch.optimize(lambda x: x)
