@@ -158,6 +158,57 @@ TEST(ImportBreadth, ShapeArithmeticIsFoldedAtImport) {
   for (const core::Node& n : m.graph.nodes()) EXPECT_NE(n.op, "cast") << "shape arithmetic reached the graph";
 }
 
+TEST(ImportBreadth, PadInEveryModeAndOnAnyTrailingAxes) {
+  auto m = check("Pads",
+                 "def forward(self, x0, x1):\n"
+                 "  a = torch.pad(x1, [1, 2], 'reflect')\n"
+                 "  b = torch.pad(x0, [2, 1, 3, 0], 'reflect')\n"
+                 "  c = torch.pad(x0, [1, 3, 2, 2], 'replicate')\n"
+                 "  d = torch.pad(x0, [2, 1, 1, 3], 'circular')\n"
+                 "  e = torch.pad(x0, [1, 2, 0, 1, 2, 0, 1, 1], 'constant', 0.5)\n"
+                 "  f = torch.pad(x0, [-1, 2, 1, -2])\n"
+                 "  g = torch.pad(x0, [1, -2, -1, 2], 'reflect')\n"
+                 "  return a, b, c, d, e, f, g\n",
+                 {{"[2, 3, 5, 7]", f32}, {"[2, 4, 6]", f32}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["pad"], 7);
+}
+
+TEST(ImportBreadth, PaddingKernelsByName) {
+  auto m = check("PadKernels",
+                 "def forward(self, x0, x1):\n"
+                 "  a = torch.constant_pad_nd(x0, [1, 1, 2, 0], -1.5)\n"
+                 "  b = torch.reflection_pad1d(x1, [2, 3])\n"
+                 "  c = torch.reflection_pad2d(x0, [1, 2, 3, 1])\n"
+                 "  d = torch.replication_pad1d(x1, [4, 1])\n"
+                 "  e = torch.replication_pad2d(x0, [0, 5, 2, 2])\n"
+                 "  f = torch.replication_pad3d(x0, [1, 1, 1, 2, 2, 1])\n"
+                 "  g = torch._pad_circular(x1, [3, 2])\n"
+                 "  h = torch.pad(x1, [0, 0])\n"
+                 "  return a, b, c, d, e, f, g, h + 1.0\n",
+                 {{"[2, 3, 5, 7]", f32}, {"[2, 4, 6]", f32}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["pad"], 7);  // a zero pad is no node
+}
+
+TEST(ImportBreadth, ConvolutionPaddingSameAndValid) {
+  // padding="same" with even kernels and dilation needs more padding on the right/bottom: a pad
+  // node before the convolution; odd kernels stay symmetric (conv2d's own padding).
+  auto m = check("ConvSame",
+                 "def forward(self, x0, x1):\n"
+                 "  a = torch._convolution_mode(x0, self.w4, self.b, [1, 1], 'same', [1, 1], 1)\n"
+                 "  b = torch._convolution_mode(x0, self.w3, None, [1, 1], 'same', [2, 1], 1)\n"
+                 "  c = torch._convolution_mode(x0, self.w4, self.b, [2, 1], 'valid', [1, 2], 1)\n"
+                 "  d = torch.conv2d(x0, self.w2, None, [1, 1], 'same', [3, 1], 1)\n"
+                 "  e = torch._convolution_mode(x1, self.v, None, [1], 'same', [1], 1)\n"
+                 "  f = torch.conv1d(x1, self.v, None, [1], 'same', [3], 1)\n"
+                 "  return a, b, c, d, e, f\n",
+                 {{"[1, 3, 9, 8]", f32}, {"[2, 3, 11]", f32}},
+                 {{"w4", torch::randn({5, 3, 4, 4})}, {"w3", torch::randn({5, 3, 3, 3})},
+                  {"w2", torch::randn({4, 3, 2, 3})}, {"b", torch::randn({5})}, {"v", torch::randn({4, 3, 4})}});
+  // Even kernels (a, d, e, f) get a pad node; dilation 2 of a 3×3 kernel is symmetric (b).
+  EXPECT_EQ(testing::opHistogram(m.graph)["pad"], 4);
+  EXPECT_EQ(testing::opHistogram(m.graph)["conv2d"], 6);
+}
+
 TEST(ImportBreadth, BooleanMaskIndexingIsRejectedByName) {
   std::string path = testing::saveScriptedModule("BoolIndex", "def forward(self, x0):\n  return x0[x0 > 0]\n",
                                                  specOf({{"[5]", f32}}));
