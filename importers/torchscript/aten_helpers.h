@@ -70,6 +70,7 @@ void convolutionTransposed(Ctx& c, N n);
 void registerIndexingOps(Table& t);  // aten_ops_indexing.cpp
 void registerModelOps(Table& t);     // aten_ops_models.cpp
 void registerPaddingOps(Table& t);   // aten_ops_padding.cpp (F.pad in every mode)
+void registerRecurrentOps(Table& t); // aten_ops_recurrent.cpp (lstm, gru unrolled over time)
 void registerQuantizedOps(Table& t); // aten_ops_quantized.cpp (quantized::*, quint8 inputs)
 
 }  // namespace kiln::importers::ts

@@ -595,6 +595,7 @@ Table buildTable() {
   registerIndexingOps(t);
   registerModelOps(t);
   registerPaddingOps(t);
+  registerRecurrentOps(t);
   registerQuantizedOps(t);
   return t;
 }
