@@ -5,7 +5,7 @@
 //   xp = dense(x, W_ih, b_ih)                  one GEMM over every time step (hoisted)
 //   for t (backwards for the reverse direction):
 //     g  = dense(h, W_hh, b_hh) + xp[t]        the recurrent GEMM with the input term as its
-//                                              epilogue (fused at -O2)
+//                                              epilogue (LSTM; fused at -O2)
 //     LSTM: i, f, c~, o = σ(g0), σ(g1), tanh(g2), σ(g3);  c = f·c + i·c~;  h = o·tanh(c)
 //     GRU:  r, z = σ(xp_r + hh_r), σ(xp_z + hh_z);  n = tanh(xp_n + r·hh_n);  h = n + z·(h − n)
 //
@@ -52,11 +52,14 @@ struct Recurrent {
       inProj.push_back(w[2]);
       hidProj.push_back(w[3]);
     }
+    // [T·B, G·H]: step t is rows [t·B, (t + 1)·B), a plain slice of a value computed outside the
+    // step, which fuse-ops lets join the recurrent dense's epilogue.
     ValueId xp = c.emit(n, "dense", inProj, {}, "rnn_input_proj");
+    xp = reshapeTo(c, n, xp, {steps * batch, c.type(xp).shape[2]}, "rnn_input_rows");
     std::vector<ValueId> outs(static_cast<size_t>(steps));
     for (int64_t k = 0; k < steps; ++k) {
       int64_t t = reverse ? steps - 1 - k : k;
-      ValueId xt = reshapeTo(c, n, slice(xp, 0, t, t + 1, "rnn_step_in"), {batch, c.type(xp).shape[2]}, "rnn_step_in");
+      ValueId xt = slice(xp, 0, t * batch, (t + 1) * batch, "rnn_step_in");
       std::vector<ValueId> hp{h};
       hp.insert(hp.end(), hidProj.begin(), hidProj.end());
       ValueId hh = c.emit(n, "dense", hp, {}, "rnn_hidden_proj");
