@@ -374,6 +374,35 @@ Types inferConv2dWinogradNchwc(const Types& in, const Attrs& attrs) {
   return {TensorType{in[0].dtype, {x[0], oc / outBlock, oh, ow, outBlock}}};
 }
 
+// pad(x) {pads=[b_0, ..., b_{r-1}, a_0, ..., a_{r-1}], mode, value}: axis d grows by b_d before
+// and a_d after (negative entries crop). reflect needs every positive pad below the axis size
+// (the mirror must not run past the far edge); replicate and circular need a non-empty axis.
+Types inferPad(const Types& in, const Attrs& attrs) {
+  if (!attrs.has("pads") || !attrs.has("mode")) fail("pad needs the attributes pads and mode");
+  const auto& pads = attrs.getInts("pads");
+  const std::string& mode = attrs.getString("mode");
+  int64_t rank = in[0].rank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    fail("pad needs " + std::to_string(2 * rank) + " pads (before and after each axis) for " + in[0].str() + ", got " +
+         std::to_string(pads.size()));
+  if (mode != "constant" && mode != "reflect" && mode != "replicate" && mode != "circular")
+    fail("pad mode '" + mode + "' is not one of constant, reflect, replicate, circular");
+  Shape out = in[0].shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t before = pads[d], after = pads[rank + d], size = in[0].shape[d];
+    if (mode == "reflect" && (before >= size || after >= size))
+      fail("reflect padding (" + std::to_string(before) + ", " + std::to_string(after) + ") of axis " +
+           std::to_string(d) + " must be less than its size " + std::to_string(size) + " in " + in[0].str());
+    if (mode != "constant" && size == 0 && (before > 0 || after > 0))
+      fail(mode + " padding of the empty axis " + std::to_string(d) + " of " + in[0].str());
+    out[d] = size + before + after;
+    if (out[d] < 0)
+      fail("padding (" + std::to_string(before) + ", " + std::to_string(after) + ") crops axis " + std::to_string(d) +
+           " of " + in[0].str() + " below size 0");
+  }
+  return {TensorType{in[0].dtype, out}};
+}
+
 // ---- quantized dialect (qnn.*; imported from PyTorch quantized models, issue 9) ---------------
 
 void requireDType(const TensorType& t, DType dtype, const char* what) {
@@ -500,6 +529,8 @@ const Registry& registry() {
     r->add("cast", "elementwise conversion to dtype (C semantics; to bool: non-zero)", 1, 1, P::ElemWise, inferCast);
     r->add("conv_transpose2d", "2-D transposed convolution, NCHW input, [C, O/groups, KH, KW] weight, optional bias",
            2, 3, P::Opaque, inferConvTranspose2d);
+    r->add("pad", "constant, reflect, replicate or circular padding of any axes (negative pads crop)", 1, 1,
+           P::Injective, inferPad);
     r->add("resize2d", "nearest or bilinear resize of NCHW spatial axes (size, mode, align_corners, scale)", 1, 1,
            P::Injective, inferResize2d);
     r->add("layout_transform", "NCHW <-> packed NCHW[x]c (src, dst layouts)", 1, 1, P::Injective,

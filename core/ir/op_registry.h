@@ -28,6 +28,10 @@
 //   resize2d(x)                  size=[oh,ow] mode="nearest"|"bilinear" align_corners
 //                                [scale_h, scale_w: source step per output step when given by a
 //                                scale factor; else in/out]
+//   pad(x)                       pads=[b_0, ..., b_{r-1}, a_0, ..., a_{r-1}] (b_d before and a_d
+//                                after axis d, ONNX's order; negative ones crop) mode="constant"
+//                                (value) | "reflect" (mirror without the edge; pads < the axis size)
+//                                | "replicate" (repeat the edge) | "circular" (wrap around)
 // Packed layouts (introduced by the O3 alter-layout pass, core/passes/alter_layout.h):
 //   layout_transform(x)      src="NCHW"|"NCHW<x>c" dst="NCHW"|"NCHW<y>c"
 //   conv2d_nchwc(x, w[, b])  x [N,C/x,H,W,x], w [O/y,C/x,KH,KW,x,y] (depthwise: [O/y,1,KH,KW,1,y]),

@@ -29,6 +29,7 @@ Stmt lowerArgMinMax(const OpContext& ctx);        // ops_select_reduce.cpp
 Stmt lowerTopk(const OpContext& ctx);             // ops_select_reduce.cpp
 Stmt lowerConvTranspose2d(const OpContext& ctx);  // ops_image.cpp
 Stmt lowerResize2d(const OpContext& ctx);         // ops_image.cpp
+Stmt lowerPad(const OpContext& ctx);              // ops_pad.cpp
 void addQuantLowerings(std::map<std::string, OpLowering, std::less<>>& table);  // ops_quant.cpp (qnn.*)
 
 namespace {
@@ -71,6 +72,7 @@ const std::map<std::string, OpLowering, std::less<>>& lowerings() {
     (*t)["topk"] = lowerTopk;
     (*t)["conv_transpose2d"] = lowerConvTranspose2d;
     (*t)["resize2d"] = lowerResize2d;
+    (*t)["pad"] = lowerPad;
     addQuantLowerings(*t);
     return t;
   }();

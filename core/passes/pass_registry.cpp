@@ -9,6 +9,7 @@
 #include "core/passes/eliminate_dead_code.h"
 #include "core/passes/alter_layout.h"
 #include "core/passes/fold_constants.h"
+#include "core/passes/fold_pad_into_conv.h"
 #include "core/passes/fold_scale_axis.h"
 #include "core/passes/fuse_ops.h"
 #include "core/passes/merge_parallel.h"
@@ -81,6 +82,11 @@ void registerPasses(Registry& r) {
          [](Graph& g, const PassOptions& o, PassCounters* c) {
            return foldConstants(g, FoldConstantsOptions{o.getInt("max-elements")}, c);
          }});
+  r.add({"fold-pad-into-conv",
+         "zero constant pads of H and W feeding conv2d become the convolution's padding",
+         2,
+         {},
+         [](Graph& g, const PassOptions&, PassCounters* c) { return foldPadIntoConv(g, c); }});
   r.add({"fold-scale-axis",
          "fold per-channel mul/add/sub/div after conv2d/dense into its weights and bias",
          3,

@@ -122,8 +122,8 @@ std::string defaultPipelineText(int optLevel, int vectorLanes) {
       "simplify-inference,fold-constants,eliminate-common-subexpressions,eliminate-dead-code";
   if (optLevel == 0) return "";
   if (optLevel == 1) return o1;
-  if (optLevel == 2) return o1 + ",fuse-ops";
-  std::string o3 = o1 + ",fold-scale-axis";
+  if (optLevel == 2) return o1 + ",fold-pad-into-conv,fuse-ops";
+  std::string o3 = o1 + ",fold-pad-into-conv,fold-scale-axis";
   if (const PassInfo* alter = findPass("alter-layout")) {
     std::map<std::string, std::string> lanes;
     if (alter->findOption("lanes")) lanes["lanes"] = std::to_string(vectorLanes);

@@ -8,8 +8,8 @@
 //
 //   O0  nothing (types and shapes are inferred when the graph is built)
 //   O1  simplify-inference, fold-constants, eliminate-common-subexpressions, eliminate-dead-code
-//   O2  O1 + fuse-ops
-//   O3  O1 + fold-scale-axis (batch-norm scale into conv/dense weights) + alter-layout (when
+//   O2  O1 + fold-pad-into-conv (zero pads before a convolution become its padding) + fuse-ops
+//   O3  O1 + fold-pad-into-conv + fold-scale-axis (batch-norm scale into conv/dense weights) + alter-layout (when
 //       registered; weights are packed at compile time) + fold-constants + eliminate-dead-code,
 //       then fuse-ops last (folding and layout before fusion)
 //   O4  the O3 pipeline with merge-parallel (sibling conv2d/dense on one input become one wide

@@ -274,6 +274,7 @@ class OnnxImporter {
   void binary(const Node& n, const std::string& op);
   void conv(const Node& n);
   void pool(const Node& n, bool isMax);
+  void padOp(const Node& n);
   void gemm(const Node& n);
   void gather(const Node& n);
   void sliceOp(const Node& n);
@@ -321,17 +322,93 @@ void OnnxImporter::binary(const Node& n, const std::string& op) {
   setOut(n, emit(n, op, {a, b}));
 }
 
+/// Conv's padding: explicit `pads` [h_begin, w_begin, h_end, w_end] or auto_pad (SAME_UPPER puts
+/// the odd pad at the end, SAME_LOWER at the beginning). conv2d takes the symmetric part; what is
+/// left over on one side becomes a pad node in front of it.
 void OnnxImporter::conv(const Node& n) {
   ValueId x = tensor(n, 0), w = tensor(n, 1);
   if (type(x).rank() != 4) fail(n, "only 2-D convolution is supported, got input " + type(x).str());
-  if (attrString(n, "auto_pad", "NOTSET") != "NOTSET") fail(n, "auto_pad is not supported");
+  std::vector<int64_t> strides = attrInts(n, "strides", {1, 1}), dilations = attrInts(n, "dilations", {1, 1});
   std::vector<int64_t> pads = attrInts(n, "pads", {0, 0, 0, 0});
-  if (pads[0] != pads[2] || pads[1] != pads[3]) fail(n, "asymmetric padding is not supported");
-  Attrs attrs{{"stride", attrInts(n, "strides", {1, 1})}, {"padding", std::vector<int64_t>{pads[0], pads[1]}},
-              {"dilation", attrInts(n, "dilations", {1, 1})}, {"groups", attrInt(n, "group", 1)}};
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
+    fail(n, "strides, dilations and pads must describe 2 spatial axes", ErrorKind::InvalidModel);
+  std::string autoPad = attrString(n, "auto_pad", "NOTSET");
+  if (autoPad == "VALID") {
+    pads = {0, 0, 0, 0};
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (int d = 0; d < 2; ++d) {
+      int64_t in = type(x).shape[2 + d], k = type(w).shape[2 + d], s = strides[d];
+      int64_t out = (in + s - 1) / s;
+      int64_t total = std::max<int64_t>((out - 1) * s + (k - 1) * dilations[d] + 1 - in, 0);
+      int64_t small = total / 2, large = total - small;
+      pads[d] = autoPad == "SAME_UPPER" ? small : large;
+      pads[2 + d] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  } else if (autoPad != "NOTSET") {
+    fail(n, "auto_pad '" + autoPad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", ErrorKind::InvalidModel);
+  }
+  std::vector<int64_t> symmetric = {std::min(pads[0], pads[2]), std::min(pads[1], pads[3])};
+  std::vector<int64_t> extra = {0, 0, pads[0] - symmetric[0], pads[1] - symmetric[1],
+                                0, 0, pads[2] - symmetric[0], pads[3] - symmetric[1]};
+  if (std::any_of(extra.begin(), extra.end(), [](int64_t p) { return p != 0; }))
+    x = emit(n, "pad", {x}, {{"pads", extra}, {"mode", std::string("constant")}, {"value", 0.0}});
+  Attrs attrs{{"stride", strides}, {"padding", symmetric}, {"dilation", dilations}, {"groups", attrInt(n, "group", 1)}};
   std::vector<ValueId> inputs{x, w};
   if (has(n, 2)) inputs.push_back(tensor(n, 2));
   setOut(n, emit(n, "conv2d", inputs, attrs));
+}
+
+/// Pad: pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] (attributes before opset 11, then
+/// inputs: pads, constant_value, and from opset 18 the axes they apply to). Modes constant,
+/// reflect, edge (replicate) and wrap (circular, opset 19).
+void OnnxImporter::padOp(const Node& n) {
+  ValueId x = tensor(n, 0);
+  const core::TensorType xt = type(x);
+  int64_t rank = xt.rank();
+  std::string mode = attrString(n, "mode", "constant");
+  std::vector<int64_t> given;
+  double value = 0.0;
+  if (m_opset < 11) {
+    given = attrInts(n, "pads");
+    value = attrFloat(n, "value", 0.0);
+  } else {
+    if (!has(n, 1)) fail(n, "the pads input is missing", ErrorKind::InvalidModel);
+    given = ints(n, 1);
+    if (has(n, 2)) {
+      const at::Tensor& v = constant(n, 2);
+      if (v.numel() != 1) fail(n, "constant_value must hold one value", ErrorKind::InvalidModel);
+      value = v.to(at::kDouble).item<double>();
+    }
+  }
+  std::vector<int64_t> axes;
+  if (has(n, 3)) {
+    axes = ints(n, 3);
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  if (given.size() != 2 * axes.size())
+    fail(n, "pads has " + std::to_string(given.size()) + " values, expected " + std::to_string(2 * axes.size()) +
+                " for " + xt.str(), ErrorKind::InvalidModel);
+  const std::map<std::string, std::string> modes = {
+      {"constant", "constant"}, {"reflect", "reflect"}, {"edge", "replicate"}, {"wrap", "circular"}};
+  auto it = modes.find(mode);
+  if (it == modes.end()) fail(n, "mode '" + mode + "' is not supported (constant, reflect, edge, wrap)");
+  std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (axis < 0 || axis >= rank) fail(n, "axis " + std::to_string(axes[i]) + " is out of range for " + xt.str(), ErrorKind::InvalidModel);
+    int64_t before = given[i], after = given[axes.size() + i];
+    if (mode == "reflect" && (before >= xt.shape[axis] || after >= xt.shape[axis]))
+      fail(n, "reflect padding (" + std::to_string(before) + ", " + std::to_string(after) + ") of axis " +
+                  std::to_string(axis) + " must be less than its size " + std::to_string(xt.shape[axis]) + " in " +
+                  xt.str(), ErrorKind::InvalidModel);
+    pads[axis] = before;
+    pads[rank + axis] = after;
+  }
+  if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; })) return setOut(n, x);
+  Attrs attrs{{"pads", pads}, {"mode", it->second}};
+  if (it->second == "constant") attrs.set("value", value);
+  setOut(n, emit(n, "pad", {x}, attrs));
 }
 
 void OnnxImporter::pool(const Node& n, bool isMax) {
@@ -665,6 +742,7 @@ const std::map<std::string, OnnxImporter::Handler>& OnnxImporter::handlers() {
     };
     h["Gather"] = [](OnnxImporter& im, const Node& n) { im.gather(n); };
     h["Slice"] = [](OnnxImporter& im, const Node& n) { im.sliceOp(n); };
+    h["Pad"] = [](OnnxImporter& im, const Node& n) { im.padOp(n); };
     h["Split"] = [](OnnxImporter& im, const Node& n) { im.split(n); };
     h["ReduceMean"] = [](OnnxImporter& im, const Node& n) { im.reduce(n, "mean"); };
     h["ReduceSum"] = [](OnnxImporter& im, const Node& n) { im.reduce(n, "sum"); };

@@ -1,6 +1,7 @@
 // Private to importers/torchscript: helpers shared by the aten:: mapping tables (aten_ops.cpp for
 // the CNN operators, aten_ops_indexing.cpp for indexing, selection and reductions,
-// aten_ops_models.cpp for normalization, image and attention blocks).
+// aten_ops_models.cpp for normalization, image and attention blocks, aten_ops_padding.cpp for
+// F.pad).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -57,11 +58,19 @@ ValueId emitLayerNorm(Ctx& c, N n, ValueId x, int64_t dims, std::optional<ValueI
 /// Registers "aten::name" and, when `inplace`, "aten::name_".
 void reg(Table& t, const std::string& name, OpHandler handler, bool inplace = false);
 
+/// Kiln's pad of `x` from PyTorch's pad list (last axis first, [before, after] per axis, negative
+/// crops) in `mode` (constant with `value`, reflect, replicate, circular); `x` itself when nothing
+/// is padded. Modes and sizes PyTorch rejects fail with one line (aten_ops_padding.cpp).
+ValueId emitTorchPad(Ctx& c, N n, ValueId x, const std::vector<int64_t>& pad, const std::string& mode, double value,
+                     const std::string& stem = {});
+
 /// aten::_convolution with transposed=true (aten_ops_models.cpp).
 void convolutionTransposed(Ctx& c, N n);
 
 void registerIndexingOps(Table& t);  // aten_ops_indexing.cpp
 void registerModelOps(Table& t);     // aten_ops_models.cpp
+void registerPaddingOps(Table& t);   // aten_ops_padding.cpp (F.pad in every mode)
+void registerRecurrentOps(Table& t); // aten_ops_recurrent.cpp (lstm, gru unrolled over time)
 void registerQuantizedOps(Table& t); // aten_ops_quantized.cpp (quantized::*, quint8 inputs)
 
 }  // namespace kiln::importers::ts

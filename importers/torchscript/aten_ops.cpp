@@ -153,17 +153,21 @@ void conv(Ctx& c, N n, const ConvArgs& args) {
   std::vector<int64_t> padding;
   const Item& pad = c.input(n, args.padding);
   if (pad.isConstant() && pad.constant.isString()) {
+    // PyTorch's padding='same' (stride 1 only): dilation·(k − 1) in total per axis, half on each
+    // side and the odd one on the right/bottom, as a pad node before the convolution.
+    const std::string& mode = pad.constant.toStringRef();
+    if (mode != "same" && mode != "valid")
+      Ctx::fail(n, "padding='" + mode + "' is not one of 'same', 'valid'", ErrorKind::InvalidModel);
     const Shape ws = c.type(w).shape;
+    std::vector<int64_t> extra;  // PyTorch's pad list: [before, after] from the last axis back
     for (size_t d = 0; d < dims; ++d) {
-      if (pad.constant.toStringRef() == "valid") {
-        padding.push_back(0);
-        continue;
-      }
-      int64_t total = dilation[d] * (ws[2 + d] - 1);
-      if (stride[d] != 1 || total % 2 != 0)
-        Ctx::fail(n, "padding='same' with asymmetric padding is not supported");
+      int64_t total = mode == "same" ? dilation[d] * (ws[2 + d] - 1) : 0;
+      if (mode == "same" && stride[d] != 1)
+        Ctx::fail(n, "padding='same' is not supported for strided convolutions", ErrorKind::InvalidModel);
       padding.push_back(total / 2);
+      extra.insert(extra.begin(), {0, total - 2 * (total / 2)});
     }
+    x = emitTorchPad(c, n, x, extra, "constant", 0.0, "same_pad");
   } else {
     padding = spatial(c, n, args.padding, dims);
   }
@@ -527,6 +531,7 @@ Table buildTable() {
   reg(t, "convolution", convolution);
   reg(t, "conv2d", convNd);
   reg(t, "conv1d", convNd);
+  reg(t, "_convolution_mode", convNd);  // conv1d/conv2d(padding="same"|"valid") as traced
   reg(t, "batch_norm", batchNorm);
   reg(t, "layer_norm", layerNorm);
   reg(t, "linear", linear);
@@ -589,6 +594,8 @@ Table buildTable() {
     reg(t, op, dataDependent);
   registerIndexingOps(t);
   registerModelOps(t);
+  registerPaddingOps(t);
+  registerRecurrentOps(t);
   registerQuantizedOps(t);
   return t;
 }

@@ -88,10 +88,11 @@ TEST(Pipeline, DefaultPipelinesGrowWithTheLevel) {
   EXPECT_EQ(defaultPipelineText(0), "");
   EXPECT_EQ(defaultPipelineText(1),
             "simplify-inference,fold-constants,eliminate-common-subexpressions,eliminate-dead-code");
-  EXPECT_EQ(defaultPipelineText(2), defaultPipelineText(1) + ",fuse-ops");
+  EXPECT_EQ(defaultPipelineText(2), defaultPipelineText(1) + ",fold-pad-into-conv,fuse-ops");
   std::string o3 = defaultPipelineText(3);
   EXPECT_EQ(o3.rfind(defaultPipelineText(1), 0), 0u);
   EXPECT_LT(o3.find("fold-scale-axis"), o3.find("fuse-ops"));  // folding before fusion
+  EXPECT_LT(o3.find("fold-pad-into-conv"), o3.find("alter-layout"));  // while convolutions are conv2d
   EXPECT_EQ(o3.substr(o3.size() - 8), "fuse-ops");
   std::string o4 = defaultPipelineText(4);  // O3 with merge-parallel before the final fusion
   EXPECT_EQ(o4, o3.substr(0, o3.size() - std::string(",eliminate-dead-code,fuse-ops").size()) +

@@ -1,5 +1,5 @@
 // Golden text tests of the rewriting passes: simplify-inference, fold-constants,
-// eliminate-dead-code, eliminate-common-subexpressions and fold-scale-axis. Each parses a graph,
+// eliminate-dead-code, eliminate-common-subexpressions, fold-scale-axis and fold-pad-into-conv. Each parses a graph,
 // runs one pass and compares the printed result; numerics tests check the rewrites compute the
 // same values through lowering and the TIR interpreter.
 #include <gtest/gtest.h>
@@ -7,7 +7,9 @@
 #include "core/passes/eliminate_common_subexpressions.h"
 #include "core/passes/eliminate_dead_code.h"
 #include "core/passes/fold_constants.h"
+#include "core/passes/fold_pad_into_conv.h"
 #include "core/passes/fold_scale_axis.h"
+#include "core/passes/pipeline.h"
 #include "core/passes/simplify_inference.h"
 #include "tests/unit/core/passes_test_util.h"
 
@@ -321,6 +323,71 @@ TEST(FoldScaleAxis, BatchNormDisappearsIntoTheConvolutionAtO3) {
   EXPECT_EQ(optimized.find("mul("), std::string::npos);
   EXPECT_NE(optimized.find("conv2d(%x, %w_folded, %w_bias_folded)"), std::string::npos) << optimized;
   expectSameNumerics(text, o3 + ",fuse-ops");
+}
+
+// ---- fold-pad-into-conv --------------------------------------------------------------------
+
+const char* kPadConv = R"(graph(%x: f32[1,2,5,6]) {
+  %w = constant f32[3,2,3,3] elided
+  %b = constant f32[3] [1, -1, 0.5]
+  %p = pad(%x) {mode="constant", pads=[0,0,2,1,0,0,2,1], value=0.0} : f32[1,2,9,8]
+  %y = conv2d(%p, %w, %b) {groups=1, padding=[1,0], stride=[2,1]} : f32[1,3,5,6]
+  return %y
+})";
+
+TEST(FoldPadIntoConv, SymmetricZeroPadBecomesTheConvolutionsPadding) {
+  EXPECT_EQ(afterPass(kPadConv, [](Graph& g) { return foldPadIntoConv(g); }), R"(graph(%x: f32[1,2,5,6]) {
+  %w = constant f32[3,2,3,3] elided
+  %b = constant f32[3] [1, -1, 0.5]
+  %y = conv2d(%x, %w, %b) {groups=1, padding=[3,1], stride=[2,1]} : f32[1,3,5,6]
+  return %y
+}
+)");
+  expectSameNumerics(kPadConv, "fold-pad-into-conv", 1e-6);
+  // The default -O2 pipeline runs it.
+  EXPECT_EQ(afterPipeline(kPadConv, defaultPipelineText(2)).find("pad("), std::string::npos);
+}
+
+TEST(FoldPadIntoConv, KeepsPadsConv2dCannotExpress) {
+  // Asymmetric, non-zero value, reflect, batch/channel axes, cropping: nothing folds.
+  const char* text = R"(graph(%x: f32[1,2,5,6]) {
+  %w = constant f32[3,2,3,3] elided
+  %w4 = constant f32[3,4,3,3] elided
+  %a = pad(%x) {mode="constant", pads=[0,0,1,1,0,0,2,1], value=0.0} : f32[1,2,8,8]
+  %ca = conv2d(%a, %w) {groups=1} : f32[1,3,6,6]
+  %b = pad(%x) {mode="constant", pads=[0,0,1,1,0,0,1,1], value=0.5} : f32[1,2,7,8]
+  %cb = conv2d(%b, %w) {groups=1} : f32[1,3,5,6]
+  %c = pad(%x) {mode="reflect", pads=[0,0,1,1,0,0,1,1]} : f32[1,2,7,8]
+  %cc = conv2d(%c, %w) {groups=1} : f32[1,3,5,6]
+  %d = pad(%x) {mode="constant", pads=[0,1,1,1,0,1,1,1], value=0.0} : f32[1,4,7,8]
+  %cd = conv2d(%d, %w4) {groups=1} : f32[1,3,5,6]
+  %e = pad(%x) {mode="constant", pads=[0,0,-1,0,0,0,-1,0], value=0.0} : f32[1,2,3,6]
+  %ce = conv2d(%e, %w) {groups=1} : f32[1,3,1,4]
+  return %ca, %cb, %cc, %cd, %ce
+})";
+  EXPECT_EQ(afterPass(text, [](Graph& g) { return foldPadIntoConv(g); }),
+            printGraph(parseGraph(text), {.locations = false}));
+}
+
+TEST(FoldPadIntoConv, APadWithOtherUsersStays) {
+  const char* text = R"(graph(%x: f32[1,2,4,4]) {
+  %w = constant f32[2,2,3,3] elided
+  %p = pad(%x) {mode="constant", pads=[0,0,1,1,0,0,1,1], value=0.0} : f32[1,2,6,6]
+  %c1 = conv2d(%p, %w) {groups=1} : f32[1,2,4,4]
+  %c2 = conv2d(%p, %w) {groups=1, padding=[1,1]} : f32[1,2,6,6]
+  %r = relu(%p) : f32[1,2,6,6]
+  return %c1, %c2, %r
+})";
+  EXPECT_EQ(afterPass(text, [](Graph& g) { return foldPadIntoConv(g); }), R"(graph(%x: f32[1,2,4,4]) {
+  %p = pad(%x) {mode="constant", pads=[0,0,1,1,0,0,1,1], value=0.0} : f32[1,2,6,6]
+  %w = constant f32[2,2,3,3] elided
+  %c1 = conv2d(%x, %w) {groups=1, padding=[1,1]} : f32[1,2,4,4]
+  %c2 = conv2d(%x, %w) {groups=1, padding=[2,2]} : f32[1,2,6,6]
+  %r = relu(%p) : f32[1,2,6,6]
+  return %c1, %c2, %r
+}
+)");
+  expectSameNumerics(text, "fold-pad-into-conv", 1e-6);
 }
 
 }  // namespace

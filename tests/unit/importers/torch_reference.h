@@ -128,6 +128,28 @@ inline at::Tensor evalNode(const core::Node& n, const std::vector<at::Tensor>& i
     if (a.getString("mode") == "nearest") return at::upsample_nearest2d(in[0], size, sh, sw);
     return at::upsample_bilinear2d(in[0], size, a.getInt("align_corners") != 0, sh, sw);
   }
+  if (op == "pad") {
+    const auto& pads = ints("pads");
+    const std::string& mode = a.getString("mode");
+    int64_t rank = in[0].dim();
+    if (mode == "constant") {
+      std::vector<int64_t> list;  // PyTorch's order: the last axis first
+      for (int64_t d = rank - 1; d >= 0; --d) list.insert(list.end(), {pads[d], pads[rank + d]});
+      return at::constant_pad_nd(in[0], list, a.getFloat("value", 0.0));
+    }
+    // PyTorch's 1-D kernel of the mode, one axis at a time (the modes are separable): the axis
+    // moved last, everything else folded into the batch of a [M, 1, L] tensor.
+    at::Tensor y = in[0];
+    for (int64_t d = 0; d < rank; ++d) {
+      if (pads[d] == 0 && pads[rank + d] == 0) continue;
+      at::Tensor moved = y.movedim(d, -1).contiguous();
+      std::vector<int64_t> outer(moved.sizes().begin(), moved.sizes().end() - 1);
+      at::Tensor padded = at::pad(moved.reshape({-1, 1, moved.size(-1)}), {pads[d], pads[rank + d]}, mode);
+      outer.push_back(padded.size(-1));
+      y = padded.reshape(outer).movedim(-1, d).contiguous();
+    }
+    return y;
+  }
   throw std::logic_error("reference evaluator: unknown op " + op);
 }
 

@@ -158,6 +158,129 @@ TEST(ImportBreadth, ShapeArithmeticIsFoldedAtImport) {
   for (const core::Node& n : m.graph.nodes()) EXPECT_NE(n.op, "cast") << "shape arithmetic reached the graph";
 }
 
+TEST(ImportBreadth, PadInEveryModeAndOnAnyTrailingAxes) {
+  auto m = check("Pads",
+                 "def forward(self, x0, x1):\n"
+                 "  a = torch.pad(x1, [1, 2], 'reflect')\n"
+                 "  b = torch.pad(x0, [2, 1, 3, 0], 'reflect')\n"
+                 "  c = torch.pad(x0, [1, 3, 2, 2], 'replicate')\n"
+                 "  d = torch.pad(x0, [2, 1, 1, 3], 'circular')\n"
+                 "  e = torch.pad(x0, [1, 2, 0, 1, 2, 0, 1, 1], 'constant', 0.5)\n"
+                 "  f = torch.pad(x0, [-1, 2, 1, -2])\n"
+                 "  g = torch.pad(x0, [1, -2, -1, 2], 'reflect')\n"
+                 "  return a, b, c, d, e, f, g\n",
+                 {{"[2, 3, 5, 7]", f32}, {"[2, 4, 6]", f32}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["pad"], 7);
+}
+
+TEST(ImportBreadth, PaddingKernelsByName) {
+  auto m = check("PadKernels",
+                 "def forward(self, x0, x1):\n"
+                 "  a = torch.constant_pad_nd(x0, [1, 1, 2, 0], -1.5)\n"
+                 "  b = torch.reflection_pad1d(x1, [2, 3])\n"
+                 "  c = torch.reflection_pad2d(x0, [1, 2, 3, 1])\n"
+                 "  d = torch.replication_pad1d(x1, [4, 1])\n"
+                 "  e = torch.replication_pad2d(x0, [0, 5, 2, 2])\n"
+                 "  f = torch.replication_pad3d(x0, [1, 1, 1, 2, 2, 1])\n"
+                 "  g = torch._pad_circular(x1, [3, 2])\n"
+                 "  h = torch.pad(x1, [0, 0])\n"
+                 "  return a, b, c, d, e, f, g, h + 1.0\n",
+                 {{"[2, 3, 5, 7]", f32}, {"[2, 4, 6]", f32}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["pad"], 7);  // a zero pad is no node
+}
+
+TEST(ImportBreadth, ConvolutionPaddingSameAndValid) {
+  // padding="same" with even kernels and dilation needs more padding on the right/bottom: a pad
+  // node before the convolution; odd kernels stay symmetric (conv2d's own padding).
+  auto m = check("ConvSame",
+                 "def forward(self, x0, x1):\n"
+                 "  a = torch._convolution_mode(x0, self.w4, self.b, [1, 1], 'same', [1, 1], 1)\n"
+                 "  b = torch._convolution_mode(x0, self.w3, None, [1, 1], 'same', [2, 1], 1)\n"
+                 "  c = torch._convolution_mode(x0, self.w4, self.b, [2, 1], 'valid', [1, 2], 1)\n"
+                 "  d = torch.conv2d(x0, self.w2, None, [1, 1], 'same', [3, 1], 1)\n"
+                 "  e = torch._convolution_mode(x1, self.v, None, [1], 'same', [1], 1)\n"
+                 "  f = torch.conv1d(x1, self.v, None, [1], 'same', [3], 1)\n"
+                 "  return a, b, c, d, e, f\n",
+                 {{"[1, 3, 9, 8]", f32}, {"[2, 3, 11]", f32}},
+                 {{"w4", torch::randn({5, 3, 4, 4})}, {"w3", torch::randn({5, 3, 3, 3})},
+                  {"w2", torch::randn({4, 3, 2, 3})}, {"b", torch::randn({5})}, {"v", torch::randn({4, 3, 4})}});
+  // Even kernels (a, d, e, f) get a pad node; dilation 2 of a 3×3 kernel is symmetric (b).
+  EXPECT_EQ(testing::opHistogram(m.graph)["pad"], 4);
+  EXPECT_EQ(testing::opHistogram(m.graph)["conv2d"], 6);
+}
+
+/// nn.LSTM/nn.GRU-shaped weights: per layer and direction w_ih [G·H, in], w_hh [G·H, H], b_ih, b_hh.
+std::vector<std::pair<std::string, at::Tensor>> recurrentWeights(int64_t gates, int64_t input, int64_t hidden,
+                                                                 int64_t layers, int64_t dirs, bool biases) {
+  std::vector<std::pair<std::string, at::Tensor>> w;
+  for (int64_t l = 0; l < layers; ++l) {
+    for (int64_t d = 0; d < dirs; ++d) {
+      std::string k = std::to_string(l * dirs + d);
+      w.emplace_back("wi" + k, torch::randn({gates * hidden, l == 0 ? input : dirs * hidden}) * 0.4);
+      w.emplace_back("wh" + k, torch::randn({gates * hidden, hidden}) * 0.4);
+      if (biases) {
+        w.emplace_back("bi" + k, torch::randn({gates * hidden}) * 0.3);
+        w.emplace_back("bh" + k, torch::randn({gates * hidden}) * 0.3);
+      }
+    }
+  }
+  return w;
+}
+
+std::string weightList(const std::vector<std::pair<std::string, at::Tensor>>& w) {
+  std::string list = "[";
+  for (size_t i = 0; i < w.size(); ++i) list += (i ? ", self." : "self.") + w[i].first;
+  return list + "]";
+}
+
+TEST(ImportBreadth, LstmSingleMultiLayerBidirectionalBatchFirst) {
+  // x0 [T=5, B=2, I=3] time-major; x1 [B=2, T=4, I=3] batch-first; h/c initial states given or zeros.
+  auto one = recurrentWeights(4, 3, 6, 1, 1, true);
+  auto deep = recurrentWeights(4, 3, 5, 2, 2, true);
+  auto noBias = recurrentWeights(4, 3, 4, 2, 1, false);
+  std::vector<std::pair<std::string, at::Tensor>> buffers;
+  auto prefixed = [&](const std::string& p, const std::vector<std::pair<std::string, at::Tensor>>& w) {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& [name, t] : w) out.emplace_back(p + name, t);
+    buffers.insert(buffers.end(), out.begin(), out.end());
+    return weightList(out);
+  };
+  std::string wOne = prefixed("a", one), wDeep = prefixed("b", deep), wNoBias = prefixed("c", noBias);
+  buffers.emplace_back("h0", torch::randn({4, 2, 5}));
+  buffers.emplace_back("c0", torch::randn({4, 2, 5}));
+  auto m = check("Lstm",
+                 "def forward(self, x0, x1):\n"
+                 "  z = torch.zeros(1, 2, 6)\n"
+                 "  a, ha, ca = torch.lstm(x0, [z, z], " + wOne + ", True, 1, 0.0, False, False, False)\n"
+                 "  b, hb, cb = torch.lstm(x1, [self.h0, self.c0], " + wDeep + ", True, 2, 0.0, False, True, True)\n"
+                 "  zc = torch.zeros(2, 2, 4)\n"
+                 "  c, hc, cc = torch.lstm(x0.transpose(0, 1), [zc, zc], " + wNoBias +
+                     ", False, 2, 0.0, False, False, True)\n"
+                 "  return a, ha, ca, b, hb, cb, c, hc, cc\n",
+                 {{"[5, 2, 3]", f32}, {"[2, 4, 3]", f32}}, buffers);
+  EXPECT_GT(testing::opHistogram(m.graph)["dense"], 20);
+}
+
+TEST(ImportBreadth, GruSingleMultiLayerBidirectionalBatchFirst) {
+  auto one = recurrentWeights(3, 3, 6, 1, 1, true);
+  auto deep = recurrentWeights(3, 3, 5, 2, 2, true);
+  std::vector<std::pair<std::string, at::Tensor>> buffers;
+  std::string wOne, wDeep;
+  for (auto [list, w, p] : {std::tuple{&wOne, &one, "a"}, std::tuple{&wDeep, &deep, "b"}}) {
+    std::vector<std::pair<std::string, at::Tensor>> named;
+    for (const auto& [name, t] : *w) named.emplace_back(p + name, t);
+    buffers.insert(buffers.end(), named.begin(), named.end());
+    *list = weightList(named);
+  }
+  buffers.emplace_back("h0", torch::randn({4, 2, 5}));
+  check("Gru",
+        "def forward(self, x0, x1):\n"
+        "  a, ha = torch.gru(x0, torch.zeros(1, 2, 6), " + wOne + ", True, 1, 0.0, False, False, False)\n"
+        "  b, hb = torch.gru(x1, self.h0, " + wDeep + ", True, 2, 0.0, False, True, True)\n"
+        "  return a, ha, b, hb\n",
+        {{"[5, 2, 3]", f32}, {"[2, 4, 3]", f32}}, buffers);
+}
+
 TEST(ImportBreadth, BooleanMaskIndexingIsRejectedByName) {
   std::string path = testing::saveScriptedModule("BoolIndex", "def forward(self, x0):\n  return x0[x0 > 0]\n",
                                                  specOf({{"[5]", f32}}));

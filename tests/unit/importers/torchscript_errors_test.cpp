@@ -81,6 +81,32 @@ TEST(ImporterErrors, UnsupportedOperatorNamesItAndItsLocation) {
   EXPECT_TRUE(oneLine(msg)) << msg;
 }
 
+TEST(ImporterErrors, BadPaddingAndRecurrentWeightsAreOneLine) {
+  // A reflect pad as large as its axis is the model's error; an LSTM with a projection
+  // (proj_size: five weights per layer) is not supported, named.
+  std::string pad = saveScripted("BadReflect", "def forward(self, x):\n  return torch.pad(x, [0, 4], 'reflect')\n",
+                                 spec("[1, 2, 4]"));
+  Error e = errorOf([&] { importTorchScript(pad); });
+  EXPECT_EQ(e.kind(), ErrorKind::InvalidModel);
+  EXPECT_EQ(std::string(e.what()).rfind("aten::pad: reflect padding (0, 4) of dimension 2 must be less than its size 4", 0),
+            0u)
+      << e.what();
+  EXPECT_TRUE(oneLine(e.what())) << e.what();
+  std::string lstm = saveScripted("ProjLstm",
+                                  "def forward(self, x):\n"
+                                  "  z = torch.zeros(1, 2, 3)\n"
+                                  "  return torch.lstm(x, [z, z], [self.a, self.b, self.c, self.d, self.p], True, 1, 0.0, "
+                                  "False, False, False)[0]\n",
+                                  spec("[5, 2, 4]"),
+                                  {{"a", torch::randn({12, 4})}, {"b", torch::randn({12, 3})}, {"c", torch::randn({12})},
+                                   {"d", torch::randn({12})}, {"p", torch::randn({3, 3})}});
+  e = errorOf([&] { importTorchScript(lstm); });
+  EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+  EXPECT_EQ(std::string(e.what()).rfind("aten::lstm is not supported: 5 weights for 1 layers and directions", 0), 0u)
+      << e.what();
+  EXPECT_TRUE(oneLine(e.what())) << e.what();
+}
+
 TEST(ImporterErrors, ManifestBadEntriesMatchTheirExpectation) {
   std::ifstream in(testing::modelPath("manifest.json"));
   ASSERT_TRUE(in.good());
