@@ -151,7 +151,8 @@ json toJson(const profiler::RunContext& c) {
           {"tuning_records", c.tuningRecords},
           {"date", c.date},
           {"hostname", c.hostname},
-          {"compile_seconds", c.compileSeconds}};
+          {"compile_seconds", c.compileSeconds},
+          {"ceilings_id", c.ceilingsId}};
 }
 
 profiler::RunContext runContextFromJson(const json& j) {
@@ -170,6 +171,7 @@ profiler::RunContext runContextFromJson(const json& j) {
   c.date = j.at("date").get<std::string>();
   c.hostname = j.at("hostname").get<std::string>();
   c.compileSeconds = j.at("compile_seconds").get<double>();
+  if (j.contains("ceilings_id")) c.ceilingsId = j["ceilings_id"].get<int64_t>();
   return c;
 }
 
