@@ -233,7 +233,8 @@ std::string rooflineSection(const SessionData& s, const StoredProfile& sp, const
   std::string h = "<h2>Roofline</h2>\n<p>" + esc(c->cpu) + ", " + std::to_string(c->threads) + " threads: FMA peak " +
                   esc(fmt("%.1f GFLOP/s", c->peakGflops)) + "; " + esc(levels) + " (ceilings measured " +
                   esc(c->measuredAt) + "). A call's bound is min(peak, intensity × the bandwidth of the smallest "
-                  "level its bytes fit in).</p>\n";
+                  "level its bytes fit in); Winograd convolutions count the direct convolution's FLOPs and can exceed "
+                  "it.</p>\n";
   h += "<div class=\"chart roofline\">" + rooflineSvg("Roofline: one dot per call, area = share of time", points, *c) +
        "</div>\n";
   h += "<table class=\"roofline\">\n<tr>" + th("#") + th("ops") + th("FLOPs/byte") + th("GFLOP/s") + th("level") +

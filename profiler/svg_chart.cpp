@@ -245,7 +245,10 @@ std::string barChartSvg(const std::string& title, const std::string& unit, const
 
 std::string rooflineChartSvg(const std::string& title, double peakGflops,
                              const std::vector<RooflineCeilingLine>& bandwidths, const std::vector<RooflineDot>& dots) {
-  const double width = kWidth + 80, height = kHeight + 60, right = 120;
+  const double width = kWidth + 110, height = kHeight + 60, right = 150;
+  // Ceiling colours apart from the dots' (teal memory-bound, orange compute-bound) and the peak's red.
+  static const char* lineColors[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f"};
+  auto lineColor = [](size_t i) { return std::string(lineColors[i % 5]); };
   std::string svg = svgOpen(width, height, title);
   double plotW = width - kLeft - right, plotH = height - kTop - kBottom;
   // Axis ranges in decades: the dots, the ridge points and the peak, with some room.
@@ -295,7 +298,7 @@ std::string rooflineChartSvg(const std::string& title, double peakGflops,
     double ridge = peakGflops > 0 ? peakGflops / b.gbPerSecond : xMax;
     svg += "<line class=\"ceiling\" x1=\"" + num(px(xMin)) + "\" y1=\"" + num(py(xMin * b.gbPerSecond)) + "\" x2=\"" +
            num(px(std::min(ridge, xMax))) + "\" y2=\"" + num(py(std::min(ridge, xMax) * b.gbPerSecond)) +
-           "\" stroke=\"" + chartColor(i + 1) + "\" stroke-width=\"2\"><title>" +
+           "\" stroke=\"" + lineColor(i) + "\" stroke-width=\"2\"><title>" +
            xmlEscape(b.name + ": " + shortNumber(b.gbPerSecond) + " GB/s") + "</title></line>\n";
   }
   if (peakGflops > 0)
@@ -312,7 +315,7 @@ std::string rooflineChartSvg(const std::string& title, double peakGflops,
   for (const RooflineDot* d : order) {
     double r = 3 + 17 * std::sqrt(std::clamp(d->share, 0.0, 1.0));
     svg += "<circle class=\"call\" cx=\"" + num(px(d->intensity)) + "\" cy=\"" + num(py(d->gflops)) + "\" r=\"" +
-           num(r) + "\" fill=\"" + (d->memoryBound ? "#1f77b4" : "#ff7f0e") +
+           num(r) + "\" fill=\"" + (d->memoryBound ? "#17becf" : "#ff7f0e") +
            "\" fill-opacity=\"0.55\" stroke=\"#333333\" stroke-width=\"0.5\"><title>" + xmlEscape(d->title) +
            "</title></circle>\n";
   }
@@ -325,12 +328,12 @@ std::string rooflineChartSvg(const std::string& title, double peakGflops,
     ly += 18;
   }
   for (size_t i = 0; i < bandwidths.size(); ++i) {
-    svg += line(lx, ly, lx + 20, ly, "stroke=\"" + std::string(chartColor(i + 1)) + "\" stroke-width=\"2\"");
+    svg += line(lx, ly, lx + 20, ly, "stroke=\"" + lineColor(i) + "\" stroke-width=\"2\"");
     svg += text(lx + 25, ly + 4, bandwidths[i].name + " " + shortNumber(bandwidths[i].gbPerSecond) + " GB/s");
     ly += 18;
   }
   ly += 6;
-  svg += "<circle cx=\"" + num(lx + 8) + "\" cy=\"" + num(ly) + "\" r=\"5\" fill=\"#1f77b4\" fill-opacity=\"0.55\"/>\n";
+  svg += "<circle cx=\"" + num(lx + 8) + "\" cy=\"" + num(ly) + "\" r=\"5\" fill=\"#17becf\" fill-opacity=\"0.55\"/>\n";
   svg += text(lx + 18, ly + 4, "memory-bound", " font-size=\"10\"");
   ly += 16;
   svg += "<circle cx=\"" + num(lx + 8) + "\" cy=\"" + num(ly) + "\" r=\"5\" fill=\"#ff7f0e\" fill-opacity=\"0.55\"/>\n";
