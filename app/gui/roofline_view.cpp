@@ -2,11 +2,11 @@
 
 #include <QChart>
 #include <QChartView>
-#include <QGraphicsItem>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QPainter>
-#include <QPainterPath>
 #include <QScatterSeries>
 #include <QVBoxLayout>
 
@@ -18,58 +18,6 @@
 #include "app/gui/format.h"
 
 namespace kiln::gui {
-
-/// Arrows from one data point to another, drawn over the chart's plot area in chart coordinates
-/// (Qt Charts has no arrow series). Positions are mapped at paint time, so resizing keeps them
-/// on their points.
-class ArrowOverlay : public QGraphicsItem {
- public:
-  ArrowOverlay(QChart* chart, QAbstractSeries* anchor) : QGraphicsItem(chart), m_chart(chart), m_anchor(anchor) {
-    setZValue(10);
-    setAcceptedMouseButtons(Qt::NoButton);
-  }
-  void setArrows(std::vector<std::pair<QPointF, QPointF>> arrows) {
-    m_arrows = std::move(arrows);
-    refresh();
-  }
-  int count() const { return static_cast<int>(m_arrows.size()); }
-  void refresh() {
-    prepareGeometryChange();
-    update();
-  }
-  QRectF boundingRect() const override { return m_chart->plotArea(); }
-  void paint(QPainter* p, const QStyleOptionGraphicsItem*, QWidget*) override {
-    p->save();
-    p->setClipRect(m_chart->plotArea());
-    p->setRenderHint(QPainter::Antialiasing);
-    QPen pen(QColor(0x55, 0x55, 0x55, 200), 1.3);
-    p->setPen(pen);
-    p->setBrush(QColor(0x55, 0x55, 0x55, 200));
-    for (const auto& [from, to] : m_arrows) {
-      QPointF a = m_chart->mapToPosition(from, m_anchor), b = m_chart->mapToPosition(to, m_anchor);
-      QLineF line(a, b);
-      if (line.length() < 2) continue;
-      p->drawLine(line);
-      // A small filled head at the new point.
-      double angle = std::atan2(a.y() - b.y(), a.x() - b.x());
-      const double size = 7, spread = 0.45;
-      QPointF h1 = b + QPointF(std::cos(angle + spread) * size, std::sin(angle + spread) * size);
-      QPointF h2 = b + QPointF(std::cos(angle - spread) * size, std::sin(angle - spread) * size);
-      QPainterPath head;
-      head.moveTo(b);
-      head.lineTo(h1);
-      head.lineTo(h2);
-      head.closeSubpath();
-      p->drawPath(head);
-    }
-    p->restore();
-  }
-
- private:
-  QChart* m_chart;
-  QAbstractSeries* m_anchor;
-  std::vector<std::pair<QPointF, QPointF>> m_arrows;
-};
 
 namespace {
 
@@ -92,7 +40,10 @@ std::vector<profiler::RooflinePoint> placed(const profiler::ProfileRecord& profi
   return out;
 }
 
-double markerSize(double percentOfTime) { return 6 + 30 * std::sqrt(std::clamp(percentOfTime / 100, 0.0, 1.0)); }
+/// 6 to 36 px, even sizes only (a few series instead of one per call).
+int markerSize(double percentOfTime) {
+  return 2 * static_cast<int>(std::lround((6 + 30 * std::sqrt(std::clamp(percentOfTime / 100, 0.0, 1.0))) / 2));
+}
 
 QString pointText(const profiler::RooflinePoint& p, bool haveCeilings) {
   QString text = QStringLiteral("<b>#%1 %2</b> — %3 FLOPs/byte, %4 GFLOP/s, %5 of the time")
@@ -133,12 +84,13 @@ RooflineView::RooflineView(QWidget* parent) : QWidget(parent) {
 
 QChart* RooflineView::chart() const { return m_chartView->chart(); }
 
-int RooflineView::arrowCount() const { return m_arrows ? m_arrows->count() : 0; }
+int RooflineView::arrowCount() const { return m_arrowCount; }
 
 void RooflineView::clear(const QString& message) {
   m_points.clear();
-  m_callSeries = nullptr;
-  m_arrows = nullptr;
+  m_callSeries.clear();
+  m_markerSizes.clear();
+  m_arrowCount = 0;
   m_selectedCall = -1;
   m_comparison = false;
   m_header->setText(QStringLiteral("<i>%1</i>").arg(message.toHtmlEscaped()));
@@ -174,7 +126,7 @@ void RooflineView::setComparison(const app::BuildDiff& diff) {
   auto describe = [](const profiler::BuildRecord& b) {
     return QStringLiteral("-O%1 %2, %3 threads").arg(b.optLevel).arg(qs(b.target)).arg(b.threads);
   };
-  m_header->setText(tr("<b>A</b> = build #%1 (%2, grey) → <b>B</b> = build #%3 (%4, coloured): an arrow from each "
+  m_header->setText(tr("<b>A</b> = build #%1 (%2, grey) → <b>B</b> = build #%3 (%4, coloured): a line from each "
                        "call's A point to its B point.%5")
                         .arg(diff.buildA)
                         .arg(describe(diff.a))
@@ -187,6 +139,7 @@ void RooflineView::setComparison(const app::BuildDiff& diff) {
 void RooflineView::draw(const std::vector<profiler::RooflinePoint>& previous,
                         const std::optional<profiler::MachineCeilings>& ceilings, const QString& title) {
   m_selectedCall = -1;
+  m_callSeries.clear();  // owned by the chart this one replaces
   m_detail->setText(m_points.empty() ? tr("No call with FLOPs to place.")
                                      : tr("Click a dot for its numbers%1.")
                                            .arg(m_comparison ? QString() : tr(" (it is selected in the Profile and Graph views)")));
@@ -262,50 +215,62 @@ void RooflineView::draw(const std::vector<profiler::RooflinePoint>& previous,
     attach(peak);
   }
 
-  if (!previous.empty()) {
-    auto* older = new QScatterSeries;
-    older->setName(tr("A (older build)"));
-    older->setMarkerShape(QScatterSeries::MarkerShapeCircle);
-    older->setColor(QColor(kOlder.red(), kOlder.green(), kOlder.blue(), 140));
-    older->setBorderColor(kOlder.darker(130));
-    for (size_t i = 0; i < previous.size(); ++i) {
-      older->append(previous[i].intensity, previous[i].gflops);
-      older->setPointConfiguration(static_cast<int>(i), QXYSeries::PointConfiguration::Size,
-                                   markerSize(previous[i].percentOfTime));
-    }
-    attach(older);
-  }
-
-  m_callSeries = new QScatterSeries;
-  m_callSeries->setName(m_comparison ? tr("B (newer build)") : tr("calls"));
-  m_callSeries->setMarkerShape(QScatterSeries::MarkerShapeCircle);
-  m_callSeries->setColor(QColor(kMemoryBound.red(), kMemoryBound.green(), kMemoryBound.blue(), 150));
-  m_callSeries->setBorderColor(QColor(0x33, 0x33, 0x33));
-  for (size_t i = 0; i < m_points.size(); ++i) {
-    const auto& p = m_points[i];
-    m_callSeries->append(p.intensity, p.gflops);
-    QColor c = ceilings && !p.memoryBound ? kComputeBound : kMemoryBound;
-    c.setAlpha(150);
-    QHash<QXYSeries::PointConfiguration, QVariant> config;
-    config[QXYSeries::PointConfiguration::Size] = markerSize(p.percentOfTime);
-    config[QXYSeries::PointConfiguration::Color] = c;
-    m_callSeries->setPointConfiguration(static_cast<int>(i), config);
-  }
-  attach(m_callSeries);
-  connect(m_callSeries, &QScatterSeries::clicked, this, &RooflineView::pick);
-
-  m_arrows = new ArrowOverlay(chart, m_callSeries);
-  std::vector<std::pair<QPointF, QPointF>> arrows;
+  // The arrows: a line per call from its A point to its B point, in data coordinates (so Qt
+  // Charts keeps them on the dots whatever the layout), under the dots, out of the legend.
   std::map<std::string, const profiler::RooflinePoint*> before;
   for (const auto& p : previous) before[p.key] = &p;
+  m_arrowCount = 0;
   for (const auto& p : m_points) {
     auto it = before.find(p.key);
     if (it == before.end()) continue;
-    arrows.push_back({QPointF(it->second->intensity, it->second->gflops), QPointF(p.intensity, p.gflops)});
+    auto* arrow = new QLineSeries;
+    arrow->append(it->second->intensity, it->second->gflops);
+    arrow->append(p.intensity, p.gflops);
+    arrow->setPen(QPen(QColor(0x44, 0x44, 0x44, 170), 1.2));
+    attach(arrow);
+    for (QLegendMarker* marker : chart->legend()->markers(arrow)) marker->setVisible(false);
+    ++m_arrowCount;
   }
-  m_arrows->setArrows(std::move(arrows));
-  ArrowOverlay* overlay = m_arrows;
-  connect(chart, &QChart::plotAreaChanged, chart, [overlay] { overlay->refresh(); });
+  // Dots: one scatter series per marker size and colour (Qt 6.4 misplaces markers given a size
+  // per point, so sizes come from the series), the legend naming only the first of each kind.
+  std::map<std::pair<int, QRgb>, QScatterSeries*> bySize;
+  std::map<QRgb, bool> named;
+  auto seriesFor = [&](int size, QColor colour, const QString& name, bool calls) {
+    auto key = std::pair{size, colour.rgba()};
+    if (auto it = bySize.find(key); it != bySize.end()) return it->second;
+    auto* s = new QScatterSeries;
+    s->setName(name);
+    s->setMarkerShape(QScatterSeries::MarkerShapeCircle);
+    s->setMarkerSize(size);
+    s->setColor(colour);
+    s->setBorderColor(QColor(0x33, 0x33, 0x33));
+    attach(s);
+    bool first = !named[colour.rgba()];
+    named[colour.rgba()] = true;
+    if (!first)
+      for (QLegendMarker* marker : chart->legend()->markers(s)) marker->setVisible(false);
+    if (calls) {
+      m_callSeries.push_back(s);
+      connect(s, &QScatterSeries::clicked, this, &RooflineView::pick);
+    }
+    bySize[key] = s;
+    return s;
+  };
+  QColor older(kOlder.red(), kOlder.green(), kOlder.blue(), 140);
+  for (const auto& p : previous)
+    seriesFor(markerSize(p.percentOfTime), older, tr("A (older build)"), false)->append(p.intensity, p.gflops);
+  m_markerSizes.clear();
+  for (const auto& p : m_points) {
+    bool compute = ceilings && !p.memoryBound;
+    QColor c = compute ? kComputeBound : kMemoryBound;
+    c.setAlpha(150);
+    QString name = !ceilings ? tr("calls") : compute ? tr("compute-bound") : tr("memory-bound");
+    if (m_comparison) name = tr("B: %1").arg(name);
+    int size = markerSize(p.percentOfTime);
+    seriesFor(size, c, name, true)->append(p.intensity, p.gflops);
+    m_markerSizes.push_back(size);
+  }
+
   replaceChart(m_chartView, chart);
 }
 

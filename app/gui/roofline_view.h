@@ -3,7 +3,7 @@
 // per call with FLOPs, its area proportional to its share of the time, blue when memory-bound and
 // orange when compute-bound (profiler/roofline.h does the math). Clicking a dot shows the call's
 // numbers and emits callActivated (the main window selects it in the Profile and Graph views).
-// Two builds (the Sessions diff's A and B) go on one chart: A's dots grey, B's coloured, an arrow
+// Two builds (the Sessions diff's A and B) go on one chart: A's dots grey, B's coloured, a line
 // from each call's A point to its B point (calls matched by their output values).
 #pragma once
 
@@ -20,8 +20,6 @@ class QChartView;
 class QScatterSeries;
 
 namespace kiln::gui {
-
-class ArrowOverlay;
 
 class RooflineView : public QWidget {
   Q_OBJECT
@@ -40,8 +38,10 @@ class RooflineView : public QWidget {
   int pointCount() const { return static_cast<int>(m_points.size()); }
   /// Arrows drawn (comparison only).
   int arrowCount() const;
-  /// The series holding points(): its clicked() picks a call.
-  QScatterSeries* callSeries() const { return m_callSeries; }
+  /// The series holding points() (one per marker size and colour): their clicked() picks a call.
+  const std::vector<QScatterSeries*>& callSeries() const { return m_callSeries; }
+  /// The marker size (px) of points()[i]: larger for a larger share of the time.
+  int markerSizeOf(int i) const { return m_markerSizes.at(static_cast<size_t>(i)); }
   /// The call last clicked (-1: none).
   int selectedCall() const { return m_selectedCall; }
   /// What the label under the chart says.
@@ -58,8 +58,9 @@ class RooflineView : public QWidget {
   QLabel* m_header;
   QLabel* m_detail;
   QChartView* m_chartView;
-  QScatterSeries* m_callSeries = nullptr;
-  ArrowOverlay* m_arrows = nullptr;
+  std::vector<QScatterSeries*> m_callSeries;
+  std::vector<int> m_markerSizes;
+  int m_arrowCount = 0;
   std::vector<profiler::RooflinePoint> m_points;
   bool m_comparison = false;
   int m_selectedCall = -1;
