@@ -74,6 +74,8 @@ int runMeasureWorker() {
     if (op == "setup") return serveBenchWorker(line);
     if (op == "profile")
       reply = {{"ok", true}, {"result", serveProfileRequest(request)}};
+    else if (op == "ceilings")
+      reply = {{"ok", true}, {"result", serveCeilingsRequest(request)}};
     else
       throw Error("unknown request '" + op + "'", ErrorKind::Usage);
   } catch (const Error& e) {

@@ -47,7 +47,14 @@ struct FoundCeilings {
 
 FoundCeilings ceilingsForProfile(profiler::Store* store, const ProfileOptions& options, int threads) {
   if (options.roofline) {
-    profiler::CeilingsLookup found = profiler::ceilingsFor(store, threads, options.remeasureCeilings);
+    // Isolated profiles measure them in a worker too: in the Workbench other jobs share this
+    // process and its thread pool.
+    profiler::MeasureCeilingsFn measure;
+    if (options.isolate.enabled)
+      measure = [&](int t) { return measureCeilingsIsolated(t, options.isolate); };
+    else
+      measure = [](int t) { return profiler::measureCeilings(t); };
+    profiler::CeilingsLookup found = profiler::ceilingsFor(store, threads, options.remeasureCeilings, measure);
     return {std::move(found.ceilings), found.reused};
   }
   if (!store) return {};

@@ -43,4 +43,32 @@ std::string ceilingsJson(const profiler::MachineCeilings& c, bool reused) {
   return j.dump(2);
 }
 
+profiler::MachineCeilings ceilingsFromJson(const nlohmann::json& j) {
+  profiler::MachineCeilings c;
+  c.id = j.value("id", int64_t{0});
+  c.machineKey = j.at("machine_key").get<std::string>();
+  c.cpu = j.at("cpu").get<std::string>();
+  c.threads = j.at("threads").get<int>();
+  c.vectorBits = j.at("vector_bits").get<int>();
+  c.peakGflops = j.at("peak_gflops").get<double>();
+  for (const auto& b : j.at("bandwidth"))
+    c.bandwidth.push_back(profiler::BandwidthCeiling{b.at("level").get<std::string>(), b.at("capacity_bytes").get<int64_t>(),
+                                                     b.at("working_set_bytes").get<int64_t>(),
+                                                     b.at("gb_per_second").get<double>()});
+  c.method = j.at("method").get<std::string>();
+  c.measuredAt = j.at("measured_at").get<std::string>();
+  return c;
+}
+
+nlohmann::json serveCeilingsRequest(const nlohmann::json& q) {
+  workerMeasuring();
+  return nlohmann::json::parse(ceilingsJson(profiler::measureCeilings(q.at("threads").get<int>()), false));
+}
+
+profiler::MachineCeilings measureCeilingsIsolated(int threads, const IsolationOptions& isolate) {
+  auto reply = callMeasureWorker({{"op", "ceilings"}, {"threads", threads}}, isolate);
+  if (!reply) throw Error("measuring the machine's ceilings: " + reply.error().message, reply.error().kind);
+  return ceilingsFromJson(reply.value());
+}
+
 }  // namespace kiln::app

@@ -127,7 +127,10 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
 }
 
 MainWindow::~MainWindow() {
-  // Trackers cancel in their destructors; results still in flight find the QPointer null.
+  // Trackers cancel in their destructors; results still in flight find the QPointer null. Their
+  // signals must not reach this half-destroyed window (a tracker cancelling a running job while
+  // QWidget deletes the children called updateActions() → findChildren() on freed children).
+  for (JobTracker* t : findChildren<JobTracker*>()) t->disconnect(this);
 }
 
 JobTracker* MainWindow::tracker(const QString& name) const {
