@@ -67,10 +67,11 @@ void printRoofline(const app::ProfileResult& r, const std::vector<profiler::OpRe
     std::snprintf(buf, sizeof buf, "%s%s %.1f", levels.empty() ? "" : ", ", b.level.c_str(), b.gbPerSecond);
     levels += buf;
   }
-  std::printf("\nroofline (%d threads): FMA peak %.1f GFLOP/s (f32 x%d); bandwidth GB/s: %s\n", c.threads,
-              c.peakGflops, c.vectorBits / 32, levels.c_str());
-  std::printf("ceilings #%lld measured %s (%s; kiln roofline --measure measures again)\n",
-              static_cast<long long>(c.id), c.measuredAt.c_str(), r.ceilingsReused ? "from the store" : "just now");
+  std::printf("\nroofline (%d thread%s): FMA peak %.1f GFLOP/s (f32 x%d); bandwidth GB/s: %s\n", c.threads,
+              c.threads == 1 ? "" : "s", c.peakGflops, c.vectorBits / 32, levels.c_str());
+  std::string which = c.id > 0 ? "ceilings #" + std::to_string(c.id) : std::string("ceilings (not stored)");
+  std::printf("%s measured %s (%s; kiln roofline --measure measures again)\n", which.c_str(), c.measuredAt.c_str(),
+              r.ceilingsReused ? "from the store" : "just now");
   std::printf("%4s %-22s %10s %9s %6s %9s %9s %8s  %s\n", "#", "ops", "FLOPs/B", "GFLOP/s", "level", "bound",
               "% bound", "% time", "bound by");
   std::map<int, const profiler::RooflinePoint*> byCall;
