@@ -74,6 +74,8 @@ int runMeasureWorker() {
     if (op == "setup") return serveBenchWorker(line);
     if (op == "profile")
       reply = {{"ok", true}, {"result", serveProfileRequest(request)}};
+    else if (op == "ceilings")
+      reply = {{"ok", true}, {"result", serveCeilingsRequest(request)}};
     else
       throw Error("unknown request '" + op + "'", ErrorKind::Usage);
   } catch (const Error& e) {
@@ -151,7 +153,8 @@ json toJson(const profiler::RunContext& c) {
           {"tuning_records", c.tuningRecords},
           {"date", c.date},
           {"hostname", c.hostname},
-          {"compile_seconds", c.compileSeconds}};
+          {"compile_seconds", c.compileSeconds},
+          {"ceilings_id", c.ceilingsId}};
 }
 
 profiler::RunContext runContextFromJson(const json& j) {
@@ -170,6 +173,7 @@ profiler::RunContext runContextFromJson(const json& j) {
   c.date = j.at("date").get<std::string>();
   c.hostname = j.at("hostname").get<std::string>();
   c.compileSeconds = j.at("compile_seconds").get<double>();
+  if (j.contains("ceilings_id")) c.ceilingsId = j["ceilings_id"].get<int64_t>();
   return c;
 }
 

@@ -5,6 +5,7 @@
 #include "app/facade.h"
 #include "app/facade_internal.h"
 #include "app/measure_internal.h"
+#include "profiler/ceilings.h"
 #include "profiler/op_profile.h"
 #include "runtime/graph_executor.h"
 #include "runtime/thread_pool.h"
@@ -35,6 +36,46 @@ ProfileResult profileHere(const std::string& path, const ProfileOptions& options
   po.minRepeatMs = options.minRepeatMs;
   r.profile = profiler::profileExecutor(*c.executor, c.graph, po);
   return r;
+}
+
+/// The machine ceilings a profile refers to: with options.roofline found or measured (before the
+/// profile, so the machine is quiet), else only looked up in the store.
+struct FoundCeilings {
+  std::optional<profiler::MachineCeilings> ceilings;
+  bool reused = false;
+};
+
+FoundCeilings ceilingsForProfile(profiler::Store* store, const ProfileOptions& options, int threads) {
+  if (options.roofline) {
+    // Isolated profiles measure them in a worker too: in the Workbench other jobs share this
+    // process and its thread pool.
+    profiler::MeasureCeilingsFn measure;
+    if (options.isolate.enabled)
+      measure = [&](int t) { return measureCeilingsIsolated(t, options.isolate); };
+    else
+      measure = [](int t) { return profiler::measureCeilings(t); };
+    profiler::CeilingsLookup found = profiler::ceilingsFor(store, threads, options.remeasureCeilings, measure);
+    return {std::move(found.ceilings), found.reused};
+  }
+  if (!store) return {};
+  auto stored = store->latestCeilings(profiler::machineKey(), threads);
+  bool have = stored.has_value();
+  return {std::move(stored), have};
+}
+
+int profileThreads(const ProfileOptions& options) {
+  return options.build.threads > 0 ? options.build.threads : runtime::numThreads();
+}
+
+/// Puts the ceilings (if any) into the result and its run context, and the roofline if asked for.
+void applyCeilings(profiler::Store* store, const ProfileOptions& options, FoundCeilings found, ProfileResult& r) {
+  if (found.ceilings && found.ceilings->threads != r.context.threads)
+    found = ceilingsForProfile(store, options, r.context.threads);  // the worker chose another count
+  if (!found.ceilings) return;
+  r.context.ceilingsId = found.ceilings->id;
+  r.ceilings = std::move(found.ceilings);
+  r.ceilingsReused = found.reused;
+  if (options.roofline) r.roofline = profiler::rooflineOf(r.profile, *r.ceilings);
 }
 
 /// Files the profile in the store: one transaction, so a kill leaves all of it or none.
@@ -80,6 +121,8 @@ Result<ProfileResult> profileIsolated(const std::string& path, const ProfileOpti
   auto source = guarded<ResolvedSource>(path, [&] { return resolveSource(path); });
   if (!source) return source.error();
   const std::string& file = source->file;
+  auto found = guarded<FoundCeilings>(path, [&] { return ceilingsForProfile(store.get(), options, profileThreads(options)); });
+  if (!found) return found.error();
   auto reply = callMeasureWorker(profileRequest(file, options), options.isolate);
   if (!reply) {
     const Diagnostic& d = reply.error();
@@ -101,6 +144,7 @@ Result<ProfileResult> profileIsolated(const std::string& path, const ProfileOpti
       r.model = source->name;
       r.modelPath = path;
     }
+    applyCeilings(store.get(), options, std::move(found.value()), r);
     if (store) storeProfile(*store, options, file, r);
     return r;
   });
@@ -136,7 +180,9 @@ Result<ProfileResult> profile(const std::string& path, const ProfileOptions& opt
   auto prepared = prepareMeasurement(path, openOptionsOf(options), options.build, options.store);
   if (!prepared) return prepared.error();
   return guarded<ProfileResult>(path, [&] {
+    FoundCeilings found = ceilingsForProfile(prepared->store.get(), options, profileThreads(options));
     ProfileResult r = profileHere(path, options, prepared.value());
+    applyCeilings(prepared->store.get(), options, std::move(found), r);
     if (prepared->store) storeProfile(*prepared->store, options, prepared->model->path, r);
     return r;
   });
@@ -160,6 +206,28 @@ std::string profileResultJson(const ProfileResult& r) {
                 {"fused_functions", r.numFusedFunctions},
                 {"compile_seconds", r.build.compileSeconds},
                 {"plan_bytes", r.build.planBytes}};
+  if (r.ceilings) j["ceilings"] = nlohmann::json::parse(ceilingsJson(*r.ceilings, r.ceilingsReused));
+  if (!r.roofline.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const profiler::RooflinePoint& p : r.roofline)
+      rows.push_back({{"call", p.call},
+                      {"name", p.name},
+                      {"key", p.key},
+                      {"ops", p.ops},
+                      {"flops", p.flops},
+                      {"bytes", p.bytes},
+                      {"time_us", p.timeUs},
+                      {"percent_of_time", p.percentOfTime},
+                      {"intensity", p.intensity},
+                      {"gflops", p.gflops},
+                      {"gb_per_second", p.gbPerSecond},
+                      {"level", p.level},
+                      {"bandwidth_gb_per_second", p.bandwidth},
+                      {"bound_gflops", p.boundGflops},
+                      {"percent_of_bound", p.percentOfBound},
+                      {"bound", p.memoryBound ? "memory" : "compute"}});
+    j["roofline"] = rows;
+  }
   if (r.stored.sessionId)
     j["stored"] = {{"db", r.stored.dbPath},
                    {"session", r.stored.sessionId},

@@ -131,6 +131,10 @@ Result<BuildDiff> diffBuilds(const std::string& dbPath, int64_t buildA, int64_t 
     d.endToEndMsB = pb->profile.endToEnd.medianMs;
     d.sumMsA = pa->profile.sumMs;
     d.sumMsB = pb->profile.sumMs;
+    d.profileA = pa->profile;
+    d.profileB = pb->profile;
+    d.ceilingsA = store->ceilingsOfRun(pa->runId);
+    d.ceilingsB = store->ceilingsOfRun(pb->runId);
 
     std::map<std::string, const profiler::OpRecord*> inA;
     for (const auto& op : pa->profile.ops) inA[op.key] = &op;

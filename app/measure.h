@@ -9,6 +9,7 @@
 
 #include "app/facade.h"
 #include "profiler/records.h"
+#include "profiler/roofline.h"
 #include "profiler/store.h"
 
 namespace kiln::app {
@@ -30,6 +31,12 @@ struct ProfileOptions {
   double minRepeatMs = 20;
   StoreOptions store;
   IsolationOptions isolate;
+  /// Place every call on the machine's roofline (ProfileResult::roofline): the ceilings for the
+  /// thread count come from the store, measured first (a second or two, in this process, before
+  /// the profile) when it has none for this machine. Without it, stored ceilings are still
+  /// referred to by the run, never measured.
+  bool roofline = false;
+  bool remeasureCeilings = false;  // measure the ceilings again even if stored (kiln roofline --measure)
 };
 
 struct ProfileResult {
@@ -40,6 +47,12 @@ struct ProfileResult {
   int numFusedFunctions = 0;
   profiler::ProfileRecord profile;
   StoredIds stored;
+  /// The machine's ceilings for the profile's threads, when known (measured with --roofline, or
+  /// stored earlier), and whether they came from the store.
+  std::optional<profiler::MachineCeilings> ceilings;
+  bool ceilingsReused = false;
+  /// One point per call, in execution order, when the roofline was asked for.
+  std::vector<profiler::RooflinePoint> roofline;
 };
 
 Result<ProfileResult> profile(const std::string& path, const ProfileOptions& options);
@@ -49,6 +62,27 @@ std::vector<profiler::OpRecord> operatorSummary(const profiler::ProfileRecord& p
 std::string profileResultJson(const ProfileResult& result);
 /// The timeline of one pass in Chrome trace-event JSON (Perfetto, chrome://tracing).
 std::string profileTraceJson(const ProfileResult& result);
+
+// ---- kiln roofline: the machine's ceilings ----------------------------------------------------
+
+struct CeilingsOptions {
+  int threads = 0;         // 0: KILN_NUM_THREADS or every hardware thread (as profile's default)
+  bool remeasure = false;  // measure even when the store holds valid ceilings
+  StoreOptions store;      // where they are kept (disabled: measured, not kept)
+};
+
+struct CeilingsResult {
+  profiler::MachineCeilings ceilings;
+  bool reused = false;  // from the store, not measured now
+  std::string dbPath;   // empty when not stored
+};
+
+/// The ceilings of this machine for a thread count (profiler/ceilings.h): stored ones while
+/// valid, else measured here and stored.
+Result<CeilingsResult> machineCeilings(const CeilingsOptions& options);
+/// The ceilings as a JSON object (id, machine_key, cpu, threads, vector_bits, peak_gflops,
+/// bandwidth [{level, capacity_bytes, working_set_bytes, gb_per_second}], method, measured_at).
+std::string ceilingsJson(const profiler::MachineCeilings& ceilings, bool reused);
 
 // ---- kiln sweep --------------------------------------------------------------------------------
 
@@ -141,6 +175,9 @@ struct BuildDiff {
   double endToEndMsA = 0, endToEndMsB = 0;
   double sumMsA = 0, sumMsB = 0;
   std::vector<OpDiffRow> rows;  // in B's execution order, then operators only in A
+  profiler::ProfileRecord profileA, profileB;  // the latest profile of each build
+  /// The ceilings each profile's run refers to (a roofline of both builds needs them).
+  std::optional<profiler::MachineCeilings> ceilingsA, ceilingsB;
 };
 
 /// Needs a stored profile of each build (kiln profile).

@@ -142,5 +142,12 @@ profiler::Measurement measurementFromJson(const nlohmann::json& j);
 
 // Worker-side handler of a one-shot profile request (facade_profile.cpp).
 nlohmann::json serveProfileRequest(const nlohmann::json& request);
+/// Worker side of measureCeilingsIsolated: {"op": "ceilings", "threads": N} → the ceilings' JSON.
+nlohmann::json serveCeilingsRequest(const nlohmann::json& request);
+/// The machine's ceilings measured in a `kiln measure-worker` (profiler/ceilings.h): nothing
+/// else of the caller's process (a GUI's other jobs, its thread pool) runs beside them, and
+/// the caller's runtime pool is left alone. Throws kiln::Error.
+profiler::MachineCeilings measureCeilingsIsolated(int threads, const IsolationOptions& isolate);
+profiler::MachineCeilings ceilingsFromJson(const nlohmann::json& j);
 
 }  // namespace kiln::app

@@ -26,6 +26,9 @@ struct RunContext {
   std::string date;  // ISO 8601, UTC
   std::string hostname;
   double compileSeconds = 0;  // Kiln's build time for the (first) build measured
+  /// The machine's roofline ceilings valid when it ran (profiler/ceilings.h, the store's
+  /// machine_ceilings); 0: none measured for this machine and thread count.
+  int64_t ceilingsId = 0;
 };
 
 /// Status of one measurement point. Anything but Ok carries a reason and no numbers.

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "profiler/op_profile.h"
+#include "profiler/roofline.h"
 #include "profiler/svg_chart.h"
 #include "profiler/time_evaluator.h"
 
@@ -221,6 +222,32 @@ std::string compareSection(const SessionData& s) {
          rows + "</table>\n";
 }
 
+/// The profile's calls on the machine's roofline, when its run refers to measured ceilings: the
+/// chart (every call with FLOPs) and the top calls' bounds.
+std::string rooflineSection(const SessionData& s, const StoredProfile& sp, const std::vector<OpRecord>& top) {
+  const MachineCeilings* c = s.ceilingsOfRun(sp.runId);
+  if (!c || c->bandwidth.empty()) return "";
+  std::vector<RooflinePoint> points = rooflineOf(sp.profile, *c);
+  std::string levels;
+  for (const auto& b : c->bandwidth) levels += (levels.empty() ? "" : ", ") + b.level + fmt(" %.1f GB/s", b.gbPerSecond);
+  std::string h = "<h2>Roofline</h2>\n<p>" + esc(c->cpu) + ", " + std::to_string(c->threads) + " threads: FMA peak " +
+                  esc(fmt("%.1f GFLOP/s", c->peakGflops)) + "; " + esc(levels) + " (ceilings measured " +
+                  esc(c->measuredAt) + "). A call's bound is min(peak, intensity × the bandwidth of the smallest "
+                  "level its bytes fit in); Winograd convolutions count the direct convolution's FLOPs and can exceed "
+                  "it.</p>\n";
+  h += "<div class=\"chart roofline\">" + rooflineSvg("Roofline: one dot per call, area = share of time", points, *c) +
+       "</div>\n";
+  h += "<table class=\"roofline\">\n<tr>" + th("#") + th("ops") + th("FLOPs/byte") + th("GFLOP/s") + th("level") +
+       th("bound GFLOP/s") + th("% of bound") + th("bound by") + "</tr>\n";
+  for (const auto& op : top) {
+    RooflinePoint p = rooflinePoint(op, *c);
+    h += "<tr>" + td(std::to_string(p.call), true) + td(joinOps(p.ops)) + td(fmt("%.3g", p.intensity), true) +
+         td(fmt("%.2f", p.gflops), true) + td(p.level) + td(fmt("%.1f", p.boundGflops), true) +
+         td(fmt("%.1f", p.percentOfBound), true) + td(p.memoryBound ? "memory" : "compute") + "</tr>\n";
+  }
+  return h + "</table>\n";
+}
+
 std::string profileSection(const SessionData& s, const ReportOptions& options) {
   if (s.profiles.empty()) return "";
   const StoredProfile& sp = s.profiles.back();
@@ -247,7 +274,8 @@ std::string profileSection(const SessionData& s, const ReportOptions& options) {
     h += "<tr>" + td(std::to_string(op.index), true) + td(op.name) + td(joinOps(op.ops)) +
          td(fmt("%.1f", op.timeUs), true) + td(fmt("%.1f", op.percent), true) +
          td(fmt("%.2f", op.gflops()), true) + td(op.outputShape) + "</tr>\n";
-  return h + "</table>\n";
+  h += "</table>\n";
+  return h + rooflineSection(s, sp, ops);
 }
 
 std::string csvField(const std::string& s) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -115,6 +116,14 @@ void checkHeader(const std::string& path) {
 const StoredRun* SessionData::run(int64_t id) const {
   for (const auto& r : runs)
     if (r.id == id) return &r;
+  return nullptr;
+}
+
+const MachineCeilings* SessionData::ceilingsOfRun(int64_t runId) const {
+  const StoredRun* r = run(runId);
+  if (!r || r->context.ceilingsId <= 0) return nullptr;
+  for (const auto& c : ceilings)
+    if (c.id == r->context.ceilingsId) return &c;
   return nullptr;
 }
 
@@ -280,7 +289,13 @@ int64_t Store::addRun(int64_t sessionId, const std::string& kind, const RunConte
       .bind(9, c.optLevel);
   s.bind(10, c.kilnVersion).bind(11, c.torchVersion).bind(12, c.llvmVersion).bind(13, c.blas);
   s.bind(14, c.tuningRecords).bind(15, c.hostname).bind(16, c.compileSeconds).run();
-  return sqlite3_last_insert_rowid(m_db);
+  int64_t runId = sqlite3_last_insert_rowid(m_db);
+  // Set apart so that a store opened at an older schema (tests of migrations) still takes runs.
+  if (c.ceilingsId > 0) {
+    Stmt u(m_db, "UPDATE runs SET ceilings_id = ?1 WHERE id = ?2", m_path);
+    u.bind(1, c.ceilingsId).bind(2, runId).run();
+  }
+  return runId;
 }
 
 void Store::updateRunBuild(int64_t runId, const std::string& target, double compileSeconds) {
@@ -376,6 +391,27 @@ int64_t Store::addTuningRecord(const TuningRecord& r, int64_t modelId, const std
   s.bind(1, r.workloadKey).bind(2, r.target).bind(3, r.config).bind(4, r.costMs).bindId(5, modelId);
   s.bind(6, kilnVersion).bind(7, utcNow()).run();
   return sqlite3_last_insert_rowid(m_db);
+}
+
+int64_t Store::addCeilings(const MachineCeilings& c) {
+  Stmt s(m_db,
+         "INSERT INTO machine_ceilings(machine_key, cpu, threads, vector_bits, peak_gflops, method, measured_at) "
+         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+         m_path);
+  s.bind(1, c.machineKey).bind(2, c.cpu).bind(3, c.threads).bind(4, c.vectorBits).bind(5, c.peakGflops);
+  s.bind(6, c.method).bind(7, c.measuredAt.empty() ? utcNow() : c.measuredAt).run();
+  int64_t id = sqlite3_last_insert_rowid(m_db);
+  Stmt b(m_db,
+         "INSERT INTO bandwidth_ceilings(ceilings_id, position, level, capacity_bytes, working_set_bytes, "
+         "gb_per_second) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
+         m_path);
+  for (size_t i = 0; i < c.bandwidth.size(); ++i) {
+    const BandwidthCeiling& w = c.bandwidth[i];
+    b.reset();
+    b.bind(1, id).bind(2, static_cast<int64_t>(i)).bind(3, w.level).bind(4, w.capacityBytes);
+    b.bind(5, w.workingSetBytes).bind(6, w.gbPerSecond).run();
+  }
+  return id;
 }
 
 // ---- reading ------------------------------------------------------------------------------------
@@ -512,6 +548,58 @@ std::vector<StoredProfile> readProfiles(sqlite3* db, const std::string& path, co
 
 }  // namespace
 
+namespace {
+
+constexpr int kCeilingsSchema = 5;
+
+std::optional<MachineCeilings> readCeilings(sqlite3* db, const std::string& path, const std::string& where,
+                                            const std::string& key, int64_t arg) {
+  Stmt q(db,
+         "SELECT id, machine_key, cpu, threads, vector_bits, peak_gflops, method, measured_at FROM machine_ceilings " +
+             where,
+         path);
+  if (!key.empty()) q.bind(1, key).bind(2, arg);
+  else q.bind(1, arg);
+  if (!q.step()) return std::nullopt;
+  MachineCeilings c;
+  c.id = q.i64(0);
+  c.machineKey = q.text(1);
+  c.cpu = q.text(2);
+  c.threads = static_cast<int>(q.i64(3));
+  c.vectorBits = static_cast<int>(q.i64(4));
+  c.peakGflops = q.f64(5);
+  c.method = q.text(6);
+  c.measuredAt = q.text(7);
+  Stmt b(db,
+         "SELECT level, capacity_bytes, working_set_bytes, gb_per_second FROM bandwidth_ceilings WHERE ceilings_id = ?1 "
+         "ORDER BY position",
+         path);
+  b.bind(1, c.id);
+  while (b.step()) c.bandwidth.push_back(BandwidthCeiling{b.text(0), b.i64(1), b.i64(2), b.f64(3)});
+  return c;
+}
+
+}  // namespace
+
+std::optional<MachineCeilings> Store::latestCeilings(const std::string& machineKey, int threads) {
+  if (schemaVersion() < kCeilingsSchema) return std::nullopt;
+  return readCeilings(m_db, m_path, "WHERE machine_key = ?1 AND threads = ?2 ORDER BY id DESC LIMIT 1", machineKey,
+                      threads);
+}
+
+std::optional<MachineCeilings> Store::ceilings(int64_t id) {
+  if (schemaVersion() < kCeilingsSchema) return std::nullopt;
+  return readCeilings(m_db, m_path, "WHERE id = ?1", "", id);
+}
+
+std::optional<MachineCeilings> Store::ceilingsOfRun(int64_t runId) {
+  if (schemaVersion() < kCeilingsSchema) return std::nullopt;
+  Stmt q(m_db, "SELECT ceilings_id FROM runs WHERE id = ?1", m_path);
+  q.bind(1, runId);
+  if (!q.step() || q.isNull(0)) return std::nullopt;
+  return ceilings(q.i64(0));
+}
+
 std::optional<StoredProfile> Store::latestProfile(int64_t buildId) {
   auto profiles = readProfiles(m_db, m_path, "WHERE p.build_id = ?1 ORDER BY p.id DESC LIMIT 1", buildId);
   if (profiles.empty()) return std::nullopt;
@@ -555,6 +643,17 @@ std::optional<SessionData> Store::loadSession(int64_t id) {
       c.compileSeconds = q.f64(15);
       d.runs.push_back(std::move(r));
     }
+  }
+  if (schemaVersion() >= kCeilingsSchema) {
+    std::set<int64_t> referenced;
+    for (StoredRun& r : d.runs) {
+      Stmt q(m_db, "SELECT ceilings_id FROM runs WHERE id = ?1", m_path);
+      q.bind(1, r.id);
+      if (q.step() && !q.isNull(0)) r.context.ceilingsId = q.i64(0);
+      if (r.context.ceilingsId > 0) referenced.insert(r.context.ceilingsId);
+    }
+    for (int64_t cid : referenced)
+      if (auto c = ceilings(cid)) d.ceilings.push_back(std::move(*c));
   }
   {
     Stmt q(m_db,

@@ -26,6 +26,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "profiler/ceilings.h"
 #include "profiler/records.h"
 
 struct sqlite3;
@@ -83,7 +84,11 @@ struct SessionData {
   std::vector<StoredMeasurement> measurements;
   std::vector<StoredSweep> sweeps;
   std::vector<StoredProfile> profiles;
+  /// The machine ceilings the runs refer to (RunContext::ceilingsId).
+  std::vector<MachineCeilings> ceilings;
   const StoredRun* run(int64_t id) const;
+  /// The ceilings run `runId` refers to, if any.
+  const MachineCeilings* ceilingsOfRun(int64_t runId) const;
 };
 
 class Store {
@@ -139,6 +144,8 @@ class Store {
   int64_t addMeasurement(int64_t runId, int64_t buildId, int64_t sweepId, const Measurement& m);
   int64_t addProfile(int64_t runId, int64_t buildId, const ProfileRecord& profile);
   int64_t addTuningRecord(const TuningRecord& record, int64_t modelId, const std::string& kilnVersion);
+  /// Stores measured machine ceilings (their id is ignored) and returns the new id.
+  int64_t addCeilings(const MachineCeilings& ceilings);
 
   // ---- reading --------------------------------------------------------------------------------
   std::vector<SessionSummary> listSessions();
@@ -149,6 +156,11 @@ class Store {
   int64_t sessionOfBuild(int64_t buildId);
   /// The most recent profile of a build.
   std::optional<StoredProfile> latestProfile(int64_t buildId);
+  /// The latest ceilings measured for this machine key and thread count.
+  std::optional<MachineCeilings> latestCeilings(const std::string& machineKey, int threads);
+  std::optional<MachineCeilings> ceilings(int64_t id);
+  /// The ceilings a run refers to (RunContext::ceilingsId), if any.
+  std::optional<MachineCeilings> ceilingsOfRun(int64_t runId);
   /// Tuning records of a workload ("" : of every workload) for a target, fastest first.
   std::vector<TuningRecord> tuningRecords(const std::string& workloadKey, const std::string& target);
 

@@ -242,4 +242,105 @@ std::string barChartSvg(const std::string& title, const std::string& unit, const
   return svg + "</svg>\n";
 }
 
+
+std::string rooflineChartSvg(const std::string& title, double peakGflops,
+                             const std::vector<RooflineCeilingLine>& bandwidths, const std::vector<RooflineDot>& dots) {
+  const double width = kWidth + 110, height = kHeight + 60, right = 150;
+  // Ceiling colours apart from the dots' (teal memory-bound, orange compute-bound) and the peak's red.
+  static const char* lineColors[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f"};
+  auto lineColor = [](size_t i) { return std::string(lineColors[i % 5]); };
+  std::string svg = svgOpen(width, height, title);
+  double plotW = width - kLeft - right, plotH = height - kTop - kBottom;
+  // Axis ranges in decades: the dots, the ridge points and the peak, with some room.
+  double xLo = INFINITY, xHi = -INFINITY, yLo = INFINITY, yHi = -INFINITY;
+  auto include = [&](double x, double y) {
+    if (!(x > 0) || !(y > 0) || !std::isfinite(x) || !std::isfinite(y)) return;
+    xLo = std::min(xLo, x);
+    xHi = std::max(xHi, x);
+    yLo = std::min(yLo, y);
+    yHi = std::max(yHi, y);
+  };
+  for (const auto& d : dots) include(d.intensity, d.gflops);
+  for (const auto& b : bandwidths)
+    if (b.gbPerSecond > 0 && peakGflops > 0) include(peakGflops / b.gbPerSecond, peakGflops);
+  if (!std::isfinite(xLo)) {
+    svg += text(width / 2, height / 2, "no calls with FLOPs to place", " text-anchor=\"middle\"");
+    return svg + "</svg>\n";
+  }
+  double x0 = std::floor(std::log10(xLo) - 0.3), x1 = std::ceil(std::log10(xHi) + 0.3);
+  double y0 = std::floor(std::log10(yLo) - 0.3), y1 = std::ceil(std::log10(yHi) + 0.2);
+  auto px = [&](double x) { return kLeft + (std::log10(x) - x0) / (x1 - x0) * plotW; };
+  auto py = [&](double y) { return kTop + plotH - (std::log10(y) - y0) / (y1 - y0) * plotH; };
+
+  for (double e = x0; e <= x1 + 1e-9; e += 1) {
+    double x = std::pow(10, e);
+    svg += line(px(x), kTop, px(x), kTop + plotH, "stroke=\"#e0e0e0\"");
+    svg += text(px(x), kTop + plotH + 16, shortNumber(x), " text-anchor=\"middle\"");
+  }
+  for (double e = y0; e <= y1 + 1e-9; e += 1) {
+    double y = std::pow(10, e);
+    svg += line(kLeft, py(y), kLeft + plotW, py(y), "stroke=\"#e0e0e0\"");
+    svg += text(kLeft - 6, py(y) + 4, shortNumber(y), " text-anchor=\"end\"");
+  }
+  svg += line(kLeft, kTop + plotH, kLeft + plotW, kTop + plotH, "stroke=\"#333333\"");
+  svg += line(kLeft, kTop, kLeft, kTop + plotH, "stroke=\"#333333\"");
+  svg += text(kLeft + plotW / 2, height - 12, "arithmetic intensity (FLOPs / byte moved)", " text-anchor=\"middle\"");
+  svg += text(16, kTop + plotH / 2, "GFLOP/s",
+              " text-anchor=\"middle\" transform=\"rotate(-90 16 " + num(kTop + plotH / 2) + ")\"");
+
+  // Ceilings, clipped to the plot: each bandwidth rises with slope 1 until it meets the peak.
+  svg += "<clipPath id=\"roofline-plot\"><rect x=\"" + num(kLeft) + "\" y=\"" + num(kTop) + "\" width=\"" +
+         num(plotW) + "\" height=\"" + num(plotH) + "\"/></clipPath>\n<g clip-path=\"url(#roofline-plot)\">\n";
+  double xMin = std::pow(10, x0), xMax = std::pow(10, x1);
+  for (size_t i = 0; i < bandwidths.size(); ++i) {
+    const auto& b = bandwidths[i];
+    if (!(b.gbPerSecond > 0)) continue;
+    double ridge = peakGflops > 0 ? peakGflops / b.gbPerSecond : xMax;
+    svg += "<line class=\"ceiling\" x1=\"" + num(px(xMin)) + "\" y1=\"" + num(py(xMin * b.gbPerSecond)) + "\" x2=\"" +
+           num(px(std::min(ridge, xMax))) + "\" y2=\"" + num(py(std::min(ridge, xMax) * b.gbPerSecond)) +
+           "\" stroke=\"" + lineColor(i) + "\" stroke-width=\"2\"><title>" +
+           xmlEscape(b.name + ": " + shortNumber(b.gbPerSecond) + " GB/s") + "</title></line>\n";
+  }
+  if (peakGflops > 0)
+    svg += "<line class=\"ceiling\" x1=\"" + num(kLeft) + "\" y1=\"" + num(py(peakGflops)) + "\" x2=\"" +
+           num(kLeft + plotW) + "\" y2=\"" + num(py(peakGflops)) + "\" stroke=\"#d62728\" stroke-width=\"2\"><title>" +
+           xmlEscape("FMA peak: " + shortNumber(peakGflops) + " GFLOP/s") + "</title></line>\n";
+  svg += "</g>\n";
+
+  // Calls, largest first so that small ones stay visible on top.
+  std::vector<const RooflineDot*> order;
+  for (const auto& d : dots)
+    if (d.intensity > 0 && d.gflops > 0 && std::isfinite(d.intensity) && std::isfinite(d.gflops)) order.push_back(&d);
+  std::stable_sort(order.begin(), order.end(), [](const RooflineDot* a, const RooflineDot* b) { return a->share > b->share; });
+  for (const RooflineDot* d : order) {
+    double r = 3 + 17 * std::sqrt(std::clamp(d->share, 0.0, 1.0));
+    svg += "<circle class=\"call\" cx=\"" + num(px(d->intensity)) + "\" cy=\"" + num(py(d->gflops)) + "\" r=\"" +
+           num(r) + "\" fill=\"" + (d->memoryBound ? "#17becf" : "#ff7f0e") +
+           "\" fill-opacity=\"0.55\" stroke=\"#333333\" stroke-width=\"0.5\"><title>" + xmlEscape(d->title) +
+           "</title></circle>\n";
+  }
+
+  // Legend: the ceilings, then what the dots mean.
+  double lx = width - right + 10, ly = kTop + 10;
+  if (peakGflops > 0) {
+    svg += line(lx, ly, lx + 20, ly, "stroke=\"#d62728\" stroke-width=\"2\"");
+    svg += text(lx + 25, ly + 4, "peak " + shortNumber(peakGflops));
+    ly += 18;
+  }
+  for (size_t i = 0; i < bandwidths.size(); ++i) {
+    svg += line(lx, ly, lx + 20, ly, "stroke=\"" + lineColor(i) + "\" stroke-width=\"2\"");
+    svg += text(lx + 25, ly + 4, bandwidths[i].name + " " + shortNumber(bandwidths[i].gbPerSecond) + " GB/s");
+    ly += 18;
+  }
+  ly += 6;
+  svg += "<circle cx=\"" + num(lx + 8) + "\" cy=\"" + num(ly) + "\" r=\"5\" fill=\"#17becf\" fill-opacity=\"0.55\"/>\n";
+  svg += text(lx + 18, ly + 4, "memory-bound", " font-size=\"10\"");
+  ly += 16;
+  svg += "<circle cx=\"" + num(lx + 8) + "\" cy=\"" + num(ly) + "\" r=\"5\" fill=\"#ff7f0e\" fill-opacity=\"0.55\"/>\n";
+  svg += text(lx + 18, ly + 4, "compute-bound", " font-size=\"10\"");
+  ly += 16;
+  svg += text(lx, ly + 4, "area: share of time", " fill=\"#666666\" font-size=\"10\"");
+  return svg + "</svg>\n";
+}
+
 }  // namespace kiln::profiler

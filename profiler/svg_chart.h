@@ -1,5 +1,5 @@
 // Small self-contained SVG charts for the HTML reports: line charts (a series per backend over
-// batch sizes) and horizontal bar charts (top operators, speedups). Output is well-formed XML
+// batch sizes), horizontal bar charts (top operators, speedups) and log-log roofline charts. Output is well-formed XML
 // with inline styling only, so a report is one file that opens anywhere.
 #pragma once
 
@@ -37,6 +37,27 @@ std::string lineChartSvg(const std::string& title, const std::string& xLabel, co
 /// (1.0 on a speedup chart).
 std::string barChartSvg(const std::string& title, const std::string& unit, const std::vector<ChartBar>& bars,
                         double reference = 0);
+
+/// A roofline ceiling: a bandwidth line (GB/s, slope 1 on log-log axes) up to the peak.
+struct RooflineCeilingLine {
+  std::string name;  // "L1", "DRAM"
+  double gbPerSecond = 0;
+};
+
+/// One call on a roofline chart.
+struct RooflineDot {
+  double intensity = 0;  // x: FLOPs per byte (> 0 to be drawn)
+  double gflops = 0;     // y: achieved GFLOP/s (> 0 to be drawn)
+  double share = 0;      // of the total time, 0..1: the dot's area
+  std::string title;     // its tooltip
+  bool memoryBound = true;
+};
+
+/// Log-log axes (FLOPs/byte against GFLOP/s) with the peak as a horizontal line, each bandwidth as
+/// a line of slope 1 up to its ridge point, and one circle (class "call") per dot with x and y
+/// > 0, its area proportional to its share of the time. Axes fit the dots and the ceilings.
+std::string rooflineChartSvg(const std::string& title, double peakGflops,
+                             const std::vector<RooflineCeilingLine>& bandwidths, const std::vector<RooflineDot>& dots);
 
 /// Escapes & < > " ' for XML text and attributes.
 std::string xmlEscape(const std::string& text);

@@ -1,11 +1,12 @@
 // kiln profile MODEL [--repeat N] [--warmup N] [--top N] [--by call|op] [--trace FILE] [--json FILE]
-//                    [--timeout SECONDS] [--in-process]
+//                    [--timeout SECONDS] [--in-process] [--roofline [--measure-ceilings]]
 // The profile runs in a `kiln measure-worker` of its own (a fresh process with nothing else in
 // it, as every backend of `kiln compare`), unless --in-process.
 //                    [--batch N] [-O] [--target] [--threads] [--db FILE] [--no-store] [--session ID]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 
 #include "app/cli/commands.h"
 
@@ -16,6 +17,7 @@ struct ProfileArgs {
   std::string model, json, trace, by = "call";
   int repeat = 20, warmup = 3, top = 20;
   bool isolate = false, inProcess = false;
+  bool roofline = false, measureCeilings = false;
   double timeout = 30;
   BuildFlags flags;
   StoreFlags store;
@@ -56,6 +58,42 @@ void printRows(const std::vector<profiler::OpRecord>& rows, int top, bool groupe
     std::printf("     ... %zu more (--top 0 shows all)\n", rows.size() - static_cast<size_t>(top));
 }
 
+/// The ceilings in two lines, then per call (the `rows` order, top N) its place on the roofline.
+void printRoofline(const app::ProfileResult& r, const std::vector<profiler::OpRecord>& rows, int top) {
+  const profiler::MachineCeilings& c = *r.ceilings;
+  std::string levels;
+  for (const auto& b : c.bandwidth) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f", levels.empty() ? "" : ", ", b.level.c_str(), b.gbPerSecond);
+    levels += buf;
+  }
+  std::printf("\nroofline (%d thread%s): FMA peak %.1f GFLOP/s (f32 x%d); bandwidth GB/s: %s\n", c.threads,
+              c.threads == 1 ? "" : "s", c.peakGflops, c.vectorBits / 32, levels.c_str());
+  std::string which = c.id > 0 ? "ceilings #" + std::to_string(c.id) : std::string("ceilings (not stored)");
+  std::printf("%s measured %s (%s; kiln roofline --measure measures again)\n", which.c_str(), c.measuredAt.c_str(),
+              r.ceilingsReused ? "from the store" : "just now");
+  std::printf("%4s %-22s %10s %9s %6s %9s %9s %8s  %s\n", "#", "ops", "FLOPs/B", "GFLOP/s", "level", "bound",
+              "% bound", "% time", "bound by");
+  std::map<int, const profiler::RooflinePoint*> byCall;
+  for (const auto& p : r.roofline) byCall[p.call] = &p;
+  int shown = 0;
+  for (const auto& op : rows) {
+    auto it = byCall.find(op.index);
+    if (it == byCall.end()) continue;
+    if (top > 0 && shown++ >= top) break;
+    const profiler::RooflinePoint& p = *it->second;
+    std::printf("%4d %-22s %10.3g %9.2f %6s %9.1f %9.1f %8.1f  %s\n", p.call, clip(opsText(p.ops), 22).c_str(),
+                p.intensity, p.gflops, p.level.c_str(), p.boundGflops, p.percentOfBound, p.percentOfTime,
+                p.flops <= 0 ? "memory (no FLOPs)" : p.memoryBound ? "memory" : "compute");
+  }
+  bool winograd = false;
+  for (const auto& p : r.roofline)
+    for (const auto& op : p.ops) winograd = winograd || op.find("winograd") != std::string::npos;
+  if (winograd)
+    std::printf("note: Winograd convolutions count the direct convolution's FLOPs (effective GFLOP/s, as PyTorch "
+                "and oneDNN report them): they can exceed 100 %% of the bound\n");
+}
+
 int profileCommand(const ProfileArgs& a) {
   if (a.by != "call" && a.by != "op")
     return fail("--by must be 'call' or 'op', got '" + a.by + "'", ErrorKind::Usage);
@@ -69,6 +107,8 @@ int profileCommand(const ProfileArgs& a) {
   options.store = storeOptions(a.store);
   options.isolate.enabled = !a.inProcess;
   options.isolate.timeoutSeconds = a.timeout;
+  options.roofline = a.roofline || a.measureCeilings;
+  options.remeasureCeilings = a.measureCeilings;
   auto result = app::profile(a.model, options);
   if (!result) return fail(result.error());
   const auto& r = result.value();
@@ -94,6 +134,13 @@ int profileCommand(const ProfileArgs& a) {
                      [](const auto& x, const auto& y) { return x.timeUs > y.timeUs; });
   }
   printRows(rows, a.top, a.by == "op");
+  if (options.roofline && r.ceilings) {
+    if (a.by == "op") {
+      rows = p.ops;
+      std::stable_sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.timeUs > y.timeUs; });
+    }
+    printRoofline(r, rows, a.top);
+  }
 
   std::fflush(stdout);
   if (p.endToEnd.noisy())
@@ -132,6 +179,10 @@ void registerProfile(CLI::App& cli, Action& action) {
   // Isolation is the default now; the flag stays for scripts that pass it.
   cmd->add_flag("--isolate", args->isolate, "(the default) measure in a worker process: a crash or hang is exit code 7");
   cmd->add_flag("--in-process", args->inProcess, "measure in this process (no worker; a crashing kernel ends kiln)");
+  cmd->add_flag("--roofline", args->roofline,
+                "place every call on the machine's roofline: arithmetic intensity, attainable bound, % of it "
+                "(the ceilings are measured once per machine and thread count and kept in the store)");
+  cmd->add_flag("--measure-ceilings", args->measureCeilings, "with --roofline: measure the ceilings again");
   cmd->add_option("--timeout", args->timeout, "seconds the kernels may run in the worker (compilation excluded)")
       ->check(CLI::PositiveNumber);
   addBatchFlag(cmd, args->flags);

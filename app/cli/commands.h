@@ -67,6 +67,7 @@ void registerRun(CLI::App& cli, Action& action);
 void registerIr(CLI::App& cli, Action& action);
 void registerCompare(CLI::App& cli, Action& action);
 void registerProfile(CLI::App& cli, Action& action);
+void registerRoofline(CLI::App& cli, Action& action);
 void registerSweep(CLI::App& cli, Action& action);
 void registerSessions(CLI::App& cli, Action& action);
 void registerReport(CLI::App& cli, Action& action);

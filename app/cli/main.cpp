@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   cli::registerIr(cli, action);
   cli::registerCompare(cli, action);
   cli::registerProfile(cli, action);
+  cli::registerRoofline(cli, action);
   cli::registerSweep(cli, action);
   cli::registerSessions(cli, action);
   cli::registerReport(cli, action);

@@ -27,6 +27,7 @@
 
 #include "app/doctor.h"
 #include "app/gui/profile_view.h"
+#include "app/gui/roofline_view.h"
 #include "app/gui/session_view.h"
 #include "app/gui/sweep_view.h"
 #include "app/gui/tuning_view.h"
@@ -187,6 +188,7 @@ void MainWindow::openModelFile(const QString& path) {
   m_graph->clear(tr("Opening %1…").arg(name));
   m_ir->clear(tr("Opening %1…").arg(name));
   m_profile->clear(tr("No profile yet: press Profile (Ctrl+P) to time every kernel call."));
+  m_roofline->clear(tr("No profile yet: press Profile (Ctrl+P); its calls are placed against the machine's ceilings."));
   m_compare->clear(tr("No comparison yet: press Compare (Ctrl+R) to time PyTorch and Kiln on the same input."));
   m_sweep->clear(tr("No sweep yet: choose batch sizes and backends, then Run sweep (Ctrl+Shift+S)."));
   m_graph->setProfile(std::nullopt);
@@ -385,6 +387,8 @@ void MainWindow::profile() {
   // Generated code runs in a `kiln measure-worker`: a kernel that crashes or hangs fails the job,
   // not the workbench.
   o.isolate.enabled = true;
+  // Every profile goes on the roofline: the ceilings are measured once per thread count.
+  o.roofline = true;
   std::string path = m_modelPath.toStdString();
   setStatus(tr("Profiling %1 (compile, then time each call)…").arg(qs(m_model->name)));
   m_profileJob->start(
@@ -397,7 +401,9 @@ void MainWindow::profile() {
         if (failed(r, QStringLiteral("profile"), tr("Profiling failed"))) return;
         m_lastProfile = r.value();
         const app::ProfileResult& p = *m_lastProfile;
-        m_profile->setProfile(p.profile, QStringLiteral("%1, %2 -O%3").arg(qs(p.model), qs(p.build.target)).arg(p.build.optLevel));
+        QString title = QStringLiteral("%1, %2 -O%3").arg(qs(p.model), qs(p.build.target)).arg(p.build.optLevel);
+        m_profile->setProfile(p.profile, title);
+        m_roofline->setProfile(p.profile, p.ceilings, title);
         // Heat colouring maps calls by index: only onto the same build's graph.
         bool sameBuild = m_inspection && m_inspection->targetString == p.build.target &&
                          m_inspection->optLevel == p.build.optLevel &&
@@ -712,6 +718,7 @@ void MainWindow::diffBuilds(int64_t buildA, int64_t buildB) {
                       [this](app::Result<app::BuildDiff> r) {
                         if (failed(r, QStringLiteral("diff"), tr("Cannot diff these builds"))) return;
                         m_diff->setDiff(r.value());
+                        m_roofline->setComparison(r.value());
                         showTab(DiffTab);
                         finishJob(QStringLiteral("diff"), true);
                       });
@@ -726,6 +733,8 @@ void MainWindow::openStoredRun(int64_t sessionId, int64_t runId) {
     for (const auto& p : s->profiles) {
       if (p.runId != runId) continue;
       m_profile->setProfile(p.profile, title);
+      const profiler::MachineCeilings* ceilings = s->ceilingsOfRun(runId);
+      m_roofline->setProfile(p.profile, ceilings ? std::optional(*ceilings) : std::nullopt, title);
       showTab(ProfileTab);
       return;
     }

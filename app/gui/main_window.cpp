@@ -44,6 +44,7 @@
 #include "app/gui/ir_view.h"
 #include "app/gui/job_runner.h"
 #include "app/gui/profile_view.h"
+#include "app/gui/roofline_view.h"
 #include "app/gui/session_view.h"
 #include "app/gui/sweep_view.h"
 #include "app/gui/tuning_view.h"
@@ -126,7 +127,10 @@ MainWindow::MainWindow(WorkbenchOptions options, QWidget* parent)
 }
 
 MainWindow::~MainWindow() {
-  // Trackers cancel in their destructors; results still in flight find the QPointer null.
+  // Trackers cancel in their destructors; results still in flight find the QPointer null. Their
+  // signals must not reach this half-destroyed window (a tracker cancelling a running job while
+  // QWidget deletes the children called updateActions() → findChildren() on freed children).
+  for (JobTracker* t : findChildren<JobTracker*>()) t->disconnect(this);
 }
 
 JobTracker* MainWindow::tracker(const QString& name) const {
@@ -255,6 +259,7 @@ void MainWindow::createViews() {
   m_tuning = new TuningView(this);
   m_diff = new SessionDiffView(this);
   m_doctor = new DoctorView(this);
+  m_roofline = new RooflineView(this);
   m_tabs->addTab(m_graph, tr("Graph"));
   m_tabs->addTab(m_ir, tr("IR"));
   m_tabs->addTab(m_profile, tr("Profile"));
@@ -263,6 +268,7 @@ void MainWindow::createViews() {
   m_tabs->addTab(m_tuning, tr("Tuning"));
   m_tabs->addTab(m_diff, tr("Sessions diff"));
   m_tabs->addTab(m_doctor, tr("Doctor"));
+  m_tabs->addTab(m_roofline, tr("Roofline"));
   setCentralWidget(m_tabs);
 
   m_sessions = new SessionBrowser(this);
@@ -278,6 +284,11 @@ void MainWindow::createViews() {
   connect(m_profile, &ProfileView::callActivated, this, [this](int call) {
     m_graph->selectCall(call);
     showTab(GraphTab);
+  });
+  connect(m_roofline, &RooflineView::callActivated, this, [this](int call) {
+    // The call stays on screen; the Profile and Graph views show it selected when opened.
+    m_profile->selectCall(call);
+    m_graph->selectCall(call);
   });
   connect(m_sweep, &SweepView::runRequested, this, [this] { sweep(); });
   connect(m_sweep, &SweepView::resumeRequested, this, [this] { sweep(true); });

@@ -35,6 +35,7 @@ class GraphView;
 class IrView;
 class JobTracker;
 class ProfileView;
+class RooflineView;
 class SessionBrowser;
 class SessionDiffView;
 class SweepView;
@@ -54,7 +55,7 @@ struct WorkbenchOptions {
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum Tab { GraphTab, IrTab, ProfileTab, CompareTab, SweepTab, TuningTab, DiffTab, DoctorTab, TabCount };
+  enum Tab { GraphTab, IrTab, ProfileTab, CompareTab, SweepTab, TuningTab, DiffTab, DoctorTab, RooflineTab, TabCount };
 
   explicit MainWindow(WorkbenchOptions options, QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -109,6 +110,7 @@ class MainWindow : public QMainWindow {
   GraphView* graphView() const { return m_graph; }
   IrView* irView() const { return m_ir; }
   ProfileView* profileView() const { return m_profile; }
+  RooflineView* rooflineView() const { return m_roofline; }
   CompareView* compareView() const { return m_compare; }
   SweepView* sweepView() const { return m_sweep; }
   TuningView* tuningView() const { return m_tuning; }
@@ -202,6 +204,7 @@ class MainWindow : public QMainWindow {
   GraphView* m_graph;
   IrView* m_ir;
   ProfileView* m_profile;
+  RooflineView* m_roofline;
   CompareView* m_compare;
   SweepView* m_sweep;
   TuningView* m_tuning;

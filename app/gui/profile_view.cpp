@@ -87,6 +87,18 @@ ProfileView::ProfileView(QWidget* parent) : QWidget(parent) {
 
 QChart* ProfileView::chart() const { return m_chartView->chart(); }
 
+bool ProfileView::selectCall(int call) {
+  if (m_byOperator->isChecked()) return false;
+  for (int row = 0; row < m_proxy->rowCount(); ++row) {
+    QModelIndex index = m_proxy->index(row, 0);
+    if (index.data(ProfileTableModel::CallRole).toInt() != call) continue;
+    m_table->selectRow(row);
+    m_table->scrollTo(index);
+    return true;
+  }
+  return false;
+}
+
 void ProfileView::clear(const QString& message) {
   m_profile.reset();
   m_model->clear();

@@ -32,6 +32,9 @@ class ProfileView : public QWidget {
   QChart* chart() const;
   /// Bars in the top-N chart (for tests).
   int chartBarCount() const { return m_barCount; }
+  /// Selects (and scrolls to) the row of call `call` in the per-call table; false when not shown
+  /// (grouped by operator, or filtered out).
+  bool selectCall(int call);
 
  signals:
   void callActivated(int call);

@@ -121,6 +121,11 @@ void WorkbenchScript::addScreenshotTour(const QString& model, const QString& bad
     w->compile();
   });
   add(QStringLiteral("profile -O3"), [w] { w->profile(); });
+  add(QStringLiteral("grab roofline"), [this, w, dir] {
+    w->showTab(MainWindow::RooflineTab);
+    QApplication::processEvents();
+    grab(dir, QStringLiteral("03b-roofline.png"));
+  });
   add(QStringLiteral("compare"), [w] {
     w->compareView()->setIncludeTorchCompile(false);
     w->compareBackends();
@@ -176,7 +181,8 @@ void WorkbenchScript::addScreenshotTour(const QString& model, const QString& bad
                                                           {MainWindow::CompareTab, "04-compare.png"},
                                                           {MainWindow::SweepTab, "05-sweep.png"},
                                                           {MainWindow::TuningTab, "06-tuning.png"},
-                                                          {MainWindow::DiffTab, "07-sessions-diff.png"}};
+                                                          {MainWindow::DiffTab, "07-sessions-diff.png"},
+                                                          {MainWindow::RooflineTab, "07b-roofline-o2-to-o3.png"}};
   for (const auto& [tab, file] : tabs) {
     add(QStringLiteral("grab ") + QLatin1String(file), [this, w, dir, tab = tab, file = file] {
       w->showTab(tab);

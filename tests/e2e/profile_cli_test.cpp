@@ -4,7 +4,9 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +94,99 @@ TEST_F(ProfileCli, ProfileTwoBuildsThenShowDiffAndReport) {
   EXPECT_NE(read(file("r.html")).find("<svg"), std::string::npos);
   EXPECT_EQ(read(file("r.csv")).rfind("session_id,run_id,run_kind,date,model,sha256,backend,batch,status", 0),
             0u);
+}
+
+TEST_F(ProfileCli, RooflinePerCallInTheJsonAndTheReport) {
+  std::string rdb = file("roofline.db");
+  Outcome measured = kiln("roofline --threads 2 --db " + rdb + " --json " + file("ceilings.json"));
+  ASSERT_EQ(measured.exitCode, 0) << measured.err;
+  EXPECT_NE(measured.out.find("ceilings measured now"), std::string::npos) << measured.out;
+  EXPECT_NE(measured.out.find("DRAM"), std::string::npos) << measured.out;
+  nlohmann::json ceilings = nlohmann::json::parse(read(file("ceilings.json")));
+  EXPECT_EQ(ceilings["threads"], 2);
+  EXPECT_FALSE(ceilings["reused"].get<bool>());
+  Outcome reused = kiln("roofline --threads 2 --db " + rdb);
+  ASSERT_EQ(reused.exitCode, 0) << reused.err;
+  EXPECT_NE(reused.out.find("ceilings from the store"), std::string::npos) << reused.out;
+
+  Outcome o = kiln("profile " + model() + " --repeat 3 --threads 2 --roofline --top 0 --db " + rdb + " --json " +
+                   file("roofline.json"));
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_NE(o.out.find("roofline (2 threads)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("from the store"), std::string::npos) << o.out;  // what kiln roofline measured
+  nlohmann::json j = nlohmann::json::parse(read(file("roofline.json")));
+  ASSERT_TRUE(j.contains("ceilings")) << j.dump();
+  EXPECT_EQ(j["ceilings"]["id"], ceilings["id"]);
+  EXPECT_EQ(j["context"]["ceilings_id"], ceilings["id"]);
+  double peak = j["ceilings"]["peak_gflops"].get<double>();
+  const nlohmann::json& levels = j["ceilings"]["bandwidth"];
+  ASSERT_TRUE(j.contains("roofline")) << j.dump();
+  const nlohmann::json& calls = j["calls"];
+  const nlohmann::json& roof = j["roofline"];
+  ASSERT_EQ(roof.size(), calls.size());
+  ASSERT_GT(roof.size(), 0u);
+  auto near = [](double a, double b) { return std::abs(a - b) <= 1e-9 + 1e-6 * std::max(std::abs(a), std::abs(b)); };
+  for (size_t i = 0; i < roof.size(); ++i) {
+    const nlohmann::json& r = roof[i];
+    const nlohmann::json& c = calls[i];
+    SCOPED_TRACE(r.dump());
+    EXPECT_EQ(r["call"], c["index"]);
+    EXPECT_EQ(r["key"], c["key"]);
+    double flops = r["flops"].get<double>(), bytes = r["bytes"].get<double>(), us = r["time_us"].get<double>();
+    EXPECT_EQ(flops, c["flops"].get<double>());
+    EXPECT_EQ(bytes, c["bytes"].get<double>());
+    ASSERT_GT(bytes, 0);
+    ASSERT_GT(us, 0);
+    EXPECT_TRUE(near(r["intensity"].get<double>(), flops / bytes));
+    EXPECT_TRUE(near(r["gflops"].get<double>(), flops / (us * 1e3)));
+    // The level: the first whose capacity holds the bytes, DRAM (capacity 0) when none does.
+    std::string expected;
+    double bandwidth = 0;
+    for (const auto& l : levels) {
+      double capacity = l["capacity_bytes"].get<double>();
+      if (capacity == 0 || bytes <= capacity) {
+        expected = l["level"].get<std::string>();
+        bandwidth = l["gb_per_second"].get<double>();
+        break;
+      }
+    }
+    EXPECT_EQ(r["level"], expected);
+    EXPECT_TRUE(near(r["bandwidth_gb_per_second"].get<double>(), bandwidth));
+    double bound = r["bound_gflops"].get<double>();
+    if (flops > 0) {
+      EXPECT_TRUE(near(bound, std::min(peak, flops / bytes * bandwidth)));
+      EXPECT_TRUE(near(r["percent_of_bound"].get<double>(), 100 * r["gflops"].get<double>() / bound));
+      EXPECT_EQ(r["bound"], flops / bytes * bandwidth < peak ? "memory" : "compute");
+    } else {
+      EXPECT_EQ(bound, 0);
+      EXPECT_EQ(r["bound"], "memory");
+      EXPECT_TRUE(near(r["percent_of_bound"].get<double>(), 100 * bytes / (us * 1e3) / bandwidth));
+    }
+  }
+
+  nlohmann::json stored = j["stored"];
+  Outcome report = kiln("report " + std::to_string(stored["session"].get<int64_t>()) + " --html " +
+                        file("roofline.html") + " --db " + rdb);
+  ASSERT_EQ(report.exitCode, 0) << report.err;
+  std::string html = read(file("roofline.html"));
+  EXPECT_NE(html.find("<h2>Roofline</h2>"), std::string::npos);
+  EXPECT_NE(html.find("class=\"chart roofline\""), std::string::npos);
+  size_t withFlops = 0;
+  for (const auto& c : calls) withFlops += c["flops"].get<double>() > 0;
+  size_t dots = 0;
+  for (size_t at = html.find("class=\"call\""); at != std::string::npos; at = html.find("class=\"call\"", at + 1)) ++dots;
+  EXPECT_EQ(dots, withFlops);
+
+  // Measured again on request: a new row, which the next profile refers to.
+  Outcome again = kiln("roofline --threads 2 --measure --db " + rdb + " --json " + file("ceilings2.json"));
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  nlohmann::json newer = nlohmann::json::parse(read(file("ceilings2.json")));
+  EXPECT_GT(newer["id"].get<int64_t>(), ceilings["id"].get<int64_t>());
+  Outcome plain = kiln("profile " + model() + " --repeat 1 --threads 2 --db " + rdb + " --json " + file("plain.json"));
+  ASSERT_EQ(plain.exitCode, 0) << plain.err;
+  nlohmann::json pj = nlohmann::json::parse(read(file("plain.json")));
+  EXPECT_EQ(pj["context"]["ceilings_id"], newer["id"]);  // referred to without --roofline
+  EXPECT_FALSE(pj.contains("roofline"));
 }
 
 TEST_F(ProfileCli, SweepPrintsATablePerBackendAndStores) {

@@ -4,6 +4,7 @@
 // person to look at.
 #include <QAreaSeries>
 #include <QChart>
+#include <QLineSeries>
 #include <QLogValueAxis>
 #include <QScatterSeries>
 #include <QValueAxis>
@@ -12,6 +13,7 @@
 #include <cmath>
 
 #include "app/gui/compare_view.h"
+#include "app/gui/roofline_view.h"
 #include "app/gui/sweep_view.h"
 #include "tests/gui/gui_test_support.h"
 
@@ -48,6 +50,42 @@ void save(QWidget* w, const char* name) {
   if (dir.isEmpty()) return;
   QCoreApplication::processEvents();
   QVERIFY(w->grab().save(QString::fromUtf8(dir) + QLatin1Char('/') + QLatin1String(name)));
+}
+
+/// Peak 100 GFLOP/s; L1 64 KiB at 400 GB/s, L2 2 MiB at 200, DRAM at 20.
+profiler::MachineCeilings ceilings() {
+  profiler::MachineCeilings c;
+  c.id = 1;
+  c.threads = 2;
+  c.peakGflops = 100;
+  c.bandwidth = {{"L1", 64 * 1024, 32 * 1024, 400}, {"L2", 2 << 20, 1 << 20, 200}, {"DRAM", 0, 64 << 20, 20}};
+  c.measuredAt = "2026-01-02T03:04:05Z";
+  return c;
+}
+
+/// Five calls: three convolutions, a layout transform without FLOPs, a dense layer.
+profiler::ProfileRecord rooflineProfile(double speedup) {
+  profiler::ProfileRecord p;
+  struct Call {
+    const char* op;
+    double flops, bytes, us;
+  };
+  const Call calls[] = {{"conv2d", 2.4e8, 3e6, 4000}, {"layout_transform", 0, 1e6, 80},
+                        {"conv2d", 1.2e8, 1.5e6, 2500}, {"conv2d", 6e7, 5e5, 900}, {"dense", 4e6, 8e6, 700}};
+  for (int i = 0; i < 5; ++i) {
+    profiler::OpRecord op;
+    op.index = i;
+    op.key = "v" + std::to_string(i);
+    op.name = "%" + op.key + " = " + calls[i].op;
+    op.ops = {calls[i].op};
+    op.flops = calls[i].flops;
+    op.bytes = calls[i].bytes;
+    op.timeUs = calls[i].us / speedup;
+    p.sumMs += op.timeUs / 1000;
+    p.ops.push_back(op);
+  }
+  for (auto& op : p.ops) op.percent = 100 * op.timeUs / (p.sumMs * 1000);
+  return p;
 }
 
 }  // namespace
@@ -158,6 +196,65 @@ class ViewsTest : public QObject {
       flagged += view.pointModel()->index(r, 0).data(SweepPointModel::DisagreeRole).toBool();
     QCOMPARE(flagged, 1);
     save(&view, "sweep.png");
+  }
+
+  void rooflineViewShowsOnePointPerCallWithFlops() {
+    RooflineView view;
+    view.resize(1000, 640);
+    profiler::ProfileRecord profile = rooflineProfile(1);
+    view.setProfile(profile, ceilings(), QStringLiteral("synthetic -O3"));
+    QCOMPARE(view.pointCount(), 4);  // the layout transform has no FLOPs
+    int dots = 0;
+    for (QScatterSeries* series : view.callSeries()) dots += series->count();
+    QCOMPARE(dots, 4);
+    QCOMPARE(view.arrowCount(), 0);
+    // Log-log axes, a line per bandwidth and one for the peak.
+    int lines = 0;
+    for (QAbstractSeries* s : view.chart()->series()) lines += qobject_cast<QLineSeries*>(s) && !qobject_cast<QScatterSeries*>(s);
+    QCOMPARE(lines, 3 + 1);
+    QCOMPARE(view.chart()->axes(Qt::Horizontal).size(), 1);
+    QVERIFY(qobject_cast<QLogValueAxis*>(view.chart()->axes(Qt::Horizontal)[0]));
+    QVERIFY(qobject_cast<QLogValueAxis*>(view.chart()->axes(Qt::Vertical)[0]));
+    // Dots sized by their share of the time: the largest call has the largest marker.
+    auto size = [&](int i) { return view.markerSizeOf(i); };
+    QVERIFY(size(0) > size(2));
+    QVERIFY(size(2) > size(3));
+    // A click picks the nearest dot and names its call.
+    QSignalSpy activated(&view, &RooflineView::callActivated);
+    const profiler::RooflinePoint& third = view.points()[2];
+    QCOMPARE(third.call, 3);
+    emit view.callSeries().front()->clicked(QPointF(third.intensity * 1.01, third.gflops * 0.99));
+    QCOMPARE(activated.size(), 1);
+    QCOMPARE(activated[0][0].toInt(), 3);
+    QVERIFY(view.detailText().contains(QStringLiteral("#3")));
+    QVERIFY(view.detailText().contains(QStringLiteral("L2")));  // 500 kB fits L2, not L1
+    save(&view, "roofline.png");
+  }
+
+  void rooflineViewDrawsArrowsFromOldToNew() {
+    RooflineView view;
+    view.resize(1000, 640);
+    app::BuildDiff diff;
+    diff.buildA = 1;
+    diff.buildB = 2;
+    diff.a.optLevel = 2;
+    diff.b.optLevel = 3;
+    diff.profileA = rooflineProfile(1);
+    diff.profileB = rooflineProfile(1.6);
+    diff.profileB.ops.pop_back();         // the dense call only in A
+    diff.profileB.ops[3].key = "other";  // and one call of B that A does not have
+    diff.ceilingsB = ceilings();
+    QSignalSpy activated(&view, &RooflineView::callActivated);
+    view.setComparison(diff);
+    QCOMPARE(view.pointCount(), 3);  // B's calls with FLOPs
+    QCOMPARE(view.arrowCount(), 2);  // B's calls A has too
+    int lines = 0;
+    for (QAbstractSeries* s : view.chart()->series()) lines += qobject_cast<QLineSeries*>(s) != nullptr;
+    QCOMPARE(lines, 3 + 1 + 2);  // ceilings, peak, arrows
+    emit view.callSeries().front()->clicked(QPointF(view.points()[0].intensity, view.points()[0].gflops));
+    QCOMPARE(activated.size(), 0);  // B need not be the profile on show: details only
+    QCOMPARE(view.selectedCall(), view.points()[0].call);
+    save(&view, "roofline-diff.png");
   }
 };
 

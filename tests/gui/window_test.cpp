@@ -19,6 +19,7 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QLineSeries>
+#include <QScatterSeries>
 #include <QtTest>
 
 #include "app/gui/compare_view.h"
@@ -28,6 +29,7 @@
 #include "app/gui/job_runner.h"
 #include "app/gui/main_window.h"
 #include "app/gui/profile_view.h"
+#include "app/gui/roofline_view.h"
 #include "app/gui/session_view.h"
 #include "app/gui/sweep_view.h"
 #include "app/gui/text_view.h"
@@ -152,6 +154,25 @@ class WindowTest : public QObject {
     QCOMPARE(m_window->profileView()->proxy()->rowCount(), model->rowCount());
     QVERIFY(m_window->profileView()->chartBarCount() >= 1);
     QVERIFY(result.stored.buildId > 0);
+    // The Roofline view: the ceilings measured (or reused) for the profile's threads, one dot
+    // per call with FLOPs, and a click on one selects that call in the Profile view.
+    QVERIFY(result.ceilings.has_value());
+    QCOMPARE(result.ceilings->threads, result.context.threads);
+    QCOMPARE(result.roofline.size(), result.profile.ops.size());
+    int withFlops = 0;
+    for (const auto& op : result.profile.ops) withFlops += op.flops > 0 && op.bytes > 0 && op.timeUs > 0;
+    RooflineView* roofline = m_window->rooflineView();
+    QVERIFY(withFlops > 0);
+    QCOMPARE(roofline->pointCount(), withFlops);
+    int dots = 0;
+    for (QScatterSeries* series : roofline->callSeries()) dots += series->count();
+    QCOMPARE(dots, withFlops);
+    const profiler::RooflinePoint& picked = roofline->points().back();
+    emit roofline->callSeries().front()->clicked(QPointF(picked.intensity, picked.gflops));
+    QCOMPARE(roofline->selectedCall(), picked.call);
+    QModelIndexList selected = m_window->profileView()->table()->selectionModel()->selectedRows();
+    QCOMPARE(selected.size(), 1);
+    QCOMPARE(selected[0].data(ProfileTableModel::CallRole).toInt(), picked.call);
   }
 
   // Profiles run in a measuring worker: a kernel that crashes there (KILN_FAULT, honoured by the
@@ -371,6 +392,13 @@ class WindowTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
     QVERIFY(m_window->diffView()->model()->rowCount() > 0);
     QCOMPARE(m_window->diffView()->model()->diff().buildA, builds->first);
+    // Both builds on the roofline: an arrow per call of B whose output values A computes too.
+    const app::BuildDiff& diff = m_window->diffView()->model()->diff();
+    QVERIFY(diff.ceilingsB.has_value());
+    RooflineView* roofline = m_window->rooflineView();
+    QVERIFY(roofline->pointCount() > 0);
+    QVERIFY(roofline->arrowCount() > 0);
+    QVERIFY(roofline->arrowCount() <= roofline->pointCount());
     m_window->setOptLevel(3);
   }
 
