@@ -8,7 +8,8 @@
 //
 //   setup     all workers load/compile in parallel and run once (their outputs go to .npy files)
 //   warm-up   each backend's `warmup` calls, then `number` is grown until a repeat lasts at
-//             least minRepeatMs (per backend, as Google Benchmark does)
+//             least minRepeatMs (per backend, as Google Benchmark does), then whole repeats
+//             until each process has run the model for at least minWarmupMs
 //   rounds    for each backend, for each of its processes: wait until every other worker's
 //             threads are parked (no thread of theirs runnable), then one untimed call and one
 //             timed repeat of `number` calls, timed inside the worker
@@ -52,6 +53,7 @@ struct BenchOptions {
   int warmup = 3;
   int repeat = 15;  // timed repeats per backend, spread over its processes
   double minRepeatMs = 20;
+  double minWarmupMs = 500;  // per process, untimed, before its first timed repeat
   int processes = 1;  // worker processes per backend
   double setupTimeoutSeconds = 600;  // loading and compiling, and the first run
   double runTimeoutSeconds = 60;     // one request of calls, after setup

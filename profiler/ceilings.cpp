@@ -14,6 +14,7 @@
 
 #include "codegen/llvm/jit.h"
 #include "codegen/target.h"
+#include "core/lower/peak_kernels.h"
 #include "core/lower/schedule.h"
 #include "core/tir/stmt.h"
 #include "profiler/context.h"
@@ -111,48 +112,6 @@ double bestSecondsPerCall(KilnKernelFn fn, void* const* args, const CeilingOptio
   return best;
 }
 
-/// `chains` independent accumulators of `lanes` lanes, acc = acc·a + b `iters` times, one
-/// parallel task per thread; each task stores the sum of its accumulators (so nothing is dead).
-tir::PrimFunc fmaKernel(int lanes, int chains, int64_t iters, int tasks) {
-  using namespace tir;
-  Buffer out = makeBuffer("out", Type::f32(), {int64_t{tasks} * lanes});
-  lower::RegisterTile acc("acc", Type::f32(), chains, lanes);
-  Expr t = Var::make("t"), i = Var::make("i");
-  std::vector<Stmt> init, step;
-  for (int c = 0; c < chains; ++c) init.push_back(acc.set(c, Broadcast::make(f32(1e-3 * (c + 1)), lanes)));
-  Expr a = Broadcast::make(f32(0.999), lanes), b = Broadcast::make(f32(1e-3), lanes);
-  for (int c = 0; c < chains; ++c) step.push_back(acc.set(c, acc.get(c) * a + b));
-  Expr sum = acc.get(0);
-  for (int c = 1; c < chains; ++c) sum = sum + acc.get(c);
-  Stmt body = Seq::make({Seq::make(init), For::make(i, i64(0), i64(iters), ForKind::Serial, Seq::make(step)),
-                         tir::Store::make(out, Ramp::make(t * lanes, i64(1), lanes), sum)});
-  PrimFunc f;
-  f.name = "kiln_ceiling_fma";
-  f.params = {out};
-  f.body = For::make(t, i64(0), i64(tasks), ForKind::Parallel, Allocate::make(acc.buffer(), body));
-  f.attrs["parallel_chunks"] = "1";
-  return f;
-}
-
-/// The triad over one buffer holding, per task, three arrays of `m` floats (a, b, c):
-/// a = b + s·c, `passes` times with s changing per pass. One buffer, so that code generation
-/// cannot treat the arrays as unrelated and drop the earlier passes.
-tir::PrimFunc triadKernel(int lanes, int64_t m, int64_t passes, int tasks) {
-  using namespace tir;
-  Buffer mem = makeBuffer("mem", Type::f32(), {int64_t{tasks} * 3 * m});
-  Expr t = Var::make("t"), r = Var::make("r"), v = Var::make("v");
-  Expr base = t * i64(3 * m) + v * i64(lanes);
-  Expr s = Broadcast::make(cast(Type::f32(), r) * f32(1e-4) + f32(0.5), lanes);
-  Stmt store = lower::vstore(mem, base, lower::vload(mem, base + i64(m), lanes) + s * lower::vload(mem, base + i64(2 * m), lanes));
-  Stmt inner = For::make(v, i64(0), i64(m / lanes), ForKind::Serial, store);
-  PrimFunc f;
-  f.name = "kiln_ceiling_triad";
-  f.params = {mem};
-  f.body = For::make(t, i64(0), i64(tasks), ForKind::Parallel, For::make(r, i64(0), i64(passes), ForKind::Serial, inner));
-  f.attrs["parallel_chunks"] = "1";
-  return f;
-}
-
 struct AlignedFloats {
   explicit AlignedFloats(int64_t n) : size(n) {
     size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
@@ -226,7 +185,7 @@ MachineCeilings measureCeilings(int threads, const CeilingOptions& options) {
   const int chains = lanes >= 16 ? 24 : 12;
   const int64_t iters = int64_t{1} << 16;
   {
-    tir::PrimFunc f = fmaKernel(lanes, chains, iters, threads);
+    tir::PrimFunc f = lower::fmaPeakKernel(lanes, chains, iters, threads);
     auto lib = codegen::JitLibrary::compile({f}, host);
     std::vector<float> out(static_cast<size_t>(threads) * lanes);
     void* args[] = {out.data()};
@@ -258,7 +217,7 @@ MachineCeilings measureCeilings(int threads, const CeilingOptions& options) {
     int64_t m1 = std::max<int64_t>(lanes, perThread / 12 / lanes * lanes);
     double callBytes = 12.0 * static_cast<double>(m1) * threads;
     int64_t passes = std::max<int64_t>(1, static_cast<int64_t>(bytesPerCall / callBytes));
-    tir::PrimFunc f = triadKernel(lanes, m1, passes, threads);
+    tir::PrimFunc f = lower::triadKernel(lanes, m1, passes, threads);
     auto lib = codegen::JitLibrary::compile({f}, host);
     AlignedFloats mem(int64_t{threads} * 3 * m1);
     void* args[] = {mem.data.get()};

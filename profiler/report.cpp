@@ -248,6 +248,30 @@ std::string rooflineSection(const SessionData& s, const StoredProfile& sp, const
   return h + "</table>\n";
 }
 
+/// Two profiled builds of the session on one roofline: the latest profile against the latest one
+/// of another build before it (e.g. untuned then tuned), an arrow per call that moved.
+std::string rooflineMovesSection(const SessionData& s, const StoredProfile& after) {
+  const StoredProfile* before = nullptr;
+  for (auto it = s.profiles.rbegin(); it != s.profiles.rend(); ++it)
+    if (it->buildId != after.buildId) {
+      before = &*it;
+      break;
+    }
+  if (!before) return "";
+  const MachineCeilings* c = s.ceilingsOfRun(after.runId);
+  const MachineCeilings* cb = s.ceilingsOfRun(before->runId);
+  if (!c || c->bandwidth.empty()) c = cb;
+  if (!cb || cb->bandwidth.empty()) cb = c;
+  if (!c || c->bandwidth.empty()) return "";
+  std::vector<RooflinePoint> a = rooflineOf(before->profile, *cb), b = rooflineOf(after.profile, *c);
+  std::string title = "Build " + std::to_string(before->buildId) + " (grey) → build " + std::to_string(after.buildId);
+  std::string h = "<h2>Roofline: build " + std::to_string(before->buildId) + " → build " +
+                  std::to_string(after.buildId) + "</h2>\n<p>Each call of the earlier build in grey, an arrow to the "
+                  "same call (the same output values) in the later one: right means more FLOPs per byte (a fusion "
+                  "saved traffic), up means faster.</p>\n";
+  return h + "<div class=\"chart roofline moves\">" + rooflineComparisonSvg(title, a, b, *c) + "</div>\n";
+}
+
 std::string profileSection(const SessionData& s, const ReportOptions& options) {
   if (s.profiles.empty()) return "";
   const StoredProfile& sp = s.profiles.back();
@@ -275,7 +299,7 @@ std::string profileSection(const SessionData& s, const ReportOptions& options) {
          td(fmt("%.1f", op.timeUs), true) + td(fmt("%.1f", op.percent), true) +
          td(fmt("%.2f", op.gflops()), true) + td(op.outputShape) + "</tr>\n";
   h += "</table>\n";
-  return h + rooflineSection(s, sp, ops);
+  return h + rooflineSection(s, sp, ops) + rooflineMovesSection(s, sp);
 }
 
 std::string csvField(const std::string& s) {

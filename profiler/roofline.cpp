@@ -1,6 +1,7 @@
 #include "profiler/roofline.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "profiler/op_profile.h"
@@ -59,10 +60,37 @@ std::vector<RooflinePoint> rooflineOf(const ProfileRecord& profile, const Machin
   return out;
 }
 
-std::string rooflineSvg(const std::string& title, const std::vector<RooflinePoint>& points,
-                        const MachineCeilings& ceilings) {
-  std::vector<RooflineCeilingLine> lines;
-  for (const BandwidthCeiling& b : ceilings.bandwidth) lines.push_back({b.level, b.gbPerSecond});
+double RooflineAxes::xMin() const { return std::pow(10.0, x0); }
+double RooflineAxes::xMax() const { return std::pow(10.0, x1); }
+double RooflineAxes::yMin() const { return std::pow(10.0, y0); }
+double RooflineAxes::yMax() const { return std::pow(10.0, y1); }
+
+RooflineAxes rooflineAxes(const std::vector<std::pair<double, double>>& points, double peakGflops,
+                          const std::vector<double>& bandwidths) {
+  double xLo = INFINITY, xHi = -INFINITY, yLo = INFINITY, yHi = -INFINITY;
+  auto include = [&](double x, double y) {
+    if (!(x > 0) || !(y > 0) || !std::isfinite(x) || !std::isfinite(y)) return;
+    xLo = std::min(xLo, x);
+    xHi = std::max(xHi, x);
+    yLo = std::min(yLo, y);
+    yHi = std::max(yHi, y);
+  };
+  for (const auto& [x, y] : points) include(x, y);
+  for (double b : bandwidths)
+    if (b > 0 && peakGflops > 0) include(peakGflops / b, peakGflops);
+  RooflineAxes axes;
+  if (!std::isfinite(xLo)) return axes;
+  axes.fitted = true;
+  axes.x0 = std::floor(std::log10(xLo) - 0.3);
+  axes.x1 = std::ceil(std::log10(xHi) + 0.3);
+  axes.y0 = std::floor(std::log10(yLo) - 0.3);
+  axes.y1 = std::ceil(std::log10(yHi) + 0.2);
+  return axes;
+}
+
+namespace {
+
+std::vector<RooflineDot> dotsOf(const std::vector<RooflinePoint>& points) {
   std::vector<RooflineDot> dots;
   for (const RooflinePoint& p : points) {
     char tip[160];
@@ -73,10 +101,29 @@ std::string rooflineSvg(const std::string& title, const std::vector<RooflinePoin
     d.gflops = p.gflops;
     d.share = p.percentOfTime / 100.0;
     d.title = "#" + std::to_string(p.call) + " " + joinOps(p.ops) + tip;
+    d.key = p.key;
     d.memoryBound = p.memoryBound;
     dots.push_back(std::move(d));
   }
-  return rooflineChartSvg(title, ceilings.peakGflops, lines, dots);
+  return dots;
+}
+
+std::vector<RooflineCeilingLine> linesOf(const MachineCeilings& ceilings) {
+  std::vector<RooflineCeilingLine> lines;
+  for (const BandwidthCeiling& b : ceilings.bandwidth) lines.push_back({b.level, b.gbPerSecond});
+  return lines;
+}
+
+}  // namespace
+
+std::string rooflineSvg(const std::string& title, const std::vector<RooflinePoint>& points,
+                        const MachineCeilings& ceilings) {
+  return rooflineChartSvg(title, ceilings.peakGflops, linesOf(ceilings), dotsOf(points));
+}
+
+std::string rooflineComparisonSvg(const std::string& title, const std::vector<RooflinePoint>& before,
+                                  const std::vector<RooflinePoint>& after, const MachineCeilings& ceilings) {
+  return rooflineChartSvg(title, ceilings.peakGflops, linesOf(ceilings), dotsOf(after), dotsOf(before));
 }
 
 }  // namespace kiln::profiler

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "profiler/ceilings.h"
@@ -49,9 +50,28 @@ RooflinePoint rooflinePoint(const OpRecord& op, const MachineCeilings& ceilings)
 /// One point per call, in execution order.
 std::vector<RooflinePoint> rooflineOf(const ProfileRecord& profile, const MachineCeilings& ceilings);
 
+/// The axes of a log-log roofline chart, in whole decades: [10^x0, 10^x1] × [10^y0, 10^y1] holding
+/// every point with x, y > 0 and every ridge point (peak / bandwidth, peak), with room around
+/// them. `fitted` is false when there was nothing to hold (then 0.1–100 on both axes).
+struct RooflineAxes {
+  double x0 = -1, x1 = 2, y0 = -1, y1 = 2;  // decades (log10)
+  bool fitted = false;
+  double xMin() const;
+  double xMax() const;
+  double yMin() const;
+  double yMax() const;
+};
+/// `points` are (FLOPs/byte, GFLOP/s); `bandwidths` in GB/s.
+RooflineAxes rooflineAxes(const std::vector<std::pair<double, double>>& points, double peakGflops,
+                          const std::vector<double>& bandwidths);
+
 /// The chart of a roofline as SVG (svg_chart.h's rooflineChartSvg): the ceilings as lines, one
 /// dot per call with FLOPs, its area proportional to its share of the time.
 std::string rooflineSvg(const std::string& title, const std::vector<RooflinePoint>& points,
                         const MachineCeilings& ceilings);
+/// Two builds of one model on one chart: `before`'s dots grey, `after`'s coloured, an arrow from
+/// each call's old point to its new one (calls matched by their key, the output value names).
+std::string rooflineComparisonSvg(const std::string& title, const std::vector<RooflinePoint>& before,
+                                  const std::vector<RooflinePoint>& after, const MachineCeilings& ceilings);
 
 }  // namespace kiln::profiler

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
+
+#include "profiler/roofline.h"
 
 namespace kiln::profiler {
 namespace {
@@ -244,31 +248,25 @@ std::string barChartSvg(const std::string& title, const std::string& unit, const
 
 
 std::string rooflineChartSvg(const std::string& title, double peakGflops,
-                             const std::vector<RooflineCeilingLine>& bandwidths, const std::vector<RooflineDot>& dots) {
+                             const std::vector<RooflineCeilingLine>& bandwidths, const std::vector<RooflineDot>& dots,
+                             const std::vector<RooflineDot>& previous) {
   const double width = kWidth + 110, height = kHeight + 60, right = 150;
   // Ceiling colours apart from the dots' (teal memory-bound, orange compute-bound) and the peak's red.
   static const char* lineColors[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#7f7f7f"};
   auto lineColor = [](size_t i) { return std::string(lineColors[i % 5]); };
   std::string svg = svgOpen(width, height, title);
   double plotW = width - kLeft - right, plotH = height - kTop - kBottom;
-  // Axis ranges in decades: the dots, the ridge points and the peak, with some room.
-  double xLo = INFINITY, xHi = -INFINITY, yLo = INFINITY, yHi = -INFINITY;
-  auto include = [&](double x, double y) {
-    if (!(x > 0) || !(y > 0) || !std::isfinite(x) || !std::isfinite(y)) return;
-    xLo = std::min(xLo, x);
-    xHi = std::max(xHi, x);
-    yLo = std::min(yLo, y);
-    yHi = std::max(yHi, y);
-  };
-  for (const auto& d : dots) include(d.intensity, d.gflops);
-  for (const auto& b : bandwidths)
-    if (b.gbPerSecond > 0 && peakGflops > 0) include(peakGflops / b.gbPerSecond, peakGflops);
-  if (!std::isfinite(xLo)) {
+  std::vector<std::pair<double, double>> xy;
+  for (const auto* set : {&dots, &previous})
+    for (const auto& d : *set) xy.emplace_back(d.intensity, d.gflops);
+  std::vector<double> gbs;
+  for (const auto& b : bandwidths) gbs.push_back(b.gbPerSecond);
+  RooflineAxes axes = rooflineAxes(xy, peakGflops, gbs);
+  if (!axes.fitted) {
     svg += text(width / 2, height / 2, "no calls with FLOPs to place", " text-anchor=\"middle\"");
     return svg + "</svg>\n";
   }
-  double x0 = std::floor(std::log10(xLo) - 0.3), x1 = std::ceil(std::log10(xHi) + 0.3);
-  double y0 = std::floor(std::log10(yLo) - 0.3), y1 = std::ceil(std::log10(yHi) + 0.2);
+  double x0 = axes.x0, x1 = axes.x1, y0 = axes.y0, y1 = axes.y1;
   auto px = [&](double x) { return kLeft + (std::log10(x) - x0) / (x1 - x0) * plotW; };
   auto py = [&](double y) { return kTop + plotH - (std::log10(y) - y0) / (y1 - y0) * plotH; };
 
@@ -307,15 +305,42 @@ std::string rooflineChartSvg(const std::string& title, double peakGflops,
            xmlEscape("FMA peak: " + shortNumber(peakGflops) + " GFLOP/s") + "</title></line>\n";
   svg += "</g>\n";
 
+  auto placeable = [](const RooflineDot& d) {
+    return d.intensity > 0 && d.gflops > 0 && std::isfinite(d.intensity) && std::isfinite(d.gflops);
+  };
+  auto radius = [](const RooflineDot& d) { return 3 + 17 * std::sqrt(std::clamp(d.share, 0.0, 1.0)); };
+  // The earlier build: grey dots, and an arrow from each to the same call's new dot.
+  int arrows = 0;
+  if (!previous.empty()) {
+    svg += "<defs><marker id=\"roofline-arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
+           "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555555\"/>"
+           "</marker></defs>\n";
+    std::map<std::string, const RooflineDot*> now;
+    for (const auto& d : dots)
+      if (placeable(d) && !d.key.empty()) now.emplace(d.key, &d);
+    for (const auto& d : previous) {
+      if (!placeable(d)) continue;
+      svg += "<circle class=\"previous\" cx=\"" + num(px(d.intensity)) + "\" cy=\"" + num(py(d.gflops)) + "\" r=\"" +
+             num(radius(d)) + "\" fill=\"#bbbbbb\" fill-opacity=\"0.5\" stroke=\"#888888\" stroke-width=\"0.5\"><title>" +
+             xmlEscape("before: " + d.title) + "</title></circle>\n";
+      auto to = now.find(d.key);
+      if (to == now.end()) continue;
+      double ax = px(d.intensity), ay = py(d.gflops), bx = px(to->second->intensity), by = py(to->second->gflops);
+      double length = std::hypot(bx - ax, by - ay);
+      if (length < 4) continue;  // the call did not move
+      ++arrows;
+      svg += "<line class=\"move\" x1=\"" + num(ax) + "\" y1=\"" + num(ay) + "\" x2=\"" + num(bx) + "\" y2=\"" + num(by) +
+             "\" stroke=\"#555555\" stroke-width=\"1\" marker-end=\"url(#roofline-arrow)\"/>\n";
+    }
+  }
   // Calls, largest first so that small ones stay visible on top.
   std::vector<const RooflineDot*> order;
   for (const auto& d : dots)
-    if (d.intensity > 0 && d.gflops > 0 && std::isfinite(d.intensity) && std::isfinite(d.gflops)) order.push_back(&d);
+    if (placeable(d)) order.push_back(&d);
   std::stable_sort(order.begin(), order.end(), [](const RooflineDot* a, const RooflineDot* b) { return a->share > b->share; });
   for (const RooflineDot* d : order) {
-    double r = 3 + 17 * std::sqrt(std::clamp(d->share, 0.0, 1.0));
     svg += "<circle class=\"call\" cx=\"" + num(px(d->intensity)) + "\" cy=\"" + num(py(d->gflops)) + "\" r=\"" +
-           num(r) + "\" fill=\"" + (d->memoryBound ? "#17becf" : "#ff7f0e") +
+           num(radius(*d)) + "\" fill=\"" + (d->memoryBound ? "#17becf" : "#ff7f0e") +
            "\" fill-opacity=\"0.55\" stroke=\"#333333\" stroke-width=\"0.5\"><title>" + xmlEscape(d->title) +
            "</title></circle>\n";
   }
@@ -340,6 +365,14 @@ std::string rooflineChartSvg(const std::string& title, double peakGflops,
   svg += text(lx + 18, ly + 4, "compute-bound", " font-size=\"10\"");
   ly += 16;
   svg += text(lx, ly + 4, "area: share of time", " fill=\"#666666\" font-size=\"10\"");
+  if (!previous.empty()) {
+    ly += 18;
+    svg += "<circle cx=\"" + num(lx + 8) + "\" cy=\"" + num(ly) + "\" r=\"5\" fill=\"#bbbbbb\" fill-opacity=\"0.5\"/>\n";
+    svg += text(lx + 18, ly + 4, "before", " font-size=\"10\"");
+    ly += 16;
+    svg += text(lx, ly + 4, std::to_string(arrows) + (arrows == 1 ? " call moved" : " calls moved"),
+                " fill=\"#666666\" font-size=\"10\"");
+  }
   return svg + "</svg>\n";
 }
 

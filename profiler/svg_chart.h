@@ -50,14 +50,19 @@ struct RooflineDot {
   double gflops = 0;     // y: achieved GFLOP/s (> 0 to be drawn)
   double share = 0;      // of the total time, 0..1: the dot's area
   std::string title;     // its tooltip
+  std::string key;       // matches a call across two builds (the arrows of a comparison)
   bool memoryBound = true;
 };
 
 /// Log-log axes (FLOPs/byte against GFLOP/s) with the peak as a horizontal line, each bandwidth as
 /// a line of slope 1 up to its ridge point, and one circle (class "call") per dot with x and y
-/// > 0, its area proportional to its share of the time. Axes fit the dots and the ceilings.
+/// > 0, its area proportional to its share of the time. Axes fit the dots and the ceilings
+/// (roofline.h's rooflineAxes). With `previous` (an earlier build of the same model) its dots are
+/// drawn grey (class "previous") and an arrow (class "move") leads from each previous dot to the
+/// dot with the same key.
 std::string rooflineChartSvg(const std::string& title, double peakGflops,
-                             const std::vector<RooflineCeilingLine>& bandwidths, const std::vector<RooflineDot>& dots);
+                             const std::vector<RooflineCeilingLine>& bandwidths, const std::vector<RooflineDot>& dots,
+                             const std::vector<RooflineDot>& previous = {});
 
 /// Escapes & < > " ' for XML text and attributes.
 std::string xmlEscape(const std::string& text);

@@ -10,10 +10,10 @@ For each sample CNN, in several interleaved rounds, each backend is timed
     environment (the module the worker builds, python/kiln_workers/bench_worker.py:load_module),
     torchscript-optimized with Debian's torch 1.13 (the same libtorch and BLAS as the row);
 and the ratio inside/alone is printed per backend and model (target: 0.9-1.1): the median of
-the rounds' ratios. Rounds alternate
-which side goes first (alone then inside, then inside then alone), so a slow drift of the shared
-machine falls on both sides alike, with the Python
-loop's figure beside it. Then Kiln's spread across 5 fresh processes: `kiln compare --backends
+the rounds' ratios. Each round sandwiches the comparison between two alone runs of every
+backend, the second in reverse order (B1..Bn, inside, Bn..B1), and takes the geometric mean of
+the two: a drift of the shared machine that is linear over the round then cancels for every
+backend, whatever its place in the order. The Python loop's figure is printed beside it. Then Kiln's spread across 5 fresh processes: `kiln compare --backends
 kiln --processes 5` times five Kiln workers side by side (each with --repeat repeats), and
 max/min of their medians is printed (target: <= 1.10).
 
@@ -23,7 +23,7 @@ one untimed call before each repeat, the median of the per-call times of the rep
 The rows: pytorch-eager, torchscript-optimized, onnxruntime, openvino and kiln; torch-compile too
 with --torch-compile (each alone run compiles again: 20-60 s per model and round).
 
-Usage: scripts/bench-fairness.sh [--models a,b,...] [--rounds N] [--threads N] [--repeat N]
+Usage: scripts/bench-fairness.sh [--models a,b,...] [--rounds N] [--threads N] [--batch N] [--repeat N]
                                  [--kiln PATH] [--models-dir DIR] [--python PY] [--torch-compile]
                                  [--backends a,b,...]
                                  [--json FILE]
@@ -51,7 +51,7 @@ def default_python():
         return "python3"
 
 
-def time_alone(path, mode, threads, repeat, min_repeat_ms=20.0, warmup=3):
+def time_alone(path, mode, threads, repeat, batch=1, min_repeat_ms=20.0, warmup=3):
     """PyTorch alone (runs in a child process of its own: see main). "eager": today's torch on the
     module Kiln's worker builds; "optimized": this interpreter's torch (Debian's 1.13), frozen and
     optimize_for_inference'd TorchScript."""
@@ -62,7 +62,8 @@ def time_alone(path, mode, threads, repeat, min_repeat_ms=20.0, warmup=3):
     module.eval()
     meta = json.loads(extra["kiln.json"] or "{}")
     torch.manual_seed(0)
-    inputs = [torch.randn(*spec["shape"]) for spec in meta["inputs"]]
+    # The sample models are traced at batch 1; the first dimension is the batch, as `compare --batch` sets it.
+    inputs = [torch.randn(batch, *spec["shape"][1:]) for spec in meta["inputs"]]
     optimize = mode == "optimized"
     if optimize:
         module = torch.jit.optimize_for_inference(torch.jit.freeze(module))
@@ -116,6 +117,7 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "app", "kiln"))
     ap.add_argument("--models-dir", default=os.path.join(ROOT, "build", "models"))
@@ -126,11 +128,12 @@ def main():
     ap.add_argument("--alone", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.alone:  # the child that times one PyTorch mode alone
-        print(json.dumps({"median_ms": time_alone(a.alone[0], a.alone[1], a.threads, a.repeat)}))
+        print(json.dumps({"median_ms": time_alone(a.alone[0], a.alone[1], a.threads, a.repeat, a.batch)}))
         return 0
 
     models = [m for m in a.models.split(",") if m]
-    common = ["--threads", str(a.threads), "--repeat", str(a.repeat), "--no-store", "--python", a.python]
+    common = ["--threads", str(a.threads), "--repeat", str(a.repeat), "--no-store", "--python", a.python,
+              "--batch", str(a.batch)]
     backends = a.backends.split(",") if a.backends else BACKENDS + (["torch-compile"] if a.torch_compile else [])
     common += ["--backends"]
     rows = {}  # (model, backend) -> {"alone": [...], "inside": [...]}
@@ -139,42 +142,39 @@ def main():
     for r in range(a.rounds):
         for model in models:
             path = os.path.join(a.models_dir, model + ".pt")
-            alone, python = {}, {}
+            before, after, python = {}, {}, {}
 
-            def run_alone():
+            def run_alone(order, into):
                 # A row that cannot run here (not installed) is left out, with its reason.
-                for backend in (backends if r % 2 == 0 else backends[::-1]):
+                for backend in order:
                     measured = medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common + [backend]))
                     if backend in measured:
-                        alone[backend] = measured[backend]
+                        into[backend] = measured[backend]
                     else:
                         print(f"{model}: {backend} did not run alone", file=sys.stderr)
 
-            def run_inside():
-                return medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common + [",".join(backends)]))
-
-            # Alone then inside in even rounds, inside then alone in odd ones (an ABBA design): a
-            # drift of the shared machine over a round then falls on both sides alike.
-            if r % 2 == 0:
-                run_alone()
-                inside = run_inside()
-            else:
-                inside = run_inside()
-                run_alone()
+            # B1..Bn alone, all inside, Bn..B1 alone: each backend's two alone runs lie equally far
+            # before and after the inside run, so a linear drift of the machine cancels in their mean.
+            run_alone(backends, before)
+            inside = medians_of(run_json([a.kiln, "compare", path, "--processes", "1"] + common + [",".join(backends)]))
+            run_alone(backends[::-1], after)
+            alone = {b: (before[b] * after[b]) ** 0.5 for b in before if b in after}
             for backend, interpreter, mode in (("pytorch-eager", a.python, "eager"),
                                                ("torchscript-optimized", sys.executable, "optimized")):
                 if backend not in backends:
                     continue
                 proc = subprocess.run([interpreter, __file__, "--alone", path, mode, "--threads", str(a.threads),
-                                       "--repeat", str(a.repeat)], capture_output=True, text=True, check=True)
+                                       "--repeat", str(a.repeat), "--batch", str(a.batch)],
+                                      capture_output=True, text=True, check=True)
                 python[backend] = json.loads(proc.stdout)["median_ms"]
             for backend, ms in alone.items():
-                row = rows.setdefault((model, backend), {"alone": [], "inside": [], "python": []})
+                row = rows.setdefault((model, backend), {"alone": [], "inside": [], "python": [], "alone_pairs": []})
                 row["alone"].append(ms)
+                row["alone_pairs"].append([before[backend], after[backend]])
                 row["inside"].append(inside.get(backend, float("nan")))
                 row["python"].append(python.get(backend, float("nan")))
             print(f"round {r + 1}/{a.rounds} {model}: " + ", ".join(
-                f"{b} {alone[b]:.2f} alone / {inside.get(b, float('nan')):.2f} inside" for b in alone),
+                f"{b} {before[b]:.2f}|{after[b]:.2f} alone / {inside.get(b, float('nan')):.2f} inside" for b in alone),
                 file=sys.stderr, flush=True)
     for model in models if "kiln" in backends else []:
         path = os.path.join(a.models_dir, model + ".pt")
@@ -185,7 +185,7 @@ def main():
         spread[model] = result["backends"][0]["process_median_ms"]
 
     print(f"\nEach backend alone in a fresh process vs inside `kiln compare` (one worker process per backend),")
-    print(f"{a.threads} threads, batch 1, {a.rounds} interleaved rounds, medians of {a.repeat} repeats (ms).")
+    print(f"{a.threads} threads, batch {a.batch}, {a.rounds} rounds (alone, inside, alone), medians of {a.repeat} repeats (ms).")
     print(f"{'model':<20} {'backend':<22} {'alone':>9} {'inside':>9} {'ratio':>7}  {'per-round ratios':<16} "
           f"{'python loop':>11} {'inside/python':>13}")
     for (model, backend), row in rows.items():

@@ -1,14 +1,19 @@
-// kiln sessions list | show ID | diff BUILD_A BUILD_B   [--db FILE]
+// kiln sessions list | show ID | diff BUILD_A BUILD_B [--roofline] [--svg FILE]   [--db FILE]
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <optional>
 
 #include "app/cli/commands.h"
+#include "profiler/op_profile.h"
 
 namespace kiln::cli {
 namespace {
 
 struct SessionsArgs {
   int64_t session = 0, buildA = 0, buildB = 0;
+  bool roofline = false;
+  std::string svg;
   StoreFlags store;
 };
 
@@ -80,6 +85,56 @@ int showCommand(const SessionsArgs& a) {
   return 0;
 }
 
+/// Both builds' calls on one roofline: per call (matched by its output values) where it moved,
+/// and the chart with arrows as SVG. The ceilings are B's profile's, else A's, else the store's
+/// for B's thread count (measured now when the store has none).
+int rooflineMoves(const SessionsArgs& a, const app::BuildDiff& d) {
+  std::optional<profiler::MachineCeilings> ceilings = d.ceilingsB ? d.ceilingsB : d.ceilingsA;
+  std::string from = ceilings ? "the ceilings its profile's run refers to" : "";
+  if (!ceilings || ceilings->bandwidth.empty()) {
+    app::CeilingsOptions options;
+    options.threads = d.b.threads;
+    options.store = storeOptions(a.store);
+    auto measured = app::machineCeilings(options);
+    if (!measured) return fail(measured.error());
+    ceilings = measured.value().ceilings;
+    from = measured.value().reused ? "the store's ceilings for this machine" : "ceilings measured now";
+  }
+  const profiler::MachineCeilings& c = *ceilings;
+  std::vector<profiler::RooflinePoint> pa = profiler::rooflineOf(d.profileA, c), pb = profiler::rooflineOf(d.profileB, c);
+  std::printf("\nRoofline, A -> B (%s: %s, %d threads, peak %.1f GFLOP/s)\n", from.c_str(), c.cpu.c_str(), c.threads,
+              c.peakGflops);
+  std::printf("%-28s %-24s %19s %19s %17s  %s\n", "operator (outputs)", "ops in B", "FLOPs/byte A -> B",
+              "GFLOP/s A -> B", "% of bound A -> B", "bound by (B)");
+  std::map<std::string, const profiler::RooflinePoint*> before;
+  for (const auto& p : pa) before.emplace(p.key, &p);
+  for (const auto& p : pb) {
+    if (!(p.flops > 0)) continue;
+    auto it = before.find(p.key);
+    char ai[40], gf[40], pct[40];
+    if (it == before.end()) {
+      std::snprintf(ai, sizeof ai, "- -> %.3g", p.intensity);
+      std::snprintf(gf, sizeof gf, "- -> %.3g", p.gflops);
+      std::snprintf(pct, sizeof pct, "- -> %.1f", p.percentOfBound);
+    } else {
+      const auto& q = *it->second;
+      std::snprintf(ai, sizeof ai, "%.3g -> %.3g", q.intensity, p.intensity);
+      std::snprintf(gf, sizeof gf, "%.3g -> %.3g", q.gflops, p.gflops);
+      std::snprintf(pct, sizeof pct, "%.1f -> %.1f", q.percentOfBound, p.percentOfBound);
+    }
+    std::printf("%-28s %-24s %19s %19s %17s  %s\n", clip(p.key, 28).c_str(), clip(profiler::joinOps(p.ops), 24).c_str(),
+                ai, gf, pct, p.memoryBound ? "memory" : "compute");
+  }
+  if (!a.svg.empty()) {
+    std::string title = "Build " + std::to_string(d.buildA) + " (grey) -> build " + std::to_string(d.buildB);
+    std::ofstream out(a.svg);
+    if (!out || !(out << profiler::rooflineComparisonSvg(title, pa, pb, c)))
+      return fail(a.svg + ": cannot write file", ErrorKind::Io);
+    std::printf("wrote %s\n", a.svg.c_str());
+  }
+  return 0;
+}
+
 int diffCommand(const SessionsArgs& a) {
   auto diff = app::diffBuilds(a.store.db, a.buildA, a.buildB);
   if (!diff) return fail(diff.error());
@@ -103,6 +158,7 @@ int diffCommand(const SessionsArgs& a) {
     std::printf("%-28s %-24s %-24s %10s %10s %8s  %s\n", clip(r.key, 28).c_str(), clip(r.opsA, 24).c_str(),
                 clip(r.opsB, 24).c_str(), ta, tb, ratio, r.change.c_str());
   }
+  if (a.roofline || !a.svg.empty()) return rooflineMoves(a, d);
   return 0;
 }
 
@@ -124,6 +180,8 @@ void registerSessions(CLI::App& cli, Action& action) {
   CLI::App* diff = cmd->add_subcommand("diff", "two profiled builds per operator: time and fusion changes");
   diff->add_option("build_a", args->buildA, "build id (kiln sessions show)")->required();
   diff->add_option("build_b", args->buildB, "build id")->required();
+  diff->add_flag("--roofline", args->roofline, "also each call's move on the roofline (intensity, GFLOP/s, % of bound)");
+  diff->add_option("--svg", args->svg, "write both builds on one roofline chart, arrows from A to B, as SVG");
   diff->callback([args, &action] { action = [args] { return diffCommand(*args); }; });
   for (CLI::App* sub : {list, show, diff}) addStoreFlags(sub, args->store, false);
 }

@@ -7,6 +7,8 @@
 #include <QTimer>
 
 #include <cstdio>
+#include <optional>
+#include <utility>
 
 #include "app/facade.h"
 #include "app/gui/job_runner.h"
@@ -37,8 +39,27 @@ int main(int argc, char** argv) {
   QCommandLineOption stall(QStringLiteral("measure-stall"),
                            QStringLiteral("Open, compile, profile and tune the model, print the largest UI-thread stall, quit."));
   QCommandLineOption noWelcome(QStringLiteral("no-welcome"), QStringLiteral("Do not offer the sample models on first start."));
-  parser.addOptions({db, models, screenshots, stall, noWelcome});
+  QCommandLineOption diff(QStringLiteral("diff"),
+                          QStringLiteral("Open at the Sessions diff of two stored builds (ids from `kiln sessions show`), "
+                                         "e.g. --diff 3,4; with --screenshots, save the diff and its roofline and quit."),
+                          QStringLiteral("a,b"));
+  parser.addOptions({db, models, screenshots, stall, noWelcome, diff});
   parser.process(app);
+
+  std::optional<std::pair<int64_t, int64_t>> diffBuilds;
+  if (parser.isSet(diff)) {
+    QStringList ids = parser.value(diff).split(QLatin1Char(','));
+    bool okA = false, okB = false;
+    if (ids.size() == 2) diffBuilds = std::pair{ids[0].toLongLong(&okA), ids[1].toLongLong(&okB)};
+    if (!okA || !okB) {
+      std::fprintf(stderr, "error: --diff %s: give two build ids, e.g. --diff 3,4\n", qPrintable(parser.value(diff)));
+      return 2;
+    }
+    if (parser.value(db).isEmpty()) {
+      std::fprintf(stderr, "error: --diff needs the store that holds the builds: add --db FILE\n");
+      return 2;
+    }
+  }
 
   WorkbenchOptions options;
   options.dbPath = parser.value(db);
@@ -47,7 +68,7 @@ int main(int argc, char** argv) {
   options.firstStartDialog = !scripted && !parser.isSet(noWelcome) && parser.positionalArguments().isEmpty();
   options.persistSettings = !scripted;
   QString model = parser.positionalArguments().value(0);
-  if (scripted && model.isEmpty()) model = QDir(options.modelsDir).filePath(QStringLiteral("mobilenet_v2.pt"));
+  if (scripted && model.isEmpty() && !diffBuilds) model = QDir(options.modelsDir).filePath(QStringLiteral("mobilenet_v2.pt"));
   if (scripted && options.dbPath.isEmpty()) {
     // Scripted runs never touch the user's store.
     QString dir = parser.isSet(screenshots) ? parser.value(screenshots) : QDir::tempPath();
@@ -67,6 +88,8 @@ int main(int argc, char** argv) {
     if (parser.isSet(stall)) {
       monitor.start();
       script->addStallMeasurement(model, &monitor);
+    } else if (diffBuilds) {
+      script->addDiffShots(diffBuilds->first, diffBuilds->second, parser.value(screenshots));
     } else {
       QString bad = QDir(options.modelsDir).filePath(QStringLiteral("bad/truncated.pt"));
       script->addScreenshotTour(model, bad, parser.value(screenshots));
@@ -82,6 +105,7 @@ int main(int argc, char** argv) {
     return code;
   }
   if (!model.isEmpty()) QTimer::singleShot(0, &window, [&window, model] { window.openModelFile(model); });
+  if (diffBuilds) QTimer::singleShot(0, &window, [&window, d = *diffBuilds] { window.diffBuilds(d.first, d.second); });
   code = app.exec();
   window.cancelJobs();
   waitForAllJobs();

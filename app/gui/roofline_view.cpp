@@ -148,27 +148,14 @@ void RooflineView::draw(const std::vector<profiler::RooflinePoint>& previous,
   chart->legend()->setAlignment(Qt::AlignRight);
 
   // Axis ranges in whole decades around the dots, the ridge points and the peak.
-  double xLo = INFINITY, xHi = -INFINITY, yLo = INFINITY, yHi = -INFINITY;
-  auto include = [&](double x, double y) {
-    if (!(x > 0) || !(y > 0) || !std::isfinite(x) || !std::isfinite(y)) return;
-    xLo = std::min(xLo, x);
-    xHi = std::max(xHi, x);
-    yLo = std::min(yLo, y);
-    yHi = std::max(yHi, y);
-  };
-  for (const auto& p : m_points) include(p.intensity, p.gflops);
-  for (const auto& p : previous) include(p.intensity, p.gflops);
+  std::vector<std::pair<double, double>> xy;
+  for (const auto& p : m_points) xy.emplace_back(p.intensity, p.gflops);
+  for (const auto& p : previous) xy.emplace_back(p.intensity, p.gflops);
+  std::vector<double> bandwidths;
   if (ceilings)
-    for (const auto& b : ceilings->bandwidth)
-      if (b.gbPerSecond > 0 && ceilings->peakGflops > 0) include(ceilings->peakGflops / b.gbPerSecond, ceilings->peakGflops);
-  if (!std::isfinite(xLo)) {
-    xLo = 0.1;
-    xHi = 100;
-    yLo = 0.1;
-    yHi = 100;
-  }
-  double xMin = std::pow(10, std::floor(std::log10(xLo) - 0.3)), xMax = std::pow(10, std::ceil(std::log10(xHi) + 0.3));
-  double yMin = std::pow(10, std::floor(std::log10(yLo) - 0.3)), yMax = std::pow(10, std::ceil(std::log10(yHi) + 0.2));
+    for (const auto& b : ceilings->bandwidth) bandwidths.push_back(b.gbPerSecond);
+  profiler::RooflineAxes axes = profiler::rooflineAxes(xy, ceilings ? ceilings->peakGflops : 0, bandwidths);
+  double xMin = axes.xMin(), xMax = axes.xMax(), yMin = axes.yMin(), yMax = axes.yMax();
   auto* x = new QLogValueAxis;
   x->setBase(10);
   x->setLabelFormat(QStringLiteral("%g"));

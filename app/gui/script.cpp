@@ -108,6 +108,20 @@ void WorkbenchScript::addStallMeasurement(const QString& model, StallMonitor* mo
   });
 }
 
+void WorkbenchScript::addDiffShots(int64_t buildA, int64_t buildB, const QString& dir) {
+  MainWindow* w = m_window;
+  QDir().mkpath(dir);
+  add(QStringLiteral("diff"), [w, buildA, buildB] { w->diffBuilds(buildA, buildB); });
+  const std::pair<MainWindow::Tab, const char*> tabs[] = {{MainWindow::DiffTab, "07-sessions-diff.png"},
+                                                          {MainWindow::RooflineTab, "07b-roofline-diff.png"}};
+  for (const auto& [tab, file] : tabs)
+    add(QStringLiteral("grab ") + QLatin1String(file), [this, w, dir, tab = tab, file = file] {
+      w->showTab(tab);
+      QApplication::processEvents();
+      grab(dir, QLatin1String(file));
+    });
+}
+
 void WorkbenchScript::addScreenshotTour(const QString& model, const QString& badModel, const QString& dir) {
   MainWindow* w = m_window;
   QDir().mkpath(dir);

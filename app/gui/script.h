@@ -30,6 +30,9 @@ class WorkbenchScript : public QObject {
   /// The screenshot tour: opens `model`, profiles at -O2 and -O3, compares, sweeps a few small
   /// batches, tries tuning, diffs the two builds, opens a corrupt file, and saves PNGs into `dir`.
   void addScreenshotTour(const QString& model, const QString& badModel, const QString& dir);
+  /// Diffs two stored builds (the store given by --db) and saves the Sessions diff and the
+  /// two-build Roofline as 07-sessions-diff.png and 07b-roofline-diff.png in `dir`.
+  void addDiffShots(int64_t buildA, int64_t buildB, const QString& dir);
 
  signals:
   void finished(int exitCode);

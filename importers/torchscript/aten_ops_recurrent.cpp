@@ -1,5 +1,5 @@
-// Recurrent layers: aten::lstm and aten::gru (the unpacked `input` overloads nn.LSTM / nn.GRU
-// trace to) as canonical operators, unrolled over the static sequence length, as TVM's PyTorch
+// Recurrent layers: aten::lstm, aten::gru, aten::rnn_tanh and aten::rnn_relu (the unpacked `input`
+// overloads nn.LSTM / nn.GRU / nn.RNN trace to) as canonical operators, unrolled over the static sequence length, as TVM's PyTorch
 // frontend does. Per layer and direction:
 //
 //   xp = dense(x, W_ih, b_ih)                  one GEMM over every time step (hoisted)
@@ -8,6 +8,7 @@
 //                                              epilogue (LSTM; fused at -O2)
 //     LSTM: i, f, c~, o = σ(g0), σ(g1), tanh(g2), σ(g3);  c = f·c + i·c~;  h = o·tanh(c)
 //     GRU:  r, z = σ(xp_r + hh_r), σ(xp_z + hh_z);  n = tanh(xp_n + r·hh_n);  h = n + z·(h − n)
+//     RNN:  h = tanh(g) or relu(g)             (nn.RNN's nonlinearity; one gate)
 //
 // Multi-layer stacks feed each layer's output (both directions concatenated) to the next;
 // batch_first transposes in and out; missing initial states are the zeros PyTorch uses (traced
@@ -21,7 +22,9 @@
 namespace kiln::importers::ts {
 namespace {
 
-enum class Cell { Lstm, Gru };
+enum class Cell { Lstm, Gru, RnnTanh, RnnRelu };
+
+int64_t gatesOf(Cell cell) { return cell == Cell::Lstm ? 4 : cell == Cell::Gru ? 3 : 1; }
 
 struct Recurrent {
   Ctx& c;
@@ -71,6 +74,8 @@ struct Recurrent {
         ValueId o = op("sigmoid", {gate(g, 3, "lstm_o")}, "lstm_o");
         cs = op("add", {op("mul", {f, cs}, "lstm_fc"), op("mul", {i, cand}, "lstm_ig")}, "lstm_c");
         h = op("mul", {o, op("tanh", {cs}, "lstm_tanh_c")}, "lstm_h");
+      } else if (cell == Cell::RnnTanh || cell == Cell::RnnRelu) {
+        h = op(cell == Cell::RnnTanh ? "tanh" : "relu", {op("add", {hh, xt}, "rnn_pre")}, "rnn_h");
       } else {
         ValueId r = op("sigmoid", {op("add", {gate(xt, 0, "gru_xr"), gate(hh, 0, "gru_hr")}, "gru_r_in")}, "gru_r");
         ValueId z = op("sigmoid", {op("add", {gate(xt, 1, "gru_xz"), gate(hh, 1, "gru_hz")}, "gru_z_in")}, "gru_z");
@@ -85,8 +90,8 @@ struct Recurrent {
 };
 
 /// aten::lstm.input(input, hx[h0, c0], params, has_biases, num_layers, dropout, train,
-/// bidirectional, batch_first) and aten::gru.input(input, hx, params, ...): the same arguments
-/// but one state tensor.
+/// bidirectional, batch_first) and aten::gru.input / rnn_tanh.input / rnn_relu.input(input, hx,
+/// params, ...): the same arguments but one state tensor.
 void recurrent(Ctx& c, N n, Cell cell) {
   const size_t first = 3;  // has_biases; then num_layers, dropout, train, bidirectional, batch_first
   const Item& hasBiasesItem = c.input(n, first);  // a list of weights in the packed (data) overload
@@ -102,7 +107,7 @@ void recurrent(Ctx& c, N n, Cell cell) {
   if (params.size() != static_cast<size_t>(layers * dirs) * perCell)
     Ctx::notSupported(n, std::to_string(params.size()) + " weights for " + std::to_string(layers * dirs) +
                              " layers and directions (projections, proj_size > 0, are not supported)");
-  int64_t gates = cell == Cell::Lstm ? 4 : 3;
+  int64_t gates = gatesOf(cell);
   int64_t hidden = c.type(params[1]).shape[1];
   if (c.type(params[0]).shape[0] != gates * hidden)
     Ctx::fail(n, "weight " + c.type(params[0]).str() + " does not have " + std::to_string(gates) + " gates of " +
@@ -144,6 +149,8 @@ void recurrent(Ctx& c, N n, Cell cell) {
 void registerRecurrentOps(Table& t) {
   reg(t, "lstm", [](Ctx& c, N n) { recurrent(c, n, Cell::Lstm); });
   reg(t, "gru", [](Ctx& c, N n) { recurrent(c, n, Cell::Gru); });
+  reg(t, "rnn_tanh", [](Ctx& c, N n) { recurrent(c, n, Cell::RnnTanh); });
+  reg(t, "rnn_relu", [](Ctx& c, N n) { recurrent(c, n, Cell::RnnRelu); });
 }
 
 }  // namespace kiln::importers::ts

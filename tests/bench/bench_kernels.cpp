@@ -63,31 +63,11 @@ runtime::Tensor filled(const Shape& shape, float seed) {
 
 // ---- FMA peak ---------------------------------------------------------------------------------
 
-/// `chains` independent accumulators of `lanes` lanes, `iters` × (chains FMAs) each, inside a
-/// parallel loop of `tasks` iterations (one per thread): acc = acc·a + b, registers only.
-///
-/// Note on percentages: GFLOP/s everywhere counts nominal FLOPs (2·MACs including taps that fall
-/// into the padding, as PyTorch and oneDNN report them); the schedules skip padding taps, so a
-/// small padded 3×3 layer (7×7 spatial: 82 % of the nominal taps are real) can show > 100 %.
-tir::PrimFunc fmaPeakKernel(int lanes, int chains, int64_t iters, int tasks) {
-  using namespace tir;
-  Buffer out = makeBuffer("out", Type::f32(), {int64_t{tasks} * lanes});
-  lower::RegisterTile acc("acc", Type::f32(), chains, lanes);
-  Expr t = Var::make("t"), i = Var::make("i");
-  std::vector<Stmt> init, step;
-  for (int c = 0; c < chains; ++c) init.push_back(acc.set(c, Broadcast::make(f32(0.001 * c), lanes)));
-  Expr a = Broadcast::make(f32(0.999), lanes), b = Broadcast::make(f32(0.001), lanes);
-  for (int c = 0; c < chains; ++c) step.push_back(acc.set(c, acc.get(c) * a + b));
-  Expr sum = acc.get(0);
-  for (int c = 1; c < chains; ++c) sum = sum + acc.get(c);
-  Stmt body = Seq::make({Seq::make(init), For::make(i, i64(0), i64(iters), ForKind::Serial, Seq::make(step)),
-                         Store::make(out, Ramp::make(t * lanes, i64(1), lanes), sum)});
-  PrimFunc f;
-  f.name = "fma_peak_" + std::to_string(lanes) + "_" + std::to_string(tasks);
-  f.params = {out};
-  f.body = For::make(t, i64(0), i64(tasks), ForKind::Parallel, Allocate::make(acc.buffer(), body));
-  return f;
-}
+// GFLOP/s everywhere counts nominal FLOPs (2·MACs including taps that fall into the padding, as
+// PyTorch and oneDNN report them); the schedules skip padding taps, so a small padded 3×3 layer
+// (7×7 spatial: 82 % of the nominal taps are real) can show > 100 % of the peak. The peak kernel
+// is core/lower/peak_kernels.h's, the one the roofline's ceilings measure with.
+using core::lower::fmaPeakKernel;
 
 double g_peakPerThread = 0;  // GFLOP/s, measured at start-up
 

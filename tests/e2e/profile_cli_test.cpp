@@ -88,6 +88,21 @@ TEST_F(ProfileCli, ProfileTwoBuildsThenShowDiffAndReport) {
   Outcome diff = kiln("sessions diff 1 2 --db " + db());
   ASSERT_EQ(diff.exitCode, 0) << diff.err;
   EXPECT_NE(diff.out.find("fused differently"), std::string::npos) << diff.out;
+  EXPECT_EQ(diff.out.find("Roofline, A -> B"), std::string::npos) << diff.out;
+  // Both builds on one roofline: the profiles were taken without ceilings, so the store's are
+  // measured for the build's thread count; every call with FLOPs gets a line, the chart one grey
+  // dot per call of A with FLOPs.
+  Outcome roof = kiln("sessions diff 1 2 --roofline --svg " + file("moves.svg") + " --db " + db());
+  ASSERT_EQ(roof.exitCode, 0) << roof.err;
+  EXPECT_NE(roof.out.find("Roofline, A -> B (ceilings measured now"), std::string::npos) << roof.out;
+  EXPECT_NE(roof.out.find("% of bound A -> B"), std::string::npos) << roof.out;
+  EXPECT_NE(roof.out.find("wrote " + file("moves.svg")), std::string::npos) << roof.out;
+  std::string svg = read(file("moves.svg"));
+  EXPECT_NE(svg.find("class=\"previous\""), std::string::npos);
+  EXPECT_NE(svg.find("class=\"call\""), std::string::npos);
+  Outcome again = kiln("sessions diff 1 2 --roofline --db " + db());
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  EXPECT_NE(again.out.find("the store's ceilings"), std::string::npos) << again.out;  // measured once
 
   Outcome report = kiln("report 1 --html " + file("r.html") + " --csv " + file("r.csv") + " --db " + db());
   ASSERT_EQ(report.exitCode, 0) << report.err;

@@ -1,6 +1,7 @@
-// Recurrent networks (issue 18): nn.LSTM and nn.GRU modules (single and multi-layer,
-// bidirectional, batch_first, with and without initial states) traced and saved by today's torch
-// in Kiln's Python environment, imported (aten::lstm / aten::gru unrolled over time), compiled at
+// Recurrent networks (issue 18): nn.LSTM, nn.GRU and nn.RNN (tanh and relu) modules (single and
+// multi-layer, bidirectional, batch_first, with and without initial states) traced and saved by
+// today's torch in Kiln's Python environment, imported (aten::lstm / gru / rnn_tanh / rnn_relu
+// unrolled over time), compiled at
 // -O0, -O2 and -O3 and run, against libtorch running the same file on the same inputs. Skips with
 // a message only when that environment is missing (CI has it).
 #include <gtest/gtest.h>
@@ -67,12 +68,32 @@ class GruBatchFirst(nn.Module):  # GRU: one layer, batch_first, no bias, zero in
         return self.rnn(x)[0]
 
 
+class RnnTanh(nn.Module):  # Elman RNN, tanh: two layers, bidirectional, batch_first, initial state
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(8, 10, num_layers=2, bidirectional=True, batch_first=True)
+
+    def forward(self, x, h0):
+        return self.rnn(x, h0)
+
+
+class RnnRelu(nn.Module):  # Elman RNN, relu: one layer, time-major, no bias, zero initial state
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.RNN(8, 6, nonlinearity="relu", bias=False)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
 out = sys.argv[1]
 cases = {
     "lstm2bi": (Lstm2Bi(), [("x", [2, 7, 8])]),
     "lstm_states": (LstmStates(), [("x", [5, 3, 8]), ("h0", [1, 3, 10]), ("c0", [1, 3, 10])]),
     "gru_bi": (GruBi(), [("x", [6, 2, 8]), ("h0", [4, 2, 12])]),
     "gru_batch_first": (GruBatchFirst(), [("x", [3, 5, 8])]),
+    "rnn_tanh": (RnnTanh(), [("x", [2, 4, 8]), ("h0", [4, 2, 10])]),
+    "rnn_relu": (RnnRelu(), [("x", [5, 3, 8])]),
 }
 for name, (module, inputs) in cases.items():
     module.eval()
@@ -103,7 +124,7 @@ std::string compare(const std::vector<runtime::Tensor>& actual, const std::vecto
   return "";
 }
 
-TEST(Recurrent, LstmAndGruTracedByTodaysTorchMatchLibtorch) {
+TEST(Recurrent, LstmGruAndRnnTracedByTodaysTorchMatchLibtorch) {
   if (!std::filesystem::exists(KILN_PYENV_PYTHON))
     GTEST_SKIP() << "Kiln's Python environment (" << KILN_PYENV_PYTHON << ") is missing: run scripts/install-deps.sh";
   std::string dir = ::testing::TempDir() + "kiln_recurrent";
@@ -134,7 +155,7 @@ TEST(Recurrent, LstmAndGruTracedByTodaysTorchMatchLibtorch) {
       EXPECT_EQ(compare(outputs.value(), expected, 1e-4), "") << "-O" << opt;
     }
   }
-  EXPECT_EQ(cases, 4);
+  EXPECT_EQ(cases, 6);
 }
 
 }  // namespace

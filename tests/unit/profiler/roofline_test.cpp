@@ -140,6 +140,49 @@ TEST(RooflineChart, OneDotPerCallWithFlopsAndALinePerCeiling) {
   xmlFreeDoc(doc);
 }
 
+TEST(RooflineChart, TwoBuildsDrawGreyDotsAndAnArrowPerCallThatMoved) {
+  MachineCeilings c = handMade();
+  ProfileRecord a, b;
+  a.ops = {call(0, 1e6, 1e7, 1000), call(1, 0, 4e8, 1e4), call(2, 2e6, 1e6, 100), call(3, 5e7, 2e5, 300)};
+  b.ops = a.ops;
+  b.ops[0].timeUs = 250;  // 4x faster: moves up
+  b.ops[3].key = "y3+y4";  // fused differently: no call of A to come from
+  std::string svg = rooflineComparisonSvg("A -> B", rooflineOf(a, c), rooflineOf(b, c), c);
+  xmlDocPtr doc = xmlReadMemory(svg.data(), static_cast<int>(svg.size()), "moves.svg", "UTF-8", XML_PARSE_NONET);
+  ASSERT_NE(doc, nullptr) << svg;
+  EXPECT_EQ(countXPath(doc, "//svg:circle[@class='previous']"), 3);
+  EXPECT_EQ(countXPath(doc, "//svg:circle[@class='call']"), 3);
+  EXPECT_EQ(countXPath(doc, "//svg:line[@class='move']"), 1);  // call 2 stayed put, call 3 is new
+  EXPECT_NE(svg.find("1 call moved"), std::string::npos);
+  xmlFreeDoc(doc);
+
+  // One build alone: no grey dots, no arrows.
+  std::string single = rooflineSvg("B", rooflineOf(b, c), c);
+  EXPECT_EQ(single.find("class=\"previous\""), std::string::npos);
+  EXPECT_EQ(single.find("class=\"move\""), std::string::npos);
+}
+
+TEST(RooflineChart, AxesAreWholeDecadesHoldingEveryPointAndRidge) {
+  RooflineAxes none = rooflineAxes({}, 0, {});
+  EXPECT_FALSE(none.fitted);
+  EXPECT_DOUBLE_EQ(none.xMin(), 0.1);
+  EXPECT_DOUBLE_EQ(none.yMax(), 100);
+
+  // Points at intensity 0.05 and 30, 2 and 80 GFLOP/s; ridges of a 100 GFLOP/s peak at 0.25 and 5.
+  RooflineAxes axes = rooflineAxes({{0.05, 2}, {30, 80}, {-1, 5}, {INFINITY, 1}}, 100, {400, 20, 0});
+  EXPECT_TRUE(axes.fitted);
+  for (double v : {axes.x0, axes.x1, axes.y0, axes.y1}) EXPECT_EQ(v, std::floor(v));
+  EXPECT_LE(axes.xMin(), 0.05);
+  EXPECT_GE(axes.xMax(), 30);
+  EXPECT_LE(axes.yMin(), 2);
+  EXPECT_GE(axes.yMax(), 100);  // the peak
+  EXPECT_EQ(axes.x0, -2);       // the point at 0.05 needs room: not the decade at 0.1 or above
+  EXPECT_EQ(axes.x1, 2);        // 30 sits below 100 with room
+  // Points without a positive, finite position are left out.
+  RooflineAxes bad = rooflineAxes({{-1, 5}, {0, 1}, {NAN, 2}}, 0, {});
+  EXPECT_FALSE(bad.fitted);
+}
+
 // ---- measured ceilings ---------------------------------------------------------------------------
 
 CeilingOptions quick() {
@@ -357,8 +400,26 @@ TEST_F(CeilingsStore, TheReportDrawsTheRooflineOfAProfileWithCeilings) {
     store.addProfile(run, store.addBuild(run, BuildRecord{}), profile);
   });
   std::string after = sessionReportHtml(*store.loadSession(session));
-  EXPECT_EQ(countIn(after, "//svg:circle[@class='call']"), 2);
+  EXPECT_EQ(countIn(after, "//h:div[@class='chart roofline']//svg:circle[@class='call']"), 2);
   EXPECT_EQ(countIn(after, "//h:table[@class='roofline']/h:tr"), 1 + 3);
+  // The build before it (profiled without ceilings) is drawn with these ceilings, grey; the same
+  // profile, so no call moved.
+  EXPECT_EQ(countIn(after, "//h:div[@class='chart roofline moves']//svg:circle[@class='previous']"), 2);
+  EXPECT_EQ(countIn(after, "//h:div[@class='chart roofline moves']//svg:line[@class='move']"), 0);
+
+  // A third build where one call got faster: an arrow from the second build's dot.
+  ProfileRecord faster = profile;
+  faster.ops[2].timeUs = 25;
+  store.transaction([&] {
+    RunContext c;
+    c.threads = 2;
+    c.ceilingsId = store.addCeilings(handMade());
+    int64_t run = store.addRun(session, "profile", c);
+    store.addProfile(run, store.addBuild(run, BuildRecord{}), faster);
+  });
+  std::string third = sessionReportHtml(*store.loadSession(session));
+  EXPECT_EQ(countIn(third, "//h:div[@class='chart roofline moves']//svg:line[@class='move']"), 1);
+  EXPECT_EQ(countIn(third, "//h:h2[starts-with(., 'Roofline: build')]"), 1);
 }
 
 }  // namespace
