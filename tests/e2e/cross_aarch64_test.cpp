@@ -202,7 +202,7 @@ TEST(CrossAarch64, ModuleIsRefusedOnAnotherArchitectureAndRunsUnderQemu) {
   // The aarch64 runtime accepts it (its CPU-feature check passes under qemu) and runs it.
   o = runCommand(std::string(KILN_QEMU_AARCH64) + " -L /usr/aarch64-linux-gnu " + KILN_AARCH64_RUN_MODEL + " " + dir);
   EXPECT_EQ(o.exitCode, 0) << o.err;
-  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(output 0: \S+ float32 \[1,8,16,16\])"))) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(output 0: \S+ f32 \[1,8,16,16\])"))) << o.out;
 }
 
 // ---- op modules under qemu ----------------------------------------------------------------------
