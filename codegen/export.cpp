@@ -219,8 +219,8 @@ ExportedLibrary exportLibrary(const std::vector<core::tir::PrimFunc>& funcs, con
   emitObjectFile(funcs, target, objectPath, signature);
   if (out.linker.empty()) {
     out.objectPath = objectPath;
-    out.note = "no linker for " + target.triple + " (install " + llvm::Triple(target.triple).getArchName().str() +
-               "-linux-gnu-gcc or set KILN_CC): wrote the object file only; link it on the target with "
+    out.note = "no linker for " + target.triple + " (Kiln finds cross linkers for Linux targets; set KILN_CC to a "
+               "driver that links for this one): wrote the object file only; link it on the target with "
                "`cc -shared -o kernels.so kernels.o -lm`";
     return out;
   }
