@@ -3,7 +3,8 @@
 // for aarch64 (tests/CMakeLists.txt), load the module under qemu-aarch64, and its outputs must
 // match the host's in-process build within 1e-4 (networks: 1e-4 of their logits' scale). The
 // schedules use NEON-width (4 × f32) vectors, which `kiln ir --stage asm` shows. A missing cross
-// linker and an aarch64 module on this x86 host are one-line errors. No mocks: real cross compilers, real emulation, real sample models.
+// linker and an aarch64 module on this x86 host are one-line errors. No mocks: real cross
+// compilers, real emulation, real sample models.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
