@@ -49,7 +49,7 @@ Optimized optimizeFor(const Model& model, const BuildOptions& options,
                       std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
   // The packed layout's channel block is the target's f32 vector width (schedule.h).
   codegen::Target target = parseTarget(options.target);
-  int lanes = core::lower::lowerOptionsFor(target.cpu, target.features).vectorLanes;
+  int lanes = core::lower::lowerOptionsFor(target.triple, target.cpu, target.features).vectorLanes;
   if (!schedules) schedules = schedulesFor(options, target.strWithCpu());
   std::string text = options.passes ? *options.passes : core::passes::defaultPipelineText(options.optLevel, lanes);
   core::passes::PassManagerOptions pm;
@@ -73,7 +73,7 @@ Lowered lowerFor(const Model& model, const BuildOptions& options,
   Optimized optimized = optimizeFor(model, options, schedules);
   // Schedules pick vector widths and register tiles from the target (schedule.h), or take the
   // tuned knobs of a record.
-  core::lower::LowerOptions lowerOptions = core::lower::lowerOptionsFor(target.cpu, target.features);
+  core::lower::LowerOptions lowerOptions = core::lower::lowerOptionsFor(target.triple, target.cpu, target.features);
   lowerOptions.schedules = schedules;
   lowerOptions.boundsCheck = options.boundsCheck;
   Lowered l{core::lower::lowerGraph(optimized.graph, lowerOptions), target, std::move(optimized.graph),

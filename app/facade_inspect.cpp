@@ -127,9 +127,11 @@ std::vector<TargetChoice> targetChoices() {
       {"x86-64 AVX2 (Haswell)", "llvm -mcpu=haswell", "AVX2 + FMA, 8 float lanes"},
       {"x86-64 AVX-512 (Skylake-AVX512)", "llvm -mcpu=skylake-avx512", "AVX-512, 16 float lanes"},
       {"AArch64 Neoverse-N1", "llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1",
-       "64-bit Arm servers (Graviton2, Ampere Altra): cross-compilation"},
+       "64-bit Arm servers (Graviton2, Ampere Altra), NEON 4 float lanes: cross-compilation"},
       {"AArch64 Cortex-A72", "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72",
-       "64-bit Arm boards (Raspberry Pi 4): cross-compilation"},
+       "64-bit Arm boards (Raspberry Pi 4), NEON 4 float lanes: cross-compilation"},
+      {"AArch64 generic (armv8-a)", "llvm -mtriple=aarch64-linux-gnu -mcpu=generic -mattr=+neon",
+       "any 64-bit Arm CPU, NEON 4 float lanes: cross-compilation"},
   };
   std::vector<TargetChoice> out;
   for (const auto& c : candidates) {

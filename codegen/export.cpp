@@ -152,6 +152,10 @@ std::vector<std::string> targetFeatures(const Target& target) {
   return names;
 }
 
+std::string crossDriverName(const Target& target) {
+  return llvm::Triple(target.triple).getArchName().str() + "-linux-gnu-gcc";
+}
+
 bool isHostSystem(const Target& target) {
   const llvm::Triple t(target.triple), host(llvm::sys::getProcessTriple());
   return t.getArch() == host.getArch() && t.getOS() == host.getOS() && t.getObjectFormat() == host.getObjectFormat();
@@ -165,9 +169,8 @@ std::string findLinkerDriver(const Target& target) {
     }
     return "";
   }
-  const llvm::Triple t(target.triple);
-  if (!t.isOSLinux()) return "";
-  std::string cross = t.getArchName().str() + "-linux-gnu-gcc";
+  if (!llvm::Triple(target.triple).isOSLinux()) return "";
+  std::string cross = crossDriverName(target);
   return findInPath(cross).empty() ? "" : cross;
 }
 
@@ -199,16 +202,25 @@ ExportedLibrary exportLibrary(const std::vector<core::tir::PrimFunc>& funcs, con
                               const std::string& signature) {
   ExportedLibrary out;
   out.cpuFeatures = targetFeatures(target);
-  emitObjectFile(funcs, target, objectPath, signature);
+  // Without a linker for the target, stop before the code generation (the slow part).
   out.linker = findLinkerDriver(target);
+  if (out.linker.empty() && isHostSystem(target))
+    throw Error("cannot link " + libraryPath + ": no C compiler driver on PATH (looked for cc, gcc, clang); "
+                "install gcc or set KILN_CC",
+                ErrorKind::Io);
+  if (out.linker.empty() && llvm::Triple(target.triple).isOSLinux()) {
+    const std::string cross = crossDriverName(target);
+    std::string package = "gcc-" + cross.substr(0, cross.size() - 4);  // gcc-aarch64-linux-gnu
+    std::replace(package.begin(), package.end(), '_', '-');            // gcc-x86-64-linux-gnu
+    throw Error(libraryPath + ": cannot link kernels for " + target.triple + ": no cross linker " + cross +
+                    " on PATH (install " + package + ", or set KILN_CC to a C compiler driver for that target)",
+                ErrorKind::Io);
+  }
+  emitObjectFile(funcs, target, objectPath, signature);
   if (out.linker.empty()) {
-    if (isHostSystem(target))
-      throw Error("cannot link " + libraryPath + ": no C compiler driver on PATH (looked for cc, gcc, clang); "
-                  "install gcc or set KILN_CC",
-                  ErrorKind::Io);
     out.objectPath = objectPath;
-    out.note = "no linker for " + target.triple + " (install " + llvm::Triple(target.triple).getArchName().str() +
-               "-linux-gnu-gcc or set KILN_CC): wrote the object file only; link it on the target with "
+    out.note = "no linker for " + target.triple + " (Kiln finds cross linkers for Linux targets; set KILN_CC to a "
+               "driver that links for this one): wrote the object file only; link it on the target with "
                "`cc -shared -o kernels.so kernels.o -lm`";
     return out;
   }

@@ -1,7 +1,7 @@
 // Ahead-of-time compilation for export: loop-IR functions → one object file for a target (the
 // same LLVM module and O3 pipeline as the JIT, so the kernels compute the same bits) → a shared
-// library linked by the system's C compiler driver. Cross targets get the object file, and a
-// library only when a cross compiler driver for them is installed.
+// library linked by the system's C compiler driver, or for a cross Linux target by Debian's cross
+// driver for its architecture (aarch64-linux-gnu-gcc); a target of another OS gets the object file.
 //
 // The library exports one `void NAME(void* const* args)` per function (runtime/kernel_abi.h) and
 // the C string runtime::kModuleSignatureSymbol; it needs libm and leaves kiln_parallel_launch
@@ -29,9 +29,13 @@ std::vector<std::string> targetFeatures(const Target& target);
 /// (whether this CPU can also run it is Target::runnable).
 bool isHostSystem(const Target& target);
 
+/// The name of Debian's cross compiler driver for a Linux target: `ARCH-linux-gnu-gcc`
+/// (`aarch64-linux-gnu-gcc` for aarch64-unknown-linux-gnu).
+std::string crossDriverName(const Target& target);
+
 /// The compiler driver that links shared libraries for `target`: $KILN_CC when set, else `cc`
-/// for the host system, else `ARCH-linux-gnu-gcc` for a cross target when it is on PATH. Empty
-/// when there is none.
+/// for the host system, else crossDriverName(target) for a cross Linux target when it is on
+/// PATH. Empty when there is none.
 std::string findLinkerDriver(const Target& target);
 
 /// Runs `driver -shared -o library object -lm` (no shell). Throws kiln::Error with the driver's
@@ -47,7 +51,10 @@ struct ExportedLibrary {
 };
 
 /// emitObjectFile, then linkSharedLibrary when a driver exists (the object is then removed).
-/// `objectPath` and `libraryPath` are the files to write.
+/// `objectPath` and `libraryPath` are the files to write. Throws kiln::Error (Io) when the target
+/// is this system or another Linux system and its driver is missing (a cross target names the
+/// Debian package that installs it); a target of another OS (no known driver) gets the object
+/// file only, with a note.
 ExportedLibrary exportLibrary(const std::vector<core::tir::PrimFunc>& funcs, const Target& target,
                               const std::string& objectPath, const std::string& libraryPath,
                               const std::string& signature);

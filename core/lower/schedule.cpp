@@ -12,7 +12,22 @@ namespace kiln::core::lower {
 
 using namespace tir;
 
-LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features) {
+namespace {
+
+/// "aarch64-unknown-linux-gnu" and Apple's "arm64-apple-macosx" are AArch64.
+bool isAArch64(const std::string& triple) {
+  return triple.rfind("aarch64", 0) == 0 || triple.rfind("arm64", 0) == 0;
+}
+
+}  // namespace
+
+LowerOptions lowerOptionsFor(const std::string& triple, const std::string& cpu, const std::string& features) {
+  LowerOptions options;
+  if (isAArch64(triple)) {
+    options.vectorLanes = 4;  // 128-bit NEON vectors, v0-v31
+    options.vectorRegisters = vectorRegistersForLanes(4);
+    return options;
+  }
   // The CPU's own features, then the feature list in order (a later "-avx512f" wins).
   bool avx512 = false;
   for (const char* name : {"skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake", "tigerlake",
@@ -28,11 +43,20 @@ LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features
     if (flag == "-avx512f") avx512 = false;
     start = end + 1;
   }
-  LowerOptions options;
   options.vectorLanes = avx512 ? 16 : 8;
-  options.vectorRegisters = avx512 ? 32 : 16;
+  options.vectorRegisters = vectorRegistersForLanes(options.vectorLanes);
   return options;
 }
+
+LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features) {
+#if defined(__aarch64__)
+  return lowerOptionsFor("aarch64", cpu, features);
+#else
+  return lowerOptionsFor("x86_64", cpu, features);
+#endif
+}
+
+int vectorRegistersForLanes(int lanes) { return lanes == 8 ? 16 : 32; }
 
 std::string ConvKnobs::str() const { return knobsText({{"oc_block", ocBlock}, {"ow_vecs", owVecs}}); }
 

@@ -24,10 +24,19 @@
 
 namespace kiln::core::lower {
 
-/// LowerOptions for an LLVM CPU name and feature string ("+avx2,+avx512f,..."): 16 lanes and 32
-/// registers with AVX-512F, else 8 lanes and 16 registers. Named CPUs without an explicit
-/// feature list count as AVX-512 when LLVM knows them as such (skylake-avx512, znver4, ...).
+/// LowerOptions for a target: its LLVM triple, CPU name and feature string ("+avx2,+avx512f,...").
+/// AArch64 (NEON, 128-bit vectors): 4 f32 lanes and 32 registers, whatever the CPU (SVE CPUs too:
+/// Kiln emits fixed-width vectors). x86: 16 lanes and 32 registers with AVX-512F, else 8 lanes and
+/// 16 registers; named CPUs without an explicit feature list count as AVX-512 when LLVM knows
+/// them as such (skylake-avx512, znver4, ...).
+LowerOptions lowerOptionsFor(const std::string& triple, const std::string& cpu, const std::string& features);
+/// The same for a target of this machine's architecture (a host CPU name, a tuning candidate).
 LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features);
+
+/// The vector registers of the targets whose f32 vectors have `lanes` lanes: 32 for 4 (NEON) and
+/// 16 (AVX-512), 16 for 8 (AVX2). What a pass that knows only the lane count (alter-layout) plans
+/// register tiles with, so it packs weights for the tiles lowering picks.
+int vectorRegistersForLanes(int lanes);
 
 // ---- knobs ----------------------------------------------------------------------------------
 

@@ -126,7 +126,7 @@ class LayoutRewriter {
       : m_src(graph), m_rw(graph), m_counters(counters), m_schedules(options.schedules),
         m_plain(graph.values().size(), false) {
     m_lower.vectorLanes = std::max(1, options.lanes);
-    m_lower.vectorRegisters = options.lanes >= 16 ? 32 : 16;
+    m_lower.vectorRegisters = lower::vectorRegistersForLanes(m_lower.vectorLanes);
     for (ValueId v : graph.inputs()) m_plain[v] = true;
     for (ValueId v = 0; v < static_cast<ValueId>(graph.values().size()); ++v)
       if (graph.value(v).isConstant()) m_plain[v] = true;

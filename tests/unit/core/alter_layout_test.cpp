@@ -32,7 +32,7 @@ int countOps(const Graph& g, const std::string& op) {
 LowerOptions optionsFor(int lanes) {
   LowerOptions o;
   o.vectorLanes = lanes;
-  o.vectorRegisters = lanes >= 16 ? 32 : 16;
+  o.vectorRegisters = kiln::core::lower::vectorRegistersForLanes(lanes);
   return o;
 }
 

@@ -4,6 +4,7 @@
 // widths.
 #include <random>
 
+#include "core/lower/schedule.h"
 #include "tests/unit/core/kernels_test_util.h"
 
 namespace kiln::core::lower {
@@ -15,7 +16,7 @@ void checkNchwConv(const ConvCase& p, int lanes, bool interpreter, uint32_t seed
   SCOPED_TRACE(p.str() + " lanes=" + std::to_string(lanes));
   LowerOptions options;
   options.vectorLanes = lanes;
-  options.vectorRegisters = lanes >= 16 ? 32 : 16;
+  options.vectorRegisters = kiln::core::lower::vectorRegistersForLanes(lanes);
   Graph g;
   runtime::Tensor x = randomTensor({p.n, p.c, p.h, p.w}, seed);
   runtime::Tensor w = randomTensor({p.oc, p.c / p.groups, p.kh, p.kw}, seed + 1);

@@ -51,7 +51,7 @@ void checkPackedConv(const ConvCase& p, int lanes, bool interpreter, uint32_t se
   SCOPED_TRACE(p.str() + " lanes=" + std::to_string(lanes));
   LowerOptions options;
   options.vectorLanes = lanes;
-  options.vectorRegisters = lanes >= 16 ? 32 : 16;
+  options.vectorRegisters = kiln::core::lower::vectorRegistersForLanes(lanes);
   PackedConvGraph g = makePackedConv(p, options, seed);
   std::vector<float> expected = referenceConv(p, g.x, g.w, p.bias ? &g.b : nullptr);
   runtime::Tensor xp = passes::packChannels(g.x, g.inBlock);
@@ -123,7 +123,7 @@ TEST(KernelsConvPacked, RandomShapesMatchReference) {
 LowerOptions lanesOptions(int lanes) {
   LowerOptions options;
   options.vectorLanes = lanes;
-  options.vectorRegisters = lanes >= 16 ? 32 : 16;
+  options.vectorRegisters = kiln::core::lower::vectorRegistersForLanes(lanes);
   return options;
 }
 
@@ -316,6 +316,32 @@ TEST(KernelsConvPacked, HalfWidthVectorsAreEightLaneCode) {
     EXPECT_EQ(countOf(asm8, "%zmm"), 0u);
     EXPECT_GE(countOf(asm16, "vfmadd231ps\t%zmm") + countOf(asm16, "{1to16}, %zmm"), 32u);
   }
+}
+
+// ---- NEON (aarch64): 128-bit vectors, 32 registers ---------------------------------------------
+
+TEST(KernelsConvPacked, NeonTargetsTileFourLanesInThirtyTwoRegisters) {
+  const LowerOptions neon = lowerOptionsFor("aarch64-unknown-linux-gnu", "neoverse-n1", "");
+  EXPECT_EQ(neon.vectorLanes, 4);
+  EXPECT_EQ(neon.vectorRegisters, 32);
+  EXPECT_EQ(lowerOptionsFor("aarch64-unknown-linux-gnu", "generic", "+neon").vectorLanes, 4);
+  EXPECT_EQ(lowerOptionsFor("x86_64-pc-linux-gnu", "haswell", "").vectorLanes, 8);
+  EXPECT_EQ(lowerOptionsFor("x86_64-pc-linux-gnu", "haswell", "").vectorRegisters, 16);
+  EXPECT_EQ(lowerOptionsFor("x86_64-pc-linux-gnu", "skylake-avx512", "").vectorLanes, 16);
+  EXPECT_EQ(vectorRegistersForLanes(neon.vectorLanes), neon.vectorRegisters);  // alter-layout agrees
+
+  // The NEON-shaped schedules compute the same (run here on 4-lane x86 vectors).
+  checkPackedConv({1, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, 4, true);
+  checkPackedConv({1, 64, 7, 7, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, true}, 4, false);
+  checkPackedConv({1, 24, 10, 9, 24, 5, 5, 2, 2, 2, 2, 1, 1, 24, false}, 4, false);
+
+  // 32 registers hold a larger tile than AVX2's 16, and the code is NEON's 4 × f32 FMA.
+  PackedConvGraph g = makePackedConv({1, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, neon, 1);
+  tir::PrimFunc f = lowerNode(g.graph, 0, "conv_neon", neon);
+  EXPECT_NE(f.attrs["schedule"].find("oc_vecs="), std::string::npos) << f.attrs["schedule"];
+  std::string text = codegen::emitAssembly({f}, codegen::Target::parse("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1"));
+  EXPECT_GE(countOf(text, "fmla\tv"), 16u) << text.substr(0, 4000);
+  EXPECT_EQ(countOf(text, ".8s"), 0u);
 }
 
 }  // namespace

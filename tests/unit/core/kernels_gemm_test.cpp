@@ -3,6 +3,7 @@
 // lanes, N not a multiple of the tile, batched and broadcast matmul, vector operands).
 #include <random>
 
+#include "core/lower/schedule.h"
 #include "tests/unit/core/kernels_test_util.h"
 
 namespace kiln::core::lower {
@@ -13,7 +14,7 @@ using namespace testing;
 LowerOptions withLanes(int lanes) {
   LowerOptions o;
   o.vectorLanes = lanes;
-  o.vectorRegisters = lanes >= 16 ? 32 : 16;
+  o.vectorRegisters = kiln::core::lower::vectorRegistersForLanes(lanes);
   return o;
 }
 

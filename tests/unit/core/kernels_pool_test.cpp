@@ -68,7 +68,7 @@ void checkPool(const PoolCase& pc, int lanes, bool interpreter) {
   SCOPED_TRACE(pc.str() + " lanes=" + std::to_string(lanes));
   LowerOptions options;
   options.vectorLanes = lanes;
-  options.vectorRegisters = lanes >= 16 ? 32 : 16;
+  options.vectorRegisters = kiln::core::lower::vectorRegistersForLanes(lanes);
   runtime::Tensor x = randomTensor({pc.n, pc.c, pc.h, pc.w}, 17);
   // NCHW graph, and the same pooling on the packed layout between two transforms.
   Graph plain, packed;

@@ -18,7 +18,7 @@ using namespace testing;
 LowerOptions optionsFor(int lanes) {
   LowerOptions o;
   o.vectorLanes = lanes;
-  o.vectorRegisters = lanes >= 16 ? 32 : 16;
+  o.vectorRegisters = kiln::core::lower::vectorRegistersForLanes(lanes);
   return o;
 }
 
