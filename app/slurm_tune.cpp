@@ -79,14 +79,40 @@ fs::path workDirFor(const TuneOptions& options) {
   dir = fs::absolute(dir, ec);
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw Error(dir.string() + ": cannot create the Slurm work folder", ErrorKind::Io);
-  // What an earlier run left (its records were merged then) would be counted again.
+  return dir;
+}
+
+/// What identifies a record (a rerun's seeds are copies of records already kept).
+std::string identityOf(const TuneRecord& r) {
+  return r.key + "|" + r.target + "|" + core::lower::knobsText(r.knobs) + "|" + r.tuner + "|" + r.timestamp + "|" +
+         r.error + "|" + std::to_string(r.costMs);
+}
+
+/// Records an earlier run left in the work folder that were never merged (its coordinator was
+/// killed before the array ended): those not among `kept`.
+std::vector<TuneRecord> unmergedLeftovers(const fs::path& dir, const std::vector<TuneRecord>& kept) {
+  std::set<std::string> known;
+  for (const TuneRecord& r : kept) known.insert(identityOf(r));
+  std::vector<TuneRecord> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    if (!name.starts_with("records-") || !name.ends_with(".jsonl")) continue;
+    for (TuneRecord& r : core::tune::readRecords(entry.path().string()).records)
+      if (known.insert(identityOf(r)).second) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+/// Removes what an earlier run left (its records are merged by then): it would be counted again.
+void clearWorkDir(const fs::path& dir) {
+  std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
     if (name.starts_with("records-") || name.starts_with("status-") || name == "plan.json" || name == "tune.sh" ||
         name == "job-id")
       fs::remove(entry.path(), ec);
   }
-  return dir;
 }
 
 void writeText(const fs::path& path, const std::string& text) {
@@ -269,8 +295,34 @@ TuneResult tuneOnSlurm(const std::string& path, const TuneOptions& options, cons
   int n = std::min(so.arraySize, static_cast<int>(p.tasks.size()));
   std::vector<std::vector<size_t>> shares = splitTasks(budget, n);
 
+  // Records the task files gained are kept like a local run keeps its own: in the records file
+  // and the store, each a line and a row.
+  auto keep = [&](const std::vector<TuneRecord>& records) {
+    if (records.empty()) return;
+    if (!options.recordsPath.empty()) core::tune::appendRecords(options.recordsPath, records);
+    if (!store) return;
+    store->transaction([&] {
+      for (const TuneRecord& r : records) {
+        profiler::TuningRecord sr{r.key, r.target, core::tune::recordJson(r), r.costMs};
+        store->addTuningRecord(sr, modelId, version());
+      }
+    });
+  };
+
   fs::path dir = workDirFor(options);
   result.slurmDir = dir.string();
+  // An earlier run in this folder whose coordinator was killed before it merged: keep its records
+  // now (they count as measured before this run), then start afresh.
+  {
+    std::vector<TuneRecord> kept = prior;
+    if (!options.recordsPath.empty())
+      for (TuneRecord& r : core::tune::readRecords(options.recordsPath).records) kept.push_back(std::move(r));
+    std::vector<TuneRecord> leftovers = unmergedLeftovers(dir, kept);
+    keep(leftovers);
+    for (TuneRecord& r : leftovers)
+      if (r.target == target) prior.push_back(std::move(r));
+    clearWorkDir(dir);
+  }
   std::vector<size_t> seeded(static_cast<size_t>(n), 0);
   std::vector<SlurmArrayTask> tasks(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
@@ -394,18 +446,7 @@ TuneResult tuneOnSlurm(const std::string& path, const TuneOptions& options, cons
   std::stable_sort(fresh.begin(), fresh.end(), [&](const TuneRecord& a, const TuneRecord& b) {
     return order[a.key] < order[b.key];
   });
-  if (!fresh.empty()) {
-    if (!options.recordsPath.empty()) core::tune::appendRecords(options.recordsPath, fresh);
-    if (store) {
-      store->transaction([&] {
-        for (const TuneRecord& r : fresh) {
-          profiler::TuningRecord sr{r.key, r.target, core::tune::recordJson(r), r.costMs};
-          store->addTuningRecord(sr, modelId, version());
-        }
-        return 0;
-      });
-    }
-  }
+  keep(fresh);
   result.recordsMerged = result.recordsWritten = static_cast<int>(fresh.size());
 
   for (const auto& task : p.tasks) {

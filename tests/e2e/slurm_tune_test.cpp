@@ -483,6 +483,42 @@ TEST_F(SlurmTune, SigtermOfTheCoordinatorCancelsTheArrayAndKeepsWhatWasMeasured)
   EXPECT_GE(merged.size(), 1u);
 }
 
+TEST_F(SlurmTune, ARerunKeepsWhatAKilledCoordinatorNeverMerged) {
+  fs::path slurm = m_dir / "slurm";
+  pid_t coordinator = startCoordinator(m_dir, "--trials 5" + common(m_dir));
+  bool seen = Cluster::waitUntil(600, [&] {
+    return fs::exists(slurm / "records-0.jsonl") && !records(slurm / "records-0.jsonl").empty();
+  });
+  ASSERT_TRUE(seen) << readFile(m_dir / "err.txt");
+  // kill -9: no merge, no scancel. The array is cancelled here, as an operator would.
+  ::kill(coordinator, SIGKILL);
+  waitFor(coordinator, 30);
+  std::string job = jobOf(slurm);
+  shell("scancel " + job);
+  ASSERT_TRUE(Cluster::waitUntil(60, [&] { return shell("squeue --noheader --jobs=" + job + " 2>/dev/null").out.empty(); }));
+  EXPECT_FALSE(fs::exists(m_dir / "merged.jsonl") && !records(m_dir / "merged.jsonl").empty());
+  std::vector<nlohmann::json> left = records(slurm / "records-0.jsonl"), left1 = records(slurm / "records-1.jsonl");
+  left.insert(left.end(), left1.begin(), left1.end());
+  ASSERT_FALSE(left.empty());
+  std::vector<int> budgets = shareBudgets(slurm);
+
+  // The rerun keeps every leftover record, measures only the rest, and never a configuration twice.
+  Outcome again = kiln("tune " + model() + " --trials 5" + common(m_dir));
+  ASSERT_EQ(again.exitCode, 0) << again.out << again.err;
+  std::vector<nlohmann::json> merged = records(m_dir / "merged.jsonl");
+  std::multiset<std::string> all;
+  for (const auto& r : merged) all.insert(r.dump());
+  for (const auto& r : left) EXPECT_EQ(all.count(r.dump()), 1u) << r.dump();
+  std::set<std::string> configs;
+  int search = 0;
+  for (const auto& r : merged) {
+    if (r["tuner"] == "confirm") continue;
+    ++search;
+    EXPECT_TRUE(configs.insert(r["key"].dump() + r["knobs"].dump()).second) << r.dump();
+  }
+  EXPECT_EQ(search, budgets[0] + budgets[1]);
+}
+
 TEST_F(SlurmTune, ClearOneLineErrors) {
   // A partition the cluster does not have.
   Outcome o = kiln("tune " + model() + " --trials 2 --partition nosuch" + common(m_dir));
