@@ -104,7 +104,16 @@ void checkSlurm(const std::string& partition) {
                   ErrorKind::Io);
   // sinfo asks slurmctld: its answer proves the controller is up and lists the partitions.
   profiler::ProcessResult r = profiler::runProcess({"sinfo", "--noheader", "--format=%R"}, kCommandSeconds);
-  if (r.exitCode != 0) throw Error("slurmctld: unreachable (" + reasonOf(r) + ")", ErrorKind::Io);
+  if (r.exitCode != 0) {
+    std::string reason = reasonOf(r);
+    if (reason.find("configuration file") != std::string::npos) {
+      const char* conf = std::getenv("SLURM_CONF");
+      throw Error(std::string(conf && *conf ? conf : "/etc/slurm/slurm.conf") + ": not a usable Slurm configuration (" +
+                      reason + ")",
+                  ErrorKind::Io);
+    }
+    throw Error("slurmctld: unreachable (" + reason + ")", ErrorKind::Io);
+  }
   if (partition.empty()) return;
   std::istringstream in(r.out);
   std::string name, names;

@@ -222,7 +222,7 @@ void registerTune(CLI::App& cli, Action& action) {
                                      "spread the tasks over a Slurm job array (sbatch); merge its records here");
   cmd->add_option("--partition", o.slurm.partition, "the Slurm partition (default: the cluster's)")->needs(slurm);
   cmd->add_option("--array-size", o.slurm.arraySize, "array tasks (default 2; at most one per tuning task)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 100000))
       ->needs(slurm);
   cmd->add_option("--slurm-dir", o.slurm.workDir,
                   "folder for the plan, per-task records and logs, seen by every node (default: RECORDS.slurm, "
