@@ -15,6 +15,9 @@
 // grouped by tuning key, into the run's records file and the session store: a task that was
 // killed loses only the candidate it was measuring. The summary per task and the end-to-end check
 // are then computed from the records, as a local run would have them.
+// Task states come from `scontrol show job` (no accounting database needed); once slurmctld has
+// purged the job, from sacct when the cluster keeps accounting, else from the status files. A
+// rerun in the same folder first keeps the records an earlier, killed coordinator never merged.
 #include <unistd.h>
 
 #include <algorithm>
