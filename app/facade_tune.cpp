@@ -18,6 +18,7 @@
 
 #include "app/facade_internal.h"
 #include "app/measure_internal.h"
+#include "app/tune_internal.h"
 #include "codegen/llvm/jit.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
@@ -43,7 +44,9 @@ std::vector<std::string> tuneWorkerArgv(const TuneOptions& options) {
   return workerArgv(options.workerCommand, "tune-worker");
 }
 
-TuneTaskInfo infoOf(const core::tune::TuneTask& task, const core::lower::LowerOptions& lower) {
+}  // namespace
+
+TuneTaskInfo tuneTaskInfo(const core::tune::TuneTask& task, const core::lower::LowerOptions& lower) {
   TuneTaskInfo info;
   info.name = task.name;
   info.workloadKey = task.key;
@@ -54,20 +57,13 @@ TuneTaskInfo infoOf(const core::tune::TuneTask& task, const core::lower::LowerOp
   return info;
 }
 
-struct Prepared {
-  std::shared_ptr<const Model> model;
-  Lowered lowered;
-  core::lower::LowerOptions lower;
-  std::vector<core::tune::TuneTask> tasks;
-};
-
-Prepared prepare(const std::string& path, const TuneOptions& options) {
+PreparedTune prepareTune(const std::string& path, const TuneOptions& options) {
   OpenOptions open;
   open.batch = options.batch;
   open.inputs = options.inputs;
   auto model = openModel(path, open);
   if (!model) throw Error(model.error().message, model.error().kind);
-  Prepared p{model.value(), lowerFor(*model.value(), options.build), {}, {}};
+  PreparedTune p{model.value(), lowerFor(*model.value(), options.build), {}, {}};
   if (!p.lowered.target.runnable)
     throw Error("target '" + options.build.target + "' is for cross-compilation, candidates cannot run here",
                 ErrorKind::Usage);
@@ -81,10 +77,16 @@ Prepared prepare(const std::string& path, const TuneOptions& options) {
   return p;
 }
 
-/// Measured budgets per task: trialsPerTask each, or totalTrials split by share of the FLOPs
-/// (at least two per task, so each gets its default and one alternative).
-std::vector<int> budgets(const std::vector<core::tune::TuneTask>& tasks, const TuneOptions& options) {
+std::vector<int> tuneBudgets(const std::vector<core::tune::TuneTask>& tasks, const TuneOptions& options) {
   std::vector<int> out(tasks.size(), std::max(1, options.trialsPerTask));
+  if (!options.taskBudgets.empty()) {
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      auto it = options.taskBudgets.find(tasks[i].key);
+      if (it == options.taskBudgets.end()) it = options.taskBudgets.find(tasks[i].name);
+      if (it != options.taskBudgets.end()) out[i] = std::max(1, it->second);
+    }
+    return out;
+  }
   if (options.totalTrials <= 0 || tasks.empty()) return out;
   double total = 0;
   for (const auto& t : tasks) total += t.weight * t.flops;
@@ -95,10 +97,9 @@ std::vector<int> budgets(const std::vector<core::tune::TuneTask>& tasks, const T
   return out;
 }
 
-/// Records of these keys for the target from the file and the store.
-std::vector<TuneRecord> priorRecords(const TuneOptions& options, profiler::Store* store,
-                                     const std::vector<core::tune::TuneTask>& tasks, const std::string& target,
-                                     int& badLines, std::string& problem) {
+std::vector<TuneRecord> priorTuneRecords(const TuneOptions& options, profiler::Store* store,
+                                         const std::vector<core::tune::TuneTask>& tasks, const std::string& target,
+                                         int& badLines, std::string& problem) {
   std::vector<TuneRecord> out;
   if (!options.recordsPath.empty()) {
     core::tune::RecordFile file = core::tune::readRecords(options.recordsPath);
@@ -117,6 +118,8 @@ std::vector<TuneRecord> priorRecords(const TuneOptions& options, profiler::Store
   }
   return out;
 }
+
+namespace {
 
 /// The configurations a confirmation round times: the `top` fastest distinct error-free trials,
 /// fastest first, and the default's when it ran.
@@ -138,10 +141,10 @@ std::vector<std::string> finalists(const TuneTaskResult& tr, int top) {
   return out;
 }
 
-/// Median end-to-end latency of the untuned and the tuned build, each in a worker process of its
-/// own, their repeats alternating (profiler/bench.h); 0 for a build that failed.
-std::pair<double, double> sideBySide(const std::string& path, const Model& model, const TuneOptions& options,
-                                     const core::lower::ScheduleConfigs& tuned) {
+}  // namespace
+
+std::pair<double, double> tuneSideBySide(const std::string& path, const Model& model, const TuneOptions& options,
+                                         const core::lower::ScheduleConfigs& tuned) {
   ScratchDir scratch("tune");
   BenchSpec spec = benchSpecOf(model, !options.inputs.empty());
   spec.batch = options.batch;
@@ -160,8 +163,6 @@ std::pair<double, double> sideBySide(const std::string& path, const Model& model
   auto median = [](const profiler::BenchRow& row) { return row.ok() ? row.timing.medianMs : 0.0; };
   return {median(r.rows[0]), median(r.rows[1])};
 }
-
-}  // namespace
 
 std::shared_ptr<const core::lower::ScheduleConfigs> schedulesFor(const BuildOptions& options, const std::string& target) {
   if (options.records.empty()) return nullptr;
@@ -204,15 +205,17 @@ Result<RecordsCheck> checkRecords(const std::string& path) {
 
 Result<std::vector<TuneTaskInfo>> tuneTasks(const std::string& path, const TuneOptions& options) {
   return guarded<std::vector<TuneTaskInfo>>(path, [&] {
-    Prepared p = prepare(path, options);
+    PreparedTune p = prepareTune(path, options);
     std::vector<TuneTaskInfo> out;
-    for (const auto& t : p.tasks) out.push_back(infoOf(t, p.lower));
+    for (const auto& t : p.tasks) out.push_back(tuneTaskInfo(t, p.lower));
     return out;
   });
 }
 
 Result<TuneResult> tune(const std::string& path, const TuneOptions& options, const TuneProgressFn& progress) {
-  return guarded<TuneResult>(path, [&] {
+  // With --slurm, errors of the cluster name what failed (sbatch, slurmctld, --partition), not
+  // the model; tuneOnSlurm names the model in its own errors.
+  return guarded<TuneResult>(options.slurm.enabled ? "" : path, [&] {
     auto start = std::chrono::steady_clock::now();
     if (std::find(core::tune::tunerNames().begin(), core::tune::tunerNames().end(), options.tuner) ==
         core::tune::tunerNames().end())
@@ -221,8 +224,9 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
       throw Error("--records of a tuning run names a JSON-lines file (every record is kept in the session store "
                   "as well)",
                   ErrorKind::Usage);
+    if (options.slurm.enabled) return tuneOnSlurm(path, options, progress);
     std::unique_ptr<profiler::Store> store = openStoreFor(options.store);
-    Prepared p = prepare(path, options);
+    PreparedTune p = prepareTune(path, options);
     std::string target = p.lowered.target.strWithCpu();
     int threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
 
@@ -242,7 +246,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     }
     int badLines = 0;
     std::string problem;
-    std::vector<TuneRecord> prior = priorRecords(options, store.get(), p.tasks, target, badLines, problem);
+    std::vector<TuneRecord> prior = priorTuneRecords(options, store.get(), p.tasks, target, badLines, problem);
     result.badRecordLines = badLines;
     result.badRecordProblem = problem;
 
@@ -256,7 +260,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
       ++result.recordsWritten;
     };
 
-    std::vector<int> budget = budgets(p.tasks, options);
+    std::vector<int> budget = tuneBudgets(p.tasks, options);
     int totalBudget = 0;
     for (int b : budget) totalBudget += b;
     int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 2);
@@ -271,7 +275,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
       core::tune::ConfigSpace space = core::tune::ConfigSpace::forKey(task.key, p.lower);
       auto tuner = core::tune::makeTuner(options.tuner, space, options.seed + ti, history);
       TuneTaskResult tr;
-      tr.info = infoOf(task, p.lower);
+      tr.info = tuneTaskInfo(task, p.lower);
       tr.defaultKnobs = task.defaultKnobs;
       double defaultMs = 0;
       auto consider = [&](const std::string& knobs, double ms) {
@@ -445,7 +449,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
       core::lower::ScheduleConfigs configs;
       for (const auto& t : result.tasks)
         if (!t.bestKnobs.empty()) configs.byKey[t.info.workloadKey] = core::lower::parseKnobs(t.bestKnobs);
-      auto [a, b] = sideBySide(path, *p.model, options, configs);
+      auto [a, b] = tuneSideBySide(path, *p.model, options, configs);
       result.untunedMs = a;
       result.tunedMs = b;
     }

@@ -6,12 +6,26 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "app/facade.h"
 
 namespace kiln::app {
+
+/// Tuning spread over a Slurm cluster (app/slurm.h): the tasks are split over the tasks of one job
+/// array; each array task runs this same search for its share (`kiln tune-slurm-task`) on its node
+/// and appends records to a file of its own in `workDir`; the coordinator polls the array, merges
+/// the records by tuning key into the records file and the store, and builds with them.
+struct SlurmOptions {
+  bool enabled = false;
+  std::string partition;  // "": the cluster's default partition
+  int arraySize = 2;      // array tasks (at most one per tuning task)
+  std::string workDir;    // plan, job script, per-task records and logs; must be on a filesystem
+                          //   every node sees. "": <records file>.slurm, else ./kiln-tune-slurm
+  double pollSeconds = 1;  // how often the coordinator asks slurmctld about the array
+};
 
 struct TuneOptions {
   BuildOptions build;        // target, -O level (tasks are the kernels this build would have), threads
@@ -34,6 +48,9 @@ struct TuneOptions {
   bool compareEndToEnd = true;  // after tuning, time the whole model untuned vs tuned
   std::string workerCommand;    // the `kiln` that serves `kiln tune-worker` ("": found next to
                                 //   this program, else $KILN_TUNE_WORKER, else on PATH)
+  std::map<std::string, int> taskBudgets;  // trials per task name or key, replacing the above (a Slurm
+                                           //   array task gets the coordinator's split)
+  SlurmOptions slurm;
 };
 
 /// One tuning task: a distinct workload among the model's kernels.
@@ -46,6 +63,20 @@ struct TuneTaskInfo {
   int64_t spaceSize = 0;    // valid configurations
 };
 
+/// One task of a Slurm job array, as the coordinator last saw it.
+struct SlurmArrayTask {
+  int index = 0;             // SLURM_ARRAY_TASK_ID
+  std::string state;         // Slurm's: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...
+  std::string exitCode;      // "1:0" (exit code:signal) once it ended
+  int trials = 0, budget = 0;  // candidates it measured (records beyond the prior ones) / planned
+  int records = 0;           // records it wrote, confirmation rounds included
+  std::vector<std::string> tasks;  // the tuning tasks (kernel names) it searches
+  std::string log;           // its stdout/stderr file
+  std::string reason;        // when it failed: the last "error:" line of its log, if any
+  bool done() const;         // ended (whatever the outcome)
+  bool failed() const;       // ended other than COMPLETED
+};
+
 struct TuneProgress {
   int taskIndex = 0, numTasks = 0;  // 0-based task being tuned
   std::string taskName;
@@ -56,6 +87,8 @@ struct TuneProgress {
   double defaultGflops = 0;             // the heuristic schedule of this task
   double elapsedSeconds = 0, etaSeconds = 0;
   std::string message;                  // one line for a status bar
+  std::string slurmJob;                 // --slurm: the array's job id, and its tasks
+  std::vector<SlurmArrayTask> slurmTasks;
 };
 /// Return false to cancel: the run stops after the candidates in flight, keeping their records.
 using TuneProgressFn = std::function<bool(const TuneProgress&)>;
@@ -97,6 +130,11 @@ struct TuneResult {
   std::string badRecordProblem;       // the first one's problem ("line 7: not a JSON object")
   int workersStarted = 0;             // worker processes, restarts after failures included
   StoredIds stored;
+  // --slurm: the job, where its files are, and each array task's end; its records were merged
+  // (recordsWritten counts them) whatever the task's state
+  std::string slurmJob, slurmDir;
+  std::vector<SlurmArrayTask> slurmTasks;
+  int recordsMerged = 0;
 };
 
 /// The tasks a build with these options would tune (no measuring).
@@ -115,6 +153,11 @@ struct RecordsCheck {
 /// non-empty file without one valid record an InvalidInput error (it is not a records file). Session
 /// stores ("store", *.db) are not read here (the build opens them). Never throws.
 Result<RecordsCheck> checkRecords(const std::string& path);
+
+/// The body of `kiln tune-slurm-task PLAN`: one array task's share of a --slurm run (the plan the
+/// coordinator wrote, the share picked by $SLURM_ARRAY_TASK_ID). Prints progress lines on stdout
+/// (the task's Slurm log) and errors as `error: ...`; returns the exit code.
+int runSlurmArrayTask(const std::string& planPath);
 
 /// Serves the candidate-measurement protocol on stdin/stdout (profiler/tune_measure.h); the
 /// body of `kiln tune-worker`. Returns the exit code.

@@ -3,9 +3,12 @@
 //                 [--confirm N]
 //                 [--json FILE] [--seed N] [--no-compare] [-O] [--target] [--threads] [--batch]
 //                 [--db FILE] [--no-store] [--session ID]
+//                 [--slurm [--partition P] [--array-size N] [--slurm-dir DIR]]
 // kiln tune-worker   (internal: serves candidate measurements to a tuning run over stdin/stdout)
+// kiln tune-slurm-task PLAN  (internal: one array task of a --slurm run, started by sbatch)
 #include <unistd.h>
 
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -51,6 +54,44 @@ int listTasks(const TuneArgs& a) {
   return 0;
 }
 
+/// Ctrl-C or SIGTERM during a --slurm run: the coordinator cancels the array (scancel) at its
+/// next poll and merges what was measured. A second signal ends the process as usual.
+volatile std::sig_atomic_t g_stopRequested = 0;
+
+void onStopSignal(int sig) {
+  g_stopRequested = 1;
+  std::signal(sig, SIG_DFL);
+}
+
+/// One line per array task: "0 RUNNING 3/8", for the progress line and the end.
+std::string arrayLine(const std::vector<app::SlurmArrayTask>& tasks) {
+  std::string out;
+  for (const auto& t : tasks)
+    out += (out.empty() ? "" : "  ") + std::to_string(t.index) + " " + t.state + " " + std::to_string(t.trials) +
+           "/" + std::to_string(t.budget);
+  return out;
+}
+
+/// The end of each array task; failed ones as one error line naming their log. Returns whether
+/// one failed.
+bool reportArray(const app::TuneResult& r) {
+  std::printf("slurm: job %s, %zu array task(s), %d record(s) merged from %s\n", r.slurmJob.c_str(),
+              r.slurmTasks.size(), r.recordsMerged, r.slurmDir.c_str());
+  bool failed = false;
+  for (const auto& t : r.slurmTasks) {
+    std::printf("  array task %d: %s, %d/%d trials, %d record(s)  (%s)\n", t.index, t.state.c_str(), t.trials,
+                t.budget, t.records, t.log.c_str());
+    if (r.cancelled || !t.failed()) continue;
+    failed = true;
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s: array task %d of job %s ended %s%s%s; its %d record(s) were merged\n",
+                 t.log.c_str(), t.index, r.slurmJob.c_str(), t.state.c_str(),
+                 t.exitCode.empty() ? "" : (" (exit " + t.exitCode + ")").c_str(),
+                 t.reason.empty() ? "" : (": " + t.reason).c_str(), t.records);
+  }
+  return failed;
+}
+
 int tuneCommand(TuneArgs& a) {
   if (int rc = checkInputShapes(a.flags)) return rc;
   // The records file is read (bad lines reported below) and appended to: refuse one that is not
@@ -71,7 +112,28 @@ int tuneCommand(TuneArgs& a) {
 
   bool tty = isatty(2);
   int lastTask = -1, lastMeasured = 0;
+  std::string lastArray;
+  if (o.slurm.enabled) {
+    std::signal(SIGINT, onStopSignal);
+    std::signal(SIGTERM, onStopSignal);
+  }
   auto result = app::tune(a.model, o, [&](const app::TuneProgress& p) {
+    if (!p.slurmJob.empty()) {
+      std::string line = arrayLine(p.slurmTasks);
+      if (tty)
+        std::fprintf(stderr, "\r\033[Kjob %s: %d/%d trials  [%s]  ETA %s", p.slurmJob.c_str(), p.totalTrials,
+                     p.totalBudget, line.c_str(), duration(p.etaSeconds).c_str());
+      else if (line != lastArray)
+        std::fprintf(stderr, "  job %s: %d/%d trials  [%s]\n", p.slurmJob.c_str(), p.totalTrials, p.totalBudget,
+                     line.c_str());
+      lastArray = line;
+      if (g_stopRequested && lastTask != -2) {
+        std::fprintf(stderr, "%scancelling job %s (scancel); merging what was measured\n", tty ? "\r\033[K" : "",
+                     p.slurmJob.c_str());
+        lastTask = -2;
+      }
+      return g_stopRequested == 0;
+    }
     if (tty) {
       int width = 24, filled = p.taskBudget > 0 ? width * p.taskTrials / p.taskBudget : 0;
       std::string bar(static_cast<size_t>(filled), '#');
@@ -114,6 +176,7 @@ int tuneCommand(TuneArgs& a) {
     std::printf("\nend to end (median, side by side): untuned %.3f ms, tuned %.3f ms (%.2fx)\n", r.untunedMs,
                 r.tunedMs, r.untunedMs / r.tunedMs);
   if (r.cancelled) std::printf("cancelled: the records measured so far are kept\n");
+  bool arrayFailed = !r.slurmJob.empty() && reportArray(r);
   if (!r.recordsPath.empty())
     std::printf("records: %d written to %s (build with --records %s)\n", r.recordsWritten, r.recordsPath.c_str(),
                 r.recordsPath.c_str());
@@ -124,7 +187,7 @@ int tuneCommand(TuneArgs& a) {
     std::ofstream out(a.json);
     if (!out || !(out << app::tuneResultJson(r) << "\n")) return fail(a.json + ": cannot write file", ErrorKind::Io);
   }
-  return 0;
+  return arrayFailed ? static_cast<int>(ErrorKind::Io) : 0;
 }
 
 }  // namespace
@@ -155,6 +218,16 @@ void registerTune(CLI::App& cli, Action& action) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-compare", args->noCompare, "skip the end-to-end untuned vs tuned timing");
   cmd->add_option("--json", args->json, "write the result as JSON");
+  CLI::Option* slurm = cmd->add_flag("--slurm", o.slurm.enabled,
+                                     "spread the tasks over a Slurm job array (sbatch); merge its records here");
+  cmd->add_option("--partition", o.slurm.partition, "the Slurm partition (default: the cluster's)")->needs(slurm);
+  cmd->add_option("--array-size", o.slurm.arraySize, "array tasks (default 2; at most one per tuning task)")
+      ->check(CLI::Range(1, 100000))
+      ->needs(slurm);
+  cmd->add_option("--slurm-dir", o.slurm.workDir,
+                  "folder for the plan, per-task records and logs, seen by every node (default: RECORDS.slurm, "
+                  "else ./kiln-tune-slurm)")
+      ->needs(slurm);
   addBuildFlags(cmd, args->flags);
   addBatchFlag(cmd, args->flags);
   addInputShapesFlag(cmd, args->flags);
@@ -164,6 +237,12 @@ void registerTune(CLI::App& cli, Action& action) {
   CLI::App* worker = cli.add_subcommand("tune-worker", "");
   worker->group("");  // internal: not listed in --help
   worker->callback([&action] { action = [] { return app::runTuneWorker(); }; });
+
+  auto plan = std::make_shared<std::string>();
+  CLI::App* arrayTask = cli.add_subcommand("tune-slurm-task", "");
+  arrayTask->group("");  // internal: the batch script of `kiln tune --slurm` runs it
+  arrayTask->add_option("plan", *plan, "plan.json of the run")->required();
+  arrayTask->callback([plan, &action] { action = [plan] { return app::runSlurmArrayTask(*plan); }; });
 }
 
 }  // namespace kiln::cli

@@ -47,6 +47,25 @@ TuningView::TuningView(QWidget* parent) : QWidget(parent) {
   m_timeLimit->setSuffix(tr(" s"));
   m_records = new QLineEdit(this);
   m_records->setToolTip(tr("Tuning records (JSON lines): read to resume, appended to; builds use them"));
+  m_slurm = new QCheckBox(tr("Slurm job array"), this);
+  m_slurm->setToolTip(tr("Submit the tasks as a Slurm job array (sbatch) and merge its records here; "
+                         "the records file's folder must be seen by every node"));
+  m_partition = new QLineEdit(this);
+  m_partition->setPlaceholderText(tr("default partition"));
+  m_arraySize = new QSpinBox(this);
+  m_arraySize->setRange(1, 1000);
+  m_arraySize->setValue(2);
+  m_arraySize->setSuffix(tr(" array tasks"));
+  auto* slurmRow = new QHBoxLayout;
+  slurmRow->addWidget(m_slurm);
+  slurmRow->addWidget(m_partition, 1);
+  slurmRow->addWidget(m_arraySize);
+  auto enableSlurm = [this](bool on) {
+    m_partition->setEnabled(on);
+    m_arraySize->setEnabled(on);
+  };
+  connect(m_slurm, &QCheckBox::toggled, this, enableSlurm);
+  enableSlurm(false);
   m_start = new QPushButton(tr("Start tuning"), this);
   m_resume = new QPushButton(tr("Resume"), this);
   m_resume->setToolTip(tr("Continue from the records file: measured candidates are not measured again"));
@@ -59,6 +78,7 @@ TuningView::TuningView(QWidget* parent) : QWidget(parent) {
   form->addRow(tr("Early stopping:"), m_earlyStop);
   form->addRow(tr("Time limit:"), m_timeLimit);
   form->addRow(tr("Records:"), m_records);
+  form->addRow(tr("Cluster:"), slurmRow);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(m_start);
   buttons->addWidget(m_resume);
@@ -127,6 +147,9 @@ app::TuneOptions TuningView::options(const app::TuneOptions& base) const {
   o.earlyStopping = m_earlyStop->value();
   o.timeLimitSeconds = m_timeLimit->value();
   o.recordsPath = m_records->text().toStdString();
+  o.slurm.enabled = m_slurm->isChecked();
+  o.slurm.partition = m_partition->text().trimmed().toStdString();
+  o.slurm.arraySize = m_arraySize->value();
   return o;
 }
 
@@ -142,6 +165,18 @@ void TuningView::setRunning(bool running) {
 void TuningView::setTasks(const std::vector<app::TuneTaskInfo>& tasks) { m_model->setTasks(tasks); }
 
 void TuningView::applyProgress(const app::TuneProgress& p) {
+  if (!p.slurmJob.empty()) {
+    // The array's tasks run at once on their nodes: one line per array task instead of rows.
+    m_progress->setRange(0, std::max(1, p.totalBudget));
+    m_progress->setValue(p.totalTrials);
+    m_eta->setText(tr("Slurm job %1 · elapsed %2 · ETA %3")
+                       .arg(qs(p.slurmJob), duration(p.elapsedSeconds), duration(p.etaSeconds)));
+    QStringList lines;
+    for (const auto& t : p.slurmTasks)
+      lines << tr("array task %1: %2, %3/%4 trials").arg(t.index).arg(qs(t.state)).arg(t.trials).arg(t.budget);
+    setMessage(lines.join(QLatin1Char('\n')));
+    return;
+  }
   m_model->applyProgress(p);
   m_progress->setRange(0, std::max(1, p.totalBudget));
   m_progress->setValue(p.totalTrials);
@@ -171,6 +206,14 @@ void TuningView::setResult(const app::TuneResult& r) {
                  .arg(r.recordsWritten)
                  .arg(confirmed)
                  .arg(qs(r.recordsPath), speed));
+  // A Slurm run: array tasks that failed are named with their logs (their records were merged).
+  QStringList failed;
+  for (const auto& t : r.slurmTasks)
+    if (!r.cancelled && t.failed())
+      failed << tr("array task %1 of job %2 ended %3 (log %4)%5")
+                    .arg(t.index)
+                    .arg(qs(r.slurmJob), qs(t.state), qs(t.log), t.reason.empty() ? QString() : QStringLiteral(": ") + qs(t.reason));
+  if (!failed.isEmpty()) setMessage(m_message->text() + QLatin1Char('\n') + failed.join(QLatin1Char('\n')), true);
 }
 
 void TuningView::setMessage(const QString& message, bool error) {

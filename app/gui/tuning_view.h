@@ -1,8 +1,10 @@
 // The Tuning view: live progress of autotuning (app/tune.h) per task — trials, best GFLOP/s
 // against trials, the heuristic schedule's GFLOP/s, ETA — with Start, Cancel (keeps what was
-// measured) and Resume (continues from the records file).
+// measured) and Resume (continues from the records file). "Slurm" spreads the tasks over a job
+// array of the cluster (app/tune.h SlurmOptions); progress then shows each array task's state.
 #pragma once
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -49,6 +51,9 @@ class TuningView : public QWidget {
   QSpinBox* m_earlyStop;
   QDoubleSpinBox* m_timeLimit;
   QLineEdit* m_records;
+  QCheckBox* m_slurm;
+  QLineEdit* m_partition;
+  QSpinBox* m_arraySize;
   QPushButton* m_start;
   QPushButton* m_resume;
   QPushButton* m_cancel;
