@@ -226,6 +226,36 @@ void repeat(Ctx& c, N n) {
   c.setOutput(n, reshapeTo(c, n, y, merged));
 }
 
+/// aten::roll(x, shifts, dims): each listed axis rotated by its shift (elements pushed past the
+/// end come back at the start), as two slices concatenated the other way round. Without dims
+/// the flattened tensor is rolled and reshaped back, as PyTorch does.
+void roll(Ctx& c, N n) {
+  ValueId x = c.tensor(n, 0);
+  std::vector<int64_t> shifts = c.toInts(n, 1), dims = c.toInts(n, 2);
+  const Shape shape = c.type(x).shape;
+  bool flat = dims.empty();
+  if (flat) {
+    if (shifts.size() != 1) Ctx::fail(n, "roll without dims takes one shift", ErrorKind::InvalidModel);
+    x = reshapeTo(c, n, x, {c.type(x).numel()}, "roll_flat");
+    dims = {0};
+  }
+  if (shifts.size() != dims.size())
+    Ctx::fail(n, std::to_string(shifts.size()) + " shifts for " + std::to_string(dims.size()) + " dims",
+              ErrorKind::InvalidModel);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t axis = normDim(n, dims[i], c.type(x).rank());
+    int64_t size = c.type(x).shape[axis];
+    if (size == 0) continue;
+    int64_t k = ((shifts[i] % size) + size) % size;  // the first output element is input[size - k]
+    if (k == 0) continue;
+    ValueId tail = sliceAxis(c, n, x, axis, size - k, size, 1, "roll_tail");
+    ValueId head = sliceAxis(c, n, x, axis, 0, size - k, 1, "roll_head");
+    x = c.emit(n, "concat", {tail, head}, {{"axis", axis}}, "roll");
+  }
+  if (flat) x = reshapeTo(c, n, x, shape, "roll_out");
+  c.setOutput(n, x);
+}
+
 // --- masks, comparisons, casts ---------------------------------------------------------------
 
 ValueId castTo(Ctx& c, N n, ValueId x, DType dtype, const std::string& stem = {}) {
@@ -425,6 +455,7 @@ void registerIndexingOps(Table& t) {
   reg(t, "expand_as", expandAs);
   reg(t, "broadcast_to", expand);
   reg(t, "repeat", repeat);
+  reg(t, "roll", roll);
   reg(t, "where", where);
   reg(t, "masked_fill", maskedFill, true);
   for (const auto& [name, op] : std::vector<std::pair<const char*, const char*>>{

@@ -78,6 +78,18 @@ TEST(ImportBreadth, ExpandRepeatMaskedFillWhere) {
         {{"[3, 4, 5]", f32}, {"[4, 1]", f32}});
 }
 
+TEST(ImportBreadth, RollAlongAxesAndFlattened) {  // Swin's shifted windows
+  auto m = check("Roll",
+                 "def forward(self, x0):\n"
+                 "  a = torch.roll(x0, shifts=(-3, 3), dims=(1, 2))\n"
+                 "  b = torch.roll(x0, 2, 0)\n"
+                 "  c = torch.roll(x0, 11)\n"
+                 "  d = torch.roll(x0, shifts=(7, 0), dims=(-1, 1))\n"
+                 "  return a, b, c, d\n",
+                 {{"[2, 5, 6]", f32}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["concat"], 4);  // b is a full turn and d rolls one axis by 0: no-ops
+}
+
 TEST(ImportBreadth, CastsAndIntegerPromotion) {
   check("Casts",
         "def forward(self, x0, x1):\n"
