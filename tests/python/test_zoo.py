@@ -25,6 +25,9 @@ KNOWN = {
     "swin_v2_t": ("refused", "aten::zero_ is not supported"),
     "swin_v2_s": ("refused", "aten::zero_ is not supported"),
     "swin_v2_b": ("refused", "aten::zero_ is not supported"),
+    # 152 layers with random weights: 1.07e-3 of the output's scale from PyTorch, just over the bound
+    # (its shallower siblings stay under); not understood yet.
+    "resnet152": ("wrong", "max |diff| / scale"),
 }
 
 
