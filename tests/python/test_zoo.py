@@ -25,9 +25,11 @@ KNOWN = {
     "swin_v2_t": ("refused", "aten::zero_ is not supported"),
     "swin_v2_s": ("refused", "aten::zero_ is not supported"),
     "swin_v2_b": ("refused", "aten::zero_ is not supported"),
-    # 152 layers with random weights: 1.07e-3 of the output's scale from PyTorch, just over the bound
-    # (its shallower siblings stay under); not understood yet.
+    # The deepest ResNets with random weights end 1.1-1.7e-3 of the output's scale from PyTorch, just
+    # over the bound (resnet101 itself and the shallower ones stay under); not understood yet.
     "resnet152": ("wrong", "max |diff| / scale"),
+    "deeplabv3_resnet101": ("wrong", "max |diff| / scale"),
+    "fcn_resnet101": ("wrong", "max |diff| / scale"),
 }
 
 
