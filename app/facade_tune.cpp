@@ -212,6 +212,25 @@ Result<std::vector<TuneTaskInfo>> tuneTasks(const std::string& path, const TuneO
   });
 }
 
+TuneStart beginTune(const PreparedTune& p, const TuneOptions& options, profiler::Store* store) {
+  TuneStart s;
+  s.target = p.lowered.target.strWithCpu();
+  s.threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
+  s.result.model = p.model->name;
+  s.result.target = s.target;
+  s.result.tuner = options.tuner;
+  s.result.recordsPath = options.recordsPath;
+  if (store) {
+    s.result.stored = store->transaction([&] {
+      return beginStoredRun(*store, options.store, p.model->path, p.model->name, "tune",
+                            runContextFor(options.build, s.threads, s.target, 0));
+    });
+    if (auto session = store->loadSession(s.result.stored.sessionId)) s.modelId = session->summary.model.id;
+  }
+  s.prior = priorTuneRecords(options, store, p.tasks, s.target, s.result.badRecordLines, s.result.badRecordProblem);
+  return s;
+}
+
 Result<TuneResult> tune(const std::string& path, const TuneOptions& options, const TuneProgressFn& progress) {
   // With --slurm, errors of the cluster name what failed (sbatch, slurmctld, --partition), not
   // the model; tuneOnSlurm names the model in its own errors.
@@ -227,28 +246,12 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     if (options.slurm.enabled) return tuneOnSlurm(path, options, progress);
     std::unique_ptr<profiler::Store> store = openStoreFor(options.store);
     PreparedTune p = prepareTune(path, options);
-    std::string target = p.lowered.target.strWithCpu();
-    int threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
-
-    TuneResult result;
-    result.model = p.model->name;
-    result.target = target;
-    result.tuner = options.tuner;
-    result.recordsPath = options.recordsPath;
-
-    int64_t modelId = 0;
-    if (store) {
-      result.stored = store->transaction([&] {
-        return beginStoredRun(*store, options.store, p.model->path, p.model->name, "tune",
-                              runContextFor(options.build, threads, target, 0));
-      });
-      if (auto session = store->loadSession(result.stored.sessionId)) modelId = session->summary.model.id;
-    }
-    int badLines = 0;
-    std::string problem;
-    std::vector<TuneRecord> prior = priorTuneRecords(options, store.get(), p.tasks, target, badLines, problem);
-    result.badRecordLines = badLines;
-    result.badRecordProblem = problem;
+    TuneStart begun = beginTune(p, options, store.get());
+    const std::string& target = begun.target;
+    int threads = begun.threads;
+    int64_t modelId = begun.modelId;
+    TuneResult& result = begun.result;
+    std::vector<TuneRecord>& prior = begun.prior;
 
     auto write = [&](const TuneRecord& r) {
       if (!options.recordsPath.empty()) core::tune::appendRecords(options.recordsPath, {r});

@@ -272,24 +272,11 @@ TuneResult tuneOnSlurm(const std::string& path, const TuneOptions& options, cons
       throw Error(message.starts_with(path + ": ") ? message : path + ": " + message, e.kind());
     }
   }();
-  std::string target = p.lowered.target.strWithCpu();
-  int threads = options.build.threads > 0 ? options.build.threads : runtime::numThreads();
-
-  TuneResult result;
-  result.model = p.model->name;
-  result.target = target;
-  result.tuner = options.tuner;
-  result.recordsPath = options.recordsPath;
-  int64_t modelId = 0;
-  if (store) {
-    result.stored = store->transaction([&] {
-      return beginStoredRun(*store, options.store, p.model->path, p.model->name, "tune",
-                            runContextFor(options.build, threads, target, 0));
-    });
-    if (auto session = store->loadSession(result.stored.sessionId)) modelId = session->summary.model.id;
-  }
-  std::vector<TuneRecord> prior =
-      priorTuneRecords(options, store.get(), p.tasks, target, result.badRecordLines, result.badRecordProblem);
+  TuneStart begun = beginTune(p, options, store.get());
+  const std::string& target = begun.target;
+  int64_t modelId = begun.modelId;
+  TuneResult& result = begun.result;
+  std::vector<TuneRecord>& prior = begun.prior;
 
   // Budgets as a local run plans them (no more than a space holds), split over the array.
   std::vector<int> budget = tuneBudgets(p.tasks, options);

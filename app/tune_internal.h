@@ -40,6 +40,17 @@ std::vector<core::tune::TuneRecord> priorTuneRecords(const TuneOptions& options,
                                                      const std::vector<core::tune::TuneTask>& tasks,
                                                      const std::string& target, int& badLines, std::string& problem);
 
+/// What a tune run (local or on Slurm) starts from: the result's identity fields, the stored run
+/// (when `store` is set), its model's id in the store and the records already measured.
+struct TuneStart {
+  std::string target;
+  int threads = 0;
+  int64_t modelId = 0;
+  TuneResult result;
+  std::vector<core::tune::TuneRecord> prior;
+};
+TuneStart beginTune(const PreparedTune& p, const TuneOptions& options, profiler::Store* store);
+
 /// Median end-to-end latency of the untuned and the tuned build, each in a worker process of its
 /// own, their repeats alternating (profiler/bench.h); 0 for a build that failed.
 std::pair<double, double> tuneSideBySide(const std::string& path, const Model& model, const TuneOptions& options,
