@@ -2,12 +2,14 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +24,7 @@ const std::vector<const char*>& schemaMigrations();
 namespace {
 
 constexpr int32_t kApplicationId = 0x4b494c4e;  // "KILN"
+constexpr int kBusyTimeoutMs = 10000;
 
 /// A prepared statement; errors throw through the owning store's message.
 class Stmt {
@@ -152,7 +155,7 @@ Store::Store(const std::string& path, int migrateTo) : m_path(path) {
     throw Error(path + ": cannot open database: " + msg, ErrorKind::Io);
   }
   try {
-    sqlite3_busy_timeout(m_db, 10000);
+    sqlite3_busy_timeout(m_db, kBusyTimeoutMs);
     // Read-only checks before anything is written, in one read transaction so that a migration
     // committed by another connection meanwhile is seen whole or not at all.
     int64_t appId = 0, version = 0, objects = 0;
@@ -181,7 +184,8 @@ Store::Store(const std::string& path, int migrateTo) : m_path(path) {
       throw Error(path + ": written by a newer Kiln (schema version " + std::to_string(version) + " > " +
                       std::to_string(latestSchemaVersion()) + "); refusing to modify it",
                   ErrorKind::Store);
-    exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+    enterWalMode();
+    exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
     migrate(migrateTo);
   } catch (const Error& e) {
     sqlite3_close(m_db);
@@ -209,6 +213,21 @@ void Store::exec(const std::string& sql) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     throw Error(m_path + ": " + msg, ErrorKind::Io);
+  }
+}
+
+// Switching a file into WAL mode needs it to itself for a moment, and SQLite answers "database is
+// locked" at once (without its busy handler) while another connection reads it, e.g. one opening
+// the same new file. The mode is kept in the file, so only the first opener switches it; the others
+// retry until the busy timeout.
+void Store::enterWalMode() {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (;;) {
+    int rc = sqlite3_exec(m_db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline)
+      fail("cannot enter WAL mode");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 

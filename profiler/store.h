@@ -169,6 +169,7 @@ class Store {
   sqlite3* handle() { return m_db; }
 
  private:
+  void enterWalMode();
   void begin();
   void commit();
   void rollback();
