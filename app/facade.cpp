@@ -45,43 +45,36 @@ codegen::Target parseTarget(const std::string& spec) {
   }
 }
 
-Optimized optimizeFor(const Model& model, const BuildOptions& options,
-                      std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
-  // The packed layout's channel block is the target's f32 vector width (schedule.h).
-  codegen::Target target = parseTarget(options.target);
-  int lanes = core::lower::lowerOptionsFor(target.triple, target.cpu, target.features).vectorLanes;
-  if (!schedules) schedules = schedulesFor(options, target.strWithCpu());
-  std::string text = options.passes ? *options.passes : core::passes::defaultPipelineText(options.optLevel, lanes);
-  core::passes::PassManagerOptions pm;
-  pm.verify = options.verifyPasses;
-  pm.keepIr = options.keepPassIr;
-  pm.skip.insert(options.skipPasses.begin(), options.skipPasses.end());
-  pm.schedules = schedules;
-  Optimized o{model.graph, {}, text};
-  o.passes = core::passes::PassManager(core::passes::parsePipeline(text), pm).run(o.graph);
-  return o;
-}
-
-Lowered lowerFor(const Model& model, const BuildOptions& options,
-                 std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
+core::CompileOptions compileOptionsFor(const BuildOptions& options, const codegen::Target& target,
+                                       std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
   if (options.optLevel < 0 || options.optLevel > core::passes::kMaxOptLevel)
     throw Error("opt level must be 0-" + std::to_string(core::passes::kMaxOptLevel) + ", got " +
                     std::to_string(options.optLevel),
                 ErrorKind::Usage);
+  core::CompileOptions c;
+  c.optLevel = options.optLevel;
+  c.passes = options.passes;
+  c.skipPasses.insert(options.skipPasses.begin(), options.skipPasses.end());
+  c.verify = options.verifyPasses;
+  c.keepIr = options.keepPassIr;
+  c.boundsCheck = options.boundsCheck;
+  // Schedules pick vector widths, register tiles and the packed layout's channel block from the
+  // target (schedule.h), or take the tuned knobs of a record.
+  c.lower = core::lower::lowerOptionsFor(target.triple, target.cpu, target.features);
+  c.lower.schedules = schedules ? std::move(schedules) : schedulesFor(options, target.strWithCpu());
+  return c;
+}
+
+core::OptimizedGraph optimizeFor(const Model& model, const BuildOptions& options) {
+  return core::optimizeGraph(model.graph, compileOptionsFor(options, parseTarget(options.target)));
+}
+
+Lowered lowerFor(const Model& model, const BuildOptions& options,
+                 std::shared_ptr<const core::lower::ScheduleConfigs> schedules) {
   codegen::Target target = parseTarget(options.target);
-  if (!schedules) schedules = schedulesFor(options, target.strWithCpu());
-  Optimized optimized = optimizeFor(model, options, schedules);
-  // Schedules pick vector widths and register tiles from the target (schedule.h), or take the
-  // tuned knobs of a record.
-  core::lower::LowerOptions lowerOptions = core::lower::lowerOptionsFor(target.triple, target.cpu, target.features);
-  lowerOptions.schedules = schedules;
-  lowerOptions.boundsCheck = options.boundsCheck;
-  Lowered l{core::lower::lowerGraph(optimized.graph, lowerOptions), target, std::move(optimized.graph),
-            std::move(optimized.passes), std::move(optimized.pipeline)};
-  // O4: let code generation reassociate, ignore signed zeros, contract and approximate functions.
-  if (options.optLevel >= 4)
-    for (auto& f : l.module.funcs) f.attrs["fast_math"] = "reassoc,nsz,contract,afn";
-  return l;
+  core::CompiledKernels c = core::compile(model.graph, compileOptionsFor(options, target, std::move(schedules)));
+  return Lowered{std::move(c.module), target, std::move(c.graph), std::move(c.passes), std::move(c.pipeline),
+                 std::move(c.steps)};
 }
 
 std::optional<IrStage> parseIrStage(const std::string& name) {

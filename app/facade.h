@@ -187,6 +187,13 @@ struct OptimizeReport {
   int numKernels = 0;  // distinct kernels after lowering
   int numCalls = 0;    // kernel calls per inference
   core::Graph graph;   // the optimized graph
+  /// The compile driver's steps (core/compile.h): graph passes, lower, each loop-IR pass.
+  struct Step {
+    std::string name;
+    double ms = 0;
+    std::string detail;
+  };
+  std::vector<Step> steps;
 };
 
 /// Runs the pass pipeline of the options and lowering (no code generation) and reports.

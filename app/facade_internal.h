@@ -8,6 +8,7 @@
 
 #include "app/facade.h"
 #include "codegen/target.h"
+#include "core/compile.h"
 #include "core/lower/lower.h"
 #include "core/passes/pass_manager.h"
 
@@ -22,24 +23,25 @@ struct Lowered {
   core::lower::LoweredModule module;
   codegen::Target target;
   core::Graph graph;                    // the optimized graph that was lowered
-  core::passes::PipelineResult passes;  // what the pass pipeline did
-  std::string pipeline;                 // the pipeline's text
+  core::passes::PipelineResult passes;  // what the graph passes did
+  std::string pipeline;                 // the pipeline's text (graph and loop-IR passes)
+  std::vector<core::CompileStep> steps; // the compile driver's steps (core/compile.h)
 };
 
-/// Validates the options, parses the target, runs the pass pipeline of options.optLevel (or
-/// options.passes) and lowers the optimized graph. Throws kiln::Error.
+/// What the compile driver (core/compile.h) gets from the build options for `target`: the opt
+/// level or --passes, skips, verification, bounds checks, the target's lowering options and the
+/// tuned schedules (options.records unless `schedules` is given). Throws kiln::Error.
+core::CompileOptions compileOptionsFor(const BuildOptions& options, const codegen::Target& target,
+                                       std::shared_ptr<const core::lower::ScheduleConfigs> schedules = nullptr);
+
+/// Validates the options, parses the target and runs the compile driver: graph passes, lowering,
+/// loop-IR passes. Throws kiln::Error.
 /// `schedules` replaces the tuned configurations of options.records (schedule_config.h).
 Lowered lowerFor(const Model& model, const BuildOptions& options,
                  std::shared_ptr<const core::lower::ScheduleConfigs> schedules = nullptr);
 
-/// A copy of the model's graph after the pass pipeline of the options (no lowering).
-struct Optimized {
-  core::Graph graph;
-  core::passes::PipelineResult passes;
-  std::string pipeline;
-};
-Optimized optimizeFor(const Model& model, const BuildOptions& options,
-                      std::shared_ptr<const core::lower::ScheduleConfigs> schedules = nullptr);
+/// A copy of the model's graph after the graph passes of the options (no lowering).
+core::OptimizedGraph optimizeFor(const Model& model, const BuildOptions& options);
 
 /// The best configuration per workload of options.records for `target` (nullptr without
 /// records). Throws kiln::Error (Io) for a missing or unreadable file.

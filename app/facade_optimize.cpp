@@ -7,6 +7,7 @@
 #include "app/facade.h"
 #include "app/facade_internal.h"
 #include "core/lower/lower.h"
+#include "core/compile.h"
 #include "core/passes/pipeline.h"
 
 namespace kiln::app {
@@ -38,6 +39,8 @@ Result<OptimizeReport> optimize(std::shared_ptr<const Model> model, const BuildO
     }
     r.numKernels = static_cast<int>(lowered.module.funcs.size());
     r.numCalls = static_cast<int>(lowered.module.plan.calls.size());
+    for (const core::CompileStep& step : lowered.steps)
+      r.steps.push_back(OptimizeReport::Step{step.name, step.seconds * 1e3, step.detail});
     r.graph = std::move(lowered.graph);
     return r;
   });
@@ -65,6 +68,14 @@ std::string optimizeReportText(const OptimizeReport& r) {
   std::snprintf(line, sizeof line, "passes: %zu run, %d changed the graph, %.2f ms\n\n", r.passes.size(),
                 changed, r.passMs);
   out += line;
+  if (!r.steps.empty()) {
+    out += "compile steps (core/compile.h):\n";
+    for (const auto& step : r.steps) {
+      std::snprintf(line, sizeof line, "  %-34s %9.2f ms  %s\n", step.name.c_str(), step.ms, step.detail.c_str());
+      out += line;
+    }
+    out += "\n";
+  }
 
   size_t fusedOps = 0, widest = 0;
   std::map<size_t, int> histogram;
@@ -96,7 +107,7 @@ std::string optimizeReportText(const OptimizeReport& r) {
 std::string passListText() {
   std::string out = core::passes::describePasses() + "\ndefault pipelines:\n";
   for (int level = 0; level <= core::passes::kMaxOptLevel; ++level) {
-    std::string text = core::passes::defaultPipelineText(level);
+    std::string text = core::optLevelPipelineText(level);
     out += "  -O" + std::to_string(level) + "  " + (text.empty() ? "(none)" : text) + "\n";
   }
   return out;

@@ -119,6 +119,49 @@ std::vector<TuneRecord> priorTuneRecords(const TuneOptions& options, profiler::S
   return out;
 }
 
+int takeLatestRound(TuneTaskResult& tr, const core::tune::TuneTask& task, const std::vector<TuneRecord>& records) {
+  std::string latest;
+  for (const TuneRecord& r : records)
+    if (r.key == task.key && r.tuner == core::tune::kConfirmTuner) latest = std::max(latest, r.timestamp);
+  if (latest.empty()) return 0;
+  int count = 0;
+  double best = 0;
+  for (const TuneRecord& r : records) {
+    if (r.key != task.key || r.tuner != core::tune::kConfirmTuner || r.timestamp != latest || !r.ok()) continue;
+    ++count;
+    std::string text = core::lower::knobsText(r.knobs);
+    if (text == task.defaultKnobs) tr.defaultMs = r.costMs;
+    if (best == 0 || r.costMs < best) {
+      best = r.costMs;
+      tr.bestKnobs = text;
+    }
+  }
+  if (best > 0) {
+    tr.bestMs = best;
+    tr.bestGflops = task.flops / (best * 1e6);
+  }
+  return count;
+}
+
+int completeRecordsFile(const std::string& path, const std::vector<TuneRecord>& all,
+                        const std::vector<core::tune::TuneTask>& tasks, const std::string& target) {
+  std::vector<TuneRecord> inFile = core::tune::readRecords(path).records;
+  core::lower::ScheduleConfigs fromFile = core::tune::bestConfigs(inFile, target);
+  core::lower::ScheduleConfigs fromAll = core::tune::bestConfigs(all, target);
+  std::set<std::string> missing;
+  for (const auto& task : tasks) {
+    auto want = fromAll.byKey.find(task.key);
+    if (want == fromAll.byKey.end()) continue;
+    auto have = fromFile.byKey.find(task.key);
+    if (have == fromFile.byKey.end() || have->second != want->second) missing.insert(task.key);
+  }
+  std::vector<TuneRecord> copied;
+  for (TuneRecord& r : core::tune::decidingRecords(all, target))
+    if (missing.count(r.key)) copied.push_back(std::move(r));
+  core::tune::appendRecords(path, copied);
+  return static_cast<int>(copied.size());
+}
+
 namespace {
 
 /// The configurations a confirmation round times: the `top` fastest distinct error-free trials,
@@ -253,7 +296,9 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     TuneResult& result = begun.result;
     std::vector<TuneRecord>& prior = begun.prior;
 
+    std::vector<TuneRecord> fresh;  // this run's records
     auto write = [&](const TuneRecord& r) {
+      fresh.push_back(r);
       if (!options.recordsPath.empty()) core::tune::appendRecords(options.recordsPath, {r});
       if (store) {
         // The store keeps the whole record as its config JSON (parseRecord reads it back).
@@ -442,6 +487,8 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
           }
         }
       }
+      // No round this time: builds take an earlier run's latest round, and so does the summary.
+      if (tr.confirmed == 0) takeLatestRound(tr, task, prior);
       result.totalMeasured += tr.measured;
       result.totalErrors += tr.errors;
       result.tasks.push_back(std::move(tr));
@@ -455,6 +502,11 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
       auto [a, b] = tuneSideBySide(path, *p.model, options, configs);
       result.untunedMs = a;
       result.tunedMs = b;
+    }
+    if (!options.recordsPath.empty()) {
+      std::vector<TuneRecord> all = prior;
+      all.insert(all.end(), fresh.begin(), fresh.end());
+      result.recordsCopied = completeRecordsFile(options.recordsPath, all, p.tasks, target);
     }
     result.workersStarted = runner.workersStarted();
     result.wallSeconds = secondsSince(start);
@@ -473,6 +525,7 @@ std::string tuneResultJson(const TuneResult& r) {
   j["cancelled"] = r.cancelled;
   j["records"] = r.recordsPath;
   j["records_written"] = r.recordsWritten;
+  j["records_copied"] = r.recordsCopied;
   j["untuned_ms"] = r.untunedMs;
   j["tuned_ms"] = r.tunedMs;
   j["tasks"] = nlohmann::json::array();

@@ -193,17 +193,8 @@ TuneTaskResult summarize(const core::tune::TuneTask& task, const core::lower::Lo
   TuneTaskResult tr;
   tr.info = tuneTaskInfo(task, lower);
   tr.defaultKnobs = task.defaultKnobs;
-  std::string latestRound;
-  bool freshRound = false;
   auto add = [&](const TuneRecord& r, bool fromRecords) {
-    if (r.key != task.key) return;
-    if (r.tuner == core::tune::kConfirmTuner) {
-      if (r.timestamp > latestRound) {
-        latestRound = r.timestamp;
-        freshRound = !fromRecords;
-      }
-      return;
-    }
+    if (r.key != task.key || r.tuner == core::tune::kConfirmTuner) return;
     std::string text = core::lower::knobsText(r.knobs);
     tr.trials.push_back({static_cast<int>(tr.trials.size()) + 1, text, r.costMs,
                          r.ok() ? task.flops / (r.costMs * 1e6) : 0, r.error, fromRecords});
@@ -218,23 +209,15 @@ TuneTaskResult summarize(const core::tune::TuneTask& task, const core::lower::Lo
   };
   for (const TuneRecord& r : prior) add(r, true);
   for (const TuneRecord& r : fresh) add(r, false);
-  if (!latestRound.empty()) {
-    // Builds take the latest round (records.h): so does the summary.
-    double best = 0;
-    for (const std::vector<TuneRecord>* list : {&prior, &fresh}) {
-      for (const TuneRecord& r : *list) {
-        if (r.key != task.key || r.tuner != core::tune::kConfirmTuner || r.timestamp != latestRound || !r.ok()) continue;
-        std::string text = core::lower::knobsText(r.knobs);
-        if (freshRound) ++tr.confirmed;
-        if (text == task.defaultKnobs) tr.defaultMs = r.costMs;
-        if (best == 0 || r.costMs < best) {
-          best = r.costMs;
-          tr.bestKnobs = text;
-        }
-      }
-    }
-    if (best > 0) tr.bestMs = best;
-  }
+  // Builds take the latest round (records.h): so does the summary. It counts as confirmed here
+  // when this run timed it.
+  std::vector<TuneRecord> all = prior;
+  all.insert(all.end(), fresh.begin(), fresh.end());
+  int round = takeLatestRound(tr, task, all);
+  bool freshRound = std::any_of(fresh.begin(), fresh.end(), [&](const TuneRecord& r) {
+    return r.key == task.key && r.tuner == core::tune::kConfirmTuner;
+  });
+  if (freshRound) tr.confirmed = round;
   if (tr.bestMs > 0) tr.bestGflops = task.flops / (tr.bestMs * 1e6);
   return tr;
 }
@@ -438,6 +421,11 @@ TuneResult tuneOnSlurm(const std::string& path, const TuneOptions& options, cons
   });
   keep(fresh);
   result.recordsMerged = result.recordsWritten = static_cast<int>(fresh.size());
+  if (!options.recordsPath.empty()) {
+    std::vector<TuneRecord> all = prior;
+    all.insert(all.end(), fresh.begin(), fresh.end());
+    result.recordsCopied = completeRecordsFile(options.recordsPath, all, p.tasks, target);
+  }
 
   for (const auto& task : p.tasks) {
     TuneTaskResult tr = summarize(task, p.lower, prior, fresh);

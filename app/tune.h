@@ -125,6 +125,7 @@ struct TuneResult {
   bool cancelled = false;
   std::string recordsPath;
   int recordsWritten = 0;
+  int recordsCopied = 0;  // earlier runs' records (the store's) appended so the file builds the same
   double untunedMs = 0, tunedMs = 0;  // end-to-end medians, measured side by side after tuning
   int badRecordLines = 0;             // lines of the records file that were skipped
   std::string badRecordProblem;       // the first one's problem ("line 7: not a JSON object")

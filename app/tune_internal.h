@@ -51,6 +51,20 @@ struct TuneStart {
 };
 TuneStart beginTune(const PreparedTune& p, const TuneOptions& options, profiler::Store* store);
 
+/// Points the task's summary (best and default) at the latest confirmation round of its key in
+/// `records`, when there is one: builds take that round (core/tune/records.h), so the summary
+/// does too. Returns how many of the round's records are error-free (0: no round).
+int takeLatestRound(TuneTaskResult& tr, const core::tune::TuneTask& task,
+                    const std::vector<core::tune::TuneRecord>& records);
+
+/// Leaves the records file at `path` holding what a build of these tasks would choose from `all`
+/// (the file's records, the store's and this run's): for each task whose choice from the file alone
+/// differs, appends the records that decide it (core::tune::decidingRecords), so `--records path`
+/// builds the same as `--records store`. Creates the file when it is missing, even with nothing to
+/// copy. Returns how many records it appended.
+int completeRecordsFile(const std::string& path, const std::vector<core::tune::TuneRecord>& all,
+                        const std::vector<core::tune::TuneTask>& tasks, const std::string& target);
+
 /// Median end-to-end latency of the untuned and the tuned build, each in a worker process of its
 /// own, their repeats alternating (profiler/bench.h); 0 for a build that failed.
 std::pair<double, double> tuneSideBySide(const std::string& path, const Model& model, const TuneOptions& options,

@@ -24,11 +24,10 @@
 
 #include "codegen/llvm/jit.h"
 #include "codegen/target.h"
+#include "core/compile.h"
 #include "core/lower/lower.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
-#include "core/passes/pass_manager.h"
-#include "core/passes/pipeline.h"
 #include "core/tune/task.h"
 #include "profiler/measure_worker.h"
 #include "profiler/subprocess.h"
@@ -62,20 +61,19 @@ Built buildCandidate(const CandidateRequest& r, bool withKnobs) {
   if (withKnobs && !r.knobs.empty()) configs->byKey[r.key] = core::lower::parseKnobs(r.knobs);
   lower.schedules = configs;
 
-  core::Graph graph = core::tune::taskGraph(r.key);
-  // The passes that decide how the anchor is laid out; no fusion, so the anchor is a kernel of
-  // its own and its timing holds nothing else.
-  if (core::lower::parseTuneKey(r.key).kind == "conv2d_nchwc" && r.optLevel >= 3) {
-    core::passes::PassManagerOptions pm;
-    pm.schedules = configs;
-    std::string text = "alter-layout{lanes=" + std::to_string(lower.vectorLanes) + "}";
-    core::passes::PassManager(core::passes::parsePipeline(text), pm).run(graph);
-  }
-  core::lower::LoweredModule module = core::lower::lowerGraph(graph, lower);
+  // The task's kernel compiled as a build at this level compiles it: the passes that decide how
+  // the anchor is laid out, no fusion (its timing holds nothing else), and the loop-IR passes.
+  core::CompileOptions compile;
+  compile.lower = lower;
+  std::string text;
+  if (core::lower::parseTuneKey(r.key).kind == "conv2d_nchwc" && r.optLevel >= 3)
+    text = "alter-layout{lanes=" + std::to_string(lower.vectorLanes) + "}";
+  if (r.optLevel >= 4) text += std::string(text.empty() ? "" : ",") + "fast-math";
+  compile.passes = text;
+  core::lower::LoweredModule module = core::compile(core::tune::taskGraph(r.key), compile).module;
   Built built;
   std::string kernel;
   for (auto& f : module.funcs) {
-    if (r.optLevel >= 4) f.attrs["fast_math"] = "reassoc,nsz,contract,afn";
     auto key = f.attrs.find("tune_key");
     if (key != f.attrs.end() && key->second == r.key) {
       kernel = f.name;

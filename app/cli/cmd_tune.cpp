@@ -178,8 +178,11 @@ int tuneCommand(TuneArgs& a) {
   if (r.cancelled) std::printf("cancelled: the records measured so far are kept\n");
   bool arrayFailed = !r.slurmJob.empty() && reportArray(r);
   if (!r.recordsPath.empty())
-    std::printf("records: %d written to %s (build with --records %s)\n", r.recordsWritten, r.recordsPath.c_str(),
-                r.recordsPath.c_str());
+    std::printf("records: %d written%s to %s (build with --records %s)\n", r.recordsWritten,
+                r.recordsCopied > 0 ? (", " + std::to_string(r.recordsCopied) +
+                                       " copied from earlier runs in the session store").c_str()
+                                    : "",
+                r.recordsPath.c_str(), r.recordsPath.c_str());
   if (r.stored.sessionId)
     std::printf("stored: session %lld, run %lld in %s\n", static_cast<long long>(r.stored.sessionId),
                 static_cast<long long>(r.stored.runId), r.stored.dbPath.c_str());

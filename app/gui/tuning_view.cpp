@@ -205,7 +205,12 @@ void TuningView::setResult(const app::TuneResult& r) {
                  .arg(r.totalErrors)
                  .arg(r.recordsWritten)
                  .arg(confirmed)
-                 .arg(qs(r.recordsPath), speed));
+                 .arg(qs(r.recordsPath) +
+                          (r.recordsCopied > 0
+                               ? tr(" (and %n record(s) of earlier runs copied from the session store)", "",
+                                    r.recordsCopied)
+                               : QString()),
+                      speed));
   // A Slurm run: array tasks that failed are named with their logs (their records were merged).
   QStringList failed;
   for (const auto& t : r.slurmTasks)

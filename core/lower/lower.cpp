@@ -8,7 +8,6 @@
 #include "core/ir/printer.h"
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule.h"
-#include "core/tir/bounds_check.h"
 #include "core/tir/vectorize.h"
 #include "core/tir/simplify.h"
 #include "runtime/error.h"
@@ -167,7 +166,6 @@ PrimFunc lowerApplication(const OpApplication& app, const std::string& funcName,
   func.attrs["op"] = app.op;
   recordSchedule(func, ctx.schedule);
   if (!ctx.tuneKey.empty()) func.attrs["tune_key"] = ctx.tuneKey;
-  if (options.boundsCheck) func = insertBoundsChecks(func);
   return func;
 }
 
@@ -231,7 +229,6 @@ class GraphLowering {
     std::string name = m_graph.groups()[group].name;
     tir::PrimFunc func = lowerGroup(m_graph, group, name, m_options);
     func.body = simplify(vectorizeInnermostLoops(func.body, m_options.vectorLanes));
-    if (m_options.boundsCheck) func = insertBoundsChecks(func);
     m_module.funcs.push_back(std::move(func));
     m_funcByKey.emplace(key, name);
     return name;

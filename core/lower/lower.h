@@ -44,8 +44,6 @@ struct LowerOptions {
   int64_t l2Bytes = 1024 * 1024;
   /// Tuned knobs by tuning key (schedule_config.h); kernels without an entry use the heuristic.
   std::shared_ptr<const ScheduleConfigs> schedules;
-  /// Wrap every Load/Store index in a bounds check (core/tir/bounds_check.h; a debug mode).
-  bool boundsCheck = false;
 };
 
 /// True when lowerNode knows the operator.

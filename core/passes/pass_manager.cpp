@@ -6,6 +6,7 @@
 
 #include "core/ir/printer.h"
 #include "core/passes/verifier.h"
+#include "runtime/error.h"
 
 namespace kiln::core::passes {
 namespace {
@@ -47,6 +48,9 @@ PipelineResult PassManager::run(Graph& graph) const {
       result.passes.push_back(std::move(record));
       continue;
     }
+    if (inv.pass->kind != PassKind::Graph)
+      throw Error("'" + record.name + "' is a loop-IR pass: it runs on the kernels after lowering, not on the graph",
+                  ErrorKind::Usage);
     auto passStart = Clock::now();
     PassOptions options = inv.options;
     options.schedules = m_options.schedules;

@@ -15,6 +15,8 @@
 #include "core/passes/merge_parallel.h"
 #include "core/passes/qnn_alter_layout.h"
 #include "core/passes/simplify_inference.h"
+#include "core/tir/bounds_check.h"
+#include "core/tir/simplify.h"
 #include "runtime/error.h"
 
 namespace kiln::core::passes {
@@ -66,68 +68,108 @@ bool validValue(OptionType type, const std::string& text) {
 struct Registry {
   std::vector<std::unique_ptr<PassInfo>> passes;
   void add(PassInfo info) { passes.push_back(std::make_unique<PassInfo>(std::move(info))); }
+  void graph(std::string name, std::string summary, int level, std::vector<PassOptionDef> options,
+             std::function<bool(Graph&, const PassOptions&, PassCounters*)> run) {
+    PassInfo info;
+    info.name = std::move(name);
+    info.summary = std::move(summary);
+    info.minOptLevel = level;
+    info.options = std::move(options);
+    info.run = std::move(run);
+    add(std::move(info));
+  }
 };
 
 void registerPasses(Registry& r) {
-  r.add({"simplify-inference",
-         "batch_norm → per-channel mul + add; drop copies and identity reshapes/transposes",
-         1,
-         {},
-         [](Graph& g, const PassOptions&, PassCounters* c) { return simplifyInference(g, c); }});
-  r.add({"fold-constants",
-         "evaluate nodes whose inputs are all constants (lowered, then interpreted)",
-         1,
-         {{"max-elements", OptionType::Int, "65536",
-           "fold larger results only when they do not outgrow their inputs"}},
-         [](Graph& g, const PassOptions& o, PassCounters* c) {
-           return foldConstants(g, FoldConstantsOptions{o.getInt("max-elements")}, c);
-         }});
-  r.add({"fold-pad-into-conv",
-         "zero constant pads of H and W feeding conv2d become the convolution's padding",
-         2,
-         {},
-         [](Graph& g, const PassOptions&, PassCounters* c) { return foldPadIntoConv(g, c); }});
-  r.add({"fold-scale-axis",
-         "fold per-channel mul/add/sub/div after conv2d/dense into its weights and bias",
-         3,
-         {},
-         [](Graph& g, const PassOptions&, PassCounters* c) { return foldScaleAxis(g, c); }});
-  r.add({"eliminate-common-subexpressions",
-         "merge equal constants and nodes applying the same op to the same inputs",
-         1,
-         {},
-         [](Graph& g, const PassOptions&, PassCounters* c) { return eliminateCommonSubexpressions(g, c); }});
-  r.add({"eliminate-dead-code",
-         "remove nodes and constants that no output depends on",
-         1,
-         {},
-         [](Graph& g, const PassOptions&, PassCounters* c) { return eliminateDeadCode(g, c); }});
-  r.add({"alter-layout",
-         "convolutions to the packed NCHW[x]c layout with pre-packed weights",
-         3,
-         {{"lanes", OptionType::Int, "8", "the channel block x (the f32 vector width)"}},
-         [](Graph& g, const PassOptions& o, PassCounters*) {
-           return alterLayout(g, AlterLayoutOptions{static_cast<int>(o.getInt("lanes")), o.schedules});
-         }});
-  r.add({"qnn-alter-layout",
-         "quantized convolutions to packed u8 NCHW[x]c with int8 weights packed for the dot-product kernel",
-         3,
-         {{"lanes", OptionType::Int, "16", "the largest channel block (i32 lanes)"}},
-         [](Graph& g, const PassOptions& o, PassCounters* c) {
-           return qnnAlterLayout(g, QnnAlterLayoutOptions{static_cast<int>(o.getInt("lanes"))}, c);
-         }});
-  r.add({"merge-parallel",
-         "merge sibling conv2d/dense ops on one input into one wide op plus channel slices",
-         4,
-         {},
-         [](Graph& g, const PassOptions&, PassCounters* c) { return mergeParallel(g, c); }});
-  r.add({"fuse-ops",
-         "fuse elementwise/broadcast/injective chains and anchor epilogues into primitive functions",
-         2,
-         {{"max-depth", OptionType::Int, "256", "the most nodes one fused group may hold"}},
-         [](Graph& g, const PassOptions& o, PassCounters* c) {
-           return fuseOps(g, FuseOpsOptions{o.getInt("max-depth")}, c);
-         }});
+  r.graph("simplify-inference",
+          "batch_norm → per-channel mul + add; drop copies and identity reshapes/transposes",
+          1,
+          {},
+          [](Graph& g, const PassOptions&, PassCounters* c) { return simplifyInference(g, c); });
+  r.graph("fold-constants",
+          "evaluate nodes whose inputs are all constants (lowered, then interpreted)",
+          1,
+          {{"max-elements", OptionType::Int, "65536",
+            "fold larger results only when they do not outgrow their inputs"}},
+          [](Graph& g, const PassOptions& o, PassCounters* c) {
+            return foldConstants(g, FoldConstantsOptions{o.getInt("max-elements")}, c);
+          });
+  r.graph("fold-pad-into-conv",
+          "zero constant pads of H and W feeding conv2d become the convolution's padding",
+          2,
+          {},
+          [](Graph& g, const PassOptions&, PassCounters* c) { return foldPadIntoConv(g, c); });
+  r.graph("fold-scale-axis",
+          "fold per-channel mul/add/sub/div after conv2d/dense into its weights and bias",
+          3,
+          {},
+          [](Graph& g, const PassOptions&, PassCounters* c) { return foldScaleAxis(g, c); });
+  r.graph("eliminate-common-subexpressions",
+          "merge equal constants and nodes applying the same op to the same inputs",
+          1,
+          {},
+          [](Graph& g, const PassOptions&, PassCounters* c) { return eliminateCommonSubexpressions(g, c); });
+  r.graph("eliminate-dead-code",
+          "remove nodes and constants that no output depends on",
+          1,
+          {},
+          [](Graph& g, const PassOptions&, PassCounters* c) { return eliminateDeadCode(g, c); });
+  r.graph("alter-layout",
+          "convolutions to the packed NCHW[x]c layout with pre-packed weights",
+          3,
+          {{"lanes", OptionType::Int, "8", "the channel block x (the f32 vector width)"}},
+          [](Graph& g, const PassOptions& o, PassCounters*) {
+            return alterLayout(g, AlterLayoutOptions{static_cast<int>(o.getInt("lanes")), o.schedules});
+          });
+  r.graph("qnn-alter-layout",
+          "quantized convolutions to packed u8 NCHW[x]c with int8 weights packed for the dot-product kernel",
+          3,
+          {{"lanes", OptionType::Int, "16", "the largest channel block (i32 lanes)"}},
+          [](Graph& g, const PassOptions& o, PassCounters* c) {
+            return qnnAlterLayout(g, QnnAlterLayoutOptions{static_cast<int>(o.getInt("lanes"))}, c);
+          });
+  r.graph("merge-parallel",
+          "merge sibling conv2d/dense ops on one input into one wide op plus channel slices",
+          4,
+          {},
+          [](Graph& g, const PassOptions&, PassCounters* c) { return mergeParallel(g, c); });
+  r.graph("fuse-ops",
+          "fuse elementwise/broadcast/injective chains and anchor epilogues into primitive functions",
+          2,
+          {{"max-depth", OptionType::Int, "256", "the most nodes one fused group may hold"}},
+          [](Graph& g, const PassOptions& o, PassCounters* c) {
+            return fuseOps(g, FuseOpsOptions{o.getInt("max-depth")}, c);
+          });
+
+  // Loop-IR passes: run on every kernel after lowering.
+  auto loop = [&r](std::string name, std::string summary, int level,
+                   std::function<bool(tir::PrimFunc&, const PassOptions&)> run) {
+    PassInfo info;
+    info.name = std::move(name);
+    info.summary = std::move(summary);
+    info.minOptLevel = level;
+    info.kind = PassKind::Loop;
+    info.runLoop = std::move(run);
+    r.add(std::move(info));
+  };
+  loop("simplify", "fold constants and trivial loops of the loop IR (lowering already ends with it)",
+       kNoDefaultLevel, [](tir::PrimFunc& f, const PassOptions&) {
+         f = tir::simplify(f);
+         return true;
+       });
+  loop("fast-math", "let code generation reassociate, ignore signed zeros, contract and approximate functions", 4,
+       [](tir::PrimFunc& f, const PassOptions&) {
+         std::string& flags = f.attrs["fast_math"];
+         bool changed = flags != "reassoc,nsz,contract,afn";
+         flags = "reassoc,nsz,contract,afn";
+         return changed;
+       });
+  loop("bounds-check", "check every load/store index against its buffer when the kernel runs (debug, --bounds-check)",
+       kNoDefaultLevel, [](tir::PrimFunc& f, const PassOptions&) {
+         if (tir::hasBoundsChecks(f)) return false;
+         f = tir::insertBoundsChecks(f);
+         return true;
+       });
 }
 
 const Registry& registry() {
@@ -215,8 +257,9 @@ std::string describePasses() {
   size_t width = 0;
   for (const PassInfo* p : allPasses()) width = std::max(width, p->name.size());
   for (const PassInfo* p : allPasses()) {
-    os << p->name << std::string(width + 2 - p->name.size(), ' ') << "O" << p->minOptLevel << "  "
-       << p->summary << "\n";
+    std::string level = p->minOptLevel == kNoDefaultLevel ? "--" : "O" + std::to_string(p->minOptLevel);
+    os << p->name << std::string(width + 2 - p->name.size(), ' ') << level << "  "
+       << (p->kind == PassKind::Loop ? "[loop IR] " : "") << p->summary << "\n";
     for (const PassOptionDef& o : p->options)
       os << std::string(width + 6, ' ') << "{" << o.name << "=" << o.defaultValue << "} " << typeName(o.type)
          << ": " << o.summary << "\n";

@@ -1,7 +1,11 @@
-// The registry of graph passes, by name (after LLVM's PassRegistry.def): each pass has a name, a
+// The registry of passes, by name (after LLVM's PassRegistry.def): each pass has a name, a
 // one-line summary, the lowest -O level whose default pipeline runs it, typed options with
 // defaults, and counters it reports. Pipelines (core/passes/pipeline.h) name passes from here;
 // the CLI, the tests and the workbench all go through this one table.
+//
+// Two kinds share the table: graph passes rewrite the graph before lowering; loop-IR passes
+// rewrite each lowered kernel (tir::PrimFunc) after it. A pipeline names graph passes first; the
+// compile driver (core/compile.h) runs the graph part, lowers, then runs the loop-IR part.
 //
 // A pass itself is a documented free function in its own .h/.cpp pair
 // (`bool foldConstants(Graph&, const FoldConstantsOptions&, PassCounters*)`): it rewrites the
@@ -19,6 +23,7 @@
 #include <vector>
 
 #include "core/ir/graph.h"
+#include "core/tir/stmt.h"
 
 namespace kiln::core::lower {
 struct ScheduleConfigs;
@@ -66,12 +71,20 @@ class PassOptions {
   std::map<std::string, std::string> m_values;
 };
 
+enum class PassKind { Graph, Loop };
+
+/// minOptLevel of a pass no default pipeline runs (a debugging aid such as bounds-check).
+inline constexpr int kNoDefaultLevel = 99;
+
 struct PassInfo {
   std::string name;
   std::string summary;
   int minOptLevel = 1;  // default pipelines from this level on run it
   std::vector<PassOptionDef> options;
-  std::function<bool(Graph&, const PassOptions&, PassCounters*)> run;
+  std::function<bool(Graph&, const PassOptions&, PassCounters*)> run;  // graph passes
+  PassKind kind = PassKind::Graph;
+  /// Loop-IR passes: rewrites one kernel, returns whether it changed it.
+  std::function<bool(tir::PrimFunc&, const PassOptions&)> runLoop;
 
   /// The defaults with `overrides` applied; throws kiln::Error (Usage) for an unknown option
   /// or a value of the wrong type ("fuse-ops: option 'max-depth' expects an integer, got 'x'").
@@ -81,7 +94,7 @@ struct PassInfo {
 
 /// nullptr when no pass has that name.
 const PassInfo* findPass(std::string_view name);
-/// Every registered pass, in registration order (the order of the O3 pipeline).
+/// Every registered pass, in registration order (the order of the O3 pipeline; loop-IR passes last).
 std::vector<const PassInfo*> allPasses();
 
 /// A table of the registered passes: name, -O level, summary and options (for `kiln passes` and

@@ -16,8 +16,17 @@ class PipelineParser {
     Pipeline pipeline;
     skipSpace();
     if (m_pos == m_text.size()) return pipeline;
+    const PassInfo* loopPass = nullptr;  // the first loop-IR pass so far
     for (;;) {
+      skipSpace();
+      size_t at = m_pos;
       pipeline.push_back(parseInvocation());
+      const PassInfo* pass = pipeline.back().pass;
+      if (pass->kind == PassKind::Loop && !loopPass) loopPass = pass;
+      if (pass->kind == PassKind::Graph && loopPass)
+        fail("graph pass '" + pass->name + "' after loop-IR pass '" + loopPass->name +
+                 "' (graph passes run first, before lowering)",
+             at);
       skipSpace();
       if (m_pos == m_text.size()) return pipeline;
       expect(',');
@@ -112,27 +121,6 @@ std::string printPipeline(const Pipeline& pipeline) {
   std::string s;
   for (const PassInvocation& p : pipeline) s += (s.empty() ? "" : ",") + p.text();
   return s;
-}
-
-std::string defaultPipelineText(int optLevel, int vectorLanes) {
-  if (optLevel < 0 || optLevel > kMaxOptLevel)
-    throw Error("opt level must be 0-" + std::to_string(kMaxOptLevel) + ", got " + std::to_string(optLevel),
-                ErrorKind::Usage);
-  const std::string o1 =
-      "simplify-inference,fold-constants,eliminate-common-subexpressions,eliminate-dead-code";
-  if (optLevel == 0) return "";
-  if (optLevel == 1) return o1;
-  if (optLevel == 2) return o1 + ",fold-pad-into-conv,fuse-ops";
-  std::string o3 = o1 + ",fold-pad-into-conv,fold-scale-axis";
-  if (const PassInfo* alter = findPass("alter-layout")) {
-    std::map<std::string, std::string> lanes;
-    if (alter->findOption("lanes")) lanes["lanes"] = std::to_string(vectorLanes);
-    o3 += "," + PassInvocation{alter, alter->makeOptions(lanes)}.text() + ",fold-constants";
-  }
-  o3 += ",qnn-alter-layout";  // a no-op without quantized convolutions
-  // O4: merge-parallel once weights are folded and packed, before fusion fuses the slices.
-  if (optLevel >= 4) o3 += ",merge-parallel";
-  return o3 + ",eliminate-dead-code,fuse-ops";
 }
 
 }  // namespace kiln::core::passes

@@ -1,20 +1,10 @@
 // Pass pipelines as text, shared by the CLI (`kiln ir --passes`), the tests and the workbench:
 //
-//   "simplify-inference,fold-constants,fuse-ops{max-depth=64}"
+//   "simplify-inference,fold-constants,fuse-ops{max-depth=64},fast-math"
 //
 // A pipeline is a comma-separated list of registered pass names (core/passes/pass_registry.h),
-// each optionally followed by `{key=value,...}` options. The default pipeline of each -O level
-// is defined here:
-//
-//   O0  nothing (types and shapes are inferred when the graph is built)
-//   O1  simplify-inference, fold-constants, eliminate-common-subexpressions, eliminate-dead-code
-//   O2  O1 + fold-pad-into-conv (zero pads before a convolution become its padding) + fuse-ops
-//   O3  O1 + fold-pad-into-conv + fold-scale-axis (batch-norm scale into conv/dense weights) + alter-layout (when
-//       registered; weights are packed at compile time) + fold-constants + eliminate-dead-code,
-//       then fuse-ops last (folding and layout before fusion)
-//   O4  the O3 pipeline with merge-parallel (sibling conv2d/dense on one input become one wide
-//       op) before its final eliminate-dead-code, fuse-ops; the façade also lets code
-//       generation use fast math
+// graph passes first, then loop-IR passes, each optionally followed by `{key=value,...}` options.
+// The default pipeline of each -O level is defined by the compile driver (core/compile.h).
 #pragma once
 
 #include <string>
@@ -41,12 +31,5 @@ using Pipeline = std::vector<PassInvocation>;
 Pipeline parsePipeline(std::string_view text);
 /// Canonical text: parsePipeline(printPipeline(p)) reproduces p.
 std::string printPipeline(const Pipeline& pipeline);
-
-/// The default pipeline text of opt level 0..kMaxOptLevel (Usage error otherwise) for a target
-/// whose f32 vectors have `vectorLanes` lanes (alter-layout's channel block).
-std::string defaultPipelineText(int optLevel, int vectorLanes = 8);
-inline Pipeline defaultPipeline(int optLevel, int vectorLanes = 8) {
-  return parsePipeline(defaultPipelineText(optLevel, vectorLanes));
-}
 
 }  // namespace kiln::core::passes

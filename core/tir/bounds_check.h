@@ -18,8 +18,8 @@
 // (runtime/kernel_abi.h), which prints one line and aborts; the TIR interpreter
 // (core/lower/interpreter.h) throws InternalError with the same text (kiln::boundsFailureMessage).
 //
-// Switches: LowerOptions::boundsCheck (BuildOptions::boundsCheck, `kiln build --bounds-check`)
-// inserts the checks when lowering, so they show in printed IR; the environment variable
+// Switches: the loop-IR pass bounds-check (core/compile.h; BuildOptions::boundsCheck, `kiln build
+// --bounds-check`) inserts the checks after lowering, so they show in printed IR; the environment variable
 // KILN_BOUNDS_CHECK=1 makes the JIT (codegen::JitLibrary::compile) insert them into every
 // function it compiles (scripts/sanitize.sh runs all tests that way), while printed IR and
 // exported objects stay as lowered. The interpreter checks every access anyway.

@@ -109,7 +109,7 @@ void appendRecords(const std::string& path, const std::vector<TuneRecord>& recor
   if (!ok) throw Error(path + ": writing the tuning records failed", ErrorKind::Io);
 }
 
-lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target) {
+std::vector<TuneRecord> decidingRecords(const std::vector<TuneRecord>& records, const std::string& target) {
   auto usable = [&](const TuneRecord& r) { return r.ok() && (target.empty() || r.target == target); };
   // The latest confirmation round of each key (ISO 8601 timestamps order as text).
   std::map<std::string, std::string> latestRound;
@@ -118,11 +118,28 @@ lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const
     std::string& latest = latestRound[r.key];
     latest = std::max(latest, r.timestamp);
   }
-  std::map<std::string, const TuneRecord*> best;
+  std::vector<TuneRecord> out;
+  std::map<std::string, size_t> fastest;  // key -> index in out, for keys without a round
   for (const TuneRecord& r : records) {
     if (!usable(r)) continue;
     auto round = latestRound.find(r.key);
-    if (round != latestRound.end() && (r.tuner != kConfirmTuner || r.timestamp != round->second)) continue;
+    if (round != latestRound.end()) {
+      if (r.tuner == kConfirmTuner && r.timestamp == round->second) out.push_back(r);
+      continue;
+    }
+    auto [it, fresh] = fastest.emplace(r.key, out.size());
+    if (fresh)
+      out.push_back(r);
+    else if (r.costMs < out[it->second].costMs)
+      out[it->second] = r;
+  }
+  return out;
+}
+
+lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target) {
+  std::map<std::string, const TuneRecord*> best;
+  std::vector<TuneRecord> deciding = decidingRecords(records, target);
+  for (const TuneRecord& r : deciding) {
     const TuneRecord*& b = best[r.key];
     if (!b || r.costMs < b->costMs) b = &r;
   }

@@ -61,4 +61,8 @@ inline constexpr const char* kConfirmTuner = "confirm";
 /// record of all.
 lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target);
 
+/// The records that decide each key's choice in bestConfigs: the key's latest confirmation round
+/// whole, else its fastest error-free record. bestConfigs of these alone chooses as of all.
+std::vector<TuneRecord> decidingRecords(const std::vector<TuneRecord>& records, const std::string& target);
+
 }  // namespace kiln::core::tune

@@ -157,6 +157,43 @@ TEST(TuneCli, RecordsAreWrittenResumedAndApplied) {
   for (int64_t i = 0; i < ya.numel(); ++i) ASSERT_NEAR(ya.data<float>()[i], yb.data<float>()[i], 1e-4);
 }
 
+TEST(TuneCli, ARerunIntoANewRecordsFileLeavesTheRecordsItsBuildUses) {
+  // A first run keeps its records in the store only; a rerun with --records finds everything
+  // measured and must still leave a file that builds as the store does.
+  Outcome first = kiln("tune " + model() + " --tuner random --trials 3" + common());
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  fs::path records = tempDir() / "new.jsonl";
+  fs::remove(records);
+  Outcome again = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
+  ASSERT_EQ(again.exitCode, 0) << again.err;
+  EXPECT_NE(again.out.find("0 measured"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("records: 0 written, "), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find(" copied from earlier runs in the session store to " + records.string()),
+            std::string::npos)
+      << again.out;
+  ASSERT_TRUE(fs::exists(records));
+  auto confirmed = rounds(records);
+  ASSERT_EQ(confirmed.size(), 1u) << "the round that decides the build was copied whole";
+  std::string best = fastestKnobs(confirmed.begin()->second);
+  // The summary names the schedule the build will use.
+  EXPECT_NE(again.out.find(best), std::string::npos) << best << "\n" << again.out;
+
+  std::string db = common().substr(common().find("--db ") + 5);
+  Outcome fromFile = kiln("ir " + model() + " --stage lowered --records " + records.string());
+  Outcome fromStore = kiln("ir " + model() + " --stage lowered --records " + db);
+  ASSERT_EQ(fromFile.exitCode, 0) << fromFile.err;
+  ASSERT_EQ(fromStore.exitCode, 0) << fromStore.err;
+  EXPECT_NE(fromFile.out.find("// schedule: " + best), std::string::npos) << fromFile.out.substr(0, 800);
+  EXPECT_EQ(fromFile.out, fromStore.out);
+
+  // A third run finds the file complete: nothing is copied twice.
+  size_t lines = readLines(records).size();
+  Outcome third = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
+  ASSERT_EQ(third.exitCode, 0) << third.err;
+  EXPECT_NE(third.out.find("records: 0 written to "), std::string::npos) << third.out;
+  EXPECT_EQ(readLines(records).size(), lines);
+}
+
 TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
   fs::path records = tempDir() / "faults.jsonl";
   fs::remove(records);

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "core/compile.h"
 #include "core/ir/parser.h"
 #include "core/tir/printer.h"
 #include "runtime/error.h"
@@ -126,7 +127,8 @@ TEST(BoundsCheck, InBoundsKernelsComputeTheSame) {
 }
 
 // Lowered operators (register-tiled conv, pooling, dense, softmax, fused groups) with the checks
-// from LowerOptions::boundsCheck: JIT and interpreter results equal the unchecked build's.
+// from the loop-IR pass bounds-check (core/compile.h): JIT and interpreter results equal the
+// unchecked build's.
 TEST(BoundsCheck, LoweredNetworkRunsCleanWithChecks) {
   Graph g = parseGraph(R"(graph(%x: f32[1,3,13,11], %w: f32[8,3,3,3], %b: f32[8], %fw: f32[10,8]) {
     %c = conv2d(%x, %w, %b) {stride=[2,2], padding=[1,1], dilation=[1,1], groups=1} : f32[1,8,7,6]
@@ -139,13 +141,18 @@ TEST(BoundsCheck, LoweredNetworkRunsCleanWithChecks) {
   })");
   std::vector<runtime::Tensor> inputs = {randomTensor({1, 3, 13, 11}, 1), randomTensor({8, 3, 3, 3}, 2),
                                          randomTensor({8}, 3), randomTensor({10, 8}, 4)};
-  LowerOptions checked;
-  checked.boundsCheck = true;
-  LoweredModule module = lowerGraph(g, checked);
+  LoweredModule module = lowerGraph(g);
+  std::vector<CompileStep> steps = runLoopPasses(module.funcs, passes::parsePipeline("bounds-check"));
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].detail, std::to_string(module.funcs.size()) + " of " + std::to_string(module.funcs.size()) +
+                                 " kernels changed");
   for (const auto& f : module.funcs) EXPECT_TRUE(hasBoundsChecks(f)) << f.name;
   std::vector<float> expected = toVector(evalGraph(g, inputs, Engine::Jit)[0]);
-  EXPECT_EQ(toVector(evalGraph(g, inputs, Engine::Jit, checked)[0]), expected);
-  EXPECT_TRUE(allClose(evalGraph(g, inputs, Engine::Interpreter, checked)[0], expected, 1e-5));
+  EXPECT_EQ(toVector(evalModule(module, inputs, Engine::Jit)[0]), expected);
+  EXPECT_TRUE(allClose(evalModule(module, inputs, Engine::Interpreter)[0], expected, 1e-5));
+  // Twice is once.
+  steps = runLoopPasses(module.funcs, passes::parsePipeline("bounds-check"));
+  EXPECT_EQ(steps[0].detail, "0 of " + std::to_string(module.funcs.size()) + " kernels changed");
 }
 
 }  // namespace

@@ -35,10 +35,9 @@ inline const codegen::Target& hostTarget() {
   return target;
 }
 
-/// Lowers the whole graph and runs it on `inputs`; returns the graph outputs.
-inline std::vector<runtime::Tensor> evalGraph(const Graph& graph, const std::vector<runtime::Tensor>& inputs,
-                                              Engine engine, const LowerOptions& options = {}) {
-  LoweredModule module = lowerGraph(graph, options);
+/// Runs lowered kernels and their plan on `inputs`; returns the graph outputs.
+inline std::vector<runtime::Tensor> evalModule(const LoweredModule& module, const std::vector<runtime::Tensor>& inputs,
+                                               Engine engine) {
   const runtime::GraphPlan& plan = module.plan;
   if (engine == Engine::Jit) {
     auto library = codegen::JitLibrary::compile(module.funcs, hostTarget());
@@ -67,6 +66,12 @@ inline std::vector<runtime::Tensor> evalGraph(const Graph& graph, const std::vec
   std::vector<runtime::Tensor> out;
   for (int s : plan.outputs) out.push_back(slots[s]);
   return out;
+}
+
+/// Lowers the whole graph and runs it on `inputs`; returns the graph outputs.
+inline std::vector<runtime::Tensor> evalGraph(const Graph& graph, const std::vector<runtime::Tensor>& inputs,
+                                              Engine engine, const LowerOptions& options = {}) {
+  return evalModule(lowerGraph(graph, options), inputs, engine);
 }
 
 /// |actual − expected| ≤ tol·(1 + |expected|) elementwise.

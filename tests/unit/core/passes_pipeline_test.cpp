@@ -25,8 +25,11 @@ TEST(PassRegistry, ListsEveryPassWithSummaryAndLevel) {
     names.push_back(p->name);
     EXPECT_FALSE(p->summary.empty()) << p->name;
     EXPECT_GE(p->minOptLevel, 1) << p->name;
-    EXPECT_TRUE(p->run) << p->name;
+    if (p->kind == PassKind::Graph) EXPECT_TRUE(p->run && !p->runLoop) << p->name;
+    else EXPECT_TRUE(p->runLoop && !p->run) << p->name;
   }
+  EXPECT_EQ(findPass("fast-math")->kind, PassKind::Loop);
+  EXPECT_EQ(findPass("bounds-check")->kind, PassKind::Loop);
   for (const char* expected : {"simplify-inference", "fold-constants", "fold-scale-axis",
                                "eliminate-common-subexpressions", "eliminate-dead-code", "fuse-ops"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
@@ -84,23 +87,79 @@ TEST(Pipeline, ReportsErrorsWithTheirColumn) {
             "pipeline 'fuse-ops fold-constants': expected ',' at column 10");
 }
 
+TEST(Pipeline, LoopIrPassesComeAfterTheGraphPasses) {
+  EXPECT_EQ(printPipeline(parsePipeline("fold-constants,fuse-ops,fast-math,bounds-check")),
+            "fold-constants,fuse-ops,fast-math,bounds-check");
+  EXPECT_EQ(usageError("fast-math,fuse-ops"),
+            "pipeline 'fast-math,fuse-ops': graph pass 'fuse-ops' after loop-IR pass 'fast-math' (graph passes "
+            "run first, before lowering) at column 11");
+  Graph g = parseGraph("graph(%x: f32[2]) {\n  %y = relu(%x) : f32[2]\n  return %y\n}");
+  EXPECT_THROW(PassManager(parsePipeline("fast-math")).run(g), Error);
+}
+
+// The compile driver (core/compile.h): named steps, loop-IR passes on every kernel, the level's
+// loop-IR part, bounds checks on request.
+TEST(CompileDriver, RunsGraphPassesLoweringAndLoopIrPassesAsSteps) {
+  const char* text = R"(graph(%x: f32[1,4,8,8], %w: f32[8,4,3,3]) {
+    %c = conv2d(%x, %w) {stride=[1,1], padding=[1,1], dilation=[1,1], groups=1} : f32[1,8,8,8]
+    %r = relu(%c) : f32[1,8,8,8]
+    %m = mean(%r) {axes=[2,3], keepdims=0} : f32[1,8]
+    return %m
+  })";
+  CompileOptions options;
+  options.passes = "fold-constants,fuse-ops,fast-math";
+  CompiledKernels c = compile(parseGraph(text), options);
+  ASSERT_EQ(c.steps.size(), 3u);
+  EXPECT_EQ(c.steps[0].name, "graph passes");
+  EXPECT_EQ(c.steps[1].name, "lower");
+  EXPECT_EQ(c.steps[2].name, "fast-math");
+  EXPECT_EQ(c.pipeline, "fold-constants,fuse-ops,fast-math");
+  ASSERT_FALSE(c.module.funcs.empty());
+  for (const auto& f : c.module.funcs) EXPECT_EQ(f.attrs.at("fast_math"), "reassoc,nsz,contract,afn") << f.name;
+  EXPECT_EQ(c.passes.passes.size(), 2u);  // the graph part only
+
+  // O3 has no loop-IR pass; O4 ends with fast-math; --bounds-check appends its pass.
+  options.passes.reset();
+  options.optLevel = 3;
+  c = compile(parseGraph(text), options);
+  EXPECT_EQ(c.steps.size(), 2u);
+  for (const auto& f : c.module.funcs) EXPECT_EQ(f.attrs.count("fast_math"), 0u) << f.name;
+  options.optLevel = 4;
+  options.boundsCheck = true;
+  c = compile(parseGraph(text), options);
+  ASSERT_EQ(c.steps.size(), 4u);
+  EXPECT_EQ(c.steps[3].name, "bounds-check");
+  for (const auto& f : c.module.funcs) {
+    EXPECT_EQ(f.attrs.count("fast_math"), 1u) << f.name;
+    EXPECT_EQ(f.attrs.count("bounds_check"), 1u) << f.name;
+  }
+  // A skipped loop-IR pass is a step that did nothing.
+  options.skipPasses = {"fast-math"};
+  c = compile(parseGraph(text), options);
+  EXPECT_EQ(c.steps[2].detail, "skipped");
+  for (const auto& f : c.module.funcs) EXPECT_EQ(f.attrs.count("fast_math"), 0u) << f.name;
+  // A graph pass handed to the loop-IR runner is refused.
+  EXPECT_THROW(runLoopPasses(c.module.funcs, parsePipeline("fuse-ops")), Error);
+}
+
 TEST(Pipeline, DefaultPipelinesGrowWithTheLevel) {
-  EXPECT_EQ(defaultPipelineText(0), "");
-  EXPECT_EQ(defaultPipelineText(1),
+  EXPECT_EQ(optLevelPipelineText(0), "");
+  EXPECT_EQ(optLevelPipelineText(1),
             "simplify-inference,fold-constants,eliminate-common-subexpressions,eliminate-dead-code");
-  EXPECT_EQ(defaultPipelineText(2), defaultPipelineText(1) + ",fold-pad-into-conv,fuse-ops");
-  std::string o3 = defaultPipelineText(3);
-  EXPECT_EQ(o3.rfind(defaultPipelineText(1), 0), 0u);
+  EXPECT_EQ(optLevelPipelineText(2), optLevelPipelineText(1) + ",fold-pad-into-conv,fuse-ops");
+  std::string o3 = optLevelPipelineText(3);
+  EXPECT_EQ(o3.rfind(optLevelPipelineText(1), 0), 0u);
   EXPECT_LT(o3.find("fold-scale-axis"), o3.find("fuse-ops"));  // folding before fusion
   EXPECT_LT(o3.find("fold-pad-into-conv"), o3.find("alter-layout"));  // while convolutions are conv2d
   EXPECT_EQ(o3.substr(o3.size() - 8), "fuse-ops");
-  std::string o4 = defaultPipelineText(4);  // O3 with merge-parallel before the final fusion
+  // O4: O3 with merge-parallel before the final fusion, and fast math in the loop IR.
+  std::string o4 = optLevelPipelineText(4);
   EXPECT_EQ(o4, o3.substr(0, o3.size() - std::string(",eliminate-dead-code,fuse-ops").size()) +
-                    ",merge-parallel,eliminate-dead-code,fuse-ops");
-  EXPECT_THROW(defaultPipelineText(5), Error);
-  EXPECT_THROW(defaultPipelineText(-1), Error);
+                    ",merge-parallel,eliminate-dead-code,fuse-ops,fast-math");
+  EXPECT_THROW(optLevelPipelineText(5), Error);
+  EXPECT_THROW(optLevelPipelineText(-1), Error);
   for (int level = 0; level <= kMaxOptLevel; ++level) {
-    for (const PassInvocation& inv : defaultPipeline(level))
+    for (const PassInvocation& inv : parsePipeline(optLevelPipelineText(level)))
       EXPECT_LE(inv.pass->minOptLevel, level) << inv.pass->name;
   }
 }
@@ -159,7 +218,7 @@ TEST(PassManager, StopsWhenCancelled) {
   std::atomic<bool> cancel{true};
   PassManagerOptions options;
   options.cancel = &cancel;
-  PipelineResult r = PassManager(defaultPipeline(2), options).run(g);
+  PipelineResult r = PassManager(parsePipeline(optLevelPipelineText(2)), options).run(g);
   EXPECT_TRUE(r.cancelled);
   EXPECT_TRUE(r.passes.empty());
   EXPECT_TRUE(g == parseGraph(kSmall));

@@ -345,7 +345,7 @@ TEST(FoldPadIntoConv, SymmetricZeroPadBecomesTheConvolutionsPadding) {
 )");
   expectSameNumerics(kPadConv, "fold-pad-into-conv", 1e-6);
   // The default -O2 pipeline runs it.
-  EXPECT_EQ(afterPipeline(kPadConv, defaultPipelineText(2)).find("pad("), std::string::npos);
+  EXPECT_EQ(afterPipeline(kPadConv, optLevelPipelineText(2)).find("pad("), std::string::npos);
 }
 
 TEST(FoldPadIntoConv, KeepsPadsConv2dCannotExpress) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compile.h"
 #include "core/ir/parser.h"
 #include "core/ir/printer.h"
 #include "core/lower/interpreter.h"

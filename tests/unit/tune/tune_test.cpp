@@ -311,6 +311,17 @@ TEST(TuneRecords, TheLatestConfirmationRoundDecides) {
   records.push_back(rec(a, 0.1, kConfirmTuner, "2026-11-21T12:00:00Z", "llvm -mcpu=haswell"));
   EXPECT_EQ(bestConfigs(records, "llvm -mcpu=znver4").byKey.at(kDense), c);
   EXPECT_EQ(bestConfigs(records, "llvm -mcpu=haswell").byKey.at(kDense), a);
+
+  // What decides: the latest round's error-free records, whole; alone they choose the same.
+  std::vector<TuneRecord> deciding = decidingRecords(records, "llvm -mcpu=znver4");
+  ASSERT_EQ(deciding.size(), 2u);
+  for (const TuneRecord& r : deciding) EXPECT_EQ(r.timestamp, "2026-11-21T11:00:00Z");
+  EXPECT_EQ(bestConfigs(deciding, "llvm -mcpu=znver4").byKey.at(kDense), c);
+  // Without a round, the fastest record alone.
+  std::vector<TuneRecord> searched(records.begin(), records.begin() + 3);
+  deciding = decidingRecords(searched, "llvm -mcpu=znver4");
+  ASSERT_EQ(deciding.size(), 1u);
+  EXPECT_EQ(deciding[0].knobs, a);
 }
 
 // A deterministic synthetic cost over the conv space: the tuners must propose each
