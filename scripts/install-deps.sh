@@ -7,6 +7,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
+# llvm-19-tools also brings FileCheck and lit, which run tests/filecheck/.
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   llvm-19-dev llvm-19-tools libzstd-dev zlib1g-dev libedit-dev libxml2-dev libffi-dev

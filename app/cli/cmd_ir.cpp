@@ -1,9 +1,12 @@
 // kiln ir MODEL --stage graph|optimized|lowered|llvm|asm [--batch N] [-O] [--target]
 //               [--passes PIPELINE] [--skip-pass NAME] [--verify] [--stats] [--print-changes]
 //               [--list-passes]
+// MODEL may be graph text (FILE.kir, or - for standard input; app/model_text.h): the FileCheck
+// tests (tests/filecheck/) run passes and lowering on hand-written graphs this way.
 #include <iostream>
 
 #include "app/cli/commands.h"
+#include "app/model_text.h"
 
 namespace kiln::cli {
 namespace {
@@ -32,8 +35,10 @@ int irCommand(const IrArgs& a) {
   if (!stage)
     return fail("unknown stage '" + a.stage + "' (expected graph, optimized, lowered, llvm or asm)",
                 ErrorKind::Usage);
-  app::OpenOptions open = openOptions(a.flags);
-  auto model = app::openModel(a.model, open);
+  bool graphText = a.model == "-" || app::isGraphTextFile(a.model);
+  if (graphText && (a.flags.batch > 0 || a.flags.inputShapesGiven))
+    return fail("--batch and --input-shapes do not apply to graph text: its inputs are typed", ErrorKind::Usage);
+  auto model = graphText ? app::openGraphText(a.model) : app::openModel(a.model, openOptions(a.flags));
   if (!model) return fail(model.error());
   app::BuildOptions options = buildOptions(a.flags);
   if (a.passesGiven) options.passes = a.passes;
@@ -60,7 +65,8 @@ int irCommand(const IrArgs& a) {
 void registerIr(CLI::App& cli, Action& action) {
   auto args = std::make_shared<IrArgs>();
   CLI::App* cmd = cli.add_subcommand("ir", "print a stage of the compilation, or what the optimizer did");
-  cmd->add_option("model", args->model, kModelHelp);
+  cmd->add_option("model", args->model,
+                  std::string(kModelHelp) + ", or graph text (.kir, - for standard input)");
   cmd->add_option("--stage", args->stage, "graph | optimized | lowered | llvm | asm");
   addBatchFlag(cmd, args->flags);
   addInputShapesFlag(cmd, args->flags);

@@ -13,7 +13,7 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : m_text(text) {}
+  Parser(std::string_view text, std::string file) : m_text(text), m_file(std::move(file)) {}
 
   Graph parse() {
     expectWord("graph");
@@ -54,12 +54,14 @@ class Parser {
   }
 
  private:
-  [[noreturn]] void error(const std::string& msg) const {
+  [[noreturn]] void error(const std::string& msg) const { errorAt(m_pos, msg); }
+  [[noreturn]] void errorAt(size_t pos, const std::string& msg) const {
     int line = 1, col = 1;
-    for (size_t i = 0; i < m_pos && i < m_text.size(); ++i) {
+    for (size_t i = 0; i < pos && i < m_text.size(); ++i) {
       if (m_text[i] == '\n') { ++line; col = 1; } else { ++col; }
     }
-    throw Error("line " + std::to_string(line) + ":" + std::to_string(col) + ": " + msg, ErrorKind::InvalidModel);
+    std::string where = (m_file.empty() ? "line " : m_file + ":") + std::to_string(line) + ":" + std::to_string(col);
+    throw Error(where + ": " + msg, ErrorKind::InvalidModel);
   }
 
   void skipSpace() {
@@ -100,6 +102,8 @@ class Parser {
     m_pos += w.size();
   }
   std::string parseValueName() {
+    skipSpace();
+    m_nameStart = m_pos;
     expect('%');
     return parseIdent();
   }
@@ -109,7 +113,7 @@ class Parser {
   }
   ValueId use(const std::string& name) {
     auto it = m_names.find(name);
-    if (it == m_names.end()) error("use of undefined value %" + name);
+    if (it == m_names.end()) errorAt(m_nameStart, "use of undefined value %" + name);
     return it->second;
   }
 
@@ -287,6 +291,8 @@ class Parser {
       define(names[0], m_graph.addConstant(names[0], parseConstantData(type)));
       return;
     }
+    skipSpace();
+    size_t opStart = m_pos;  // errors about the node (inference, output counts) point at its op
     std::string op = parseIdent();
     expect('(');
     std::vector<ValueId> inputs;
@@ -310,8 +316,12 @@ class Parser {
     }
     expect(':');
     std::vector<TensorType> declared;
-    do declared.push_back(parseType());
-    while (accept(','));
+    std::vector<size_t> declaredAt;
+    do {
+      skipSpace();
+      declaredAt.push_back(m_pos);
+      declared.push_back(parseType());
+    } while (accept(','));
     std::string location;
     if (peekWord("loc")) {
       m_pos += 3;
@@ -323,15 +333,15 @@ class Parser {
     try {
       outs = m_graph.addNode(op, inputs, attrs, location, names[0]);
     } catch (const Error& e) {
-      error(e.what());
+      errorAt(opStart, e.what());
     }
-    if (outs.size() != names.size()) error(op + " defines " + std::to_string(outs.size()) + " values");
+    if (outs.size() != names.size()) errorAt(opStart, op + " defines " + std::to_string(outs.size()) + " values");
     if (declared.size() != outs.size())
-      error(op + " defines " + std::to_string(outs.size()) + " values but " + std::to_string(declared.size()) +
+      errorAt(opStart, op + " defines " + std::to_string(outs.size()) + " values but " + std::to_string(declared.size()) +
             " types are declared");
     for (size_t i = 0; i < outs.size(); ++i) {
       if (!(m_graph.type(outs[i]) == declared.at(i)))
-        error("declared type " + declared[i].str() + " of %" + names[i] + " differs from inferred " +
+        errorAt(declaredAt[i], "declared type " + declared[i].str() + " of %" + names[i] + " differs from inferred " +
               m_graph.type(outs[i]).str());
       // Later outputs of a multi-output node were named after the first; rename by re-defining.
       if (i == 0) define(names[i], outs[i]);
@@ -340,13 +350,17 @@ class Parser {
   }
 
   std::string_view m_text;
+  std::string m_file;  // empty: errors say "line L:C"
   size_t m_pos = 0;
+  size_t m_nameStart = 0;  // where the last %name began (errors about a use point at it)
   Graph m_graph;
   std::map<std::string, ValueId> m_names;
 };
 
 }  // namespace
 
-Graph parseGraph(std::string_view text) { return Parser(text).parse(); }
+Graph parseGraph(std::string_view text) { return Parser(text, "").parse(); }
+
+Graph parseGraph(std::string_view text, const std::string& file) { return Parser(text, file).parse(); }
 
 }  // namespace kiln::core

@@ -1,6 +1,6 @@
-// Golden text tests of fuse-ops (which groups form, their names and order) and numerics of the
-// fused kernels (core/lower/fused.cpp): every fused graph is lowered and interpreted and must
-// match the same graph lowered node by node.
+// Golden text tests of fuse-ops (which groups form, their names and order; more as FileCheck
+// tests in tests/filecheck/fuse_ops*.kir) and numerics of the fused kernels (core/lower/fused.cpp):
+// every fused graph is lowered and interpreted and must match the same graph lowered node by node.
 #include <gtest/gtest.h>
 
 #include "core/passes/fuse_ops.h"
@@ -38,33 +38,8 @@ const char* kConvChain = R"(graph(%x: f32[1,4,6,6]) {
   return %s, %t
 })";
 
-TEST(FuseOps, AnchorsTakeElementwiseEpilogues) {
-  EXPECT_EQ(fused(kConvChain), R"(graph(%x: f32[1,4,6,6]) {
-  %w = constant f32[4,4,3,3] elided
-  %b = constant f32[4,1,1] elided
-  group @fused_conv2d_add_relu_0 {
-    %c1 = conv2d(%x, %w) {groups=1, padding=[1,1]} : f32[1,4,6,6]
-    %a1 = add(%c1, %b) : f32[1,4,6,6]
-    %r1 = relu(%a1) : f32[1,4,6,6]
-  }
-  group @fused_conv2d_add_relu_1 {
-    %c2 = conv2d(%r1, %w) {groups=1, padding=[1,1]} : f32[1,4,6,6]
-    %a2 = add(%c2, %x) : f32[1,4,6,6]
-    %r2 = relu(%a2) : f32[1,4,6,6]
-  }
-  group @fused_max_pool2d_clamp_0 {
-    %p = max_pool2d(%r2) {kernel=[2,2], stride=[2,2]} : f32[1,4,3,3]
-    %k = clamp(%p) {max=6.0, min=0.0} : f32[1,4,3,3]
-  }
-  %w1 = constant f32[4,4,1,1] elided
-  %c3 = conv2d(%k, %w1) {groups=1} : f32[1,4,3,3]
-  %s = sigmoid(%c3) : f32[1,4,3,3]
-  %t = tanh(%c3) : f32[1,4,3,3]
-  return %s, %t
-}
-)");
-  expectSameNumerics(kConvChain, "fuse-ops", 1e-4);
-}
+// The groups themselves: tests/filecheck/fuse_ops.kir.
+TEST(FuseOps, AnchorsWithEpiloguesComputeTheSame) { expectSameNumerics(kConvChain, "fuse-ops", 1e-4); }
 
 // x feeds two branches that meet again: everything from the exp to the add is one group (the
 // add post-dominates the exp); the mul's second operand is computed outside and read from memory.
@@ -79,22 +54,8 @@ const char* kDiamond = R"(graph(%x: f32[2,8], %y: f32[2,8]) {
   return %m, %o
 })";
 
-TEST(FuseOps, DiamondsFuseUpToTheirPostDominator) {
-  EXPECT_EQ(fused(kDiamond), R"(graph(%x: f32[2,8], %y: f32[2,8]) {
-  %n = neg(%y) : f32[2,8]
-  group @fused_exp_relu_sigmoid_add_mul_0 {
-    %e = exp(%x) : f32[2,8]
-    %a = relu(%e) : f32[2,8]
-    %s = sigmoid(%e) : f32[2,8]
-    %sum = add(%a, %s) : f32[2,8]
-    %m = mul(%sum, %n) : f32[2,8]
-  }
-  %o = exp(%n) : f32[2,8]
-  return %m, %o
-}
-)");
-  expectSameNumerics(kDiamond, "fuse-ops");
-}
+// The group: tests/filecheck/fuse_ops_diamond.kir.
+TEST(FuseOps, FusedDiamondComputesTheSame) { expectSameNumerics(kDiamond, "fuse-ops"); }
 
 // A small value (per channel) is never broadcast inside a group: the sigmoid on [1,4,1,1] stays
 // with its producer, and the mul by the big tensor starts a new group.
@@ -202,33 +163,8 @@ const char* kLongChain = R"(graph(%x: f32[16]) {
   return %e
 })";
 
-TEST(FuseOps, MaxDepthBoundsGroupSize) {
-  EXPECT_EQ(fused(kLongChain, 2), R"(graph(%x: f32[16]) {
-  group @fused_relu_neg_0 {
-    %a = relu(%x) : f32[16]
-    %b = neg(%a) : f32[16]
-  }
-  group @fused_exp_sigmoid_0 {
-    %c = exp(%b) : f32[16]
-    %d = sigmoid(%c) : f32[16]
-  }
-  %e = tanh(%d) : f32[16]
-  return %e
-}
-)");
-  EXPECT_EQ(fused(kLongChain), R"(graph(%x: f32[16]) {
-  group @fused_relu_neg_exp_sigmoid_tanh_0 {
-    %a = relu(%x) : f32[16]
-    %b = neg(%a) : f32[16]
-    %c = exp(%b) : f32[16]
-    %d = sigmoid(%c) : f32[16]
-    %e = tanh(%d) : f32[16]
-  }
-  return %e
-}
-)");
-  expectSameNumerics(kLongChain, "fuse-ops{max-depth=2}");
-}
+// The groups with and without the bound: tests/filecheck/fuse_ops_max_depth.kir.
+TEST(FuseOps, DepthBoundedGroupsComputeTheSame) { expectSameNumerics(kLongChain, "fuse-ops{max-depth=2}"); }
 
 TEST(FuseOps, BatchNormFusesAsAnElementOp) {
   const char* text = R"(graph(%x: f32[2,3,4,4]) {

@@ -1,6 +1,7 @@
-// Golden text tests of merge-parallel (which siblings merge, the wide op and its slices) and
-// numerics of merged graphs against the same graph unmerged (lowered and interpreted), alone and
-// followed by fuse-ops, which fuses the slices with the ops after them.
+// Golden text tests of merge-parallel (which siblings merge, the wide op and its slices; more as
+// FileCheck tests in tests/filecheck/merge_parallel*.kir) and numerics of merged graphs against
+// the same graph unmerged (lowered and interpreted), alone and followed by fuse-ops, which fuses
+// the slices with the ops after them.
 #include <gtest/gtest.h>
 
 #include "core/passes/merge_parallel.h"
@@ -39,28 +40,8 @@ const char* kInception = R"(graph(%x: f32[1,6,7,7]) {
   return %cat, %c5
 })";
 
-TEST(MergeParallel, SiblingConvolutionsBecomeOneWideConvolution) {
-  PassCounters counters;
-  EXPECT_EQ(merged(kInception, &counters), R"(graph(%x: f32[1,6,7,7]) {
-  %c1_merged_weight = constant f32[12,6,1,1] elided
-  %c1_merged_bias = constant f32[12] elided
-  %c1_merged = conv2d(%x, %c1_merged_weight, %c1_merged_bias) {groups=1} : f32[1,12,7,7]
-  %c1 = strided_slice(%c1_merged) {begin=[0,0,0,0], end=[1,5,7,7], strides=[1,1,1,1]} : f32[1,5,7,7]
-  %c2 = strided_slice(%c1_merged) {begin=[0,5,0,0], end=[1,8,7,7], strides=[1,1,1,1]} : f32[1,3,7,7]
-  %c3 = strided_slice(%c1_merged) {begin=[0,8,0,0], end=[1,12,7,7], strides=[1,1,1,1]} : f32[1,4,7,7]
-  %w4 = constant f32[2,6,3,3] elided
-  %c4 = conv2d(%x, %w4) {groups=1, padding=[1,1]} : f32[1,2,7,7]
-  %w3 = constant f32[4,6,1,1] elided
-  %c5 = conv2d(%x, %w3) {groups=1, stride=[2,2]} : f32[1,4,4,4]
-  %r1 = relu(%c1) : f32[1,5,7,7]
-  %r2 = relu(%c2) : f32[1,3,7,7]
-  %r3 = relu(%c3) : f32[1,4,7,7]
-  %cat = concat(%r1, %r2, %r3, %c4) {axis=1} : f32[1,14,7,7]
-  return %cat, %c5
-}
-)");
-  EXPECT_EQ(counters["merged"], 1);
-  EXPECT_EQ(counters["convs"], 3);
+// The wide op, its slices and the pass's counters: tests/filecheck/merge_parallel.kir.
+TEST(MergeParallel, WideConvolutionComputesTheSame) {
   expectSameNumerics(kInception, "merge-parallel", 1e-5);
   // Fused afterwards, the slices, relus and the concat are one kernel.
   lower::LoweredModule m = expectSameNumerics(kInception, "merge-parallel,fuse-ops", 1e-5);
@@ -81,20 +62,8 @@ const char* kHeads = R"(graph(%x: f32[2,3,2], %y: f32[2,5]) {
   return %a, %s, %c
 })";
 
-TEST(MergeParallel, DenseHeadsOnOneInputMerge) {
-  EXPECT_EQ(afterPass(kHeads, [](Graph& g) { return mergeParallel(g); }, {.locations = false}),
-            R"(graph(%x: f32[2,3,2], %y: f32[2,5]) {
-  %a_merged_weight = constant f32[5,2] [1, 2, 3, 4, 1, 0, 0, 1, 1, 1]
-  %a_merged_bias = constant f32[5] [10, 20, 0, 0, 0]
-  %a_merged = dense(%x, %a_merged_weight, %a_merged_bias) : f32[2,3,5]
-  %a = strided_slice(%a_merged) {begin=[0,0,0], end=[2,3,2], strides=[1,1,1]} : f32[2,3,2]
-  %b = strided_slice(%a_merged) {begin=[0,0,2], end=[2,3,5], strides=[1,1,1]} : f32[2,3,3]
-  %wc = constant f32[2,5] [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-  %c = dense(%y, %wc) : f32[2,2]
-  %s = sigmoid(%b) : f32[2,3,3]
-  return %a, %s, %c
-}
-)");
+// The merged heads: tests/filecheck/merge_parallel_dense.kir.
+TEST(MergeParallel, MergedDenseHeadsComputeTheSame) {
   expectSameNumerics(kHeads, "merge-parallel", 1e-5);
   expectSameNumerics(kHeads, "merge-parallel,fuse-ops", 1e-5);
 }
@@ -129,21 +98,8 @@ TEST(MergeParallel, PackedConvolutionsMergeByChannelBlocks) {
   expectSameNumerics(kPacked, "merge-parallel,fuse-ops", 1e-5);
 }
 
-// Nothing merges: different inputs, grouped convolutions, computed weights, a lone op.
-TEST(MergeParallel, LeavesNonSiblingsAlone) {
-  const char* text = R"(graph(%x: f32[1,4,5,5], %y: f32[1,4,5,5], %wv: f32[2,4,1,1]) {
-  %w = constant f32[2,4,1,1] elided
-  %g = constant f32[4,2,1,1] elided
-  %a = conv2d(%x, %w) {groups=1} : f32[1,2,5,5]
-  %b = conv2d(%y, %w) {groups=1} : f32[1,2,5,5]
-  %c = conv2d(%x, %wv) {groups=1} : f32[1,2,5,5]
-  %d = conv2d(%y, %g) {groups=2} : f32[1,4,5,5]
-  %e = conv2d(%y, %g) {groups=2} : f32[1,4,5,5]
-  return %a, %b, %c, %d, %e
-})";
-  Graph g = parseGraph(text);
-  EXPECT_FALSE(mergeParallel(g));
-}
+// Nothing merges (different inputs, grouped convolutions, computed weights):
+// tests/filecheck/merge_parallel_keeps.kir.
 
 }  // namespace
 }  // namespace kiln::core::passes
