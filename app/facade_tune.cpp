@@ -19,6 +19,7 @@
 #include "app/facade_internal.h"
 #include "app/measure_internal.h"
 #include "app/tune_internal.h"
+#include "core/tune/tune_loop.h"
 #include "codegen/llvm/jit.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
@@ -45,17 +46,6 @@ std::vector<std::string> tuneWorkerArgv(const TuneOptions& options) {
 }
 
 }  // namespace
-
-TuneTaskInfo tuneTaskInfo(const core::tune::TuneTask& task, const core::lower::LowerOptions& lower) {
-  TuneTaskInfo info;
-  info.name = task.name;
-  info.workloadKey = task.key;
-  info.op = task.kind;
-  info.weight = task.weight;
-  info.flops = task.flops;
-  info.spaceSize = core::tune::ConfigSpace::forKey(task.key, lower).size();
-  return info;
-}
 
 PreparedTune prepareTune(const std::string& path, const TuneOptions& options) {
   OpenOptions open;
@@ -119,30 +109,6 @@ std::vector<TuneRecord> priorTuneRecords(const TuneOptions& options, profiler::S
   return out;
 }
 
-int takeLatestRound(TuneTaskResult& tr, const core::tune::TuneTask& task, const std::vector<TuneRecord>& records) {
-  std::string latest;
-  for (const TuneRecord& r : records)
-    if (r.key == task.key && r.tuner == core::tune::kConfirmTuner) latest = std::max(latest, r.timestamp);
-  if (latest.empty()) return 0;
-  int count = 0;
-  double best = 0;
-  for (const TuneRecord& r : records) {
-    if (r.key != task.key || r.tuner != core::tune::kConfirmTuner || r.timestamp != latest || !r.ok()) continue;
-    ++count;
-    std::string text = core::lower::knobsText(r.knobs);
-    if (text == task.defaultKnobs) tr.defaultMs = r.costMs;
-    if (best == 0 || r.costMs < best) {
-      best = r.costMs;
-      tr.bestKnobs = text;
-    }
-  }
-  if (best > 0) {
-    tr.bestMs = best;
-    tr.bestGflops = task.flops / (best * 1e6);
-  }
-  return count;
-}
-
 int completeRecordsFile(const std::string& path, const std::vector<TuneRecord>& all,
                         const std::vector<core::tune::TuneTask>& tasks, const std::string& target) {
   std::vector<TuneRecord> inFile = core::tune::readRecords(path).records;
@@ -161,30 +127,6 @@ int completeRecordsFile(const std::string& path, const std::vector<TuneRecord>& 
   core::tune::appendRecords(path, copied);
   return static_cast<int>(copied.size());
 }
-
-namespace {
-
-/// The configurations a confirmation round times: the `top` fastest distinct error-free trials,
-/// fastest first, and the default's when it ran.
-std::vector<std::string> finalists(const TuneTaskResult& tr, int top) {
-  std::map<std::string, double> fastest;
-  for (const TuneTrial& t : tr.trials) {
-    if (!t.error.empty() || t.ms <= 0) continue;
-    auto [it, fresh] = fastest.emplace(t.knobs, t.ms);
-    if (!fresh) it->second = std::min(it->second, t.ms);
-  }
-  std::vector<std::pair<double, std::string>> ranked;
-  for (const auto& [knobs, ms] : fastest) ranked.emplace_back(ms, knobs);
-  std::sort(ranked.begin(), ranked.end());
-  std::vector<std::string> out;
-  for (const auto& entry : ranked)
-    if (static_cast<int>(out.size()) < top) out.push_back(entry.second);
-  if (fastest.count(tr.defaultKnobs) && std::find(out.begin(), out.end(), tr.defaultKnobs) == out.end())
-    out.push_back(tr.defaultKnobs);
-  return out;
-}
-
-}  // namespace
 
 std::pair<double, double> tuneSideBySide(const std::string& path, const Model& model, const TuneOptions& options,
                                          const core::lower::ScheduleConfigs& tuned) {
@@ -250,7 +192,7 @@ Result<std::vector<TuneTaskInfo>> tuneTasks(const std::string& path, const TuneO
   return guarded<std::vector<TuneTaskInfo>>(path, [&] {
     PreparedTune p = prepareTune(path, options);
     std::vector<TuneTaskInfo> out;
-    for (const auto& t : p.tasks) out.push_back(tuneTaskInfo(t, p.lower));
+    for (const auto& t : p.tasks) out.push_back(core::tune::taskInfo(t, p.lower));
     return out;
   });
 }
@@ -308,191 +250,48 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
       ++result.recordsWritten;
     };
 
-    std::vector<int> budget = tuneBudgets(p.tasks, options);
-    int totalBudget = 0;
-    for (int b : budget) totalBudget += b;
     int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 2);
     profiler::TuneRunner runner(tuneWorkerArgv(options), workers, options.measureTimeoutSeconds);
-    int totalTrials = 0;
-    bool stop = false;
-
-    // What earlier tasks measured guides the model-guided tuner on later ones (tuner.h).
-    auto history = std::make_shared<core::tune::TuningHistory>();
-    for (size_t ti = 0; ti < p.tasks.size() && !stop; ++ti) {
-      const core::tune::TuneTask& task = p.tasks[ti];
-      core::tune::ConfigSpace space = core::tune::ConfigSpace::forKey(task.key, p.lower);
-      auto tuner = core::tune::makeTuner(options.tuner, space, options.seed + ti, history);
-      TuneTaskResult tr;
-      tr.info = tuneTaskInfo(task, p.lower);
-      tr.defaultKnobs = task.defaultKnobs;
-      double defaultMs = 0;
-      auto consider = [&](const std::string& knobs, double ms) {
-        if (ms > 0 && (tr.bestMs == 0 || ms < tr.bestMs)) {
-          tr.bestMs = ms;
-          tr.bestKnobs = knobs;
-          tr.bestGflops = task.flops / (ms * 1e6);
-          return true;
-        }
-        return false;
-      };
-      // What earlier runs measured counts towards the budget and teaches the tuner.
-      // A confirmation round is due when the search has records newer than the latest round.
-      std::string latestSearch, latestRound;
-      for (const TuneRecord& r : prior) {
-        if (r.key != task.key) continue;
-        if (r.tuner == core::tune::kConfirmTuner) {
-          latestRound = std::max(latestRound, r.timestamp);
-          continue;
-        }
-        latestSearch = std::max(latestSearch, r.timestamp);
-        auto index = space.indexOf(r.knobs);
-        if (!index || tuner->visited(*index)) continue;
-        tuner->update({*index}, {r.ok() ? r.costMs : -1.0});
-        std::string text = core::lower::knobsText(r.knobs);
-        tr.trials.push_back({static_cast<int>(tr.trials.size()) + 1, text, r.costMs,
-                             r.ok() ? task.flops / (r.costMs * 1e6) : 0, r.error, true});
-        ++tr.skipped;
-        consider(text, r.ok() ? r.costMs : 0);
-        if (text == task.defaultKnobs && r.ok()) defaultMs = r.costMs;
-      }
-      int sinceBest = 0;
-      int planned = std::min<int64_t>(budget[ti], space.size());
-      auto report = [&](const std::string& message) {
-        if (!progress) return true;
-        TuneProgress pr;
-        pr.taskIndex = static_cast<int>(ti);
-        pr.numTasks = static_cast<int>(p.tasks.size());
-        pr.taskName = task.name;
-        pr.taskTrials = tr.measured + tr.skipped;
-        pr.taskBudget = planned;
-        pr.totalTrials = totalTrials;
-        pr.totalBudget = totalBudget;
-        pr.errors = result.totalErrors + tr.errors;
-        pr.bestGflops = tr.bestGflops;
-        pr.defaultGflops = defaultMs > 0 ? task.flops / (defaultMs * 1e6) : 0;
-        pr.elapsedSeconds = secondsSince(start);
-        pr.etaSeconds = totalTrials > 0 ? pr.elapsedSeconds / totalTrials * std::max(0, totalBudget - totalTrials) : 0;
-        pr.message = message;
-        return progress(pr);
-      };
-      if (!report("task " + std::to_string(ti + 1) + "/" + std::to_string(p.tasks.size()) + ": " + task.name)) {
-        result.cancelled = stop = true;
-        break;
-      }
-
-      // The heuristic's own configuration first: the baseline every candidate is compared to.
-      std::vector<int64_t> first;
-      if (auto index = space.indexOf(core::lower::parseKnobs(task.defaultKnobs)); index && !tuner->visited(*index))
-        first.push_back(*index);
-
-      while (tr.measured + tr.skipped < planned && !tuner->exhausted()) {
-        if (options.timeLimitSeconds > 0 && secondsSince(start) > options.timeLimitSeconds) {
-          stop = true;
-          break;
-        }
-        int want = std::min(options.batchSize, planned - tr.measured - tr.skipped);
-        std::vector<int64_t> batch = first.empty() ? tuner->propose(want) : std::exchange(first, {});
-        if (batch.empty()) break;
-        std::vector<profiler::CandidateRequest> requests;
-        for (int64_t index : batch) {
-          profiler::CandidateRequest r;
-          r.key = task.key;
-          r.knobs = core::lower::knobsText(space.config(index));
-          r.target = options.build.target;  // compiled exactly as the build compiles
-          r.threads = threads;
-          r.optLevel = options.build.optLevel;
-          requests.push_back(std::move(r));
-        }
-        // Each record is written as soon as its candidate is measured: a killed run loses only
-        // the candidates still in flight, and resuming skips every record written.
-        std::vector<double> costs(batch.size(), -1.0);
-        runner.run(requests, [&](size_t k, const profiler::CandidateResult& m) {
-          TuneRecord rec;
-          rec.key = task.key;
-          rec.target = target;
-          rec.knobs = space.config(batch[k]);
-          rec.costMs = m.ok() ? m.medianMs : 0;
-          rec.costsMs = m.samplesMs;
-          rec.error = m.error;
-          rec.tuner = options.tuner;
-          rec.timestamp = profiler::utcNow();
-          rec.version = version();
-          write(rec);
-          costs[k] = m.ok() ? m.medianMs : -1.0;
-          std::string text = core::lower::knobsText(rec.knobs);
-          tr.trials.push_back({static_cast<int>(tr.trials.size()) + 1, text, rec.costMs,
-                               m.ok() ? task.flops / (m.medianMs * 1e6) : 0, m.error, false});
-          ++tr.measured;
-          ++totalTrials;
-          if (!m.ok()) ++tr.errors;
-          if (text == task.defaultKnobs && m.ok()) defaultMs = m.medianMs;
-          sinceBest = consider(text, rec.costMs) ? 0 : sinceBest + 1;
-          report(task.name + ": " + std::to_string(tr.measured + tr.skipped) + "/" + std::to_string(planned) +
-                 " trials");
-        });
-        tuner->update(batch, costs);
-        if (!report(task.name + ": " + std::to_string(tr.measured + tr.skipped) + "/" + std::to_string(planned) +
-                    " trials")) {
-          result.cancelled = stop = true;
-          break;
-        }
-        if (options.earlyStopping > 0 && sinceBest >= options.earlyStopping) break;
-      }
-      tuner->finish();
-      tr.defaultMs = defaultMs;
-      if (!stop && options.confirmTop > 0 && (tr.measured > 0 || latestSearch > latestRound)) {
-        std::vector<std::string> names = finalists(tr, options.confirmTop);
-        if (names.size() >= 2 &&
-            !report(task.name + ": timing the best " + std::to_string(names.size()) + " side by side")) {
-          result.cancelled = stop = true;
-        } else if (names.size() >= 2) {
-          std::vector<profiler::CandidateRequest> requests;
-          for (const std::string& knobs : names) {
-            profiler::CandidateRequest r;
-            r.key = task.key;
-            r.knobs = knobs;
-            r.target = options.build.target;
-            r.threads = threads;
-            r.optLevel = options.build.optLevel;
-            r.repeat = 15;
-            requests.push_back(std::move(r));
-          }
-          std::vector<profiler::CandidateResult> confirmed = runner.runSideBySide(requests);
-          // One timestamp for the round: builds take the latest round of a key (records.h).
-          std::string round = profiler::utcNow();
-          double bestMs = 0;
-          for (size_t k = 0; k < names.size(); ++k) {
-            const profiler::CandidateResult& m = confirmed[k];
-            if (!m.ok()) continue;
-            TuneRecord rec;
-            rec.key = task.key;
-            rec.target = target;
-            rec.knobs = core::lower::parseKnobs(names[k]);
-            rec.costMs = m.medianMs;
-            rec.costsMs = m.samplesMs;
-            rec.tuner = core::tune::kConfirmTuner;
-            rec.timestamp = round;
-            rec.version = version();
-            write(rec);
-            ++tr.confirmed;
-            if (names[k] == tr.defaultKnobs) tr.defaultMs = m.medianMs;
-            if (bestMs == 0 || m.medianMs < bestMs) {
-              bestMs = m.medianMs;
-              tr.bestKnobs = names[k];
-            }
-          }
-          if (bestMs > 0) {
-            tr.bestMs = bestMs;
-            tr.bestGflops = task.flops / (bestMs * 1e6);
-          }
-        }
-      }
-      // No round this time: builds take an earlier run's latest round, and so does the summary.
-      if (tr.confirmed == 0) takeLatestRound(tr, task, prior);
-      result.totalMeasured += tr.measured;
-      result.totalErrors += tr.errors;
-      result.tasks.push_back(std::move(tr));
-    }
+    // Candidates are compiled exactly as the build compiles them (target, -O level).
+    profiler::WorkerMeasurer measurer(runner, options.build.target, threads, options.build.optLevel);
+    core::tune::TuneLoopOptions loop;
+    loop.tuner = options.tuner;
+    loop.seed = options.seed;
+    loop.batchSize = options.batchSize;
+    loop.earlyStopping = options.earlyStopping;
+    if (options.timeLimitSeconds > 0)
+      loop.outOfTime = [&] { return secondsSince(start) > options.timeLimitSeconds; };
+    loop.confirmTop = options.confirmTop;
+    loop.target = target;
+    loop.version = version();
+    loop.now = profiler::utcNow;
+    loop.lower = p.lower;
+    auto report = [&](const core::tune::TuneLoopProgress& lp) {
+      if (!progress) return true;
+      TuneProgress pr;
+      pr.taskIndex = lp.taskIndex;
+      pr.numTasks = lp.numTasks;
+      pr.taskName = lp.taskName;
+      pr.taskTrials = lp.taskTrials;
+      pr.taskBudget = lp.taskBudget;
+      pr.totalTrials = lp.totalTrials;
+      pr.totalBudget = lp.totalBudget;
+      pr.errors = lp.errors;
+      pr.bestGflops = lp.bestGflops;
+      pr.defaultGflops = lp.defaultGflops;
+      pr.elapsedSeconds = secondsSince(start);
+      pr.etaSeconds = lp.totalTrials > 0
+                          ? pr.elapsedSeconds / lp.totalTrials * std::max(0, lp.totalBudget - lp.totalTrials)
+                          : 0;
+      pr.message = lp.message;
+      return progress(pr);
+    };
+    core::tune::TuneLoopResult searched =
+        core::tune::runTuneLoop(p.tasks, tuneBudgets(p.tasks, options), prior, measurer, loop, write, report);
+    result.tasks = std::move(searched.tasks);
+    result.totalMeasured = searched.totalMeasured;
+    result.totalErrors = searched.totalErrors;
+    result.cancelled = searched.cancelled;
 
     // The whole model, untuned and with the best configurations, timed side by side.
     if (!result.cancelled && options.compareEndToEnd) {

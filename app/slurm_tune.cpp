@@ -37,6 +37,7 @@
 #include "app/measure_internal.h"
 #include "app/slurm.h"
 #include "app/tune_internal.h"
+#include "core/tune/tune_loop.h"
 #include "core/tune/space.h"
 #include "profiler/context.h"
 #include "runtime/thread_pool.h"
@@ -191,7 +192,7 @@ std::vector<TuneRecord> gained(const fs::path& file, size_t seeded) {
 TuneTaskResult summarize(const core::tune::TuneTask& task, const core::lower::LowerOptions& lower,
                          const std::vector<TuneRecord>& prior, const std::vector<TuneRecord>& fresh) {
   TuneTaskResult tr;
-  tr.info = tuneTaskInfo(task, lower);
+  tr.info = core::tune::taskInfo(task, lower);
   tr.defaultKnobs = task.defaultKnobs;
   auto add = [&](const TuneRecord& r, bool fromRecords) {
     if (r.key != task.key || r.tuner == core::tune::kConfirmTuner) return;
@@ -213,7 +214,7 @@ TuneTaskResult summarize(const core::tune::TuneTask& task, const core::lower::Lo
   // when this run timed it.
   std::vector<TuneRecord> all = prior;
   all.insert(all.end(), fresh.begin(), fresh.end());
-  int round = takeLatestRound(tr, task, all);
+  int round = core::tune::takeLatestRound(tr, task, all);
   bool freshRound = std::any_of(fresh.begin(), fresh.end(), [&](const TuneRecord& r) {
     return r.key == task.key && r.tuner == core::tune::kConfirmTuner;
   });

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/facade.h"
+#include "core/tune/tune_result.h"
 
 namespace kiln::app {
 
@@ -53,15 +54,10 @@ struct TuneOptions {
   SlurmOptions slurm;
 };
 
-/// One tuning task: a distinct workload among the model's kernels.
-struct TuneTaskInfo {
-  std::string name;         // the kernel's name, "fused_conv2d_nchwc_add_relu_3"
-  std::string workloadKey;  // what records are keyed by
-  std::string op;           // the anchor op ("conv2d_nchwc", "dense", ...)
-  int weight = 1;           // calls per inference that run it
-  double flops = 0;         // per call
-  int64_t spaceSize = 0;    // valid configurations
-};
+/// A tuning task, one trial and a task's summary: the tuning loop's own (core/tune/tune_result.h).
+using TuneTaskInfo = core::tune::TuneTaskInfo;
+using TuneTrial = core::tune::TuneTrial;
+using TuneTaskResult = core::tune::TuneTaskResult;
 
 /// One task of a Slurm job array, as the coordinator last saw it.
 struct SlurmArrayTask {
@@ -92,28 +88,6 @@ struct TuneProgress {
 };
 /// Return false to cancel: the run stops after the candidates in flight, keeping their records.
 using TuneProgressFn = std::function<bool(const TuneProgress&)>;
-
-struct TuneTrial {
-  int index = 0;           // within its task, 1-based
-  std::string knobs;       // "oc_vecs=2,ow_block=7,..."
-  double ms = 0;           // median per call; 0 when it failed
-  double gflops = 0;
-  std::string error;       // "", "timeout", "crashed (signal 11)", "wrong result (max diff 3.1)", ...
-  bool fromRecords = false;  // loaded from earlier records instead of measured now
-};
-
-struct TuneTaskResult {
-  TuneTaskInfo info;
-  std::string defaultKnobs;
-  double defaultMs = 0;
-  std::string bestKnobs;
-  double bestMs = 0;
-  double bestGflops = 0;
-  int measured = 0, skipped = 0, errors = 0;  // skipped: already in the records
-  int confirmed = 0;  // configurations the confirmation round timed side by side (0: none ran);
-                      //   defaultMs and bestMs then come from that round
-  std::vector<TuneTrial> trials;  // in measurement order
-};
 
 struct TuneResult {
   std::string model;

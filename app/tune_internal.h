@@ -29,8 +29,6 @@ struct PreparedTune {
 /// Throws kiln::Error (a model that does not open, a cross target, no requested task).
 PreparedTune prepareTune(const std::string& path, const TuneOptions& options);
 
-TuneTaskInfo tuneTaskInfo(const core::tune::TuneTask& task, const core::lower::LowerOptions& lower);
-
 /// Measured budgets per task: `taskBudgets` when given, else trialsPerTask each, or totalTrials
 /// split by share of the FLOPs (at least two per task, so each gets its default and one alternative).
 std::vector<int> tuneBudgets(const std::vector<core::tune::TuneTask>& tasks, const TuneOptions& options);
@@ -50,12 +48,6 @@ struct TuneStart {
   std::vector<core::tune::TuneRecord> prior;
 };
 TuneStart beginTune(const PreparedTune& p, const TuneOptions& options, profiler::Store* store);
-
-/// Points the task's summary (best and default) at the latest confirmation round of its key in
-/// `records`, when there is one: builds take that round (core/tune/records.h), so the summary
-/// does too. Returns how many of the round's records are error-free (0: no round).
-int takeLatestRound(TuneTaskResult& tr, const core::tune::TuneTask& task,
-                    const std::vector<core::tune::TuneRecord>& records);
 
 /// Leaves the records file at `path` holding what a build of these tasks would choose from `all`
 /// (the file's records, the store's and this run's): for each task whose choice from the file alone

@@ -19,6 +19,7 @@
 #include <ostream>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -472,6 +473,53 @@ std::vector<CandidateResult> TuneRunner::runSideBySide(const std::vector<Candida
     r.medianMs = each[j].value("median_ms", 0.0);
   }
   return results;
+}
+
+// ---- the tuning loop's measurer --------------------------------------------------------------
+
+namespace {
+
+core::tune::Measurement measurementOf(const CandidateResult& r) {
+  return core::tune::Measurement{r.error, r.medianMs, r.samplesMs};
+}
+
+}  // namespace
+
+WorkerMeasurer::WorkerMeasurer(TuneRunner& runner, std::string target, int threads, int optLevel,
+                               int sideBySideRepeat)
+    : m_runner(runner),
+      m_target(std::move(target)),
+      m_threads(threads),
+      m_optLevel(optLevel),
+      m_sideBySideRepeat(sideBySideRepeat) {}
+
+std::vector<CandidateRequest> WorkerMeasurer::requests(const std::string& key, const std::vector<std::string>& knobs,
+                                                       int repeat) const {
+  std::vector<CandidateRequest> out;
+  for (const std::string& k : knobs) {
+    CandidateRequest r;
+    r.key = key;
+    r.knobs = k;
+    r.target = m_target;
+    r.threads = m_threads;
+    r.optLevel = m_optLevel;
+    if (repeat > 0) r.repeat = repeat;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void WorkerMeasurer::measure(const std::string& key, const std::vector<std::string>& knobs,
+                             const std::function<void(size_t, const core::tune::Measurement&)>& done) {
+  m_runner.run(requests(key, knobs, 0), [&](size_t k, const CandidateResult& r) { done(k, measurementOf(r)); });
+}
+
+std::vector<core::tune::Measurement> WorkerMeasurer::measureSideBySide(const std::string& key,
+                                                                      const std::vector<std::string>& knobs) {
+  std::vector<core::tune::Measurement> out;
+  for (const CandidateResult& r : m_runner.runSideBySide(requests(key, knobs, m_sideBySideRepeat)))
+    out.push_back(measurementOf(r));
+  return out;
 }
 
 }  // namespace kiln::profiler

@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "core/tune/tune_loop.h"
+
 namespace kiln::profiler {
 
 struct CandidateRequest {
@@ -84,6 +86,25 @@ class TuneRunner {
  private:
   struct Impl;
   std::unique_ptr<Impl> m_impl;
+};
+
+/// The tuning loop's Measurer (core/tune/tune_loop.h) over a TuneRunner's workers: each candidate
+/// compiled for `target` at `optLevel` exactly as the build compiles it, and timed with `threads`
+/// threads; a confirmation round takes `sideBySideRepeat` alternating repeats per candidate.
+class WorkerMeasurer : public core::tune::Measurer {
+ public:
+  WorkerMeasurer(TuneRunner& runner, std::string target, int threads, int optLevel, int sideBySideRepeat = 15);
+  void measure(const std::string& key, const std::vector<std::string>& knobs,
+               const std::function<void(size_t, const core::tune::Measurement&)>& done) override;
+  std::vector<core::tune::Measurement> measureSideBySide(const std::string& key,
+                                                         const std::vector<std::string>& knobs) override;
+
+ private:
+  std::vector<CandidateRequest> requests(const std::string& key, const std::vector<std::string>& knobs,
+                                         int repeat) const;
+  TuneRunner& m_runner;
+  std::string m_target;
+  int m_threads, m_optLevel, m_sideBySideRepeat;
 };
 
 }  // namespace kiln::profiler
