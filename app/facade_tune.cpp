@@ -269,21 +269,11 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     auto report = [&](const core::tune::TuneLoopProgress& lp) {
       if (!progress) return true;
       TuneProgress pr;
-      pr.taskIndex = lp.taskIndex;
-      pr.numTasks = lp.numTasks;
-      pr.taskName = lp.taskName;
-      pr.taskTrials = lp.taskTrials;
-      pr.taskBudget = lp.taskBudget;
-      pr.totalTrials = lp.totalTrials;
-      pr.totalBudget = lp.totalBudget;
-      pr.errors = lp.errors;
-      pr.bestGflops = lp.bestGflops;
-      pr.defaultGflops = lp.defaultGflops;
+      static_cast<core::tune::TuneLoopProgress&>(pr) = lp;
       pr.elapsedSeconds = secondsSince(start);
       pr.etaSeconds = lp.totalTrials > 0
                           ? pr.elapsedSeconds / lp.totalTrials * std::max(0, lp.totalBudget - lp.totalTrials)
                           : 0;
-      pr.message = lp.message;
       return progress(pr);
     };
     core::tune::TuneLoopResult searched =

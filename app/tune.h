@@ -73,16 +73,10 @@ struct SlurmArrayTask {
   bool failed() const;       // ended other than COMPLETED
 };
 
-struct TuneProgress {
-  int taskIndex = 0, numTasks = 0;  // 0-based task being tuned
-  std::string taskName;
-  int taskTrials = 0, taskBudget = 0;  // measured / planned for this task
-  int totalTrials = 0, totalBudget = 0;
-  int errors = 0;                       // failed candidates so far (all tasks)
-  double bestGflops = 0;                // best of this task so far
-  double defaultGflops = 0;             // the heuristic schedule of this task
+/// The tuning loop's progress (core/tune/tune_result.h), with the run's clock and, with --slurm,
+/// the array's state.
+struct TuneProgress : core::tune::TuneLoopProgress {
   double elapsedSeconds = 0, etaSeconds = 0;
-  std::string message;                  // one line for a status bar
   std::string slurmJob;                 // --slurm: the array's job id, and its tasks
   std::vector<SlurmArrayTask> slurmTasks;
 };

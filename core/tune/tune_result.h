@@ -41,4 +41,15 @@ struct TuneTaskResult {
   std::vector<TuneTrial> trials;  // in measurement order
 };
 
+/// Where the loop is, for progress bars.
+struct TuneLoopProgress {
+  int taskIndex = 0, numTasks = 0;  // 0-based task being tuned
+  std::string taskName;
+  int taskTrials = 0, taskBudget = 0;  // measured or from records / planned, this task
+  int totalTrials = 0, totalBudget = 0;  // measured now, all tasks
+  int errors = 0;                      // failed candidates so far (all tasks)
+  double bestGflops = 0, defaultGflops = 0;  // this task's
+  std::string message;
+};
+
 }  // namespace kiln::core::tune
