@@ -118,8 +118,8 @@ void registerPasses(Registry& r) {
           "convolutions to the packed NCHW[x]c layout with pre-packed weights",
           3,
           {{"lanes", OptionType::Int, "8", "the channel block x (the f32 vector width)"}},
-          [](Graph& g, const PassOptions& o, PassCounters*) {
-            return alterLayout(g, AlterLayoutOptions{static_cast<int>(o.getInt("lanes")), o.schedules});
+          [](Graph& g, const PassOptions& o, PassCounters* c) {
+            return alterLayout(g, AlterLayoutOptions{static_cast<int>(o.getInt("lanes")), o.schedules}, c);
           });
   r.graph("qnn-alter-layout",
           "quantized convolutions to packed u8 NCHW[x]c with int8 weights packed for the dot-product kernel",
