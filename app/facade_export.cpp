@@ -58,13 +58,16 @@ Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const Build
     info.triple = lowered.target.triple;
     info.cpu = lowered.target.cpu;
     info.signature = runtime::newModuleSignature();
-    info.library = runtime::kModuleLibraryFile;
+    info.library = codegen::libraryFileName(lowered.target);  // kernels.wasm for WebAssembly
     codegen::ExportedLibrary library =
         codegen::exportLibrary(lowered.module.funcs, lowered.target, (dir / runtime::kModuleObjectFile).string(),
-                               (dir / runtime::kModuleLibraryFile).string(), info.signature);
+                               (dir / info.library).string(), info.signature);
     info.cpuFeatures = library.cpuFeatures;
     // What an earlier export left and this one does not replace.
-    removeIfPresent(dir / (library.libraryPath.empty() ? runtime::kModuleLibraryFile : runtime::kModuleObjectFile));
+    for (const char* stale : {runtime::kModuleLibraryFile, "kernels.wasm", runtime::kModuleObjectFile}) {
+      if (library.libraryPath.empty() ? stale != std::string(runtime::kModuleObjectFile) : stale != info.library)
+        removeIfPresent(dir / stale);
+    }
     // graph.txt is written last: a module is complete once it is there.
     runtime::saveModule(outPath, lowered.module.plan, info);
 
@@ -76,8 +79,8 @@ Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const Build
     result.note = library.note;
     result.numKernels = static_cast<int>(lowered.module.funcs.size());
     result.numCalls = static_cast<int>(lowered.module.plan.calls.size());
-    for (const char* name : {runtime::kModuleGraphFile, runtime::kModuleParamsFile,
-                             result.linked ? runtime::kModuleLibraryFile : runtime::kModuleObjectFile}) {
+    for (const std::string& name : {std::string(runtime::kModuleGraphFile), std::string(runtime::kModuleParamsFile),
+                                    result.linked ? info.library : std::string(runtime::kModuleObjectFile)}) {
       std::error_code ec;
       result.files.push_back({name, static_cast<uint64_t>(fs::file_size(dir / name, ec))});
     }

@@ -18,6 +18,7 @@ packages=(
   libopenblas0-openmp xvfb xauth
   libonnx-dev python3-onnx libprotobuf-dev
   qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+  nodejs lld-19 wasi-libc
   slurm-wlm munge
 )
 
