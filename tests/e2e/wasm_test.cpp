@@ -227,6 +227,80 @@ TEST(Wasm, JavaScriptRuntimeRefusesBrokenModulesInOneLine) {
   EXPECT_NE(o.err.find("expected 8192"), std::string::npos) << o.err;
 }
 
+// ---- kiln compare's WebAssembly rows ---------------------------------------------------------------
+
+/// Where scripts/install-deps.sh puts npm's onnxruntime-web (the path facade_web.cpp looks at).
+bool haveOnnxruntimeWeb() {
+  const char* npm = std::getenv("KILN_NPM_DIR");
+  const char* home = std::getenv("HOME");
+  const fs::path dir = npm && *npm ? fs::path(npm) : fs::path(home ? home : "/tmp") / ".cache/kiln/npm";
+  return fs::exists(dir / "node_modules/onnxruntime-web/package.json");
+}
+
+app::CompareOptions quickCompare(std::vector<std::string> backends) {
+  app::CompareOptions o;
+  o.backends = std::move(backends);
+  o.build.threads = 1;
+  o.warmup = 1;
+  o.repeat = 3;
+  o.minRepeatMs = 1;
+  o.processes = 1;
+  o.store.enabled = false;
+  return o;
+}
+
+const app::BackendResult* rowOf(const app::CompareResult& r, const std::string& name) {
+  for (const auto& b : r.backends)
+    if (b.backend == name) return &b;
+  return nullptr;
+}
+
+TEST(WasmCompare, NodeRowsAgreeWithEagerAndAreTimedInTheirOwnProcesses) {
+  REQUIRE_WASM_TOOLS();
+  if (!haveOnnxruntimeWeb()) GTEST_SKIP() << "npm onnxruntime-web is not installed: run scripts/install-deps.sh";
+  auto result = app::compare(modelPath("ops/conv_bn_relu"),
+                             quickCompare({"pytorch-eager", "kiln-wasm", "onnxruntime-web"}));
+  ASSERT_TRUE(result) << result.error().message;
+  const app::CompareResult& r = result.value();
+  const app::BackendResult* eager = rowOf(r, "pytorch-eager");
+  ASSERT_NE(eager, nullptr);
+  ASSERT_TRUE(eager->available) << eager->reason;
+  for (const char* name : {"kiln-wasm", "onnxruntime-web"}) {
+    SCOPED_TRACE(name);
+    const app::BackendResult* row = rowOf(r, name);
+    ASSERT_NE(row, nullptr);
+    ASSERT_TRUE(row->available) << row->reason;
+    EXPECT_LE(row->maxAbsDiff, 1e-4);
+    EXPECT_GE(row->maxAbsDiff, 0);
+    EXPECT_EQ(row->timing.samplesMs.size(), 3u);
+    for (double ms : row->timing.samplesMs) EXPECT_GT(ms, 0);
+    // Its own Node process, not the coordinator nor the Python worker.
+    ASSERT_EQ(row->pids.size(), 1u);
+    EXPECT_NE(row->pids[0], ::getpid());
+    EXPECT_NE(row->pids[0], eager->pids.empty() ? -1 : eager->pids[0]);
+    EXPECT_EQ(app::backendDisplayName(name, row->facts), std::string(name) + " (node)");
+    EXPECT_NE(row->facts.find("\"node_version\""), std::string::npos) << row->facts;
+  }
+  EXPECT_NE(rowOf(r, "onnxruntime-web")->facts.find("\"onnxruntime_web_version\""), std::string::npos);
+  EXPECT_NE(rowOf(r, "kiln-wasm")->facts.find("wasm32"), std::string::npos) << rowOf(r, "kiln-wasm")->facts;
+}
+
+TEST(WasmCompare, WithoutNodeTheRowsAreUnavailableAndSayWhy) {
+  // PATH without node: the rows are not started and name what is missing; nothing is measured.
+  const std::string saved = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", "/nonexistent", 1);
+  auto result = app::compare(modelPath("ops/relu"), quickCompare({"kiln-wasm", "onnxruntime-web"}));
+  ::setenv("PATH", saved.c_str(), 1);
+  ASSERT_TRUE(result) << result.error().message;
+  for (const char* name : {"kiln-wasm", "onnxruntime-web"}) {
+    const app::BackendResult* row = rowOf(result.value(), name);
+    ASSERT_NE(row, nullptr) << name;
+    EXPECT_FALSE(row->available) << name;
+    EXPECT_NE(row->reason.find("no node on PATH"), std::string::npos) << row->reason;
+    EXPECT_TRUE(row->timing.samplesMs.empty());
+  }
+}
+
 // ---- op modules in Node ---------------------------------------------------------------------------
 
 /// The parameter itself as the test's name ("conv_bn_relu", "resnet18").
