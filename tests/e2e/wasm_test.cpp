@@ -3,7 +3,8 @@
 // by wasm-ld against wasi-libc); Node runs them through the JavaScript runtime in web/
 // (web/run_model.mjs), and their outputs must match the host's in-process build within 1e-4
 // (networks: 1e-4 of their logits' scale). The schedules use SIMD128-width (4 × f32) vectors and
-// `kiln ir --stage asm` shows wasm text with f32x4 instructions. A missing wasm-ld, a corrupted
+// `kiln ir --stage asm` shows wasm text with f32x4 instructions; headless Chromium runs the same
+// module through the same runtime (web/run_browser.mjs) on MobileNetV2. A missing wasm-ld, a corrupted
 // params.bin and kernels.wasm of another export are one-line errors. No mocks: real wasm-ld, real
 // Node, real sample models.
 #include <gtest/gtest.h>
@@ -299,6 +300,58 @@ TEST(WasmCompare, WithoutNodeTheRowsAreUnavailableAndSayWhy) {
     EXPECT_NE(row->reason.find("no node on PATH"), std::string::npos) << row->reason;
     EXPECT_TRUE(row->timing.samplesMs.empty());
   }
+}
+
+// ---- headless Chromium ----------------------------------------------------------------------------
+
+/// Chromium was found when the build was configured (Debian's chromium, scripts/install-deps.sh).
+bool haveChromium() { return std::string(KILN_CHROMIUM) != ""; }
+
+std::string runBrowserJs(const std::string& args) {
+  return std::string(KILN_NODE) + " " + KILN_WEB_DIR + "/run_browser.mjs --chromium " + KILN_CHROMIUM + " " + args;
+}
+
+TEST(WasmBrowser, MissingChromiumIsOneLineError) {
+  REQUIRE_WASM_TOOLS();
+  const std::string dir = compileOp("relu", "relu_no_browser");
+  Outcome o = runCommand("env -u KILN_CHROMIUM PATH=/nonexistent " + std::string(KILN_NODE) + " " + KILN_WEB_DIR +
+                         "/run_browser.mjs " + dir);
+  EXPECT_EQ(o.exitCode, static_cast<int>(ErrorKind::Io)) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("error: no chromium on PATH"), std::string::npos) << o.err;
+}
+
+TEST(WasmBrowser, MobileNetV2InHeadlessChromiumAgreesWithTheHostBuild) {
+  REQUIRE_WASM_TOOLS();
+  if (!haveChromium()) GTEST_SKIP() << "no chromium when the build was configured: run scripts/install-deps.sh";
+  auto m = app::openModel(modelPath("mobilenet_v2"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const std::vector<runtime::Tensor> inputs = app::randomInputs(*m.value(), 5);
+  const std::vector<runtime::Tensor> want = hostOutputs(m.value(), inputs);
+  ASSERT_FALSE(want.empty());
+  double scale = 0;
+  for (const runtime::Tensor& t : want)
+    for (int64_t k = 0; k < t.numel(); ++k) scale = std::max(scale, double(std::fabs(t.data<float>()[k])));
+  const std::string dir = tempRoot() + "/mobilenet_v2_browser";
+  app::BuildOptions options;
+  options.target = kWasmSimd;
+  auto exported = app::exportModel(m.value(), options, dir);
+  ASSERT_TRUE(exported.ok()) << exported.error().message;
+  std::string args = dir;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string in = dir + "/in" + std::to_string(i) + ".raw";
+    writeBytes(in, inputs[i].raw(), inputs[i].nbytes());
+    args += " --input " + in;
+  }
+  for (size_t i = 0; i < want.size(); ++i) args += " --output " + dir + "/out" + std::to_string(i) + ".raw";
+  Outcome o = runCommand(runBrowserJs(args));
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  EXPECT_NE(o.out.find("HeadlessChrome"), std::string::npos) << o.out;
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(output 0: \S+ f32 \[1,1000\])"))) << o.out;
+  const double worst = maxDiffOfRawOutputs(dir, want);
+  std::printf("agreement | %-18s | %-55s | max |chromium - host| %.3g | max |host| %.3g\n", "mobilenet_v2",
+              "wasm32 in headless Chromium", worst, scale);
+  EXPECT_LE(worst, 1e-4 * std::max(1.0, scale));
 }
 
 // ---- op modules in Node ---------------------------------------------------------------------------
