@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "app/facade.h"
+#include "app/inspect.h"
 #include "runtime/error.h"
 #include "runtime/npy.h"
 #include "runtime/tensor.h"
@@ -162,6 +163,28 @@ TEST(Wasm, AssemblyIsWasmSimdText) {
   EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(f32x4\.(mul|add|relaxed_madd))"))) << o.out.substr(0, 4000);
   EXPECT_EQ(o.out.find("%ymm"), std::string::npos);
   EXPECT_EQ(o.out.find("%xmm"), std::string::npos);
+}
+
+TEST(Wasm, WorkbenchTargetBoxListsWasm32WithItsWasmText) {
+  // The Workbench's target picker (app::targetChoices) offers wasm32 as export-only; inspecting a
+  // model for it gives each kernel's code as WebAssembly text.
+  std::vector<app::TargetChoice> choices = app::targetChoices();
+  auto wasm = std::find_if(choices.begin(), choices.end(),
+                           [](const app::TargetChoice& c) { return c.spec == kWasmSimd; });
+  ASSERT_NE(wasm, choices.end());
+  EXPECT_FALSE(wasm->runnable);
+  EXPECT_NE(wasm->label.find("export only"), std::string::npos) << wasm->label;
+  auto m = app::openModel(modelPath("ops/gelu"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  app::BuildOptions options;
+  options.target = wasm->spec;
+  auto inspection = app::inspect(m.value(), options);
+  ASSERT_TRUE(inspection.ok()) << inspection.error().message;
+  ASSERT_FALSE(inspection.value().loopIrByKernel.empty());
+  auto code = app::kernelCode(inspection.value(), inspection.value().loopIrByKernel.begin()->first);
+  ASSERT_TRUE(code.ok()) << code.error().message;
+  EXPECT_NE(code.value().assembly.find("f32x4."), std::string::npos) << code.value().assembly.substr(0, 2000);
+  EXPECT_NE(code.value().llvmIr.find("wasm32"), std::string::npos);
 }
 
 // ---- the module directory and clean errors -------------------------------------------------------
