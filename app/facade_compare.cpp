@@ -218,7 +218,7 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     for (const std::string& name : known) {
       if (!wanted(name) || (!options.torchCompile && name.starts_with("torch-compile"))) continue;
       if (isWebBackend(name)) {
-        backends.push_back(webBenchBackend(name, build, spec, scratch.path()));
+        backends.push_back(webBenchBackend(name, build, spec));
         continue;
       }
       if (name != "kiln") {

@@ -58,8 +58,7 @@ std::string onnxruntimeWebDirectory() {
 
 bool isWebBackend(const std::string& name) { return name == "kiln-wasm" || name == "onnxruntime-web"; }
 
-profiler::BenchBackend webBenchBackend(const std::string& name, const BuildOptions& build, const BenchSpec& spec,
-                                       const std::string& workDir) {
+profiler::BenchBackend webBenchBackend(const std::string& name, const BuildOptions& build, const BenchSpec& spec) {
   profiler::BenchBackend b;
   b.name = name;
   const std::string node = onPath("node");
@@ -79,15 +78,15 @@ profiler::BenchBackend webBenchBackend(const std::string& name, const BuildOptio
       b.unavailable = "no wasm-ld or wasi-libc to link a wasm32 module (scripts/install-deps.sh installs lld-19 and wasi-libc)";
       return b;
     }
-    const std::string dir = (fs::path(workDir) / "kiln-wasm-module").string();
+    // The worker adds `-o DIR` (a directory in its own output folder: with several processes per
+    // row each compiles its own module).
     std::vector<std::string> compile = workerArgv(spec.workerCommand, "compile");
-    for (const std::string& a : {spec.path, std::string("-o"), dir, std::string("--target"), std::string(kWasmTarget),
+    for (const std::string& a : {spec.path, std::string("--target"), std::string(kWasmTarget),
                                  "-O" + std::to_string(build.optLevel)})
       compile.push_back(a);
     if (spec.batch > 0) compile.insert(compile.end(), {"--batch", std::to_string(spec.batch)});
     if (!spec.inputSpecs.empty()) compile.insert(compile.end(), {"--input-shapes", inputShapesText(spec.inputSpecs)});
     setup["compile_argv"] = compile;
-    setup["module_dir"] = dir;
   } else {
     const std::string ort = onnxruntimeWebDirectory();
     if (!fs::exists(fs::path(ort) / "package.json")) {

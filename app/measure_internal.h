@@ -118,10 +118,9 @@ profiler::BenchBackend kilnBenchBackend(const std::string& name, const BuildOpti
 profiler::BenchBackend baselineBenchBackend(const std::string& name, const BenchSpec& spec);
 /// The WebAssembly rows (facade_web.cpp): kiln-wasm (Kiln's wasm32 module in Node) and
 /// onnxruntime-web (npm onnxruntime-web's WASM backend in Node), served by web/bench_worker.mjs;
-/// kiln-wasm's module is compiled by the worker's setup into `workDir`.
+/// kiln-wasm's module is compiled (`kiln compile`, `build`'s -O level) by each worker's setup.
 bool isWebBackend(const std::string& name);
-profiler::BenchBackend webBenchBackend(const std::string& name, const BuildOptions& build, const BenchSpec& spec,
-                                       const std::string& workDir);
+profiler::BenchBackend webBenchBackend(const std::string& name, const BuildOptions& build, const BenchSpec& spec);
 /// The checkout's web/ ($KILN_WEB_DIR overrides it) and where install-deps.sh puts npm's
 /// onnxruntime-web ($KILN_NPM_DIR/node_modules/onnxruntime-web, else ~/.cache/kiln/npm/...).
 std::string webDirectory();

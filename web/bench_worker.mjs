@@ -9,9 +9,10 @@
 //   → {"op":"exit"}
 //
 // Backends:
-//   kiln-wasm        "compile_argv": the `kiln compile ... --target wasm32` command that writes
-//                    "module_dir" (run here, in the setup phase); then web/kiln_runtime.mjs runs
-//                    it, on one thread (wasm kernels have no thread pool)
+//   kiln-wasm        "compile_argv": the `kiln compile MODEL --target wasm32...` command, run here
+//                    in the setup phase with `-o OUTPUT_DIR/kiln-wasm-module`; then
+//                    web/kiln_runtime.mjs runs that module, on one thread (wasm kernels have no
+//                    thread pool)
 //   onnxruntime-web  npm onnxruntime-web's WASM execution provider ("ort_dir": the package) on the
 //                    model's ONNX file: "onnx" when the model is one, else the export the Python
 //                    worker makes for the onnxruntime row ("onnx_worker": {"argv", "setup"}: this
@@ -78,7 +79,8 @@ function firstLine(text) {
 
 /** kiln-wasm: compile, load, and a synchronous call. */
 async function setupKilnWasm(q, inputs) {
-  const [cmd, ...args] = q.compile_argv;
+  const dir = path.join(q.output_dir, 'kiln-wasm-module');
+  const [cmd, ...args] = [...q.compile_argv, '-o', dir];
   const start = performance.now();
   const compiled = spawnSync(cmd, args, {encoding: 'utf8'});
   if (compiled.error) throw new Unavailable(`cannot run ${cmd}: ${compiled.error.message}`);
@@ -89,7 +91,6 @@ async function setupKilnWasm(q, inputs) {
     throw new Error(`kiln compile for wasm32 failed: ${line}`);
   }
   const compileSeconds = (performance.now() - start) / 1000;
-  const dir = q.module_dir;
   const module = await loadModule((name) => new Uint8Array(readFileSync(path.join(dir, name))), dir);
   module.setInputs(inputs.map((t) => t.data));
   const call = () => module.execute();
