@@ -44,8 +44,9 @@ Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const Build
     KILN_ASSERT(model != nullptr, "exportModel() needs a model");
     if (outPath.empty()) throw Error("no output path for the module", ErrorKind::Usage);
     const std::string ext = fs::path(outPath).extension().string();
-    if (ext == ".so" || ext == ".o")
-      throw Error(outPath + ": a module is a directory (kernels.so, graph.txt, params.bin); give a directory path",
+    if (ext == ".so" || ext == ".o" || ext == ".wasm")
+      throw Error(outPath + ": a module is a directory (kernels.so or kernels.wasm, graph.txt, params.bin); give a "
+                  "directory path",
                   ErrorKind::Usage);
     auto start = std::chrono::steady_clock::now();
     Lowered lowered = lowerFor(*model, options);

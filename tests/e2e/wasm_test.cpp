@@ -224,6 +224,16 @@ TEST(Wasm, MissingWasmLinkerIsOneLineError) {
   EXPECT_FALSE(fs::exists(fs::path(dir) / "kernels.wasm"));
 }
 
+TEST(Wasm, AnOutputPathNamedLikeTheLibraryIsRefused) {
+  // `-o model.wasm`: a module is a directory; nothing is written.
+  const std::string out = tempRoot() + "/model.wasm";
+  Outcome o = runCommand(kiln("compile " + modelPath("ops/relu") + " -o " + out + " --target '" + kWasmSimd + "'"));
+  EXPECT_EQ(o.exitCode, static_cast<int>(ErrorKind::Usage)) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("a module is a directory"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(Wasm, JavaScriptRuntimeRefusesBrokenModulesInOneLine) {
   REQUIRE_WASM_TOOLS();
   const std::string a = compileOp("relu", "relu_a");
