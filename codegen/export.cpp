@@ -254,10 +254,14 @@ ExportedLibrary exportLibrary(const std::vector<core::tir::PrimFunc>& funcs, con
                       ": no wasm-ld (install lld-19, or set KILN_WASM_LD to LLVM's wasm-ld)",
                   ErrorKind::Io);
     const std::string libc = findWasiLibc();
-    if (libc.empty())
-      throw Error(libraryPath + ": cannot link kernels for " + target.triple +
-                      ": no /usr/lib/wasm32-wasi/libc.a (install wasi-libc, or set KILN_WASI_LIBC to its libc.a)",
+    if (libc.empty()) {
+      const char* env = std::getenv("KILN_WASI_LIBC");
+      const std::string where = env && *env ? std::string("KILN_WASI_LIBC=") + env + " is not a file"
+                                            : "no /usr/lib/wasm32-wasi/libc.a";
+      throw Error(libraryPath + ": cannot link kernels for " + target.triple + ": " + where +
+                      " (install wasi-libc, or set KILN_WASI_LIBC to its libc.a)",
                   ErrorKind::Io);
+    }
     emitObjectFile(funcs, target, objectPath, signature);
     std::vector<std::string> exports = {runtime::kModuleSignatureSymbol};
     for (const core::tir::PrimFunc& f : funcs) exports.push_back(f.name);

@@ -211,7 +211,7 @@ TEST(Wasm, ModuleHoldsKernelsWasmAndIsRefusedByTheNativeRuntime) {
   EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(output 0: \S+ f32 \[1,8,16,16\])"))) << o.out;
 }
 
-TEST(Wasm, MissingWasmLinkerIsOneLineError) {
+TEST(Wasm, MissingWasmLinkerOrWasiLibcIsOneLineError) {
   const std::string dir = tempRoot() + "/no_wasm_ld";
   Outcome o = runCommand("env KILN_WASM_LD=/nonexistent/wasm-ld PATH=/nonexistent " +
                          kiln("compile " + modelPath("ops/relu") + " -o " + dir + " --target '" + kWasmSimd + "'"));
@@ -222,6 +222,14 @@ TEST(Wasm, MissingWasmLinkerIsOneLineError) {
   EXPECT_NE(o.err.find("lld-19"), std::string::npos) << o.err;
   EXPECT_FALSE(fs::exists(fs::path(dir) / "graph.txt"));
   EXPECT_FALSE(fs::exists(fs::path(dir) / "kernels.wasm"));
+  // wasi-libc (libm, memcpy, aligned_alloc) missing: the same, naming its package.
+  o = runCommand("env KILN_WASI_LIBC=/nonexistent/libc.a " +
+                 kiln("compile " + modelPath("ops/relu") + " -o " + dir + " --target '" + kWasmSimd + "'"));
+  EXPECT_EQ(o.exitCode, static_cast<int>(ErrorKind::Io)) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("KILN_WASI_LIBC=/nonexistent/libc.a is not a file (install wasi-libc"), std::string::npos)
+      << o.err;
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "graph.txt"));
 }
 
 TEST(Wasm, AnOutputPathNamedLikeTheLibraryIsRefused) {
