@@ -238,8 +238,10 @@ struct IsolationOptions {
 /// Every row compare and sweep know, in table order: pytorch-eager (today's torch, the nn.Module
 /// under inference_mode; the reference for max |diff|), torch-compile (inductor, default mode),
 /// torch-compile-max-autotune (only when asked for), torchscript-optimized (Debian's libtorch 1.13,
-/// freeze + optimize_for_inference), onnxruntime, openvino, kiln. The Python rows run in
-/// python/kiln_workers/bench_worker.py (profiler/python_worker.h).
+/// freeze + optimize_for_inference), onnxruntime, openvino, kiln, kiln-wasm (Kiln's wasm32 module in
+/// Node, one thread) and onnxruntime-web (npm onnxruntime-web's WASM backend in Node, on the
+/// onnxruntime row's ONNX file). The Python rows run in python/kiln_workers/bench_worker.py
+/// (profiler/python_worker.h), the two WebAssembly rows in web/bench_worker.mjs (compare only).
 const std::vector<std::string>& backendNames();
 /// compare's rows when none are asked for: every name but torch-compile-max-autotune.
 const std::vector<std::string>& defaultCompareBackends();

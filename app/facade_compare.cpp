@@ -56,7 +56,7 @@ void stopIfCancelled(const std::function<bool()>& cancelled) {
 const std::vector<std::string>& backendNames() {
   static const auto* names =
       new std::vector<std::string>{"pytorch-eager", "torch-compile", "torch-compile-max-autotune", "torchscript-optimized",
-                                   "onnxruntime",   "openvino",      "kiln"};
+                                   "onnxruntime",   "openvino",      "kiln",      "kiln-wasm",        "onnxruntime-web"};
   return *names;
 }
 
@@ -80,6 +80,7 @@ std::string backendFacts(const std::string& resultJson) {
 }
 
 std::string backendDisplayName(const std::string& backend, const std::string& factsJson) {
+  if (isWebBackend(backend)) return backend + " (node)";
   if (backend != "pytorch-eager" || factsJson.empty()) return backend;
   nlohmann::json facts = nlohmann::json::parse(factsJson, nullptr, false);
   if (facts.is_object() && facts.value("module", "") == "torchscript") return backend + " (TorchScript)";
@@ -93,6 +94,7 @@ std::string backendFactsLine(const std::string& factsJson) {
   std::vector<std::string> parts;
   std::string version;
   if (!text("onnxruntime_version").empty()) version = "onnxruntime " + text("onnxruntime_version");
+  else if (!text("onnxruntime_web_version").empty()) version = "onnxruntime-web " + text("onnxruntime_web_version");
   else if (!text("openvino_version").empty()) version = "openvino " + text("openvino_version");
   else if (!text("libtorch_version").empty()) version = "libtorch " + text("libtorch_version");
   else if (!text("torch_version").empty()) version = "torch " + text("torch_version");
@@ -116,6 +118,7 @@ std::string backendFactsLine(const std::string& factsJson) {
   } else if (!text("inference_num_threads").empty()) {
     parts.push_back(text("inference_num_threads") + " threads");
   }
+  if (!text("node_version").empty()) parts.push_back("node " + text("node_version"));
   if (!text("module").empty()) parts.push_back("module " + text("module"));
   if (!text("compile_mode").empty()) parts.push_back("mode " + text("compile_mode"));
   if (f.contains("compile_seconds") && f["compile_seconds"].is_number()) {
@@ -214,6 +217,10 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     std::vector<profiler::BenchBackend> backends;
     for (const std::string& name : known) {
       if (!wanted(name) || (!options.torchCompile && name.starts_with("torch-compile"))) continue;
+      if (isWebBackend(name)) {
+        backends.push_back(webBenchBackend(name, build, spec));
+        continue;
+      }
       if (name != "kiln") {
         backends.push_back(baselineBenchBackend(name, spec));
         continue;

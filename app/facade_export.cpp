@@ -44,8 +44,9 @@ Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const Build
     KILN_ASSERT(model != nullptr, "exportModel() needs a model");
     if (outPath.empty()) throw Error("no output path for the module", ErrorKind::Usage);
     const std::string ext = fs::path(outPath).extension().string();
-    if (ext == ".so" || ext == ".o")
-      throw Error(outPath + ": a module is a directory (kernels.so, graph.txt, params.bin); give a directory path",
+    if (ext == ".so" || ext == ".o" || ext == ".wasm")
+      throw Error(outPath + ": a module is a directory (kernels.so or kernels.wasm, graph.txt, params.bin); give a "
+                  "directory path",
                   ErrorKind::Usage);
     auto start = std::chrono::steady_clock::now();
     Lowered lowered = lowerFor(*model, options);
@@ -58,13 +59,16 @@ Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const Build
     info.triple = lowered.target.triple;
     info.cpu = lowered.target.cpu;
     info.signature = runtime::newModuleSignature();
-    info.library = runtime::kModuleLibraryFile;
+    info.library = codegen::libraryFileName(lowered.target);  // kernels.wasm for WebAssembly
     codegen::ExportedLibrary library =
         codegen::exportLibrary(lowered.module.funcs, lowered.target, (dir / runtime::kModuleObjectFile).string(),
-                               (dir / runtime::kModuleLibraryFile).string(), info.signature);
+                               (dir / info.library).string(), info.signature);
     info.cpuFeatures = library.cpuFeatures;
     // What an earlier export left and this one does not replace.
-    removeIfPresent(dir / (library.libraryPath.empty() ? runtime::kModuleLibraryFile : runtime::kModuleObjectFile));
+    for (const char* stale : {runtime::kModuleLibraryFile, "kernels.wasm", runtime::kModuleObjectFile}) {
+      if (library.libraryPath.empty() ? stale != std::string(runtime::kModuleObjectFile) : stale != info.library)
+        removeIfPresent(dir / stale);
+    }
     // graph.txt is written last: a module is complete once it is there.
     runtime::saveModule(outPath, lowered.module.plan, info);
 
@@ -76,8 +80,8 @@ Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const Build
     result.note = library.note;
     result.numKernels = static_cast<int>(lowered.module.funcs.size());
     result.numCalls = static_cast<int>(lowered.module.plan.calls.size());
-    for (const char* name : {runtime::kModuleGraphFile, runtime::kModuleParamsFile,
-                             result.linked ? runtime::kModuleLibraryFile : runtime::kModuleObjectFile}) {
+    for (const std::string& name : {std::string(runtime::kModuleGraphFile), std::string(runtime::kModuleParamsFile),
+                                    result.linked ? info.library : std::string(runtime::kModuleObjectFile)}) {
       std::error_code ec;
       result.files.push_back({name, static_cast<uint64_t>(fs::file_size(dir / name, ec))});
     }

@@ -132,6 +132,8 @@ std::vector<TargetChoice> targetChoices() {
        "64-bit Arm boards (Raspberry Pi 4), NEON 4 float lanes: cross-compilation"},
       {"AArch64 generic (armv8-a)", "llvm -mtriple=aarch64-linux-gnu -mcpu=generic -mattr=+neon",
        "any 64-bit Arm CPU, NEON 4 float lanes: cross-compilation"},
+      {"WebAssembly wasm32 (SIMD128)", "llvm -mtriple=wasm32-unknown-unknown -mattr=+simd128",
+       "browsers and Node: kernels.wasm run by web/kiln_runtime.mjs, SIMD128 4 float lanes, one thread"},
   };
   std::vector<TargetChoice> out;
   for (const auto& c : candidates) {

@@ -26,7 +26,7 @@ struct TargetChoice {
 };
 
 /// The host (detected and named), generic x86-64, AVX2, AVX-512 and a few cross-compilation
-/// targets, each checked against this machine. Never fails: a target LLVM rejects is left out.
+/// targets (aarch64 CPUs, wasm32 with SIMD128), each checked against this machine. Never fails: a target LLVM rejects is left out.
 std::vector<TargetChoice> targetChoices();
 
 // ---- the graph as the runtime runs it ----------------------------------------------------------

@@ -116,6 +116,15 @@ profiler::BenchBackend kilnBenchBackend(const std::string& name, const BuildOpti
 /// Any row but Kiln's (backendNames()): torchscript-optimized in a `kiln measure-worker`, the
 /// others in the Python worker (profiler/python_worker.h; unavailable rows say why).
 profiler::BenchBackend baselineBenchBackend(const std::string& name, const BenchSpec& spec);
+/// The WebAssembly rows (facade_web.cpp): kiln-wasm (Kiln's wasm32 module in Node) and
+/// onnxruntime-web (npm onnxruntime-web's WASM backend in Node), served by web/bench_worker.mjs;
+/// kiln-wasm's module is compiled (`kiln compile`, `build`'s -O level) by each worker's setup.
+bool isWebBackend(const std::string& name);
+profiler::BenchBackend webBenchBackend(const std::string& name, const BuildOptions& build, const BenchSpec& spec);
+/// The checkout's web/ ($KILN_WEB_DIR overrides it) and where install-deps.sh puts npm's
+/// onnxruntime-web ($KILN_NPM_DIR/node_modules/onnxruntime-web, else ~/.cache/kiln/npm/...).
+std::string webDirectory();
+std::string onnxruntimeWebDirectory();
 /// A worker's setup result as the backend's stored facts (JSON object text; "" when none): the
 /// result without the per-run fields (outputs, first_ms, pid, Kiln's build record).
 std::string backendFacts(const std::string& resultJson);

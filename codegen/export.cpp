@@ -197,11 +197,80 @@ void linkSharedLibrary(const std::string& driver, const std::string& object, con
   if (ec) throw Error(library + ": cannot write file: " + ec.message(), ErrorKind::Io);
 }
 
+bool isWasmTarget(const Target& target) { return llvm::Triple(target.triple).isWasm(); }
+
+std::string libraryFileName(const Target& target) {
+  return isWasmTarget(target) ? "kernels.wasm" : runtime::kModuleLibraryFile;
+}
+
+std::string findWasmLinker() {
+  if (const char* env = std::getenv("KILN_WASM_LD"); env && *env) return findInPath(env);
+  for (const char* name : {"wasm-ld-19", "wasm-ld", "/usr/lib/llvm-19/bin/wasm-ld"}) {
+    std::string found = findInPath(name);
+    if (!found.empty()) return found;
+  }
+  return "";
+}
+
+std::string findWasiLibc() {
+  std::error_code ec;
+  if (const char* env = std::getenv("KILN_WASI_LIBC"); env && *env) return fs::is_regular_file(env, ec) ? env : "";
+  const char* debian = "/usr/lib/wasm32-wasi/libc.a";
+  return fs::is_regular_file(debian, ec) ? debian : "";
+}
+
+void linkWasmModule(const std::string& linker, const std::string& libc, const std::string& object,
+                    const std::string& library, const std::vector<std::string>& exports) {
+  const std::string tmp = library + ".tmp";
+  std::vector<std::string> argv = {linker, "-o", tmp, object, libc,
+                                   // A library of kernels, no main; 8 MiB of stack for the kernels'
+                                   // local tiles (64 KiB each at most), placed first so an overflow
+                                   // traps instead of overwriting data.
+                                   "--no-entry", "-z", "stack-size=8388608", "--stack-first",
+                                   "--export=aligned_alloc", "--export=free", "-O2", "--strip-debug"};
+  for (const std::string& name : exports) argv.push_back("--export=" + name);
+  auto [status, output] = runCaptured(argv);
+  if (status != 0) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw Error("linking " + library + " with '" + linker + "' failed (exit " + std::to_string(status) +
+                    "): " + firstErrorLine(output),
+                ErrorKind::Io);
+  }
+  std::error_code ec;
+  fs::rename(tmp, library, ec);
+  if (ec) throw Error(library + ": cannot write file: " + ec.message(), ErrorKind::Io);
+}
+
 ExportedLibrary exportLibrary(const std::vector<core::tir::PrimFunc>& funcs, const Target& target,
                               const std::string& objectPath, const std::string& libraryPath,
                               const std::string& signature) {
   ExportedLibrary out;
   out.cpuFeatures = targetFeatures(target);
+  if (isWasmTarget(target)) {
+    out.linker = findWasmLinker();
+    if (out.linker.empty())
+      throw Error(libraryPath + ": cannot link kernels for " + target.triple +
+                      ": no wasm-ld (install lld-19, or set KILN_WASM_LD to LLVM's wasm-ld)",
+                  ErrorKind::Io);
+    const std::string libc = findWasiLibc();
+    if (libc.empty()) {
+      const char* env = std::getenv("KILN_WASI_LIBC");
+      const std::string where = env && *env ? std::string("KILN_WASI_LIBC=") + env + " is not a file"
+                                            : "no /usr/lib/wasm32-wasi/libc.a";
+      throw Error(libraryPath + ": cannot link kernels for " + target.triple + ": " + where +
+                      " (install wasi-libc, or set KILN_WASI_LIBC to its libc.a)",
+                  ErrorKind::Io);
+    }
+    emitObjectFile(funcs, target, objectPath, signature);
+    std::vector<std::string> exports = {runtime::kModuleSignatureSymbol};
+    for (const core::tir::PrimFunc& f : funcs) exports.push_back(f.name);
+    linkWasmModule(out.linker, libc, objectPath, libraryPath, exports);
+    std::error_code ec;
+    fs::remove(objectPath, ec);
+    out.libraryPath = libraryPath;
+    return out;
+  }
   // Without a linker for the target, stop before the code generation (the slow part).
   out.linker = findLinkerDriver(target);
   if (out.linker.empty() && isHostSystem(target))

@@ -229,7 +229,8 @@ void checkModuleRunsHere(const ModuleInfo& info, const std::string& dir) {
   const std::string arch = tripleArch(info.triple);
   if (arch != hostArchitecture() || info.triple.find(hostOs()) == std::string::npos)
     throw Error(dir + ": kernels were compiled for " + info.triple + " (target '" + info.target +
-                    "'), this machine is " + hostArchitecture() + "-" + hostOs(),
+                    "'), this machine is " + hostArchitecture() + "-" + hostOs() +
+                    (info.triple.rfind("wasm", 0) == 0 ? " (run a WebAssembly module with node web/run_model.mjs DIR)" : ""),
                 ErrorKind::IncompatibleModule);
   std::vector<std::string> missing = missingCpuFeatures(info.cpuFeatures);
   if (!missing.empty())

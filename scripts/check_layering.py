@@ -2,7 +2,9 @@
 """Checks the folder layering rules of ARCHITECTURE.md ("who may include whom") on every source
 file: which of Kiln's top-level folders a folder's files may include, and where the heavy
 third-party headers may appear (LLVM only in codegen/, libtorch only in importers/ and the
-profiler's baseline runners, Qt only in app/gui/, SQLite only in profiler/). Prints one line per
+profiler's baseline runners, Qt only in app/gui/, SQLite only in profiler/), and that the
+JavaScript runtime in web/ imports only its own files (plus Node's `node:` modules in the Node
+tools; kiln_runtime.mjs, which browsers load too, imports nothing). Prints one line per
 violation (file:line: what) and exits 1 if there is any. Run by ctest (meta_layering).
 
 Usage: scripts/check_layering.py [ROOT]
@@ -37,8 +39,39 @@ THIRD_PARTY = [
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
-def violations(root):
+JS_IMPORT = re.compile(r"""^\s*(?:import|export)\b[^'"]*?from\s*['"]([^'"]+)['"]|^\s*import\s*['"]([^'"]+)['"]|\bimport\(\s*['"]([^'"]+)['"]""")
+# web/ files that run in a browser as well as in Node: no node: modules.
+BROWSER_JS = {"kiln_runtime.mjs"}
+
+
+def web_violations(root):
+    """web/ is JavaScript over the module format only: relative imports of web/ files, node: modules."""
     out = []
+    web = os.path.join(root, "web")
+    for dirpath, _, files in os.walk(web):
+        for name in sorted(files):
+            if not name.endswith((".mjs", ".js", ".html")):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for number, line in enumerate(f, 1):
+                    m = JS_IMPORT.search(line)
+                    if not m:
+                        continue
+                    spec = next(g for g in m.groups() if g)
+                    if spec.startswith("node:"):
+                        if name in BROWSER_JS:
+                            out.append(f"{rel}:{number}: imports {spec}: {name} also runs in browsers")
+                        continue
+                    target = os.path.normpath(os.path.join(dirpath, spec))
+                    if not spec.startswith(".") or os.path.relpath(target, web).startswith(".."):
+                        out.append(f"{rel}:{number}: imports {spec}: web/ imports only its own files and node: modules")
+    return out
+
+
+def violations(root):
+    out = web_violations(root)
     for folder in MAY_INCLUDE:
         for dirpath, _, files in os.walk(os.path.join(root, folder)):
             for name in sorted(files):
@@ -74,8 +107,12 @@ def self_test():
         "app/gui/view.cpp": '#include <QString>\n#include "app/facade.h"\n',
         "profiler/store.cpp": '#include <sqlite3.h>\n',
         "importers/x.cpp": '#include "profiler/store.h"\n#include <torch/script.h>\n',
+        "web/kiln_runtime.mjs": "import {readFile} from 'node:fs';\n",   # the browser half
+        "web/run_model.mjs": "import path from 'node:path';\nimport {x} from './kiln_runtime.mjs';\n"
+                             "import {y} from '../app/z.mjs';\nimport 'left-pad';\n",
     }
-    expected = {"runtime/bad.cpp:1", "core/bad.cpp:1", "core/bad.cpp:2", "app/facade.cpp:1", "importers/x.cpp:1"}
+    expected = {"runtime/bad.cpp:1", "core/bad.cpp:1", "core/bad.cpp:2", "app/facade.cpp:1", "importers/x.cpp:1",
+                "web/kiln_runtime.mjs:1", "web/run_model.mjs:3", "web/run_model.mjs:4"}
     with tempfile.TemporaryDirectory() as root:
         for rel, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)

@@ -19,6 +19,7 @@ packages=(
   libopenblas0-openmp xvfb xauth
   libonnx-dev python3-onnx libprotobuf-dev
   qemu-user gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross
+  nodejs lld-19 wasi-libc chromium
   slurm-wlm munge
 )
 
@@ -39,6 +40,25 @@ else
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   echo "install-deps: packages done"
+fi
+
+# npm's onnxruntime-web (the compare row onnxruntime-web runs its WASM backend in Node), pinned,
+# into a cache outside the checkout like the Python environment ($KILN_NPM_DIR overrides it).
+ort_web_version=1.30.0
+npm_dir=${KILN_NPM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln/npm}
+ort_web_json="$npm_dir/node_modules/onnxruntime-web/package.json"
+if [ -f "$ort_web_json" ] && grep -q "\"version\": \"$ort_web_version\"" "$ort_web_json"; then
+  echo "install-deps: onnxruntime-web $ort_web_version present in $npm_dir"
+else
+  echo "install-deps: installing npm onnxruntime-web $ort_web_version into $npm_dir"
+  if ! command -v npm >/dev/null; then
+    # Debian's nodejs comes without npm (NodeSource's carries its own: then this is skipped).
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+  fi
+  mkdir -p "$npm_dir"
+  npm install --silent --no-audit --no-fund --prefix "$npm_dir" "onnxruntime-web@$ort_web_version" >/dev/null
 fi
 
 # The Python environment. A stamp holds the hash of the pins it was built from.

@@ -116,7 +116,8 @@ void registerCompare(CLI::App& cli, Action& action) {
   cmd->add_flag("--no-torch-compile", args->noTorchCompile, "skip the torch.compile rows");
   cmd->add_option("--backends", args->backends,
                   "comma-separated rows: pytorch-eager, torch-compile, torch-compile-max-autotune, "
-                  "torchscript-optimized, onnxruntime, openvino, kiln (default: all but torch-compile-max-autotune)");
+                  "torchscript-optimized, onnxruntime, openvino, kiln, kiln-wasm, onnxruntime-web (default: all but "
+                  "torch-compile-max-autotune)");
   cmd->add_option("--processes", args->processes, "worker processes per backend (their medians are compared)")
       ->check(CLI::Range(1, 16));
   cmd->add_option("--timeout", args->timeout, "seconds one repeat of a backend may run (after it loaded)")

@@ -1,5 +1,6 @@
 // kiln compile MODEL -o DIR [--batch N] [-O] [--target]: an exported module (runtime/module.h)
 // that runtime/ alone loads and runs, e.g. with `kiln run DIR` or through runtime/c_api.h.
+#include <algorithm>
 #include <cstdio>
 
 #include "app/cli/commands.h"
@@ -34,6 +35,12 @@ int compileCommand(const CompileArgs& a) {
   for (const auto& f : r.files) std::printf("  %-12s %12s\n", f.name.c_str(), humanBytes(f.bytes).c_str());
   if (!r.linked) {
     std::printf("note: %s\n", r.note.c_str());
+    return 0;
+  }
+  const bool wasm = std::any_of(r.files.begin(), r.files.end(), [](const auto& f) { return f.name == "kernels.wasm"; });
+  if (wasm) {
+    std::printf("run it in Node with `node web/run_model.mjs %s`, or in a page through web/kiln_runtime.mjs\n",
+                r.path.c_str());
     return 0;
   }
   std::printf("run it with `kiln run %s --input IN.npy`, or from C through runtime/c_api.h\n", r.path.c_str());

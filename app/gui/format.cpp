@@ -97,12 +97,15 @@ QString backendLabel(const std::string& backend) {
   if (backend == "pytorch-compiled") return QStringLiteral("PyTorch compiled");  // sessions of older Kiln
   if (backend == "kiln") return QStringLiteral("Kiln");
   if (backend == "kiln-untuned") return QStringLiteral("Kiln untuned");
+  if (backend == "kiln-wasm") return QStringLiteral("Kiln wasm (Node)");
+  if (backend == "onnxruntime-web") return QStringLiteral("ONNX Runtime Web (Node)");
   return qs(backend);
 }
 
 QString backendLabel(const app::BackendResult& row) {
   QString label = backendLabel(row.backend);
-  if (app::backendDisplayName(row.backend, row.facts) != row.backend) label += QStringLiteral(" (TorchScript)");
+  if (row.backend == "pytorch-eager" && app::backendDisplayName(row.backend, row.facts) != row.backend)
+    label += QStringLiteral(" (TorchScript)");
   return label;
 }
 
@@ -114,6 +117,8 @@ QColor backendColor(const std::string& backend) {
   if (backend == "torchscript-optimized" || backend == "pytorch-compiled") return QColor(0x5c, 0x6b, 0xc0);
   if (backend == "onnxruntime") return QColor(0x2e, 0x8b, 0x57);
   if (backend == "openvino") return QColor(0x1f, 0x8f, 0xbf);
+  if (backend == "onnxruntime-web") return QColor(0x7f, 0xbf, 0x9b);  // ONNX Runtime's green, paler
+  if (backend == "kiln-wasm") return QColor(0xb8, 0x4a, 0x10);        // Kiln's orange, darker
   if (backend == "kiln-untuned") return QColor(0xf2, 0xa8, 0x75);  // Kiln's orange, paler
   return QColor(0xe6, 0x6a, 0x1f);  // Kiln's orange, for every Kiln build
 }

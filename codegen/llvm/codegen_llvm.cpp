@@ -23,8 +23,10 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Triple.h>
 
 #include "codegen/llvm/function_codegen.h"
+#include "codegen/llvm/wasm_runtime.h"
 #include "core/tir/functor.h"
 #include "runtime/error.h"
 
@@ -256,12 +258,14 @@ void FunctionCodeGen::visit(const Allocate* op) {
     if (slot == nullptr) slot = entryAlloca(llvm::ArrayType::get(mem, numel), buffer->name, 64);
     ptr = slot;
   } else {
-    llvm::Type* i64 = m_b.getInt64Ty();
+    // size_t: 64 bits on the native targets, 32 on wasm32.
+    llvm::Type* sizeTy = m_b.getIntPtrTy(m_module.getDataLayout());
     llvm::Type* ptrTy = m_b.getPtrTy();
     auto allocFn =
-        m_module.getOrInsertFunction("aligned_alloc", llvm::FunctionType::get(ptrTy, {i64, i64}, false));
+        m_module.getOrInsertFunction("aligned_alloc", llvm::FunctionType::get(ptrTy, {sizeTy, sizeTy}, false));
     const uint64_t rounded = (bytes + 63) / 64 * 64;
-    ptr = m_b.CreateCall(allocFn, {m_b.getInt64(64), m_b.getInt64(rounded)}, buffer->name);
+    ptr = m_b.CreateCall(allocFn, {llvm::ConstantInt::get(sizeTy, 64), llvm::ConstantInt::get(sizeTy, rounded)},
+                         buffer->name);
   }
   Value*& binding = m_state.buffers[buffer.get()];
   Value* previous = binding;
@@ -466,6 +470,7 @@ std::unique_ptr<llvm::Module> buildModule(const std::vector<PrimFunc>& funcs, co
   for (const PrimFunc& f : funcs) {
     FunctionCodeGen(*module, target, f).run();
   }
+  if (llvm::Triple(target.triple).isWasm()) defineWasmRuntime(*module);
   // Verify function by function so the message names the kernel (tasks are "KERNEL.parN").
   for (llvm::Function& fn : *module) {
     if (fn.isDeclaration()) continue;

@@ -43,7 +43,9 @@ std::unique_ptr<llvm::TargetMachine> createTargetMachine(const Target& target) {
     throw Error("unknown target triple '" + target.triple + "': " + err, ErrorKind::Usage);
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> tm(
-      llvmTarget->createTargetMachine(target.triple, target.cpu, target.features, options, llvm::Reloc::PIC_,
+      llvmTarget->createTargetMachine(target.triple, target.cpu, target.features, options,
+                                      // WebAssembly links statically (wasm-ld, no shared libraries).
+                                      llvm::Triple(target.triple).isWasm() ? llvm::Reloc::Static : llvm::Reloc::PIC_,
                                       std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   if (!tm) throw InternalError("cannot create an LLVM target machine for '" + target.str() + "'");
   return tm;

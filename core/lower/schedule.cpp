@@ -28,6 +28,14 @@ LowerOptions lowerOptionsFor(const std::string& triple, const std::string& cpu, 
     options.vectorRegisters = vectorRegistersForLanes(4);
     return options;
   }
+  if (triple.rfind("wasm", 0) == 0) {
+    // SIMD128: 128-bit v128 values, 4 f32 lanes (without +simd128 LLVM splits the same IR into
+    // scalars). Register tiles as for the other 4-lane targets: the engine's register allocator
+    // (16 xmm on an x86-64 host) spills what does not fit.
+    options.vectorLanes = 4;
+    options.vectorRegisters = vectorRegistersForLanes(4);
+    return options;
+  }
   // The CPU's own features, then the feature list in order (a later "-avx512f" wins).
   bool avx512 = false;
   for (const char* name : {"skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake", "tigerlake",

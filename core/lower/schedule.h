@@ -26,7 +26,7 @@ namespace kiln::core::lower {
 
 /// LowerOptions for a target: its LLVM triple, CPU name and feature string ("+avx2,+avx512f,...").
 /// AArch64 (NEON, 128-bit vectors): 4 f32 lanes and 32 registers, whatever the CPU (SVE CPUs too:
-/// Kiln emits fixed-width vectors). x86: 16 lanes and 32 registers with AVX-512F, else 8 lanes and
+/// Kiln emits fixed-width vectors). WebAssembly (wasm32/wasm64, SIMD128): 4 f32 lanes too. x86: 16 lanes and 32 registers with AVX-512F, else 8 lanes and
 /// 16 registers; named CPUs without an explicit feature list count as AVX-512 when LLVM knows
 /// them as such (skylake-avx512, znver4, ...).
 LowerOptions lowerOptionsFor(const std::string& triple, const std::string& cpu, const std::string& features);

@@ -148,7 +148,7 @@ TEST_F(Engines, EveryRowOfATorchScriptFileAgreesWithEagerAndSaysWhatRanIt) {
   for (const auto& b : r.backends) names.push_back(b.backend);
   // max-autotune only when asked for; pytorch-eager (the reference) first.
   EXPECT_EQ(names, (std::vector<std::string>{"pytorch-eager", "torch-compile", "torchscript-optimized", "onnxruntime",
-                                             "openvino", "kiln"}));
+                                             "openvino", "kiln", "kiln-wasm", "onnxruntime-web"}));
 
   const app::BackendResult& eager = row(r, "pytorch-eager");
   ASSERT_TRUE(eager.available) << eager.reason;

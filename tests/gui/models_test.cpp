@@ -15,6 +15,7 @@
 #include "app/inspect.h"
 #include "app/gui/compare_model.h"
 #include "app/gui/diff_model.h"
+#include "app/gui/format.h"
 #include "app/gui/job_runner.h"
 #include "app/gui/profile_model.h"
 #include "app/gui/session_model.h"
@@ -200,6 +201,17 @@ class ModelsTest : public QObject {
     QVERIFY(text(1, CompareTableModel::Processes).isEmpty());
     model.clear();
     QCOMPARE(model.rowCount(), 0);
+  }
+
+  // The WebAssembly rows have labels and colours of their own, never eager's "(TorchScript)" (their
+  // display names, "kiln-wasm (node)", differ from their ids too).
+  void webBackendLabels() {
+    app::BackendResult wasm = ranBackend("kiln-wasm", {30, 31, 32}, {}, false);
+    app::BackendResult ortWeb = ranBackend("onnxruntime-web", {50, 51, 52}, {}, false);
+    QCOMPARE(backendLabel(wasm), QStringLiteral("Kiln wasm (Node)"));
+    QCOMPARE(backendLabel(ortWeb), QStringLiteral("ONNX Runtime Web (Node)"));
+    QVERIFY(backendColor("kiln-wasm") != backendColor("kiln"));
+    QVERIFY(backendColor("onnxruntime-web") != backendColor("onnxruntime"));
   }
 
   // The sweep's points: a row per backend and batch, spread, flagged and failed points.
