@@ -148,6 +148,23 @@ struct ExportResult {
 /// existing directory is reused only when it is empty or holds an earlier module.
 Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const BuildOptions& options,
                                  const std::string& outPath);
+/// What an export-only build shows instead of a run: the size of its module and, where this
+/// machine can run it (wasm32 in Node), how far its outputs lie from the host build's (JIT) on the
+/// same pseudo-random inputs.
+struct CrossCheck {
+  std::string targetString;
+  int64_t moduleBytes = 0;   // every file of the module directory (graph, weights, kernels)
+  std::string kernelsFile;   // "kernels.wasm", "kernels.so" or "kernels.o"
+  int64_t kernelsBytes = 0;
+  std::string runner;        // what ran it here ("node"); "" when nothing could
+  std::string note;          // why it did not run
+  double maxAbsDiff = 0;     // over every output element, vs the host build
+  double outputScale = 0;    // max |host output|: the scale the difference is read against
+};
+/// Exports the model for options.target into a scratch folder, measures the module and, for
+/// wasm32 with Node present, runs it (web/run_model.mjs) beside a host build. Errors: the
+/// export's, a failed run (its stderr's last line).
+Result<CrossCheck> checkCrossTarget(std::shared_ptr<const Model> model, const BuildOptions& options);
 /// True when `path` is a directory holding a module's graph.txt.
 bool isModuleDirectory(const std::string& path);
 /// Loads an exported module (checks version, architecture, CPU features, files). threads > 0 sets

@@ -2,7 +2,10 @@
 // run by the JavaScript runtime in Node) and `onnxruntime-web` (npm onnxruntime-web's WASM
 // backend in Node, on the ONNX file the onnxruntime row runs), each served by web/bench_worker.mjs
 // in a Node process of its own (profiler/bench.h's protocol). Unavailable rows say what is missing.
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <filesystem>
 #include <sstream>
 
@@ -15,6 +18,8 @@
 #include "app/input_shapes.h"
 #include "app/measure_internal.h"
 #include "codegen/export.h"
+#include "profiler/subprocess.h"
+#include "runtime/tensor.h"
 
 namespace kiln::app {
 
@@ -108,6 +113,115 @@ profiler::BenchBackend webBenchBackend(const std::string& name, const BuildOptio
   }
   b.setupJson = setup.dump();
   return b;
+}
+
+namespace {
+
+void writeRaw(const std::string& path, const runtime::Tensor& t) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+  if (!out) throw Error(path + ": cannot write file", ErrorKind::Io);
+}
+
+/// The raw bytes of `path` as a tensor shaped like `like`.
+runtime::Tensor readRaw(const std::string& path, const runtime::Tensor& like) {
+  runtime::Tensor t = runtime::Tensor::zeros(like.dtype(), like.shape());
+  std::ifstream in(path, std::ios::binary);
+  in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+  if (!in || in.gcount() != static_cast<std::streamsize>(t.nbytes()))
+    throw Error(path + ": the module wrote " + std::to_string(in.gcount()) + " bytes, expected " +
+                    std::to_string(t.nbytes()),
+                ErrorKind::Internal);
+  return t;
+}
+
+double elementAsDouble(const runtime::Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case runtime::DType::Float32: return t.data<float>()[i];
+    case runtime::DType::Int64: return static_cast<double>(t.data<int64_t>()[i]);
+    case runtime::DType::Float64: return t.data<double>()[i];
+    case runtime::DType::Int32: return t.data<int32_t>()[i];
+    case runtime::DType::Int8: return t.data<int8_t>()[i];
+    case runtime::DType::UInt8:
+    case runtime::DType::Bool: return t.data<uint8_t>()[i];
+  }
+  return 0;
+}
+
+std::string lastLine(const std::string& text) {
+  std::string s = text;
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  size_t nl = s.rfind('\n');
+  return nl == std::string::npos ? s : s.substr(nl + 1);
+}
+
+}  // namespace
+
+Result<CrossCheck> checkCrossTarget(std::shared_ptr<const Model> model, const BuildOptions& options) {
+  return guarded<CrossCheck>(model ? sourceOf(*model) : "", [&] {
+    KILN_ASSERT(model != nullptr, "checkCrossTarget() needs a model");
+    ScratchDir scratch("cross");
+    const std::string dir = (fs::path(scratch.path()) / "module").string();
+    auto exported = exportModel(model, options, dir);
+    if (!exported) throw Error(exported.error().message, exported.error().kind);
+    CrossCheck c;
+    c.targetString = exported.value().targetString;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (!entry.is_regular_file()) continue;
+      int64_t bytes = static_cast<int64_t>(entry.file_size());
+      c.moduleBytes += bytes;
+      std::string name = entry.path().filename().string();
+      if (name.rfind("kernels.", 0) == 0 && bytes > c.kernelsBytes) {
+        c.kernelsFile = name;
+        c.kernelsBytes = bytes;
+      }
+    }
+    if (c.kernelsFile != "kernels.wasm") {
+      c.note = "no emulator runs it from here (ctest's test_cross_aarch64 runs aarch64 modules under qemu)";
+      return c;
+    }
+    const std::string node = onPath("node");
+    const std::string script = (fs::path(webDirectory()) / "run_model.mjs").string();
+    if (node.empty() || !fs::exists(script)) {
+      c.note = node.empty() ? "no node on PATH to run it (scripts/install-deps.sh installs nodejs)"
+                            : "the JavaScript runtime " + script + " is missing (set KILN_WEB_DIR)";
+      return c;
+    }
+    // The host build on the same inputs is the reference.
+    BuildOptions host = options;
+    host.target = "llvm";
+    auto built = build(model, host);
+    if (!built) throw Error(built.error().message, built.error().kind);
+    std::vector<runtime::Tensor> inputs = randomInputs(*model);
+    auto expected = run(*built.value(), inputs);
+    if (!expected) throw Error(expected.error().message, expected.error().kind);
+
+    std::vector<std::string> argv = {node, script, dir};
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::string path = (fs::path(scratch.path()) / ("in" + std::to_string(i) + ".raw")).string();
+      writeRaw(path, inputs[i]);
+      argv.insert(argv.end(), {"--input", path});
+    }
+    for (size_t i = 0; i < expected.value().size(); ++i)
+      argv.insert(argv.end(), {"--output", (fs::path(scratch.path()) / ("out" + std::to_string(i) + ".raw")).string()});
+    profiler::ProcessResult ran = profiler::runProcess(argv, 600);
+    if (!ran.started) throw Error("cannot start node: " + ran.error, ErrorKind::Io);
+    if (ran.timedOut) throw Error("the wasm module ran for more than 600 s in Node", ErrorKind::Io);
+    if (ran.exitCode != 0)
+      throw Error("the wasm module failed in Node: " + lastLine(ran.err.empty() ? ran.out : ran.err), ErrorKind::Io);
+    c.runner = "node";
+    for (size_t i = 0; i < expected.value().size(); ++i) {
+      const runtime::Tensor& want = expected.value()[i];
+      runtime::Tensor got =
+          readRaw((fs::path(scratch.path()) / ("out" + std::to_string(i) + ".raw")).string(), want);
+      for (int64_t k = 0; k < want.numel(); ++k) {
+        double w = elementAsDouble(want, k), g = elementAsDouble(got, k);
+        c.outputScale = std::max(c.outputScale, std::abs(w));
+        c.maxAbsDiff = std::max(c.maxAbsDiff, std::isnan(g) != std::isnan(w) ? INFINITY : std::abs(g - w));
+      }
+    }
+    return c;
+  });
 }
 
 }  // namespace kiln::app

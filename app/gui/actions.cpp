@@ -48,6 +48,9 @@ struct InspectOutcome {
   double compileSeconds = 0;
   size_t planBytes = 0, unplannedBytes = 0;
   int numKernels = 0, numCalls = 0;
+  // an export-only target: its module's size and, where it runs here, its agreement
+  std::optional<app::CrossCheck> cross;
+  QString crossError;
 };
 
 std::shared_ptr<const app::Model> modelFor(const std::shared_ptr<const app::Model>& cached, const std::string& path,
@@ -325,6 +328,11 @@ void MainWindow::compile() {
         }
         if (control.cancelled()) return out;
         inspectInto(out, options, charWidth, lineHeight);
+        if (!runnable && out.inspection && !control.cancelled()) {
+          auto checked = app::checkCrossTarget(out.model, options);
+          if (checked) out.cross = checked.value();
+          else out.crossError = qs(checked.error().message);
+        }
         return out;
       },
       [this, options](InspectOutcome out) {
@@ -346,8 +354,7 @@ void MainWindow::compile() {
                         .arg(out.numCalls)
                         .arg(formatBytes(static_cast<double>(out.planBytes)), formatBytes(static_cast<double>(out.unplannedBytes))));
         else
-          setStatus(tr("%1 is export-only: inspected (graph, IR, assembly), not run. Export library writes its module.")
-                        .arg(qs(m_inspection->targetString)));
+          setStatus(crossTargetStatus(qs(m_inspection->targetString), out.cross, out.crossError));
         finishJob(QStringLiteral("compile"), true);
       });
   updateActions();

@@ -1,5 +1,7 @@
 #include "app/gui/format.h"
 
+#include <QObject>
+
 #include <algorithm>
 #include <cmath>
 
@@ -142,6 +144,19 @@ QColor heatColor(double t) {
   int sat = static_cast<int>(40 + 200 * t);
   int val = static_cast<int>(255 - 50 * t);
   return QColor::fromHsv(hue, sat, val);
+}
+
+QString crossTargetStatus(const QString& target, const std::optional<app::CrossCheck>& cross, const QString& error) {
+  QString head = QObject::tr("%1 is export-only: inspected (graph, IR, assembly), not run on this CPU.").arg(target);
+  if (!cross)
+    return head + (error.isEmpty() ? QString() : QObject::tr(" Its module could not be checked: %1").arg(error));
+  QString size = QObject::tr(" Module %1 (%2 %3).")
+                     .arg(formatBytes(static_cast<double>(cross->moduleBytes)), qs(cross->kernelsFile),
+                          formatBytes(static_cast<double>(cross->kernelsBytes)));
+  if (cross->runner.empty()) return head + size + QObject::tr(" Not run: %1.").arg(qs(cross->note));
+  return head + size +
+         QObject::tr(" Run in %1: outputs within %2 of this machine's build (output scale %3).")
+             .arg(qs(cross->runner), formatMaxDiff(cross->maxAbsDiff), QString::number(cross->outputScale, 'g', 3));
 }
 
 }  // namespace kiln::gui

@@ -5,6 +5,7 @@
 #include <QColor>
 #include <QString>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ inline constexpr unsigned kDisagreeText = 0x8a4b00;
 inline constexpr unsigned kFailedText = 0xb00020;       // failed, timed out, out of memory
 inline constexpr unsigned kUnavailableText = 0x888888;  // unavailable or skipped
 
+/// The status line of an export-only build: the module's size, and its outputs' agreement with
+/// the host build where it ran here (wasm32 in Node), else why it did not, or the check's error.
+QString crossTargetStatus(const QString& target, const std::optional<app::CrossCheck>& cross, const QString& error);
 /// "⚠ processes disagree: 9.40 / 13.1 ms"; empty when they agree.
 QString disagreementText(const profiler::Spread& spread);
 /// Plain lines for a tooltip: median, IQR, min–max, std dev, repeats and the per-process medians.

@@ -187,6 +187,34 @@ TEST(Wasm, WorkbenchTargetBoxListsWasm32WithItsWasmText) {
   EXPECT_NE(code.value().llvmIr.find("wasm32"), std::string::npos);
 }
 
+// An export-only build as the Workbench shows it (app::checkCrossTarget): the module's size, and
+// for wasm32 its outputs in Node against the host build; an aarch64 build is measured, not run.
+TEST(Wasm, ExportOnlyBuildReportsItsSizeAndItsAgreementInNode) {
+  REQUIRE_WASM_TOOLS();
+  auto m = app::openModel(modelPath("ops/conv_bn_relu"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  app::BuildOptions options;
+  options.target = kWasmSimd;
+  auto checked = app::checkCrossTarget(m.value(), options);
+  ASSERT_TRUE(checked.ok()) << checked.error().message;
+  const app::CrossCheck& c = checked.value();
+  EXPECT_EQ(c.kernelsFile, "kernels.wasm");
+  EXPECT_GT(c.kernelsBytes, 0);
+  EXPECT_GT(c.moduleBytes, c.kernelsBytes);  // graph.txt and params.bin besides
+  EXPECT_EQ(c.runner, "node") << c.note;
+  EXPECT_GT(c.outputScale, 0);
+  EXPECT_LE(c.maxAbsDiff, 1e-4 * std::max(1.0, c.outputScale));
+
+  options.target = "llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1";
+  checked = app::checkCrossTarget(m.value(), options);
+  ASSERT_TRUE(checked.ok()) << checked.error().message;
+  EXPECT_TRUE(checked.value().kernelsFile == "kernels.so" || checked.value().kernelsFile == "kernels.o")
+      << checked.value().kernelsFile;
+  EXPECT_GT(checked.value().kernelsBytes, 0);
+  EXPECT_TRUE(checked.value().runner.empty());
+  EXPECT_FALSE(checked.value().note.empty());
+}
+
 // ---- the module directory and clean errors -------------------------------------------------------
 
 TEST(Wasm, ModuleHoldsKernelsWasmAndIsRefusedByTheNativeRuntime) {

@@ -137,6 +137,25 @@ class WindowTest : public QObject {
     QVERIFY(!loop->text().isEmpty());
   }
 
+  // An export-only target compiles to an inspection, not a run; the status line gives the
+  // module's size and, for wasm32, its outputs' agreement in Node with this machine's build.
+  void exportOnlyTargetShowsSizeAndAgreement() {
+    if (!m_window->inspection()) {  // run alone
+      m_window->openModelFile(modelPath("ops/conv_bn_relu.pt"));
+      QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->inspection(), kJobTimeoutMs);
+    }
+    m_window->setTarget(QStringLiteral("llvm -mtriple=wasm32-unknown-unknown -mattr=+simd128"));
+    m_window->compile();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
+    QString status = m_window->statusText();
+    QVERIFY2(status.contains(QStringLiteral("export-only")) && status.contains(QStringLiteral("kernels.wasm")),
+             qPrintable(status));
+    QVERIFY2(status.contains(QStringLiteral("wasm32")), qPrintable(status));
+    QVERIFY2(status.contains(QStringLiteral("Run in node: outputs within")), qPrintable(status));
+    m_window->setTarget(QStringLiteral("llvm"));
+  }
+
   void profileTableMatchesResult() {
     m_window->profile();
     QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->lastProfile(), kJobTimeoutMs);
