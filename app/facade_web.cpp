@@ -42,12 +42,6 @@ std::string onPath(const std::string& name) {
   return "";
 }
 
-std::string cacheHome() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return x;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "/tmp") + "/.cache";
-}
-
 }  // namespace
 
 std::string webDirectory() {
@@ -56,9 +50,10 @@ std::string webDirectory() {
 }
 
 std::string onnxruntimeWebDirectory() {
-  if (const char* dir = std::getenv("KILN_NPM_DIR"); dir && *dir)
-    return (fs::path(dir) / "node_modules" / "onnxruntime-web").string();
-  return cacheHome() + "/kiln/npm/node_modules/onnxruntime-web";
+  // Where install-deps.sh put it when the build was configured: a changed XDG_CACHE_HOME (tests
+  // give every run a cache of its own) does not hide it.
+  const char* dir = std::getenv("KILN_NPM_DIR");
+  return (fs::path(dir && *dir ? dir : KILN_NPM_DIR) / "node_modules" / "onnxruntime-web").string();
 }
 
 bool isWebBackend(const std::string& name) { return name == "kiln-wasm" || name == "onnxruntime-web"; }

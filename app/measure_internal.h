@@ -122,7 +122,8 @@ profiler::BenchBackend baselineBenchBackend(const std::string& name, const Bench
 bool isWebBackend(const std::string& name);
 profiler::BenchBackend webBenchBackend(const std::string& name, const BuildOptions& build, const BenchSpec& spec);
 /// The checkout's web/ ($KILN_WEB_DIR overrides it) and where install-deps.sh puts npm's
-/// onnxruntime-web ($KILN_NPM_DIR/node_modules/onnxruntime-web, else ~/.cache/kiln/npm/...).
+/// onnxruntime-web ($KILN_NPM_DIR/node_modules/onnxruntime-web, else where scripts/install-deps.sh put
+/// it when the build was configured: CMake's KILN_NPM_DIR, ~/.cache/kiln/npm by default).
 std::string webDirectory();
 std::string onnxruntimeWebDirectory();
 /// A worker's setup result as the backend's stored facts (JSON object text; "" when none): the

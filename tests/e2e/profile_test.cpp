@@ -278,7 +278,12 @@ TEST_F(MeasureTest, SlowResnet18CallSumMatchesEndToEnd) {
     std::printf("%s\n", line.str().c_str());
     const bool gapOk = std::abs(p.gapPercent()) < 15.0;
     const bool endToEndOk = p.endToEnd.minMs > 0.8 * fastest && p.endToEnd.minMs < 1.25 * fastest;
-    const bool callsOk = sumMinMs > 0.8 * fastest && sumMinMs < 1.25 * fastest;
+    // The calls' sum by their minimums, or by their medians: on a machine slowed throughout (seen
+    // in CI: every end-to-end run near 20 ms where a quiet one takes 10), each call's minimum
+    // catches its own quiet moment and their sum falls far below any whole run, while the medians
+    // still add up to one. Counting calls twice or missing some fails both.
+    auto within = [&](double ms) { return ms > 0.8 * fastest && ms < 1.25 * fastest; };
+    const bool callsOk = within(sumMinMs) || within(p.sumMs);
     if (gapOk && endToEndOk && callsOk) return;
     failures += line.str() + "\n";
   }
