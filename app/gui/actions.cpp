@@ -354,7 +354,7 @@ void MainWindow::compile() {
                         .arg(out.numCalls)
                         .arg(formatBytes(static_cast<double>(out.planBytes)), formatBytes(static_cast<double>(out.unplannedBytes))));
         else
-          setStatus(crossTargetStatus(qs(m_inspection->targetString), out.cross, out.crossError));
+          setStatus(crossTargetStatus(out.cross, out.crossError));
         finishJob(QStringLiteral("compile"), true);
       });
   updateActions();

@@ -146,8 +146,9 @@ QColor heatColor(double t) {
   return QColor::fromHsv(hue, sat, val);
 }
 
-QString crossTargetStatus(const QString& target, const std::optional<app::CrossCheck>& cross, const QString& error) {
-  QString head = QObject::tr("%1 is export-only: inspected (graph, IR, assembly), not run on this CPU.").arg(target);
+QString crossTargetStatus(const std::optional<app::CrossCheck>& cross, const QString& error) {
+  // Short enough for the status bar: the target is in the toolbar and the graph's header already.
+  QString head = QObject::tr("Export-only target, not run on this CPU.");
   if (!cross)
     return head + (error.isEmpty() ? QString() : QObject::tr(" Its module could not be checked: %1").arg(error));
   QString size = QObject::tr(" Module %1 (%2 %3).")
@@ -155,7 +156,7 @@ QString crossTargetStatus(const QString& target, const std::optional<app::CrossC
                           formatBytes(static_cast<double>(cross->kernelsBytes)));
   if (cross->runner.empty()) return head + size + QObject::tr(" Not run: %1.").arg(qs(cross->note));
   return head + size +
-         QObject::tr(" Run in %1: outputs within %2 of this machine's build (output scale %3).")
+         QObject::tr(" In %1 its outputs lie within %2 of this machine's build (output scale %3).")
              .arg(qs(cross->runner), formatMaxDiff(cross->maxAbsDiff), QString::number(cross->outputScale, 'g', 3));
 }
 

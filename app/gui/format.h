@@ -37,7 +37,7 @@ inline constexpr unsigned kUnavailableText = 0x888888;  // unavailable or skippe
 
 /// The status line of an export-only build: the module's size, and its outputs' agreement with
 /// the host build where it ran here (wasm32 in Node), else why it did not, or the check's error.
-QString crossTargetStatus(const QString& target, const std::optional<app::CrossCheck>& cross, const QString& error);
+QString crossTargetStatus(const std::optional<app::CrossCheck>& cross, const QString& error);
 /// "⚠ processes disagree: 9.40 / 13.1 ms"; empty when they agree.
 QString disagreementText(const profiler::Spread& spread);
 /// Plain lines for a tooltip: median, IQR, min–max, std dev, repeats and the per-process medians.
