@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 
+#include "core/tir/verify.h"
 #include "runtime/error.h"
 
 namespace kiln::core {
@@ -70,8 +71,12 @@ OptimizedGraph optimizeGraph(Graph graph, const CompileOptions& options) {
   return runGraphPasses(std::move(graph), options, pipelineFor(options));
 }
 
+void verifyKernels(const std::vector<tir::PrimFunc>& kernels, const std::string& when) {
+  for (const tir::PrimFunc& f : kernels) tir::verifyPrimFuncOrThrow(f, when);
+}
+
 std::vector<CompileStep> runLoopPasses(std::vector<tir::PrimFunc>& kernels, const passes::Pipeline& pipeline,
-                                       const std::set<std::string>& skip) {
+                                       const std::set<std::string>& skip, bool verify) {
   std::vector<CompileStep> steps;
   for (const passes::PassInvocation& inv : pipeline) {
     if (inv.pass->kind != passes::PassKind::Loop)
@@ -86,6 +91,7 @@ std::vector<CompileStep> runLoopPasses(std::vector<tir::PrimFunc>& kernels, cons
     auto start = std::chrono::steady_clock::now();
     int changed = 0;
     for (tir::PrimFunc& f : kernels) changed += inv.pass->runLoop(f, inv.options);
+    if (verify) verifyKernels(kernels, "after pass " + inv.text());
     step.seconds = secondsSince(start);
     step.detail = std::to_string(changed) + " of " + std::to_string(kernels.size()) + " kernels changed";
     steps.push_back(std::move(step));
@@ -108,11 +114,12 @@ CompiledKernels compile(Graph graph, const CompileOptions& options) {
 
   start = std::chrono::steady_clock::now();
   c.module = lower::lowerGraph(c.graph, options.lower);
+  if (options.verify) verifyKernels(c.module.funcs, "after lowering");
   c.steps.push_back({"lower", secondsSince(start),
                      std::to_string(c.module.funcs.size()) + " kernels, " +
                          std::to_string(c.module.plan.calls.size()) + " calls"});
 
-  std::vector<CompileStep> loopSteps = runLoopPasses(c.module.funcs, split(pipeline).second, options.skipPasses);
+  std::vector<CompileStep> loopSteps = runLoopPasses(c.module.funcs, split(pipeline).second, options.skipPasses, options.verify);
   c.steps.insert(c.steps.end(), loopSteps.begin(), loopSteps.end());
   return c;
 }

@@ -8,6 +8,7 @@
 //                      (core/lower): each kernel's schedule is chosen here, by the heuristic
 //                      or from tuned knobs (LowerOptions::schedules)
 //   3. loop-IR passes  per kernel, the pipeline's loop-IR part (fast-math, bounds-check, ...)
+//   Each step can be verified (CompileOptions::verify: the graph verifier, then the loop-IR one).
 //   → codegen/ turns the kernels into machine code (JIT or export); core/ stops at the hand-off.
 //
 // Opt levels are defined here and nowhere else (optLevelPipelineText):
@@ -43,7 +44,8 @@ struct CompileOptions {
   /// Pipeline text replacing the level's (graph passes, then loop-IR passes).
   std::optional<std::string> passes;
   std::set<std::string> skipPasses;  // pass names not to run (either kind)
-  bool verify = false;               // the graph verifier after every graph pass
+  bool verify = false;               // the graph verifier after every graph pass, the loop-IR
+                                     // verifier (core/tir/verify.h) after lowering and every loop-IR pass
   bool keepIr = false;               // the graph text after every graph pass that changed it
   bool boundsCheck = false;          // append the loop-IR pass bounds-check
   const std::atomic<bool>* cancel = nullptr;  // checked between graph passes
@@ -80,9 +82,10 @@ OptimizedGraph optimizeGraph(Graph graph, const CompileOptions& options);
 /// Runs steps 1–3. Throws kiln::Error (a bad pipeline, an operator without lowering).
 CompiledKernels compile(Graph graph, const CompileOptions& options);
 
-/// Runs the loop-IR passes of `pipeline` over every kernel, in order; one step per pass. Throws
-/// kiln::Error (Usage) when the pipeline holds a graph pass.
+/// Runs the loop-IR passes of `pipeline` over every kernel, in order; one step per pass (with
+/// `verify`, the loop-IR verifier after each). Throws kiln::Error (Usage) when the pipeline holds
+/// a graph pass, InternalError when a verified kernel is malformed.
 std::vector<CompileStep> runLoopPasses(std::vector<tir::PrimFunc>& kernels, const passes::Pipeline& pipeline,
-                                       const std::set<std::string>& skip = {});
+                                       const std::set<std::string>& skip = {}, bool verify = false);
 
 }  // namespace kiln::core

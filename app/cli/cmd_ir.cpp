@@ -75,7 +75,8 @@ void registerIr(CLI::App& cli, Action& action) {
                   "pass pipeline replacing the -O level's, e.g. \"fold-constants,fuse-ops{max-depth=8}\"")
       ->each([args](const std::string&) { args->passesGiven = true; });
   cmd->add_option("--skip-pass", args->skip, "do not run this pass (repeatable)");
-  cmd->add_flag("--verify", args->verify, "run the graph verifier after every pass");
+  cmd->add_flag("--verify", args->verify,
+                "run the graph verifier after every graph pass, the loop-IR verifier after lowering and every loop-IR pass");
   cmd->add_flag("--stats", args->stats,
                 "print pass timings and changes, fused functions and ops per function");
   cmd->add_flag("--print-changes", args->printChanges, "print the graph after every pass that changed it");

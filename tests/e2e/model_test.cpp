@@ -195,7 +195,7 @@ void checkModel(const Case& c, int64_t batch) {
     app::BuildOptions options;
     options.optLevel = opt;
     options.threads = 2;
-    options.verifyPasses = true;  // the graph verifier after every pass
+    options.verifyPasses = true;  // the graph and loop-IR verifiers after every pass
     // KILN_TEST_SKIP_PASSES=alter-layout,fuse-ops: bisect a failure down to a pass.
     if (const char* skip = std::getenv("KILN_TEST_SKIP_PASSES")) {
       std::stringstream names(skip);
