@@ -149,22 +149,27 @@ struct ExportResult {
 Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const BuildOptions& options,
                                  const std::string& outPath);
 /// What an export-only build shows instead of a run: the size of its module and, where this
-/// machine can run it (wasm32 in Node), how far its outputs lie from the host build's (JIT) on the
-/// same pseudo-random inputs.
+/// machine can run it (wasm32 in Node, aarch64 Linux under qemu-aarch64), how far its outputs lie
+/// from the host build's (JIT) on the same pseudo-random inputs.
 struct CrossCheck {
   std::string targetString;
   int64_t moduleBytes = 0;   // every file of the module directory (graph, weights, kernels)
   std::string kernelsFile;   // "kernels.wasm", "kernels.so" or "kernels.o"
   int64_t kernelsBytes = 0;
-  std::string runner;        // what ran it here ("node"); "" when nothing could
-  std::string note;          // why it did not run
+  std::string runner;        // what ran it here ("node", "qemu-aarch64", "kiln runtime"); "" when nothing could
+  std::string note;          // why it did not run (what to install)
   double maxAbsDiff = 0;     // over every output element, vs the host build
   double outputScale = 0;    // max |host output|: the scale the difference is read against
 };
-/// Exports the model for options.target into a scratch folder, measures the module and, for
-/// wasm32 with Node present, runs it (web/run_model.mjs) beside a host build. Errors: the
-/// export's, a failed run (its stderr's last line).
-Result<CrossCheck> checkCrossTarget(std::shared_ptr<const Model> model, const BuildOptions& options);
+/// Exports the model for options.target into a scratch folder (or checks `moduleDir`, an export of
+/// it for that target already written), measures the module and runs it where it can beside a
+/// host build: wasm32 with Node (web/run_model.mjs); aarch64 Linux with the aarch64 C example
+/// built with the runtime (build/aarch64/run_model, $KILN_AARCH64_RUNNER) under qemu-aarch64
+/// (PATH, else found at configure time; $KILN_QEMU_AARCH64); a module of this machine in
+/// process. A missing tool is a note, not an error. `cancelled` (may be empty) stops a run in
+/// another process ("cancelled"). Errors: the export's, a failed run (its stderr's last line).
+Result<CrossCheck> checkCrossTarget(std::shared_ptr<const Model> model, const BuildOptions& options,
+                                    const std::string& moduleDir = "", const std::function<bool()>& cancelled = {});
 /// True when `path` is a directory holding a module's graph.txt.
 bool isModuleDirectory(const std::string& path);
 /// Loads an exported module (checks version, architecture, CPU features, files). threads > 0 sets

@@ -329,7 +329,7 @@ void MainWindow::compile() {
         if (control.cancelled()) return out;
         inspectInto(out, options, charWidth, lineHeight);
         if (!runnable && out.inspection && !control.cancelled()) {
-          auto checked = app::checkCrossTarget(out.model, options);
+          auto checked = app::checkCrossTarget(out.model, options, "", control.cancelledFn());
           if (checked) out.cross = checked.value();
           else out.crossError = qs(checked.error().message);
         }

@@ -1,10 +1,11 @@
 // aarch64 modules that really run (issue 20): `kiln compile --target "llvm -mtriple=aarch64-linux-gnu
 // -mcpu=..."` links kernels.so with Debian's cross gcc; the runtime and the C example, cross-built
-// for aarch64 (tests/CMakeLists.txt), load the module under qemu-aarch64, and its outputs must
-// match the host's in-process build within 1e-4 (networks: 1e-4 of their logits' scale). The
-// schedules use NEON-width (4 × f32) vectors, which `kiln ir --stage asm` shows. A missing cross
-// linker and an aarch64 module on this x86 host are one-line errors. No mocks: real cross
-// compilers, real emulation, real sample models.
+// for aarch64 by the main build (runtime/CMakeLists.txt, build/aarch64/), load the module under
+// qemu-aarch64, and its outputs must match the host's in-process build within 1e-4 (networks: 1e-4
+// of their logits' scale). The same check as the Workbench and `kiln compile --check` make it
+// (app::checkCrossTarget). The schedules use NEON-width (4 × f32) vectors, which `kiln ir --stage
+// asm` shows. A missing cross linker and an aarch64 module on this x86 host are one-line errors, a
+// missing emulator a note. No mocks: real cross compilers, real emulation, real sample models.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -33,41 +34,13 @@ namespace {
 constexpr const char* kNeoverseN1 = "llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1";
 constexpr const char* kGenericNeon = "llvm -mtriple=aarch64-linux-gnu -mcpu=generic -mattr=+neon";
 
-std::string tempRoot() {
-  static const fs::path root = fs::temp_directory_path() / ("kiln_cross_aarch64_test_" + std::to_string(::getpid()));
-  fs::create_directories(root);
-  return root.string();
-}
-
-/// Removes the temporary modules (resnet50's alone are ~100 MB each) when the run ends.
-class RemoveTempRoot : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tempRoot(), ec);
-  }
-};
-::testing::Environment* const g_cleanup = ::testing::AddGlobalTestEnvironment(new RemoveTempRoot);
-
-std::string modelPath(const std::string& name) { return std::string(KILN_MODELS_DIR) + "/" + name + ".pt"; }
-
+using kiln::testing_support::kiln;
+using kiln::testing_support::modelPath;
 using kiln::testing_support::Outcome;
-
-Outcome runCommand(const std::string& cmd) {
-  return kiln::testing_support::runProcess(cmd, tempRoot() + "/stderr.txt");
-}
-
-std::string kiln(const std::string& args) { return std::string(KILN_BINARY) + " " + args; }
-
-std::string readBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void writeBytes(const fs::path& path, const void* data, size_t size) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
-}
+using kiln::testing_support::readBytes;
+using kiln::testing_support::runCommand;
+using kiln::testing_support::tempRoot;
+using kiln::testing_support::writeBytes;
 
 /// A short tag for a target in file names ("neoverse-n1", "generic").
 std::string tagOf(const std::string& target) {
@@ -204,6 +177,82 @@ TEST(CrossAarch64, ModuleIsRefusedOnAnotherArchitectureAndRunsUnderQemu) {
   o = runCommand(std::string(KILN_QEMU_AARCH64) + " -L /usr/aarch64-linux-gnu " + KILN_AARCH64_RUN_MODEL + " " + dir);
   EXPECT_EQ(o.exitCode, 0) << o.err;
   EXPECT_TRUE(std::regex_search(o.out, std::regex(R"(output 0: \S+ f32 \[1,8,16,16\])"))) << o.out;
+}
+
+// ---- an export-only build's agreement: app::checkCrossTarget and `kiln compile --check` ------------
+
+// What the Workbench's status line shows for an aarch64 build: the module's size, and its outputs
+// under qemu-aarch64 (the aarch64 run_model that the build writes next to kiln) against the host
+// build on the same random inputs.
+TEST(CrossAarch64, ExportOnlyBuildReportsItsSizeAndItsAgreementUnderQemu) {
+  if (!haveCrossTools()) FAIL() << kNoCrossTools;
+  auto m = app::openModel(modelPath("ops/conv_bn_relu"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  app::BuildOptions options;
+  options.target = kNeoverseN1;
+  auto checked = app::checkCrossTarget(m.value(), options);
+  ASSERT_TRUE(checked.ok()) << checked.error().message;
+  const app::CrossCheck& c = checked.value();
+  EXPECT_NE(c.targetString.find("-mtriple=aarch64"), std::string::npos) << c.targetString;
+  EXPECT_NE(c.targetString.find("-mcpu=neoverse-n1"), std::string::npos) << c.targetString;
+  EXPECT_EQ(c.kernelsFile, "kernels.so");
+  EXPECT_GT(c.kernelsBytes, 0);
+  EXPECT_GT(c.moduleBytes, c.kernelsBytes);  // graph.txt and params.bin besides
+  EXPECT_EQ(c.runner, "qemu-aarch64") << c.note;
+  EXPECT_TRUE(c.note.empty()) << c.note;
+  EXPECT_GT(c.outputScale, 0);
+  EXPECT_LE(c.maxAbsDiff, 1e-4 * std::max(1.0, c.outputScale));
+  std::printf("agreement ops/conv_bn_relu (checkCrossTarget, %s) max|diff| = %.3g (output scale %.3g)\n", kNeoverseN1,
+              c.maxAbsDiff, c.outputScale);
+}
+
+TEST(CrossAarch64, MissingQemuOrRunnerIsANoteNotAnError) {
+  if (!haveCrossTools()) FAIL() << kNoCrossTools;
+  auto m = app::openModel(modelPath("ops/relu"));
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  app::BuildOptions options;
+  options.target = kGenericNeon;
+  // Each override names what is missing and what installs it; the module is still measured.
+  struct Case {
+    const char* variable;
+    const char* value;
+    const char* says;
+  };
+  for (const Case& k : {Case{"KILN_QEMU_AARCH64", "/nonexistent/qemu-aarch64", "installs qemu-user"},
+                        Case{"KILN_AARCH64_RUNNER", "/nonexistent/run_model", "does not exist"}}) {
+    SCOPED_TRACE(k.variable);
+    ::setenv(k.variable, k.value, 1);
+    auto checked = app::checkCrossTarget(m.value(), options);
+    ::unsetenv(k.variable);
+    ASSERT_TRUE(checked.ok()) << checked.error().message;
+    EXPECT_TRUE(checked.value().runner.empty());
+    EXPECT_GT(checked.value().kernelsBytes, 0);
+    EXPECT_NE(checked.value().note.find(k.value), std::string::npos) << checked.value().note;
+    EXPECT_NE(checked.value().note.find(k.says), std::string::npos) << checked.value().note;
+  }
+}
+
+TEST(CrossAarch64, CompileCheckRunsTheModuleUnderQemu) {
+  if (!haveCrossTools()) FAIL() << kNoCrossTools;
+  const std::string dir = tempRoot() + "/checked";
+  Outcome o = runCommand(kiln("compile " + modelPath("ops/gelu") + " -o " + dir + " --target '" + kNeoverseN1 +
+                              "' --check"));
+  ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+  std::smatch line;
+  ASSERT_TRUE(std::regex_search(o.out, line,
+                                std::regex(R"(check: ran it in qemu-aarch64 on random inputs: max \|diff\| vs this )"
+                                           R"(machine's build (\S+) \(output scale (\S+), bound \S+\): agrees)")))
+      << o.out;
+  EXPECT_LE(std::stod(line[1].str()), 1e-4 * std::stod(line[2].str()));
+  EXPECT_GT(std::stod(line[2].str()), 0);
+  EXPECT_EQ(elfMachine(fs::path(dir) / "kernels.so"), 183);  // the module stays where -o put it
+  // Without the emulator it cannot check: one line saying what to install, exit 6 (I/O).
+  o = runCommand("env KILN_QEMU_AARCH64=/nonexistent/qemu-aarch64 " +
+                 kiln("compile " + modelPath("ops/gelu") + " -o " + dir + " --target '" + kNeoverseN1 + "' --check"));
+  EXPECT_EQ(o.exitCode, static_cast<int>(ErrorKind::Io)) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_EQ(o.err.rfind("error: " + dir + ": --check cannot run it here: ", 0), 0u) << o.err;
+  EXPECT_NE(o.err.find("qemu-user"), std::string::npos) << o.err;
 }
 
 // ---- op modules under qemu ----------------------------------------------------------------------

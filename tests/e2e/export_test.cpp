@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "app/facade.h"
@@ -26,26 +27,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string tempRoot() {
-  static const fs::path root = fs::temp_directory_path() / ("kiln_export_test_" + std::to_string(::getpid()));
-  fs::create_directories(root);
-  return root.string();
-}
-
-/// Removes the temporary modules (resnet18's alone are ~90 MB) when the run ends.
-class RemoveTempRoot : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tempRoot(), ec);
-  }
-};
-::testing::Environment* const g_cleanup = ::testing::AddGlobalTestEnvironment(new RemoveTempRoot);
-
-std::string modelPath(const std::string& name) {
-  const std::string models = KILN_MODELS_DIR;
-  return name.find('/') == std::string::npos ? models + "/" + name + ".pt" : models + "/" + name;
-}
+using kiln::testing_support::modelPath;
+using kiln::testing_support::Outcome;
+using kiln::testing_support::runCommand;
+using kiln::testing_support::tempRoot;
 
 std::shared_ptr<const app::Model> open(const std::string& file) {
   auto model = app::openModel(file);
@@ -89,12 +74,6 @@ std::string difference(const std::vector<runtime::Tensor>& got, const std::vecto
     return "output " + std::to_string(o) + " differs, max |diff| " + std::to_string(worst);
   }
   return "";
-}
-
-using kiln::testing_support::Outcome;
-
-Outcome runCommand(const std::string& cmd) {
-  return kiln::testing_support::runProcess(cmd, tempRoot() + "/stderr.txt");
 }
 
 std::string readText(const fs::path& path) {
@@ -494,9 +473,19 @@ TEST(ExportCross, Aarch64ExportWritesAnObjectAndRefusesToLoadHere) {
   }
 }
 
-// The aarch64 module really runs: `kiln compile` links its kernels with the cross gcc, and the
-// runtime and the C example, cross-compiled for aarch64 (tests/CMakeLists.txt), load and run it
-// under qemu-aarch64; the outputs match the host's in-process build within 1e-4.
+/// The line `kiln compile --check` prints: {runner, max |diff|, output scale}, or {} when missing.
+std::vector<std::string> checkLine(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m,
+                         std::regex(R"(check: ran it in (.+) on random inputs: max \|diff\| vs this machine's build )"
+                                    R"((\S+) \(output scale (\S+), bound \S+\): agrees)")))
+    return {};
+  return {m[1].str(), m[2].str(), m[3].str()};
+}
+
+// The aarch64 module really runs: `kiln compile` links its kernels with the cross gcc, and
+// `--check` runs it with the runtime and the C example cross-compiled for aarch64 (runtime/
+// CMakeLists.txt) under qemu-aarch64; the outputs match the host's in-process build within 1e-4.
 class ExportCrossRun : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ExportCrossRun, Aarch64ModuleRunsUnderQemuLikeTheHostBuild) {
@@ -506,41 +495,17 @@ TEST_P(ExportCrossRun, Aarch64ModuleRunsUnderQemuLikeTheHostBuild) {
   const std::string model = modelPath("ops/" + GetParam() + ".pt");
   const std::string dir = tempRoot() + "/aarch64_" + GetParam();
   Outcome o = runCommand(std::string(KILN_BINARY) + " compile " + model + " -o " + dir +
-                         " --target 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72'");
-  ASSERT_EQ(o.exitCode, 0) << o.err;
+                         " --target 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72' --check");
+  ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
   const std::string kernels = readText(fs::path(dir) / "kernels.so");
   ASSERT_GT(kernels.size(), 20u) << "kernels.so was not linked: " << o.out;
   EXPECT_EQ(static_cast<unsigned char>(kernels[18]), 183);  // e_machine: EM_AARCH64
-
-  auto m = open(model);
-  ASSERT_TRUE(m);
-  const std::vector<runtime::Tensor> inputs = app::randomInputs(*m, 13);
-  const std::vector<runtime::Tensor> want = inProcess(m, {}, inputs);
-  ASSERT_FALSE(want.empty());
-  std::string command = std::string(KILN_QEMU_AARCH64) + " -L /usr/aarch64-linux-gnu " + KILN_AARCH64_RUN_MODEL +
-                        " " + dir + " --threads 2";
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string in = dir + "/in" + std::to_string(i) + ".raw";
-    writeText(in, std::string(static_cast<const char*>(inputs[i].raw()), inputs[i].nbytes()));
-    command += " --input " + in;
-  }
-  for (size_t i = 0; i < want.size(); ++i) command += " --output " + dir + "/out" + std::to_string(i) + ".raw";
-  o = runCommand(command);
-  ASSERT_EQ(o.exitCode, 0) << command << "\n" << o.err;
-  EXPECT_NE(o.out.find("output 0:"), std::string::npos) << o.out;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const std::string bytes = readText(dir + "/out" + std::to_string(i) + ".raw");
-    ASSERT_EQ(bytes.size(), want[i].nbytes()) << "output " << i;
-    ASSERT_EQ(want[i].dtype(), runtime::DType::Float32);
-    const float* got = reinterpret_cast<const float*>(bytes.data());
-    double worst = 0;
-    for (int64_t k = 0; k < want[i].numel(); ++k) {
-      double d = std::fabs(double(got[k]) - want[i].data<float>()[k]);
-      if (!(d <= worst)) worst = std::isnan(d) ? INFINITY : d;  // a NaN counts as infinitely far
-    }
-    std::printf("%s output %zu: max |aarch64 - host| %.3g\n", GetParam().c_str(), i, worst);
-    EXPECT_LE(worst, 1e-4) << "output " << i << " of " << GetParam() << ": max |aarch64 - host|";
-  }
+  const std::vector<std::string> check = checkLine(o.out);
+  ASSERT_EQ(check.size(), 3u) << o.out;
+  EXPECT_EQ(check[0], "qemu-aarch64");
+  std::printf("%s: max |aarch64 - host| %s (output scale %s)\n", GetParam().c_str(), check[1].c_str(),
+              check[2].c_str());
+  EXPECT_LE(std::stod(check[1]), 1e-4) << GetParam() << ": max |aarch64 - host|";
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ExportCrossRun,
@@ -565,6 +530,21 @@ TEST(ExportCross, NewerCpuOfThisArchitectureIsRefusedBeforeRunning) {
 }
 
 // ---- the command line ---------------------------------------------------------------------------
+
+// `kiln compile --check` on this machine's own target: the runtime loads the module in process;
+// its outputs are the JIT build's, bit for bit.
+TEST(ExportCli, CompileCheckRunsTheHostModuleInTheRuntime) {
+  const std::string dir = tempRoot() + "/cli_checked";
+  Outcome o = runCommand(std::string(KILN_BINARY) + " compile " + modelPath("ops/se_block.pt") + " -o " + dir +
+                         " --check");
+  ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+  const std::vector<std::string> check = checkLine(o.out);
+  ASSERT_EQ(check.size(), 3u) << o.out;
+  EXPECT_EQ(check[0], "kiln runtime");
+  EXPECT_EQ(std::stod(check[1]), 0.0) << o.out;
+  EXPECT_GT(std::stod(check[2]), 0.0) << o.out;
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "kernels.so"));
+}
 
 TEST(ExportCli, CompileThenRunTheDirectoryMatchesRunningTheModel) {
   const std::string dir = tempRoot() + "/cli_module";

@@ -4,7 +4,9 @@
 // (web/run_model.mjs), and their outputs must match the host's in-process build within 1e-4
 // (networks: 1e-4 of their logits' scale). The schedules use SIMD128-width (4 × f32) vectors and
 // `kiln ir --stage asm` shows wasm text with f32x4 instructions; headless Chromium runs the same
-// module through the same runtime (web/run_browser.mjs) on MobileNetV2. A missing wasm-ld, a corrupted
+// module through the same runtime (web/run_browser.mjs) on MobileNetV2. The five sample CNNs agree in
+// Node (each prints "agreement MODEL max|diff| = X (output scale Y)"), and `kiln compile --check`
+// and app::checkCrossTarget (the Workbench) make the same check. A missing wasm-ld, a corrupted
 // params.bin and kernels.wasm of another export are one-line errors. No mocks: real wasm-ld, real
 // Node, real sample models.
 #include <gtest/gtest.h>
@@ -34,44 +36,16 @@ namespace {
 
 constexpr const char* kWasmSimd = "llvm -mtriple=wasm32-unknown-unknown -mattr=+simd128";
 
-std::string tempRoot() {
-  static const fs::path root = fs::temp_directory_path() / ("kiln_wasm_test_" + std::to_string(::getpid()));
-  fs::create_directories(root);
-  return root.string();
-}
-
-/// Removes the temporary modules when the run ends.
-class RemoveTempRoot : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tempRoot(), ec);
-  }
-};
-::testing::Environment* const g_cleanup = ::testing::AddGlobalTestEnvironment(new RemoveTempRoot);
-
-std::string modelPath(const std::string& name) { return std::string(KILN_MODELS_DIR) + "/" + name + ".pt"; }
-
+using kiln::testing_support::kiln;
+using kiln::testing_support::modelPath;
 using kiln::testing_support::Outcome;
-
-Outcome runCommand(const std::string& cmd) {
-  return kiln::testing_support::runProcess(cmd, tempRoot() + "/stderr.txt");
-}
-
-std::string kiln(const std::string& args) { return std::string(KILN_BINARY) + " " + args; }
+using kiln::testing_support::readBytes;
+using kiln::testing_support::runCommand;
+using kiln::testing_support::tempRoot;
+using kiln::testing_support::writeBytes;
 
 std::string runModelJs(const std::string& args) {
   return std::string(KILN_NODE) + " " + KILN_WEB_DIR + "/run_model.mjs " + args;
-}
-
-std::string readBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void writeBytes(const fs::path& path, const void* data, size_t size) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
 }
 
 /// Node and the wasm toolchain (wasm-ld, wasi-libc) were found when the build was configured.
@@ -188,7 +162,7 @@ TEST(Wasm, WorkbenchTargetBoxListsWasm32WithItsWasmText) {
 }
 
 // An export-only build as the Workbench shows it (app::checkCrossTarget): the module's size, and
-// for wasm32 its outputs in Node against the host build; an aarch64 build is measured, not run.
+// for wasm32 its outputs in Node against the host build (aarch64's under qemu: test_cross_aarch64).
 TEST(Wasm, ExportOnlyBuildReportsItsSizeAndItsAgreementInNode) {
   REQUIRE_WASM_TOOLS();
   auto m = app::openModel(modelPath("ops/conv_bn_relu"));
@@ -204,15 +178,29 @@ TEST(Wasm, ExportOnlyBuildReportsItsSizeAndItsAgreementInNode) {
   EXPECT_EQ(c.runner, "node") << c.note;
   EXPECT_GT(c.outputScale, 0);
   EXPECT_LE(c.maxAbsDiff, 1e-4 * std::max(1.0, c.outputScale));
+}
 
-  options.target = "llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1";
-  checked = app::checkCrossTarget(m.value(), options);
-  ASSERT_TRUE(checked.ok()) << checked.error().message;
-  EXPECT_TRUE(checked.value().kernelsFile == "kernels.so" || checked.value().kernelsFile == "kernels.o")
-      << checked.value().kernelsFile;
-  EXPECT_GT(checked.value().kernelsBytes, 0);
-  EXPECT_TRUE(checked.value().runner.empty());
-  EXPECT_FALSE(checked.value().note.empty());
+// `kiln compile --check`: the same agreement on the command line, for the module -o wrote.
+TEST(Wasm, CompileCheckRunsTheModuleInNode) {
+  REQUIRE_WASM_TOOLS();
+  const std::string dir = tempRoot() + "/checked";
+  Outcome o = runCommand(kiln("compile " + modelPath("ops/conv_bn_relu") + " -o " + dir + " --target '" + kWasmSimd +
+                              "' --check"));
+  ASSERT_EQ(o.exitCode, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("kernels.wasm"), std::string::npos) << o.out;  // its size, in the file list
+  std::smatch line;
+  ASSERT_TRUE(std::regex_search(o.out, line,
+                                std::regex(R"(check: ran it in node on random inputs: max \|diff\| vs this )"
+                                           R"(machine's build (\S+) \(output scale (\S+), bound \S+\): agrees)")))
+      << o.out;
+  EXPECT_LE(std::stod(line[1].str()), 1e-4 * std::stod(line[2].str()));
+  EXPECT_TRUE(isWasmBinary(fs::path(dir) / "kernels.wasm"));
+  // Without Node it cannot check: one line saying what to install, exit 6 (I/O).
+  o = runCommand("env PATH=/nonexistent KILN_WASM_LD=" + std::string(KILN_WASM_LD) + " " + kiln("compile " + modelPath("ops/conv_bn_relu") + " -o " + dir +
+                                                 " --target '" + kWasmSimd + "' --check"));
+  EXPECT_EQ(o.exitCode, static_cast<int>(ErrorKind::Io)) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("--check cannot run it here: no node on PATH"), std::string::npos) << o.err;
 }
 
 // ---- the module directory and clean errors -------------------------------------------------------
@@ -482,14 +470,17 @@ TEST_P(WasmNetworks, AgreesWithTheHostBuild) {
   ASSERT_TRUE(exported.value().linked) << exported.value().note;
   ASSERT_TRUE(isWasmBinary(fs::path(dir) / "kernels.wasm"));
   const double worst = maxDiffInNode(dir, inputs, want);
-  std::printf("agreement | %-18s | %-55s | max |wasm - host| %.3g | max |host| %.3g\n", name.c_str(), kWasmSimd, worst,
-              scale);
+  std::printf("agreement %s max|diff| = %.3g (output scale %.3g)\n", name.c_str(), worst, scale);
   // The bound is 1e-4 of the logits' scale (O(1) for the sample models): 4-lane blocks sum each
   // output's products in another order than the host's 8- or 16-lane ones.
   EXPECT_LE(worst, 1e-4 * std::max(1.0, scale)) << name;
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // ResNet-50's module alone is ~100 MB
 }
 
-INSTANTIATE_TEST_SUITE_P(Networks, WasmNetworks, ::testing::Values("mobilenet_v2", "resnet18"),
+INSTANTIATE_TEST_SUITE_P(Networks, WasmNetworks,
+                         ::testing::Values("mobilenet_v2", "efficientnet_b0", "resnet18", "resnet50",
+                                           "mobilenet_v3_small"),
                          paramName);
 
 }  // namespace

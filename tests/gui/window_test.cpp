@@ -155,6 +155,29 @@ class WindowTest : public QObject {
     m_window->setTarget(QStringLiteral("llvm"));
   }
 
+  // The same for aarch64: its module runs under qemu-aarch64 with the aarch64 runtime and C example
+  // the build wrote (build/aarch64/run_model), on the same random inputs as this machine's build.
+  void aarch64TargetShowsSizeAndAgreementUnderQemu() {
+    if (!m_window->inspection()) {  // run alone
+      m_window->openModelFile(modelPath("ops/conv_bn_relu.pt"));
+      QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->inspection(), kJobTimeoutMs);
+    }
+    m_window->setTarget(QStringLiteral("llvm -mtriple=aarch64-linux-gnu -mcpu=neoverse-n1"));
+    m_window->compile();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy(), kJobTimeoutMs);
+    QVERIFY(m_window->errorBox() == nullptr);
+    QString status = m_window->statusText();
+    QVERIFY2(status.contains(QStringLiteral("Export-only")) && status.contains(QStringLiteral("kernels.so")),
+             qPrintable(status));
+    QVERIFY2(status.contains(QStringLiteral("In qemu-aarch64 its outputs lie within")), qPrintable(status));
+    // The agreement itself: within 1e-4 of the output scale (the status line's two figures).
+    QRegularExpressionMatch m =
+        QRegularExpression(QStringLiteral("lie within (\\S+) of this machine's build \\(output scale (\\S+)\\)")).match(status);
+    QVERIFY2(m.hasMatch(), qPrintable(status));
+    QVERIFY2(m.captured(1).toDouble() <= 1e-4 * m.captured(2).toDouble(), qPrintable(status));
+    m_window->setTarget(QStringLiteral("llvm"));
+  }
+
   void profileTableMatchesResult() {
     m_window->profile();
     QTRY_VERIFY_WITH_TIMEOUT(!m_window->isBusy() && m_window->lastProfile(), kJobTimeoutMs);
