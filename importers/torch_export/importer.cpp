@@ -131,6 +131,8 @@ class Archive {
       std::string why = ts::torchMessage(e);
       if (why.find("central directory") != std::string::npos)
         corrupt(path, "not a torch.export archive (truncated or corrupt zip: no central directory)");
+      if (why.find("invalid header or archive is corrupted") != std::string::npos)
+        corrupt(path, "not a torch.export archive (truncated or corrupt zip: invalid header)");
       if (size_t enforce = why.find("] . "); why.rfind("[enforce fail", 0) == 0 && enforce != std::string::npos)
         why = why.substr(enforce + 4);
       corrupt(path, "not a torch.export archive (" + why + ")");
@@ -293,6 +295,19 @@ std::optional<int64_t> concreteInt(const json& symInt) {
   return std::nullopt;
 }
 
+/// A symbolic size's expression as torch 2.15 writes it for an input dimension:
+/// "Symbol('s40', positive=True, integer=True)" (older: "s40") → "s40"; derived sizes ("2*s40") as
+/// they are.
+std::string sizeExpression(const json& symInt) {
+  std::string expr = symInt.at("as_expr").at("expr_str").get<std::string>();
+  const std::string prefix = "Symbol('";
+  if (startsWith(expr, prefix)) {
+    size_t end = expr.find('\'', prefix.size());
+    if (end != std::string::npos) return expr.substr(prefix.size(), end - prefix.size());
+  }
+  return expr;
+}
+
 /// "File "/x/conv.py", line 548, in forward" of the innermost frame of a node's stack trace.
 jit::SourceRange sourceRangeOf(const json& node) {
   const json* meta = node.contains("metadata") && node["metadata"].is_object() ? &node["metadata"] : nullptr;
@@ -449,8 +464,7 @@ class GraphBuilder {
           const json& expr = d.at("as_expr");
           const json* hint = expr.contains("hint") && !expr["hint"].is_null() ? &expr["hint"] : nullptr;
           if (!hint || !hint->contains("as_int"))
-            throw Error(path() + ": input '" + in.name + "' has a symbolic dimension (" +
-                            expr.at("expr_str").get<std::string>() +
+            throw Error(path() + ": input '" + in.name + "' has a symbolic dimension (" + sizeExpression(d) +
                             ") without an example size; pass the input shapes (--input-shapes)",
                         ErrorKind::InvalidInput);
           spec.shape.push_back(hint->at("as_int").get<int64_t>());
@@ -500,7 +514,7 @@ class GraphBuilder {
                           ErrorKind::InvalidInput);
             continue;
           }
-          const std::string expr = in.sizes[d].at("as_expr").at("expr_str").get<std::string>();
+          const std::string expr = sizeExpression(in.sizes[d]);
           bool symbol = !expr.empty() && std::all_of(expr.begin(), expr.end(), [](char ch) {
             return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
           });
