@@ -23,6 +23,7 @@
 #include "app/input_shapes.h"
 #include "app/model_ref.h"
 #include "importers/onnx.h"
+#include "importers/torch_export.h"
 #include "profiler/time_evaluator.h"
 #include "profiler/torch_baseline.h"
 #include "runtime/graph_executor.h"
@@ -120,6 +121,11 @@ std::vector<InputSpec> inputSpecsFor(const std::string& file, const OpenOptions&
       for (const InputSpec& s : specs) names.push_back(s.name);
       specs = matchInputNames(options.inputs, names);
     }
+  } else if (importers::isTorchExportFile(file)) {
+    // The program records its inputs (a symbolic size as its example size); the importer checks
+    // given shapes against the export's static sizes and ranges.
+    importers::InputSignature sig = importers::readTorchExportSignature(file);
+    specs = options.inputs.empty() ? sig.specs : matchInputNames(options.inputs, sig.names);
   } else {
     // kiln.json is one record of the archive (cheap); the forward signature needs a load.
     std::vector<InputSpec> recorded = importers::readInputSpecs(file);
@@ -155,7 +161,9 @@ Result<std::shared_ptr<const Model>> openModel(const std::string& path, const Op
     importers::ImportedModel imported;
     try {
       io.inputs = inputSpecsFor(file, options);
-      imported = importers::isOnnxFile(file) ? importers::importOnnx(file, io) : importers::importTorchScript(file, io);
+      imported = importers::isOnnxFile(file)          ? importers::importOnnx(file, io)
+                 : importers::isTorchExportFile(file) ? importers::importTorchExport(file, io)
+                                                      : importers::importTorchScript(file, io);
     } catch (const Error& e) {
       // A reference's traced file is Kiln's own: the error names the reference instead.
       std::string message = e.what();
@@ -184,6 +192,12 @@ Result<ModelSignature> modelSignature(const std::string& path) {
     if (importers::isOnnxFile(source.file)) {
       sig.recorded = importers::readOnnxInputSpecs(source.file);
       for (const InputSpec& s : sig.recorded) sig.names.push_back(s.name);
+      return sig;
+    }
+    if (importers::isTorchExportFile(source.file)) {
+      importers::InputSignature program = importers::readTorchExportSignature(source.file);
+      sig.names = program.names;
+      sig.recorded = program.specs;
       return sig;
     }
     // kiln.json is one record of the archive: no need to load the whole module.

@@ -89,6 +89,8 @@ profiler::BenchBackend baselineBenchBackend(const std::string& name, const Bench
   bool onnx = fs::path(spec.path).extension() == ".onnx";
   if (name == kTorchscriptOptimized) {
     if (onnx) return {name, {}, "", "an ONNX model has no TorchScript module to optimize"};
+    if (fs::path(spec.path).extension() == ".pt2" && spec.pythonRef.empty())
+      return {name, {}, "", "a torch.export program has no TorchScript module to optimize"};
     return workerBackend(name, {{"backend", name}}, spec);
   }
   if (!profiler::isPythonBackend(name)) throw Error("unknown backend '" + name + "'", ErrorKind::Usage);

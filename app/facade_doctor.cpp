@@ -12,6 +12,7 @@
 #include "app/facade_internal.h"
 #include "core/ir/op_registry.h"
 #include "importers/onnx.h"
+#include "importers/torch_export.h"
 #include "importers/torchscript.h"
 #include "profiler/op_cost.h"
 
@@ -120,8 +121,10 @@ Result<DoctorReport> diagnoseModel(const std::string& source, const OpenOptions&
     if (importers::isOnnxFile(path)) {
       diagnoseOnnx(path, io, r);
     } else {
-      importers::SurveyResult survey = importers::surveyTorchScript(path, io);
-      r.format = "torchscript";
+      bool program = importers::isTorchExportFile(path);
+      importers::SurveyResult survey =
+          program ? importers::surveyTorchExport(path, io) : importers::surveyTorchScript(path, io);
+      r.format = program ? "torch.export" : "torchscript";
       r.inputs = survey.inputs;
       r.complete = survey.complete;
       controlFlow = survey.controlFlow;

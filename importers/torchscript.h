@@ -109,6 +109,11 @@ std::shared_ptr<::torch::jit::Graph> prepareTorchScriptModule(const ::torch::jit
 ImportedModel importTorchScriptGraph(const std::shared_ptr<::torch::jit::Graph>& graph,
                                      const std::vector<InputSpec>& inputs);
 
+/// Like surveyTorchScript for a prepared graph (the torch.export importer's rebuilt graph,
+/// importers/torch_export.h): every node judged, unsupported ones stood in for by a libtorch run.
+SurveyResult surveyTorchScriptGraph(const std::shared_ptr<::torch::jit::Graph>& graph,
+                                    const std::vector<InputSpec>& inputs);
+
 /// What the importer does with one node of a prepared graph for given input shapes.
 struct NodeSupport {
   const ::torch::jit::Node* node = nullptr;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app/cli/commands.h"
+#include "importers/torch_export.h"
 #include "runtime/npy.h"
 
 namespace kiln::cli {
@@ -96,7 +97,7 @@ int runCommand(const RunArgs& a) {
   app::OpenOptions open;
   std::vector<app::InputSpec> declared;
   try {
-    if (app::parsePythonReference(a.model)) {
+    if (app::parsePythonReference(a.model) || importers::isTorchExportFile(a.model)) {
       if (auto sig = app::modelSignature(a.model)) declared = sig->recorded;
     } else {
       declared = importers::readInputSpecs(a.model);

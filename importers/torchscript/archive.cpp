@@ -743,6 +743,8 @@ std::string tensorOutsideStorage(const jit::Module& module) {
 
 std::string fileKindProblem(const std::string& path) { return archiveProblem(readArchive(path)); }
 
+std::unordered_map<std::string, uint64_t> zipRecordSizes(const std::string& zip) { return recordSizes(zip); }
+
 jit::Module loadArchive(const std::string& path, jit::ExtraFilesMap& extra) {
   ArchiveBytes archive = readArchive(path);
   // What the file is first (a torch.save archive, not a zip, ...), then whether its records are

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <exception>
+#include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
@@ -24,6 +26,11 @@ torch::jit::Module loadArchive(const std::string& path, torch::jit::ExtraFilesMa
 /// Why the file at `path` is not a TorchScript archive in the user's terms ("a pickle from
 /// torch.save; ...", "not a zip file"), empty when it looks like one.
 std::string fileKindProblem(const std::string& path);
+
+/// The uncompressed size of every record of a zip archive in memory (names inside its folder, as
+/// PyTorchStreamReader lists them), from its central directory: what libtorch's reader allocates
+/// when it reads one. Sizes past 4 GiB are left out; empty when the directory cannot be walked.
+std::unordered_map<std::string, uint64_t> zipRecordSizes(const std::string& zip);
 
 /// The first line of a libtorch exception's message, without its backtrace.
 std::string torchMessage(const std::exception& e);

@@ -72,5 +72,6 @@ void registerModelOps(Table& t);     // aten_ops_models.cpp
 void registerPaddingOps(Table& t);   // aten_ops_padding.cpp (F.pad in every mode)
 void registerRecurrentOps(Table& t); // aten_ops_recurrent.cpp (lstm, gru unrolled over time)
 void registerQuantizedOps(Table& t); // aten_ops_quantized.cpp (quantized::*, quint8 inputs)
+void registerExportOps(Table& t);    // aten_ops_export.cpp (what torch.export programs add)
 
 }  // namespace kiln::importers::ts

@@ -596,6 +596,7 @@ Table buildTable() {
   registerModelOps(t);
   registerPaddingOps(t);
   registerRecurrentOps(t);
+  registerExportOps(t);
   registerQuantizedOps(t);
   return t;
 }

@@ -410,9 +410,11 @@ bool Walker::visitControl(const jit::Node* node) {
 /// list arithmetic, scalar conversions, shape computations on constant tensors. Numeric tensor
 /// work on weights is left to Kiln's passes (only tensors of at most one element are folded).
 bool Walker::tryFold(const jit::Node* node) {
-  if (!node->blocks().empty() || node->hasSideEffects() || node->isNondeterministic()) return false;
+  // An aten node without a libtorch schema (an operator newer than libtorch, from a torch.export
+  // program) cannot run; hasSideEffects() would assert on it.
   const jit::Operator* op = node->maybeOperator();
   if (!op || op->schema().is_mutable()) return false;
+  if (!node->blocks().empty() || node->hasSideEffects() || node->isNondeterministic()) return false;
   bool bigTensorInput = false;
   for (const jit::Value* v : node->inputs()) {
     const Item& it = m_ctx.item(v);
@@ -782,6 +784,30 @@ ImportedModel importTorchScriptGraph(const std::shared_ptr<torch::jit::Graph>& g
   } catch (const std::exception& e) {
     throw Error(torchMessage(e), ErrorKind::InvalidModel);
   }
+  result.inputs = std::move(p.specs);
+  return result;
+}
+
+SurveyResult surveyTorchScriptGraph(const std::shared_ptr<torch::jit::Graph>& graph,
+                                    const std::vector<InputSpec>& inputs) {
+  Prepared p = preparedGraph(graph, inputs);
+  SurveyState state;
+  // libtorch cannot run operators it has no schema for (newer ones, from torch.export programs):
+  // then there are no stand-ins and the walk stops at the first unsupported node.
+  bool runnable = std::all_of(graph->nodes().begin(), graph->nodes().end(),
+                              [](const jit::Node* n) { return !n->kind().is_aten() || n->maybeOperator(); });
+  if (runnable) state.shadow = shadowRun(p);
+  SurveyResult result;
+  result.controlFlow = hasControlFlow(p.graph->block());
+  try {
+    result.graph = buildGraph(p.graph, p.args, p.specs, &state);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(torchMessage(e), ErrorKind::InvalidModel);
+  }
+  result.ops = std::move(state.ops);
+  result.complete = !state.stopped;
   result.inputs = std::move(p.specs);
   return result;
 }

@@ -113,7 +113,8 @@ def load_module(setup):
 
     Returns (module, facts): facts["module"] is "python" (setup["python_ref"], with
     setup["state_dict"] loaded into it), "torchvision" (a sample model rebuilt from its kiln.json
-    source, the file's weights loaded) or "torchscript" (the file itself, torch.jit.load).
+    source, the file's weights loaded), "torch.export" (a .pt2 program's module,
+    torch.export.load) or "torchscript" (the file itself, torch.jit.load).
     Raises Unavailable for an .onnx model (it has no PyTorch module) or without torch >= 2."""
     torch = _torch(setup.get("backend", "pytorch"))
     ref = setup.get("python_ref") or ""
@@ -128,6 +129,10 @@ def load_module(setup):
     path = setup["path"]
     if path.endswith(".onnx"):
         raise Unavailable("an ONNX model has no PyTorch module to run")
+    if path.endswith(".pt2"):
+        # A torch.export program: its module (the graph with the program's weights) runs as is.
+        module = torch.export.load(path).module()
+        return module, {"module": "torch.export", "module_source": path}
     scripted, meta = _kiln_json(path)
     source = str(meta.get("source", ""))
     qengine = (meta.get("quantization") or {}).get("qengine") if isinstance(meta.get("quantization"), dict) else None

@@ -7,11 +7,19 @@ Run with Kiln's Python environment (scripts/install-deps.sh: a current torch), n
                         layout (traced_inputs.pkl, no kiln.json, so importers need the shapes)
   NAME.onnx (+ .data)   torch.onnx.export(..., dynamo=True): the dynamo exporter, opset >= 18,
                         weights as external data beside the model
+  NAME.pt2              torch.export.save(torch.export.export(model, inputs)): the ExportedProgram
+                        archive (static shapes)
   NAME.in0.npy ...      the inputs, and NAME.out0.npy ... today's torch's own outputs (eval mode,
                         inference_mode) on them: the reference Kiln is checked against
 
 and manifest.json listing them with their input names, shapes and dtypes, the torch version and
-the ONNX opset. Random weights, fixed seed; BatchNorm statistics are set from random batches so
+the ONNX opset. Beside them, torch.export programs only ("programs" in the manifest, each with its
+inputs and torch's outputs): a small transformer encoder (tiny_encoder.pt2) and two_input_net
+exported with a dynamic batch (two_input_net_dynamic.pt2, Dim("batch") on dimension 0 of both
+inputs, example batch 2) with inputs and outputs at batch 1 and 3; and damaged copies of
+two_input_net.pt2 for the error tests ("bad_programs": archive_version "1", schema version 99, a
+weight record too short for its tensor), plus unmapped_op.pt2, a program with aten.cumsum, which
+Kiln does not map. Random weights, fixed seed; BatchNorm statistics are set from random batches so
 activations stay O(1) (ARCHITECTURE.md, "Sample models must be numerically alive").
 
 Usage: python export_today.py OUTDIR
@@ -63,6 +71,31 @@ def _calibrate(model, inputs_of):
     return model.eval()
 
 
+class TinyEncoder(nn.Module):
+    """A two-layer transformer encoder on 8 tokens of 16 features, mean-pooled into 10 logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(16, 32)
+        layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, dropout=0.1, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.embed(x)).mean(dim=1))
+
+
+class CumsumNet(nn.Module):
+    """A convolution, then aten.cumsum (which Kiln does not map), then a ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(torch.cumsum(self.conv(x), dim=3))
+
+
 MODELS = [
     # name, factory, input names, input shapes
     ("resnet18", lambda: torchvision.models.resnet18(weights=None), ["x"], [[1, 3, 224, 224]]),
@@ -83,21 +116,113 @@ def export(name, factory, names, shapes, outdir):
 
     pt = os.path.join(outdir, name + ".pt")
     torch.jit.trace(model, inputs).save(pt)
+    targets = save_program(model, inputs, os.path.join(outdir, name + ".pt2"))
     onnx_path = os.path.join(outdir, name + ".onnx")
     program = torch.onnx.export(model, inputs, input_names=names, dynamo=True, verbose=False)
     program.save(onnx_path, external_data=True)
     import onnx
     opset = next(o.version for o in onnx.load(onnx_path, load_external_data=False).opset_import if o.domain in ("", "ai.onnx"))
 
+    files = save_arrays(outdir, name, inputs, outputs)
+    print(f"  today {name:16s} .pt, .onnx (opset {opset}) and .pt2 ({len(targets)} aten targets)"
+          f"  ({time.time() - t0:.1f}s)", flush=True)
+    return {"name": name, "pt": name + ".pt", "onnx": name + ".onnx", "pt2": name + ".pt2", "opset": opset,
+            "input_specs": [{"name": n, "shape": s, "dtype": "f32"} for n, s in zip(names, shapes)], **files}
+
+
+def save_arrays(outdir, stem, inputs, outputs):
+    """NAME.in0.npy ... and NAME.out0.npy ...; their file names."""
     files = {"inputs": [], "outputs": []}
     for kind, tensors in (("in", inputs), ("out", outputs)):
         for i, t in enumerate(tensors):
-            path = f"{name}.{kind}{i}.npy"
+            path = f"{stem}.{kind}{i}.npy"
             numpy.save(os.path.join(outdir, path), t.detach().numpy())
             files["inputs" if kind == "in" else "outputs"].append(path)
-    print(f"  today {name:16s} .pt and .onnx (opset {opset})  ({time.time() - t0:.1f}s)", flush=True)
-    return {"name": name, "pt": name + ".pt", "onnx": name + ".onnx", "opset": opset,
-            "input_specs": [{"name": n, "shape": s, "dtype": "f32"} for n, s in zip(names, shapes)], **files}
+    return files
+
+
+def save_program(model, inputs, path, dynamic_shapes=None):
+    """torch.export.export → torch.export.save, as a user does; the aten targets of its graph."""
+    program = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
+    torch.export.save(program, path)
+    return sorted({str(n.target) for n in program.graph.nodes if n.op == "call_function"})
+
+
+def run(model, inputs):
+    with torch.inference_mode():
+        outputs = model(*inputs)
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+def export_programs(outdir):
+    """The torch.export-only programs: a transformer encoder, a dynamic batch, a program Kiln cannot
+    map, and damaged archives."""
+    entries = []
+    t0 = time.time()
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED + 2)
+    encoder = TinyEncoder().eval()
+    x = torch.randn(2, 8, 16, generator=gen)
+    targets = save_program(encoder, (x,), os.path.join(outdir, "tiny_encoder.pt2"))
+    entries.append({"name": "tiny_encoder", "pt2": "tiny_encoder.pt2", "targets": targets,
+                    "input_specs": [{"name": "x", "shape": [2, 8, 16], "dtype": "f32"}],
+                    **save_arrays(outdir, "tiny_encoder", (x,), run(encoder, (x,)))})
+
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED + 3)
+    shapes = [[2, 3, 32, 32], [2, 8]]
+    net = _calibrate(TwoInputNet(), lambda n: [torch.randn(n, *s[1:], generator=gen) for s in shapes])
+    example = tuple(torch.randn(*s, generator=gen) for s in shapes)
+    batch = torch.export.Dim("batch", max=64)
+    targets = save_program(net, example, os.path.join(outdir, "two_input_net_dynamic.pt2"),
+                           dynamic_shapes={"image": {0: batch}, "extra": {0: batch}})
+    cases = []
+    for b in (1, 3):
+        inputs = tuple(torch.randn(b, *s[1:], generator=gen) for s in shapes)
+        cases.append({"batch": b, **save_arrays(outdir, f"two_input_net_dynamic.b{b}", inputs, run(net, inputs))})
+    entries.append({"name": "two_input_net_dynamic", "pt2": "two_input_net_dynamic.pt2", "targets": targets,
+                    "input_specs": [{"name": n, "shape": s, "dtype": "f32"} for n, s in zip(["image", "extra"], shapes)],
+                    "dynamic_batch": {"max": 64, "cases": cases}})
+
+    torch.manual_seed(SEED)
+    save_program(CumsumNet().eval(), (torch.randn(1, 3, 8, 8),), os.path.join(outdir, "unmapped_op.pt2"))
+    bad = damaged_copies(outdir, "two_input_net.pt2")
+    print(f"  today programs: tiny_encoder.pt2, two_input_net_dynamic.pt2, unmapped_op.pt2 and "
+          f"{len(bad)} damaged archives  ({time.time() - t0:.1f}s)", flush=True)
+    return entries, dict(bad, unmapped="unmapped_op.pt2")
+
+
+def damaged_copies(outdir, source):
+    """Copies of a .pt2 with one record edited (the zip rewritten, so its checksums stay right)."""
+    import zipfile
+
+    def rewrite(target, edit):
+        with zipfile.ZipFile(os.path.join(outdir, source)) as zin, \
+                zipfile.ZipFile(os.path.join(outdir, target), "w", zipfile.ZIP_STORED) as zout:
+            for info in zin.infolist():
+                zout.writestr(info.filename, edit(info.filename, zin.read(info.filename)))
+        return target
+
+    def version(name, data):
+        return b"1" if name.endswith("/archive_version") else data
+
+    def schema(name, data):
+        if not name.endswith("/models/model.json"):
+            return data
+        program = json.loads(data)
+        program["schema_version"]["major"] = 99
+        return json.dumps(program).encode()
+
+    def weights(name, data):
+        if not name.endswith("_weights_config.json"):
+            return data
+        config = json.loads(data)
+        meta = next(iter(config["config"].values()))["tensor_meta"]
+        meta["sizes"] = [{"as_int": 1 << 20}] + meta["sizes"][1:]
+        return json.dumps(config).encode()
+
+    return {"version": rewrite("bad_version.pt2", version), "schema": rewrite("bad_schema.pt2", schema),
+            "weights": rewrite("bad_weights.pt2", weights)}
 
 
 def main(argv):
@@ -107,7 +232,8 @@ def main(argv):
     os.makedirs(outdir, exist_ok=True)
     torch.set_num_threads(2)
     entries = [export(*m, outdir) for m in MODELS]
-    manifest = {"torch_version": torch.__version__, "models": entries}
+    programs, bad = export_programs(outdir)
+    manifest = {"torch_version": torch.__version__, "models": entries, "programs": programs, "bad_programs": bad}
     with open(os.path.join(outdir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
     print(f"wrote {outdir}/manifest.json: {len(entries)} models from torch {torch.__version__}")
