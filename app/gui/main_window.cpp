@@ -157,10 +157,12 @@ void MainWindow::createActions() {
     connect(a, &QAction::triggered, this, slot);
     return a;
   };
-  m_openAction = make(tr("&Open…"), QKeySequence::Open, tr("Open a TorchScript model"), QStyle::SP_DialogOpenButton, [this] {
+  m_openAction = make(tr("&Open…"), QKeySequence::Open, tr("Open a model: TorchScript, torch.export (.pt2) or ONNX"), QStyle::SP_DialogOpenButton, [this] {
     QSettings settings;
     QString dir = settings.value(QStringLiteral("lastDir"), m_options.modelsDir).toString();
-    QString path = QFileDialog::getOpenFileName(this, tr("Open model"), dir, tr("TorchScript models (*.pt *.pth);;All files (*)"));
+    QString path = QFileDialog::getOpenFileName(
+        this, tr("Open model"), dir,
+        tr("Models (*.pt *.pth *.pt2 *.onnx);;TorchScript (*.pt *.pth);;torch.export (*.pt2);;ONNX (*.onnx);;All files (*)"));
     if (!path.isEmpty()) openModelFile(path);
   });
   m_compileAction = make(tr("&Compile"), QKeySequence(Qt::CTRL | Qt::Key_B), tr("Compile the model for the target and opt level"),
