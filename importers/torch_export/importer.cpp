@@ -89,21 +89,6 @@ std::pair<std::string, const json*> unionOf(const json& value) {
 
 // --- the archive -------------------------------------------------------------------------------
 
-class BytesAdapter final : public caffe2::serialize::ReadAdapterInterface {
- public:
-  explicit BytesAdapter(std::shared_ptr<const std::string> bytes) : m_bytes(std::move(bytes)) {}
-  size_t size() const override { return m_bytes->size(); }
-  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
-    if (pos >= m_bytes->size()) return 0;
-    n = static_cast<size_t>(std::min<uint64_t>(n, m_bytes->size() - pos));
-    std::memcpy(buf, m_bytes->data() + pos, n);
-    return n;
-  }
-
- private:
-  std::shared_ptr<const std::string> m_bytes;
-};
-
 /// The archive's bytes (read once) and libtorch's zip reader over them.
 class Archive {
  public:
@@ -125,7 +110,7 @@ class Archive {
     }
     m_bytes = bytes;
     try {
-      m_reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::make_shared<BytesAdapter>(m_bytes));
+      m_reader = ts::openZipInMemory(m_bytes);
       for (std::string& name : m_reader->getAllRecords()) m_records.insert(std::move(name));
     } catch (const std::exception& e) {
       std::string why = ts::torchMessage(e);

@@ -66,7 +66,7 @@ ArchiveBytes readArchive(const std::string& path) {
 /// libtorch's reader interface over an archive in memory.
 class MemoryReadAdapter final : public caffe2::serialize::ReadAdapterInterface {
  public:
-  explicit MemoryReadAdapter(ArchiveBytes bytes) : m_bytes(std::move(bytes)) {}
+  explicit MemoryReadAdapter(std::shared_ptr<const std::string> bytes) : m_bytes(std::move(bytes)) {}
   size_t size() const override { return m_bytes->size(); }
   size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
     if (pos >= m_bytes->size()) return 0;
@@ -76,11 +76,11 @@ class MemoryReadAdapter final : public caffe2::serialize::ReadAdapterInterface {
   }
 
  private:
-  ArchiveBytes m_bytes;
+  std::shared_ptr<const std::string> m_bytes;
 };
 
 std::unique_ptr<caffe2::serialize::PyTorchStreamReader> openArchive(const ArchiveBytes& bytes) {
-  return std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::make_shared<MemoryReadAdapter>(bytes));
+  return openZipInMemory(bytes);
 }
 
 /// Why a file libtorch could not load is not a TorchScript archive, in the user's terms; empty
@@ -740,6 +740,10 @@ std::string tensorOutsideStorage(const jit::Module& module) {
 }
 
 }  // namespace
+
+std::unique_ptr<caffe2::serialize::PyTorchStreamReader> openZipInMemory(std::shared_ptr<const std::string> bytes) {
+  return std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::make_shared<MemoryReadAdapter>(std::move(bytes)));
+}
 
 std::string fileKindProblem(const std::string& path) { return archiveProblem(readArchive(path)); }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <exception>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -31,6 +32,9 @@ std::string fileKindProblem(const std::string& path);
 /// PyTorchStreamReader lists them), from its central directory: what libtorch's reader allocates
 /// when it reads one. Sizes past 4 GiB are left out; empty when the directory cannot be walked.
 std::unordered_map<std::string, uint64_t> zipRecordSizes(const std::string& zip);
+
+/// libtorch's zip reader over an archive held in memory (the bytes are shared, not copied).
+std::unique_ptr<caffe2::serialize::PyTorchStreamReader> openZipInMemory(std::shared_ptr<const std::string> bytes);
 
 /// The first line of a libtorch exception's message, without its backtrace.
 std::string torchMessage(const std::exception& e);

@@ -710,10 +710,14 @@ ImportedModel importTorchScript(const std::string& path, const ImportOptions& op
   return result;
 }
 
-SurveyResult surveyTorchScript(const std::string& path, const ImportOptions& options) {
-  Prepared p = prepare(path, options);
+namespace {
+
+/// The doctor's walk over a prepared graph; `shadow`: libtorch runs it once so that unsupported
+/// nodes' outputs can stand in (without it the walk stops at the first unsupported node).
+/// libtorch's errors become InvalidModel, prefixed with `where`.
+SurveyResult surveyPrepared(Prepared& p, bool shadow, const std::string& where) {
   SurveyState state;
-  state.shadow = shadowRun(p);
+  if (shadow) state.shadow = shadowRun(p);
   SurveyResult result;
   result.controlFlow = hasControlFlow(p.graph->block());
   try {
@@ -721,12 +725,19 @@ SurveyResult surveyTorchScript(const std::string& path, const ImportOptions& opt
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw Error(path + ": " + torchMessage(e), ErrorKind::InvalidModel);
+    throw Error(where + torchMessage(e), ErrorKind::InvalidModel);
   }
   result.ops = std::move(state.ops);
   result.complete = !state.stopped;
   result.inputs = std::move(p.specs);
   return result;
+}
+
+}  // namespace
+
+SurveyResult surveyTorchScript(const std::string& path, const ImportOptions& options) {
+  Prepared p = prepare(path, options);
+  return surveyPrepared(p, true, path + ": ");
 }
 
 std::vector<std::string> supportedTorchScriptOps() { return ts::handledKinds(); }
@@ -791,25 +802,11 @@ ImportedModel importTorchScriptGraph(const std::shared_ptr<torch::jit::Graph>& g
 SurveyResult surveyTorchScriptGraph(const std::shared_ptr<torch::jit::Graph>& graph,
                                     const std::vector<InputSpec>& inputs) {
   Prepared p = preparedGraph(graph, inputs);
-  SurveyState state;
   // libtorch cannot run operators it has no schema for (newer ones, from torch.export programs):
   // then there are no stand-ins and the walk stops at the first unsupported node.
   bool runnable = std::all_of(graph->nodes().begin(), graph->nodes().end(),
                               [](const jit::Node* n) { return !n->kind().is_aten() || n->maybeOperator(); });
-  if (runnable) state.shadow = shadowRun(p);
-  SurveyResult result;
-  result.controlFlow = hasControlFlow(p.graph->block());
-  try {
-    result.graph = buildGraph(p.graph, p.args, p.specs, &state);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Error(torchMessage(e), ErrorKind::InvalidModel);
-  }
-  result.ops = std::move(state.ops);
-  result.complete = !state.stopped;
-  result.inputs = std::move(p.specs);
-  return result;
+  return surveyPrepared(p, runnable, "");
 }
 
 std::vector<NodeSupport> classifyTorchScriptGraph(const std::shared_ptr<torch::jit::Graph>& graph,
