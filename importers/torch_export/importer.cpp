@@ -93,15 +93,7 @@ std::pair<std::string, const json*> unionOf(const json& value) {
 class Archive {
  public:
   explicit Archive(const std::string& path) : m_path(path) {
-    ts::requireFile(path);
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    auto bytes = std::make_shared<std::string>();
-    if (in) {
-      bytes->resize(static_cast<size_t>(in.tellg()));
-      in.seekg(0);
-      in.read(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-    }
-    if (!in) throw Error(path + ": cannot read the file", ErrorKind::Io);
+    std::shared_ptr<std::string> bytes = ts::readFileBytes(path);
     if (bytes->empty()) corrupt(path, "empty file, not a torch.export archive");
     if (bytes->size() < 4 || bytes->compare(0, 4, "PK\x03\x04") != 0) {
       if (static_cast<unsigned char>((*bytes)[0]) == 0x80)

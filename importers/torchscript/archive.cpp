@@ -50,18 +50,7 @@ namespace jit = torch::jit;
 /// A model file read into memory once: the checks below and libtorch's load see the same bytes.
 using ArchiveBytes = std::shared_ptr<std::string>;
 
-ArchiveBytes readArchive(const std::string& path) {
-  requireFile(path);
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  auto bytes = std::make_shared<std::string>();
-  if (in) {
-    bytes->resize(static_cast<size_t>(in.tellg()));
-    in.seekg(0);
-    in.read(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-  }
-  if (!in) throw Error(path + ": cannot read the file", ErrorKind::Io);
-  return bytes;
-}
+ArchiveBytes readArchive(const std::string& path) { return readFileBytes(path); }
 
 /// libtorch's reader interface over an archive in memory.
 class MemoryReadAdapter final : public caffe2::serialize::ReadAdapterInterface {
@@ -740,6 +729,19 @@ std::string tensorOutsideStorage(const jit::Module& module) {
 }
 
 }  // namespace
+
+std::shared_ptr<std::string> readFileBytes(const std::string& path) {
+  requireFile(path);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  auto bytes = std::make_shared<std::string>();
+  if (in) {
+    bytes->resize(static_cast<size_t>(in.tellg()));
+    in.seekg(0);
+    in.read(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+  }
+  if (!in) throw Error(path + ": cannot read the file", ErrorKind::Io);
+  return bytes;
+}
 
 std::unique_ptr<caffe2::serialize::PyTorchStreamReader> openZipInMemory(std::shared_ptr<const std::string> bytes) {
   return std::make_unique<caffe2::serialize::PyTorchStreamReader>(std::make_shared<MemoryReadAdapter>(std::move(bytes)));

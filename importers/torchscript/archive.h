@@ -33,6 +33,9 @@ std::string fileKindProblem(const std::string& path);
 /// when it reads one. Sizes past 4 GiB are left out; empty when the directory cannot be walked.
 std::unordered_map<std::string, uint64_t> zipRecordSizes(const std::string& zip);
 
+/// The whole file at `path`, read into memory once (kiln::Error Io when missing or unreadable).
+std::shared_ptr<std::string> readFileBytes(const std::string& path);
+
 /// libtorch's zip reader over an archive held in memory (the bytes are shared, not copied).
 std::unique_ptr<caffe2::serialize::PyTorchStreamReader> openZipInMemory(std::shared_ptr<const std::string> bytes);
 
