@@ -113,7 +113,7 @@ async function main() {
   const profile = mkdtempSync(path.join(tmpdir(), 'kiln-chromium-'));
   const browser = spawn(chromium, ['--headless=new', '--no-sandbox', '--disable-gpu', '--no-first-run',
                                    '--disable-extensions', '--disable-dev-shm-usage', `--user-data-dir=${profile}`, url],
-                        {stdio: ['ignore', 'ignore', 'pipe']});
+                        {stdio: ['ignore', 'ignore', 'pipe'], detached: true});
   let browserLog = '';
   browser.stderr.on('data', (d) => { browserLog += d; });
   const exited = new Promise((resolve) => browser.on('exit', (code) => resolve(code)));
@@ -128,10 +128,17 @@ async function main() {
     error: `${chromium} exited (${code}) before the page finished${browserLog ? ': ' + browserLog.trim().split('\n').pop() : ''}`}));
   const result = await Promise.race([done, timeout, early]);
   clearTimeout(timer);
-  browser.kill('SIGKILL');
+  // Chromium forks renderer and helper processes that keep writing to the
+  // profile after the browser process dies; it was started as a process group
+  // leader, so kill the whole group before removing the profile.
+  try { process.kill(-browser.pid, 'SIGKILL'); } catch { browser.kill('SIGKILL'); }
   await Promise.race([exited, new Promise((r) => setTimeout(r, 2000))]);
   server.close();
-  rmSync(profile, {recursive: true, force: true});
+  try {
+    rmSync(profile, {recursive: true, force: true, maxRetries: 10, retryDelay: 200});
+  } catch (e) {
+    process.stderr.write(`warning: could not remove ${profile}: ${e.message}\n`);
+  }
   if (!result.ok) throw new KilnError(result.error, result.exitCode ?? 70);
 
   for (const [i, file] of args.outputs.entries()) {
