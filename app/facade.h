@@ -328,6 +328,10 @@ struct CompareResult {
   double compileSeconds = 0;
   int processes = 1;     // worker processes per backend
   int parkTimeouts = 0;  // repeats started while another worker still had a runnable thread
+  /// Core-to-core round trips probed through the run (profiler/core_latency.h); when they
+  /// differ (placementChanged) the host moved the CPUs and the timings mix two machine states.
+  std::vector<double> coreRoundTripNs;
+  bool placementChanged = false;
   std::vector<BackendResult> backends;
   StoredIds stored;
 };

@@ -11,6 +11,7 @@
 #include "app/facade.h"
 #include "app/facade_internal.h"
 #include "app/measure_internal.h"
+#include "profiler/core_latency.h"
 #include "profiler/time_evaluator.h"
 #include "profiler/torch_baseline.h"
 #include "runtime/tensor_values.h"
@@ -241,6 +242,8 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     profiler::BenchResult measured = profiler::runSideBySide(backends, bench);
     if (measured.cancelled) throw Error("cancelled", ErrorKind::Usage);
     result.parkTimeouts = measured.parkTimeouts;
+    result.coreRoundTripNs = measured.coreRoundTripNs;
+    result.placementChanged = profiler::placementChanged(measured.coreRoundTripNs);
 
     // Outputs against PyTorch eager's (the reference), when it ran.
     std::vector<runtime::Tensor> reference;
@@ -302,6 +305,8 @@ std::string compareJson(const CompareResult& r) {
   j["compile_seconds"] = r.compileSeconds;
   j["processes"] = r.processes;
   j["park_timeouts"] = r.parkTimeouts;
+  j["core_round_trip_ns"] = r.coreRoundTripNs;
+  j["placement_changed"] = r.placementChanged;
   if (r.stored.sessionId)
     j["stored"] = {{"db", r.stored.dbPath}, {"session", r.stored.sessionId}, {"run", r.stored.runId},
                    {"build", r.stored.buildId}};

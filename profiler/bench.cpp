@@ -1,6 +1,8 @@
 // The side-by-side engine (coordinator and worker loop); bench.h explains the protocol.
 #include "profiler/bench.h"
 
+#include "profiler/core_latency.h"
+
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -131,14 +133,14 @@ std::optional<json> awaitReply(Worker& w, double limitSeconds, const std::functi
 
 /// The threads of every other live worker asleep: none runnable (their pools parked), so the
 /// next timed repeat has the cores to itself (but for other tenants of the machine).
-void waitForOthersParked(const std::vector<std::unique_ptr<Worker>>& workers, const Worker& next,
+void waitForOthersParked(const std::vector<std::unique_ptr<Worker>>& workers, const Worker* next,
                          double timeoutMs, BenchResult& result) {
   auto start = Clock::now();
   bool waited = false;
   for (;;) {
     bool parked = true;
     for (const auto& w : workers)
-      if (w.get() != &next && w->proc.running() && !processParked(w->proc.pid())) parked = false;
+      if (w.get() != next && w->proc.running() && !processParked(w->proc.pid())) parked = false;
     if (parked) break;
     if (!waited) {
       waited = true;
@@ -304,7 +306,7 @@ BenchResult runSideBySide(const std::vector<BenchBackend>& backends, const Bench
   say("warming up");
   for (auto& w : workers) {
     if (!live(*w)) continue;
-    waitForOthersParked(workers, *w, o.parkTimeoutMs, result);
+    waitForOthersParked(workers, w.get(), o.parkTimeoutMs, result);
     double ms = 0, warmedMs = 0;
     if (!runCalls(*w, std::max(0, o.warmup), 0, ms)) continue;
     if (o.minRepeatMs <= 0) continue;
@@ -330,11 +332,20 @@ BenchResult runSideBySide(const std::vector<BenchBackend>& backends, const Bench
       warmedMs += std::max(ms, 0.01);
   }
 
+  // The host's placement of this machine's CPUs, probed with every worker parked: at the start,
+  // every round and the end (core_latency.h says why).
+  auto probePlacement = [&] {
+    if (o.placementProbeMs <= 0) return;
+    waitForOthersParked(workers, nullptr, o.parkTimeoutMs, result);
+    if (auto probe = measureCoreRoundTrip(o.placementProbeMs)) result.coreRoundTripNs.push_back(probe->ns);
+  };
+
   // ---- rounds: every live process of every backend, one repeat each, alternating -----------------
   say("timing");
   const int repeat = std::max(1, o.repeat);
   const int rounds = (repeat + processes - 1) / processes;
   for (int round = 0; round < rounds && !result.cancelled; ++round) {
+    probePlacement();
     for (int p = 0; p < processes; ++p)
       for (auto& w : workers) {
         if (w->process != p || !live(*w)) continue;
@@ -350,13 +361,14 @@ BenchResult runSideBySide(const std::vector<BenchBackend>& backends, const Bench
         for (auto& other : workers)
           if (other->row == w->row) taken += other->samplesMs.size();
         if (static_cast<int>(taken) >= repeat) continue;
-        waitForOthersParked(workers, *w, o.parkTimeoutMs, result);
+        waitForOthersParked(workers, w.get(), o.parkTimeoutMs, result);
         double ms = 0;
         if (!runCalls(*w, 1, number[w->row], ms)) continue;
         w->samplesMs.push_back(ms / number[w->row]);
       }
   }
   if (result.cancelled || isCancelled()) return endCancelled();
+  probePlacement();
   for (auto& w : workers) {
     if (w->proc.running()) w->proc.send(R"({"op":"exit"})");
     w->proc.stop();

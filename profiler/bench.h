@@ -12,7 +12,10 @@
 //             until each process has run the model for at least minWarmupMs
 //   rounds    for each backend, for each of its processes: wait until every other worker's
 //             threads are parked (no thread of theirs runnable), then one untimed call and one
-//             timed repeat of `number` calls, timed inside the worker
+//             timed repeat of `number` calls, timed inside the worker; before each round and
+//             after the last, with every worker parked, a probe of the core-to-core latency
+//             (core_latency.h: the host may move this machine's CPUs, and every runtime's speed
+//             moves with it)
 //
 // so a slow phase of the shared machine falls on all backends alike, and while one worker
 // measures the others are blocked on their stdin with their pools asleep. With `processes` > 1
@@ -62,6 +65,7 @@ struct BenchOptions {
   double budgetSeconds = 0;
   double disagreeRatio = 1.10;  // max/min of the per-process medians above this flags the row
   double parkTimeoutMs = 200;   // how long to wait for the other workers' threads to sleep
+  double placementProbeMs = 3;  // per core-to-core probe (core_latency.h); 0: no probes
   std::string workDir;          // where workers write their outputs (a folder per process)
   std::function<bool()> cancelled;               // polled often: true kills every worker
   std::function<void(const std::string&)> progress;  // one line per phase
@@ -87,6 +91,10 @@ struct BenchResult {
   int parkWaits = 0;           // switches that had to wait for another worker's threads to sleep
   int parkTimeouts = 0;        // switches whose wait ran out (a thread stayed runnable)
   double setupSeconds = 0;
+  /// Core-to-core round trips (core_latency.h), probed with every worker parked before each
+  /// round and after the last; empty when the machine has one CPU for us. They differ when the
+  /// host moved this machine's CPUs during the run (placementChanged).
+  std::vector<double> coreRoundTripNs;
 };
 
 /// Measures the backends side by side (see above). Never throws for a backend's failure.

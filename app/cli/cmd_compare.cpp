@@ -77,6 +77,15 @@ int compareCommand(const CompareArgs& a) {
   }
   if (disagree)
     std::printf("note: a flagged backend's processes differ by more than 10 %%; its figure depends on the process\n");
+  if (!r.coreRoundTripNs.empty()) {
+    auto [lo, hi] = std::minmax_element(r.coreRoundTripNs.begin(), r.coreRoundTripNs.end());
+    std::printf("host: core-to-core round trip %.0f-%.0f ns (%zu probes between rounds)\n", *lo, *hi,
+                r.coreRoundTripNs.size());
+    if (r.placementChanged)
+      std::printf("note: the host moved this machine's CPUs during the run (the round trip changed %.1fx); "
+                  "multi-threaded timings taken before and after differ, so compare rows of one run only\n",
+                  *hi / *lo);
+  }
   std::printf("\n%-28s %6s  %s\n", "backend", "top-1", "first outputs");
   for (const auto& b : r.backends) {
     if (!b.available) continue;

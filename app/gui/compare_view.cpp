@@ -130,6 +130,13 @@ void CompareView::addResult(const app::CompareResult& result, const QString& kil
                                        .arg(repeats);
   if (result.parkTimeouts > 0)
     spread += tr(" %1 repeats began while another backend's threads were still running.").arg(result.parkTimeouts);
+  if (result.placementChanged) {
+    auto [lo, hi] = std::minmax_element(result.coreRoundTripNs.begin(), result.coreRoundTripNs.end());
+    spread += tr(" ⚠ The host moved this machine's CPUs during the run (core-to-core round trip %1–%2 ns): "
+                 "multi-threaded timings before and after the move differ.")
+                  .arg(*lo, 0, 'f', 0)
+                  .arg(*hi, 0, 'f', 0);
+  }
   m_summary->setText(tr("<b>%1</b>, batch %2, %3 threads on %4 — target <tt>%5</tt>; libtorch %6 with %7 (TorchScript "
                         "optimized; every row's versions and threads are in its tooltip). %8")
                          .arg(qs(result.model).toHtmlEscaped())
@@ -140,6 +147,8 @@ void CompareView::addResult(const app::CompareResult& result, const QString& kil
                               spread.toHtmlEscaped()));
   rebuild();
 }
+
+QString CompareView::summaryText() const { return m_summary->text(); }
 
 QString CompareView::barLabel(size_t i) const {
   if (i >= m_bars.size()) return {};

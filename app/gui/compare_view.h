@@ -45,6 +45,8 @@ class CompareView : public QWidget {
   QChart* chart() const;
   /// The text above bar `i` (median, speed-up, ⚠ when its processes disagree).
   QString barLabel(size_t i) const;
+  /// The line above the chart: model, machine, how the bars were measured and any warning.
+  QString summaryText() const;
 
  private:
   void rebuild();

@@ -190,6 +190,13 @@ TEST_F(Engines, EveryRowOfATorchScriptFileAgreesWithEagerAndSaysWhatRanIt) {
       EXPECT_EQ(b["facts"]["intra_op_threads"], 2) << b.dump();
     }
   }
+  // The host's placement of the CPUs, probed before each round and after the last (this machine
+  // has two CPUs; with one there is nothing to probe).
+  if (sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
+    EXPECT_GE(r.coreRoundTripNs.size(), 2u);
+    EXPECT_EQ(j["core_round_trip_ns"].size(), r.coreRoundTripNs.size());
+    EXPECT_EQ(j["placement_changed"], r.placementChanged);
+  }
   auto session = app::loadSession(o.store.dbPath, r.stored.sessionId);
   ASSERT_TRUE(session) << session.error().message;
   int withFacts = 0;

@@ -124,6 +124,20 @@ class ViewsTest : public QObject {
     QCOMPARE(areas, 2 * 3);  // bar + IQR box each
     QCOMPARE(dots, 2 * 3);   // two processes each
     save(&view, "compare-linear.png");
+    QVERIFY(!view.summaryText().contains(QStringLiteral("moved")));
+  }
+
+  void compareViewWarnsWhenTheHostMovedTheCpus() {
+    CompareView view;
+    view.resize(1200, 720);
+    view.show();
+    app::CompareResult moved = comparison();
+    moved.coreRoundTripNs = {71, 73, 318, 322};
+    moved.placementChanged = true;
+    view.addResult(moved, QStringLiteral("Kiln -O3"));
+    QVERIFY2(view.summaryText().contains(QStringLiteral("⚠ The host moved this machine's CPUs during the run "
+                                                        "(core-to-core round trip 71–322 ns)")),
+             qPrintable(view.summaryText()));
   }
 
   void logScaleSwapsTheAxis() {

@@ -6,18 +6,22 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "profiler/core_latency.h"
 #include "profiler/subprocess.h"
 
 namespace kiln::profiler {
@@ -128,6 +132,43 @@ TEST_F(BenchTest, RepeatsAlternateBetweenBackendsEachInItsOwnProcess) {
   std::vector<std::string> order = log();
   ASSERT_EQ(order.size(), 2u + 10u);
   for (size_t i = 2; i < order.size(); ++i) EXPECT_EQ(order[i], i % 2 == 0 ? "a" : "b") << "run " << i;
+  // The host's placement probed before each of the 5 rounds and after the last.
+  if (measureCoreRoundTrip(1)) {
+    ASSERT_EQ(r.coreRoundTripNs.size(), 6u);
+    for (double ns : r.coreRoundTripNs) EXPECT_GT(ns, 0);
+  }
+}
+
+TEST(CoreLatency, ProbesTwoCpusAndNeedsTwo) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "this machine gives the test one CPU";
+  auto probe = measureCoreRoundTrip(2);
+  ASSERT_TRUE(probe);
+  EXPECT_NE(probe->cpuA, probe->cpuB);
+  EXPECT_TRUE(CPU_ISSET(probe->cpuA, &allowed) && CPU_ISSET(probe->cpuB, &allowed));
+  // A cache line's round trip between two cores: tens to hundreds of ns, not zero, not a scheduler tick.
+  EXPECT_GT(probe->ns, 1.0);
+  EXPECT_LT(probe->ns, 100000.0);
+  // A thread that may run on one CPU only has no second one to probe against.
+  std::optional<CoreRoundTrip> one;
+  std::thread confined([&] {
+    cpu_set_t only;
+    CPU_ZERO(&only);
+    CPU_SET(probe->cpuA, &only);
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof only, &only), 0);
+    one = measureCoreRoundTrip(2);
+  });
+  confined.join();
+  EXPECT_FALSE(one);
+}
+
+TEST(CoreLatency, PlacementChangesWhenProbesDisagree) {
+  EXPECT_FALSE(placementChanged({}));
+  EXPECT_FALSE(placementChanged({70}));
+  EXPECT_FALSE(placementChanged({70, 74, 71, 90}));
+  EXPECT_TRUE(placementChanged({70, 72, 320, 318}));
+  EXPECT_FALSE(placementChanged({0, 5}));  // no probe of 0 ns: not a ratio
 }
 
 TEST_F(BenchTest, ProcessesThatDisagreeAreFlagged) {
