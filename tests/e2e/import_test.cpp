@@ -21,6 +21,7 @@
 #include "runtime/tensor_values.h"
 #include "importers/torchscript.h"
 #include "profiler/torch_baseline.h"
+#include "tests/e2e/expect_matches.h"
 
 using namespace kiln;
 
@@ -260,31 +261,6 @@ std::vector<TodayModel> todayModels() {
   return models;
 }
 
-/// Kiln's outputs for `path` at -O3 (shapes given when `specs` is not empty) against `expected`,
-/// relative to the largest reference value.
-void expectMatchesToday(const std::string& path, const std::vector<importers::InputSpec>& specs,
-                        const std::vector<runtime::Tensor>& inputs, const std::vector<runtime::Tensor>& expected) {
-  SCOPED_TRACE(path);
-  app::OpenOptions open;
-  open.inputs = specs;
-  auto model = app::openModel(path, open);
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  app::BuildOptions options;
-  options.threads = 2;
-  auto compiled = app::build(model.value(), options);
-  ASSERT_TRUE(compiled.ok()) << compiled.error().message;
-  auto outputs = app::run(*compiled.value(), inputs);
-  ASSERT_TRUE(outputs.ok()) << outputs.error().message;
-  ASSERT_EQ(outputs.value().size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    double scale = 0;
-    for (int64_t k = 0; k < expected[i].numel(); ++k)
-      scale = std::max(scale, std::fabs(runtime::elementAsDouble(expected[i], k)));
-    EXPECT_GT(scale, 1e-3) << "output " << i << " is numerically dead";
-    EXPECT_LE(maxAbsDiff(outputs.value()[i], expected[i]), 1e-4 * std::max(1.0, scale)) << "output " << i;
-  }
-}
-
 }  // namespace
 
 TEST(TodayExporters, TracedArchivesAndDynamoOnnxMatchTodaysTorch) {
@@ -294,8 +270,10 @@ TEST(TodayExporters, TracedArchivesAndDynamoOnnxMatchTodaysTorch) {
     std::vector<runtime::Tensor> inputs, expected;
     for (const auto& p : m.inputs) inputs.push_back(runtime::readNpy(p));
     for (const auto& p : m.outputs) expected.push_back(runtime::readNpy(p));
-    expectMatchesToday(m.pt, m.specs, inputs, expected);
-    expectMatchesToday(m.onnx, {}, inputs, expected);
+    app::OpenOptions open;
+    open.inputs = m.specs;
+    testing_support::expectBuildMatches(m.pt, open, inputs, expected);
+    testing_support::expectBuildMatches(m.onnx, {}, inputs, expected);
   }
 }
 

@@ -21,6 +21,7 @@
 #include "importers/torch_export.h"
 #include "runtime/npy.h"
 #include "runtime/tensor_values.h"
+#include "tests/e2e/expect_matches.h"
 #include "tests/e2e/process.h"
 
 using namespace kiln;
@@ -46,36 +47,6 @@ std::vector<runtime::Tensor> readAll(const nlohmann::json& files) {
   std::vector<runtime::Tensor> out;
   for (const auto& f : files) out.push_back(runtime::readNpy(today(f.get<std::string>())));
   return out;
-}
-
-/// Kiln's outputs for `path` (opened with `open`, built at `opt`) against `expected`: within
-/// 1e-4 of the largest reference value, as the other today tests.
-void expectMatches(const std::string& path, const app::OpenOptions& open, const std::vector<runtime::Tensor>& inputs,
-                   const std::vector<runtime::Tensor>& expected, int opt = 3) {
-  SCOPED_TRACE(path + " -O" + std::to_string(opt));
-  auto model = app::openModel(path, open);
-  ASSERT_TRUE(model.ok()) << model.error().message;
-  app::BuildOptions options;
-  options.optLevel = opt;
-  options.threads = 2;
-  auto compiled = app::build(model.value(), options);
-  ASSERT_TRUE(compiled.ok()) << compiled.error().message;
-  auto outputs = app::run(*compiled.value(), inputs);
-  ASSERT_TRUE(outputs.ok()) << outputs.error().message;
-  ASSERT_EQ(outputs.value().size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const runtime::Tensor& got = outputs.value()[i];
-    ASSERT_EQ(got.shape(), expected[i].shape()) << "output " << i;
-    double scale = 0, worst = 0;
-    for (int64_t k = 0; k < expected[i].numel(); ++k) {
-      double want = runtime::elementAsDouble(expected[i], k);
-      scale = std::max(scale, std::fabs(want));
-      double d = std::fabs(runtime::elementAsDouble(got, k) - want);
-      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-    }
-    EXPECT_GT(scale, 1e-3) << "output " << i << " is numerically dead";
-    EXPECT_LE(worst, 1e-4 * std::max(1.0, scale)) << "output " << i;
-  }
 }
 
 /// The façade's error for opening `path`: its kind and its one-line message, which names the file.
@@ -105,13 +76,13 @@ TEST(TorchExport, TodayModelsMatchTodaysTorch) {
   for (const auto& model : m.at("models")) {
     ASSERT_TRUE(model.contains("pt2")) << model.at("name");
     // The shapes come from the program itself (no --input-shapes needed, unlike a traced .pt).
-    expectMatches(today(model.at("pt2")), {}, readAll(model.at("inputs")), readAll(model.at("outputs")));
+    testing_support::expectBuildMatches(today(model.at("pt2")), {}, readAll(model.at("inputs")), readAll(model.at("outputs")));
   }
 }
 
 TEST(TorchExport, TwoInputNetAtEveryOptLevel) {
   for (int opt : {0, 2}) {
-    expectMatches(today("two_input_net.pt2"), {}, readAll(nlohmann::json{"two_input_net.in0.npy", "two_input_net.in1.npy"}),
+    testing_support::expectBuildMatches(today("two_input_net.pt2"), {}, readAll(nlohmann::json{"two_input_net.in0.npy", "two_input_net.in1.npy"}),
                   readAll(nlohmann::json{"two_input_net.out0.npy", "two_input_net.out1.npy"}), opt);
   }
 }
@@ -121,7 +92,7 @@ TEST(TorchExport, TransformerEncoderMatchesTodaysTorch) {
   auto programs = m.value("programs", nlohmann::json::array());
   auto it = std::find_if(programs.begin(), programs.end(), [](const auto& p) { return p.at("name") == "tiny_encoder"; });
   ASSERT_NE(it, programs.end());
-  expectMatches(today(it->at("pt2")), {}, readAll(it->at("inputs")), readAll(it->at("outputs")));
+  testing_support::expectBuildMatches(today(it->at("pt2")), {}, readAll(it->at("inputs")), readAll(it->at("outputs")));
 }
 
 TEST(TorchExport, DynamicBatchRunsAtBatchOneAndThree) {
@@ -144,10 +115,10 @@ TEST(TorchExport, DynamicBatchRunsAtBatchOneAndThree) {
     std::vector<runtime::Tensor> inputs = readAll(c.at("inputs")), expected = readAll(c.at("outputs"));
     app::OpenOptions byBatch;
     byBatch.batch = batch;  // --batch N
-    expectMatches(path, byBatch, inputs, expected);
+    testing_support::expectBuildMatches(path, byBatch, inputs, expected);
     app::OpenOptions byShapes;  // --input-shapes "extra:[N,8],image:[N,3,32,32]" (by name, any order)
     byShapes.inputs = {{"extra", runtime::DType::Float32, {batch, 8}}, {"image", runtime::DType::Float32, {batch, 3, 32, 32}}};
-    expectMatches(path, byShapes, inputs, expected);
+    testing_support::expectBuildMatches(path, byShapes, inputs, expected);
   }
 }
 
