@@ -16,6 +16,7 @@
 #include "app/facade.h"
 #include "app/facade_internal.h"
 #include "app/measure_internal.h"
+#include "profiler/core_latency.h"
 #include "profiler/sha256.h"
 #include "runtime/thread_pool.h"
 
@@ -237,6 +238,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
         bench.runTimeoutSeconds = std::max(bench.runTimeoutSeconds, options.budgetSeconds * 1.5 + 5);
         bench.cancelled = isCancelled;
         profiler::BenchResult measured = profiler::runSideBySide(backends, bench);
+        if (!measured.coreRoundTripNs.empty()) result.coreRoundTripNs[batch] = measured.coreRoundTripNs;
         if (measured.cancelled) {
           batchCancelled = cancelled = true;
         } else {
@@ -299,6 +301,9 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
     } else if (filing) {
       result.stored = filing->ids;
     }
+    std::vector<double> probes;
+    for (const auto& [batch, ns] : result.coreRoundTripNs) probes.insert(probes.end(), ns.begin(), ns.end());
+    result.placementChanged = profiler::placementChanged(probes);
     return result;
   });
 }
@@ -361,6 +366,9 @@ std::string sweepJson(const SweepResult& r) {
     }
     j["points"].push_back(std::move(p));
   }
+  j["core_round_trip_ns"] = nlohmann::json::object();
+  for (const auto& [batch, probes] : r.coreRoundTripNs) j["core_round_trip_ns"][std::to_string(batch)] = probes;
+  j["placement_changed"] = r.placementChanged;
   if (r.stored.sessionId)
     j["stored"] = {{"db", r.stored.dbPath}, {"session", r.stored.sessionId}, {"run", r.stored.runId}};
   return j.dump(2);

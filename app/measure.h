@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,11 @@ struct SweepResult {
   std::vector<profiler::Measurement> points;  // batch-major, in the order run
   StoredIds stored;
   int resumedPoints = 0;  // points taken from the store (resume), not measured again
+  /// Core-to-core round trips probed between the rounds of each measured batch
+  /// (profiler/core_latency.h); placementChanged when any two of them disagree: the host moved
+  /// the CPUs during the sweep, and multi-threaded points before and after the move differ.
+  std::map<int64_t, std::vector<double>> coreRoundTripNs;
+  bool placementChanged = false;
 };
 
 Result<SweepResult> sweep(const std::string& path, const SweepOptions& options,

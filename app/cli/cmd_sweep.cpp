@@ -109,6 +109,15 @@ int sweepCommand(const SweepArgs& a) {
   for (const auto& [what, batches] : notes)
     std::printf("note (batch %s) %s\n", batches.c_str(), what.c_str());
   if (noisy) std::printf("note: ~ marks noisy results (coefficient of variation above 5 %%)\n");
+  std::vector<double> probes;
+  for (const auto& [batch, ns] : r.coreRoundTripNs) probes.insert(probes.end(), ns.begin(), ns.end());
+  if (!probes.empty()) {
+    auto [lo, hi] = std::minmax_element(probes.begin(), probes.end());
+    std::printf("host: core-to-core round trip %.0f-%.0f ns (%zu probes)\n", *lo, *hi, probes.size());
+    if (r.placementChanged)
+      std::printf("note: the host moved this machine's CPUs during the sweep (the round trip changed %.1fx); "
+                  "multi-threaded points before and after the move differ\n", *hi / *lo);
+  }
   if (!a.json.empty()) {
     std::ofstream out(a.json);
     if (!out || !(out << app::sweepJson(r) << "\n"))

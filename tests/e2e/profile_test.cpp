@@ -2,6 +2,7 @@
 // to end, Chrome trace), batch sweeps (stopping a backend cleanly), the session store and reports.
 // ResNet-18's profile is labelled slow in ctest.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -142,6 +143,12 @@ TEST_F(MeasureTest, SweepRecordsEveryPointAndTheReportShowsIt) {
   }
   nlohmann::json j = nlohmann::json::parse(app::sweepJson(r));
   EXPECT_EQ(j["points"].size(), 8u);
+  // The host's placement of the CPUs, probed in each batch's measurement (two CPUs here).
+  if (sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
+    ASSERT_EQ(r.coreRoundTripNs.size(), 2u);
+    for (int64_t batch : {1, 2}) EXPECT_GE(j["core_round_trip_ns"][std::to_string(batch)].size(), 2u);
+    EXPECT_EQ(j["placement_changed"], r.placementChanged);
+  }
 
   auto html = app::sessionReport(o.store.dbPath, r.stored.sessionId, app::ReportFormat::Html);
   ASSERT_TRUE(html) << html.error().message;
