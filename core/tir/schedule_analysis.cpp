@@ -435,6 +435,81 @@ bool findPath(const Stmt& s, const StmtNode* target, std::vector<const StmtNode*
   return found;
 }
 
+/// Whether every execution of `scope` touches the same pattern of elements, each buffer's shifted
+/// by an offset that only the loops outside `scope` decide. Then the elements two iterations
+/// share are the same in every execution, and tracing the first execution decides them all.
+/// Requires: loop bounds, integer lets and conditions inside `scope` use only variables bound
+/// inside it; every index is affine in those variables, and all accesses of one buffer have the
+/// same part that does not depend on them (the same outer atoms with the same coefficients).
+bool shiftInvariant(const For* scope) {
+  struct Binder : IRVisitor {
+    std::set<const Var*> bound;
+    using IRVisitor::visit;
+    void visit(const For* op) override {
+      bound.insert(op->var.as<Var>());
+      IRVisitor::visit(op);
+    }
+    void visit(const LetStmt* op) override {
+      bound.insert(op->var.as<Var>());
+      IRVisitor::visit(op);
+    }
+  } binder;
+  binder.visit(scope);
+  struct Checker : IRVisitor {
+    const std::set<const Var*>* inner = nullptr;
+    bool ok = true;
+    std::map<const BufferNode*, std::map<std::string, int64_t>> outerPart;
+    bool innerOnly(const Expr& e) const {
+      for (const Var* v : varsIn(e))
+        if (!inner->count(v)) return false;
+      return true;
+    }
+    void access(const BufferNode* buffer, const Expr& index) {
+      std::optional<Affine> form = affineForm(index, *inner);
+      if (!form) {
+        ok = false;
+        return;
+      }
+      std::map<std::string, int64_t> outer;
+      for (const auto& [text, term] : form->terms) {
+        const Var* v = term.first.as<Var>();
+        if (v && inner->count(v)) continue;
+        outer[text] = term.second;
+      }
+      auto [it, fresh] = outerPart.emplace(buffer, outer);
+      if (!fresh && it->second != outer) ok = false;
+    }
+    using IRVisitor::visit;
+    void visit(const For* op) override {
+      if (!innerOnly(op->min) || !innerOnly(op->extent)) ok = false;
+      IRVisitor::visit(op);
+    }
+    void visit(const LetStmt* op) override {
+      if (!op->value.type().isFloat() && !innerOnly(op->value)) ok = false;
+      IRVisitor::visit(op);
+    }
+    void visit(const IfThenElse* op) override {
+      if (!innerOnly(op->cond)) ok = false;
+      IRVisitor::visit(op);
+    }
+    void visit(const Select* op) override {
+      if (!innerOnly(op->cond)) ok = false;
+      IRVisitor::visit(op);
+    }
+    void visit(const Load* op) override {
+      access(op->buffer.get(), op->index);
+      IRVisitor::visit(op);
+    }
+    void visit(const Store* op) override {
+      access(op->buffer.get(), op->index);
+      IRVisitor::visit(op);
+    }
+  } checker;
+  checker.inner = &binder.bound;
+  checker.visit(scope);
+  return checker.ok;
+}
+
 /// Replays integer control flow; see checkIterations.
 class Tracer {
  public:
@@ -442,6 +517,7 @@ class Tracer {
       : m_scope(scope), m_unit(unit), m_what(std::move(what)), m_budget(budget) {}
 
   std::set<const StmtNode*> path;  // statements on the way from the root to the scope
+  bool scopeOnce = false;          // trace only the first execution of the scope (shiftInvariant)
 
   void exec(const Stmt& s) {
     if (!s.defined()) return;
@@ -506,10 +582,12 @@ class Tracer {
   }
 
   void execFor(const For* op) {
+    bool isScope = op == m_scope, isUnit = op == m_unit;
+    if (isScope && scopeOnce && m_scopeTraced) return;
     std::optional<int64_t> mn = eval(op->min), ext = eval(op->extent);
     if (!mn || !ext) throw Error(m_what + ": bounds of loop '" + loopName(op) + "' depend on data");
-    bool isScope = op == m_scope, isUnit = op == m_unit;
     if (isScope) {
+      m_scopeTraced = true;
       m_inScope = true;
       m_recs.clear();
     }
@@ -648,7 +726,7 @@ class Tracer {
   std::string m_what;
   int64_t m_budget;
   int64_t m_steps = 0;
-  bool m_inScope = false, m_inUnit = false;
+  bool m_inScope = false, m_inUnit = false, m_scopeTraced = false;
   int64_t m_iter = -1, m_nextIter = 0;
   std::vector<std::pair<const Var*, std::optional<int64_t>>> m_env;
   std::set<const BufferNode*> m_private;
@@ -671,6 +749,7 @@ std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scop
   KILN_ASSERT(findPath(func.body, scope, path), "checkIterations: the scope loop is not in the function");
   Tracer tracer(scope, unit, what, budget);
   tracer.path.insert(path.begin(), path.end());
+  tracer.scopeOnce = path.size() > 1 && shiftInvariant(scope);
   tracer.exec(func.body);
   return tracer.results();
 }
