@@ -73,13 +73,13 @@ Knobs matmulHandKnobs(const MatmulShape& s, const LowerOptions& options);
 int matmulHandRows(int64_t m);
 int matmulHandVectors(int rows, int budget);
 
-/// The most multiply-adds a parallel loop of the sketch may hold: its legality check replays them.
+/// The most multiply-adds the fused parallel loop (par 3) may hold: its legality check replays them.
 inline constexpr int64_t kMatmulCheckedIterations = int64_t{1} << 20;
 
 /// Whether annotation `knobs` is one the sketch takes for this shape on `lanes`-wide vectors
 /// (mi ≤ M, nv·lanes ≤ N, kt a proper divisor of K or 0, the parallel choice available: par 1
-/// parallel row tiles (≥ 2 of them, M·N·K ≤ kMatmulCheckedIterations), 2 the batch loop, 3 the
-/// fused batch × row-tile loop (M divisible by mi), both with the whole product in that limit).
+/// parallel row tiles (≥ 2 of them), 2 the batch loop (≥ 2 batches), 3 the fused batch × row-tile
+/// loop (M divisible by mi, the whole product within kMatmulCheckedIterations)).
 bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes);
 /// Every annotation that fits, in a fixed order.
 std::vector<Knobs> matmulAnnotations(const MatmulShape& s, int lanes);

@@ -288,5 +288,28 @@ TEST(MatmulSearch, OneExecutionShortcutNeedsShiftInvariance) {
   EXPECT_NO_THROW(ok.reorder({"j", "i"}));
 }
 
+// parallel() proves iterations disjoint from affine indices without replaying them: the batch
+// loop of a 4 × 128 × 128 × 64 product (2.5 times the replay budget) is parallel at once, while
+// overlapping footprints (y[2o + i], i < 4) still go to the exact replay, which refuses them.
+TEST(MatmulSearch, DisjointIterationsNeedNoReplay) {
+  MatmulShape s = *matmulShape({4, 128, 64}, {4, 64, 128});
+  Schedule sched(matmulPlainFunc(keyOf(s)));
+  EXPECT_NO_THROW(sched.parallel("b"));
+  using namespace tir;
+  Buffer y = makeBuffer("y", Type::f32(), {64});
+  Expr o = Var::make("o"), i = Var::make("i");
+  PrimFunc f;
+  f.name = "f";
+  f.params = {y};
+  f.body = For::make(o, i64(0), i64(8), ForKind::Serial,
+                     For::make(i, i64(0), i64(4), ForKind::Serial, Store::make(y, o * 2 + i, Load::make(y, o * 2 + i) + f32(1))));
+  Schedule overlapping(f);
+  EXPECT_THROW(overlapping.parallel("o"), Error);
+  f.body = For::make(o, i64(0), i64(8), ForKind::Serial,
+                     For::make(i, i64(0), i64(4), ForKind::Serial, Store::make(y, o * 4 + i, Load::make(y, o * 4 + i) + f32(1))));
+  Schedule disjoint(f);
+  EXPECT_NO_THROW(disjoint.parallel("o"));
+}
+
 }  // namespace
 }  // namespace kiln::core::lower
