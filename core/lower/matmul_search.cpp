@@ -12,13 +12,22 @@ using namespace tir;
 
 namespace {
 
-/// Indices of flat batch `flat` over `batch` (outermost first); {} for no batch axes.
+/// Axes of `batch` longer than 1.
+size_t longAxes(const Shape& batch) {
+  return static_cast<size_t>(std::count_if(batch.begin(), batch.end(), [](int64_t d) { return d > 1; }));
+}
+
+/// Indices of flat batch `flat` over `batch` (outermost first); {} for no batch axes. Axes of
+/// length 1 are 0 and the outermost longer axis takes the rest undivided, so a batch with one
+/// such axis ([1, heads]) indexes affinely (what parallel()'s disjointness proof needs).
 std::vector<Expr> batchIndex(const Expr& flat, const Shape& batch) {
-  std::vector<Expr> idx(batch.size());
+  std::vector<Expr> idx(batch.size(), i64(0));
   Expr rest = flat;
+  size_t left = longAxes(batch);
   for (size_t d = batch.size(); d-- > 0;) {
-    idx[d] = d == 0 ? rest : rest % batch[d];
-    if (d > 0) rest = rest / batch[d];
+    if (batch[d] == 1) continue;
+    idx[d] = --left == 0 ? rest : rest % batch[d];
+    if (left > 0) rest = rest / batch[d];
   }
   return idx;
 }
@@ -124,7 +133,9 @@ bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes) {
   // the fused loop's indices divide, so its check replays the whole product (tir/
   // schedule_analysis.h), within a budget.
   if (par == 1 && s.m / mi < 2) return false;
-  if (par == 2 && s.batches < 2) return false;
+  // With two batch axes longer than 1 the batch index divides and the proof does not apply.
+  if (par == 2 && (s.batches < 2 || (longAxes(s.batch) > 1 && s.batches * s.m * s.n * s.k > kMatmulCheckedIterations)))
+    return false;
   if (par == 3 && (s.m % mi != 0 || s.batches < 2 || s.m / mi < 2 ||
                    s.batches * s.m * s.n * s.k > kMatmulCheckedIterations))
     return false;

@@ -78,8 +78,9 @@ inline constexpr int64_t kMatmulCheckedIterations = int64_t{1} << 20;
 
 /// Whether annotation `knobs` is one the sketch takes for this shape on `lanes`-wide vectors
 /// (mi ≤ M, nv·lanes ≤ N, kt a proper divisor of K or 0, the parallel choice available: par 1
-/// parallel row tiles (≥ 2 of them), 2 the batch loop (≥ 2 batches), 3 the fused batch × row-tile
-/// loop (M divisible by mi, the whole product within kMatmulCheckedIterations)).
+/// parallel row tiles (≥ 2 of them), 2 the batch loop (≥ 2 batches; with two batch axes longer
+/// than 1 the whole product within kMatmulCheckedIterations), 3 the fused batch × row-tile loop
+/// (M divisible by mi, the whole product within that limit)).
 bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes);
 /// Every annotation that fits, in a fixed order.
 std::vector<Knobs> matmulAnnotations(const MatmulShape& s, int lanes);

@@ -119,8 +119,9 @@ std::vector<Expr> rowIndex(const Expr& m, const Shape& leading) {
 }
 
 /// The tuned, primitive-scheduled matmul of `ctx.tuneKey`, or an undefined Stmt when no
-/// configuration selects one (or its knobs do not fit: the heuristic takes over). A recorded
-/// trace that does not replay on the plain nest is refused with one line naming the key.
+/// configuration selects one (or its knobs do not fit the shape: the heuristic takes over). A
+/// recorded trace that does not replay, or fitting knobs a primitive refuses, are refused with
+/// one line naming the key (a candidate must never be timed as another schedule).
 Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
   const ScheduleConfigs* configs = ctx.options.schedules.get();
   if (!configs) return Stmt();
@@ -141,10 +142,12 @@ Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
                   ErrorKind::InvalidInput);
     }
   } else {
+    if (!matmulAnnotationFits(s, *knobs, laneCount(ctx))) return Stmt();
     try {
       applyMatmulSketch(sched, s, *knobs, laneCount(ctx));
-    } catch (const Error&) {
-      return Stmt();
+    } catch (const Error& e) {
+      throw Error("tuned configuration '" + knobsText(*knobs) + "' of '" + ctx.tuneKey + "': " + e.what() + ctx.where,
+                  ErrorKind::InvalidInput);
     }
   }
   ctx.schedule = knobs ? knobsText(*knobs) : "";

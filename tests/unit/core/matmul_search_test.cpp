@@ -311,5 +311,25 @@ TEST(MatmulSearch, DisjointIterationsNeedNoReplay) {
   EXPECT_NO_THROW(disjoint.parallel("o"));
 }
 
+// Every annotation the space offers for BERT's attention matmuls (batch [1, heads]) applies on
+// AVX-512's 16 lanes: a sketch refused after the space offered it would be a wasted candidate
+// (and lowering refuses it with one line rather than time the hand schedule under its name).
+TEST(MatmulSearch, EveryOfferedAnnotationAppliesOnAttentionShapes) {
+  std::string key = "matmul:ra=4,a0=1,a1=4,a2=128,a3=128,rb=4,b0=1,b1=4,b2=128,b3=64:f32";
+  MatmulShape s = matmulShapeOfKey(parseTuneKey(key).params, key);
+  std::vector<Knobs> all = matmulAnnotations(s, 16);
+  ASSERT_GT(all.size(), 50u);
+  int batchParallel = 0;
+  for (const Knobs& knobs : all) {
+    SCOPED_TRACE(knobsText(knobs));
+    EXPECT_NO_THROW(matmulTrace(key, knobs, 16));
+    batchParallel += knob(knobs, "par", 0) == 2;
+  }
+  EXPECT_GT(batchParallel, 0);
+  // Two long batch axes divide the batch index: the batch loop is offered only within budget.
+  MatmulShape two = *matmulShape({2, 3, 128, 128}, {2, 3, 128, 64});
+  for (const Knobs& knobs : matmulAnnotations(two, 16)) EXPECT_NE(knob(knobs, "par", 0), 2) << knobsText(knobs);
+}
+
 }  // namespace
 }  // namespace kiln::core::lower
