@@ -332,6 +332,7 @@ class GroupLowering {
     func.attrs["ops"] = ops;
     recordSchedule(func, m_schedule);
     if (!m_tuneKey.empty()) func.attrs["tune_key"] = m_tuneKey;
+    if (!m_trace.empty()) func.attrs["trace"] = m_trace;
     return func;
   }
 
@@ -374,6 +375,7 @@ class GroupLowering {
     Stmt body = lowering(ctx);
     m_schedule = ctx.schedule;
     m_tuneKey = ctx.tuneKey;
+    m_trace = ctx.trace;
     if (calls > 0) return body;
     // The anchor stored its plain result: apply the epilogue in place, element by element.
     LoopNest nest(shape, {}, wantParallel(m_graph.type(anchorOut).numel()));
@@ -463,6 +465,7 @@ class GroupLowering {
   Buffer m_outBuffer;
   std::string m_schedule;
   std::string m_tuneKey;
+  std::string m_trace;
 };
 
 }  // namespace

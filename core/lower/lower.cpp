@@ -166,6 +166,7 @@ PrimFunc lowerApplication(const OpApplication& app, const std::string& funcName,
   func.attrs["op"] = app.op;
   recordSchedule(func, ctx.schedule);
   if (!ctx.tuneKey.empty()) func.attrs["tune_key"] = ctx.tuneKey;
+  if (!ctx.trace.empty()) func.attrs["trace"] = ctx.trace;
   return func;
 }
 

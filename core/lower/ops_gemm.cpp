@@ -16,11 +16,14 @@
 // matmul, a [..., M, K] · b [..., K, N]: b is contiguous along N, so the tile vectorizes the
 // output columns: acc[r][v] += broadcast(a[m0 + r, k]) · b[k, n0 + v·L : +L], with the columns
 // of a row cut into full tiles in a loop and leftovers in narrower vectors. A product with one
-// output column (b a vector) uses dense's K-vectorized dot product instead.
+// output column (b a vector) uses dense's K-vectorized dot product instead. That hand-written
+// schedule is the default; a tuned configuration of the matmul's key instead schedules the plain
+// nest of matmul_search.h with primitives (the record's trace, or the sketch of its knobs).
 #include <algorithm>
 #include <functional>
 
 #include "core/lower/lower_internal.h"
+#include "core/lower/matmul_search.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
 #include "runtime/error.h"
@@ -115,7 +118,54 @@ std::vector<Expr> rowIndex(const Expr& m, const Shape& leading) {
   return idx;
 }
 
+/// The tuned, primitive-scheduled matmul of `ctx.tuneKey`, or an undefined Stmt when no
+/// configuration selects one (or its knobs do not fit the shape: the heuristic takes over). A
+/// recorded trace that does not replay, or fitting knobs a primitive refuses, are refused with
+/// one line naming the key (a candidate must never be timed as another schedule).
+Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
+  const ScheduleConfigs* configs = ctx.options.schedules.get();
+  if (!configs) return Stmt();
+  const std::string* traceText = configs->findTrace(ctx.tuneKey);
+  const Knobs* knobs = configs->find(ctx.tuneKey);
+  if (!traceText && (!knobs || !knobs->count("mi"))) return Stmt();
+  PrimFunc plain;
+  plain.name = "matmul";
+  plain.params = {ctx.in[0], ctx.in[1], ctx.out[0]};
+  plain.body = matmulPlainNest(s, ctx.in[0], ctx.in[1], ctx.out[0]);
+  Schedule sched(plain);
+  if (traceText) {
+    try {
+      Trace trace = Trace::parse(*traceText);
+      for (const TraceStep& step : trace.steps()) sched.apply(step);
+    } catch (const Error& e) {
+      throw Error("tuning record of '" + ctx.tuneKey + "': its trace does not replay: " + e.what() + ctx.where,
+                  ErrorKind::InvalidInput);
+    }
+  } else {
+    if (!matmulAnnotationFits(s, *knobs, laneCount(ctx))) return Stmt();
+    try {
+      applyMatmulSketch(sched, s, *knobs, laneCount(ctx));
+    } catch (const Error& e) {
+      throw Error("tuned configuration '" + knobsText(*knobs) + "' of '" + ctx.tuneKey + "': " + e.what() + ctx.where,
+                  ErrorKind::InvalidInput);
+    }
+  }
+  ctx.schedule = knobs ? knobsText(*knobs) : "";
+  ctx.trace = sched.trace().str();
+  return sched.func().body;
+}
+
 }  // namespace
+
+int matmulHandRows(int64_t m) { return largestDivisor(m, {4, 3, 2, 1}); }
+int matmulHandVectors(int rows, int budget) { return std::max(1, std::min(4, (budget - 1) / rows - 1)); }
+
+Knobs matmulHandKnobs(const MatmulShape& s, const LowerOptions& options) {
+  GemmKnobs knobs;
+  knobs.rows = matmulHandRows(s.m);
+  knobs.cols = s.n == 1 ? 1 : matmulHandVectors(knobs.rows, accumulatorBudget(options));
+  return parseKnobs(knobs.str());
+}
 
 Stmt lowerDense(const OpContext& ctx) {
   ctx.requireFloat();
@@ -185,6 +235,11 @@ Stmt lowerMatmul(const OpContext& ctx) {
   ctx.requireFloat();
   const Shape &as = ctx.inTypes[0].shape, &bs = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
   bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
+  if (!ctx.tuneKey.empty()) {
+    Stmt tuned = tunedMatmul(ctx, *matmulShape(as, bs));
+    if (tuned.defined()) return tuned;
+  }
   int64_t k = as.back();
   int64_t n = bVec ? 1 : bs.back();
   int64_t mRows = aVec ? 1 : as[as.size() - 2];
@@ -210,7 +265,7 @@ Stmt lowerMatmul(const OpContext& ctx) {
 
   // The fused loop over (batch, m-tile); batch offsets of a, b and y from its batch index.
   GemmKnobs knobs;
-  knobs.rows = largestDivisor(mRows, {4, 3, 2, 1});
+  knobs.rows = matmulHandRows(mRows);
   int64_t rowTiles = mRows / knobs.rows;
   Expr f = Var::make("b_m");
   Expr bIndex = rowTiles == 1 ? f : f / rowTiles, m0 = (rowTiles == 1 ? Expr(i64(0)) : f % rowTiles) * knobs.rows;
@@ -241,7 +296,7 @@ Stmt lowerMatmul(const OpContext& ctx) {
   } else {
     // Column vectors of the row block: full tiles of `vecs` vectors in a loop, leftovers in
     // narrower vectors.
-    int vecs = std::max(1, std::min(4, (budget - 1) / knobs.rows - 1));
+    int vecs = matmulHandVectors(knobs.rows, budget);
     knobs.cols = vecs;
     auto tile = [&](const Expr& n0, const std::vector<std::pair<int64_t, int>>& vectors) {
       int64_t width = 0;

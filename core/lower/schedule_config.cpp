@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "core/ir/op_registry.h"
+#include "core/lower/matmul_search.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -46,6 +47,11 @@ int64_t knob(const Knobs& knobs, const std::string& name, int64_t fallback) {
 const Knobs* ScheduleConfigs::find(const std::string& key) const {
   auto it = byKey.find(key);
   return it == byKey.end() ? nullptr : &it->second;
+}
+
+const std::string* ScheduleConfigs::findTrace(const std::string& key) const {
+  auto it = traces.find(key);
+  return it == traces.end() ? nullptr : &it->second;
 }
 
 int64_t ConvGeometry::outHeight() const { return windowOutputSize(h, kh, sh, ph, dh, false); }
@@ -113,6 +119,10 @@ std::string tuneKeyOf(const std::string& op, const Attrs& attrs, const std::vect
     int64_t m = 1;
     for (size_t d = 0; d + 1 < in[0].shape.size(); ++d) m *= in[0].shape[d];
     return denseTuneKey(m, in[0].shape.back(), in[1].shape[0], in[0].dtype);
+  }
+  if (op == "matmul" && in.size() == 2 && in[0].dtype == DType::Float32) {
+    std::optional<MatmulShape> s = matmulShape(in[0].shape, in[1].shape);
+    if (s) return matmulTuneKey(*s, in[0].dtype);
   }
   return "";
 }

@@ -2,6 +2,7 @@
 #include "core/tir/schedule_analysis.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <unordered_map>
 
@@ -435,6 +436,171 @@ bool findPath(const Stmt& s, const StmtNode* target, std::vector<const StmtNode*
   return found;
 }
 
+/// Whether every execution of `scope` touches the same pattern of elements, each buffer's shifted
+/// by an offset that only the loops outside `scope` decide. Then the elements two iterations
+/// share are the same in every execution, and tracing the first execution decides them all.
+/// Requires: loop bounds, integer lets and conditions inside `scope` use only variables bound
+/// inside it; every index is affine in those variables, and all accesses of one buffer have the
+/// same part that does not depend on them (the same outer atoms with the same coefficients).
+bool shiftInvariant(const For* scope) {
+  struct Binder : IRVisitor {
+    std::set<const Var*> bound;
+    using IRVisitor::visit;
+    void visit(const For* op) override {
+      bound.insert(op->var.as<Var>());
+      IRVisitor::visit(op);
+    }
+    void visit(const LetStmt* op) override {
+      bound.insert(op->var.as<Var>());
+      IRVisitor::visit(op);
+    }
+  } binder;
+  binder.visit(scope);
+  struct Checker : IRVisitor {
+    const std::set<const Var*>* inner = nullptr;
+    bool ok = true;
+    std::map<const BufferNode*, std::map<std::string, int64_t>> outerPart;
+    bool innerOnly(const Expr& e) const {
+      for (const Var* v : varsIn(e))
+        if (!inner->count(v)) return false;
+      return true;
+    }
+    void access(const BufferNode* buffer, const Expr& index) {
+      std::optional<Affine> form = affineForm(index, *inner);
+      if (!form) {
+        ok = false;
+        return;
+      }
+      std::map<std::string, int64_t> outer;
+      for (const auto& [text, term] : form->terms) {
+        const Var* v = term.first.as<Var>();
+        if (v && inner->count(v)) continue;
+        outer[text] = term.second;
+      }
+      auto [it, fresh] = outerPart.emplace(buffer, outer);
+      if (!fresh && it->second != outer) ok = false;
+    }
+    using IRVisitor::visit;
+    void visit(const For* op) override {
+      if (!innerOnly(op->min) || !innerOnly(op->extent)) ok = false;
+      IRVisitor::visit(op);
+    }
+    void visit(const LetStmt* op) override {
+      if (!op->value.type().isFloat() && !innerOnly(op->value)) ok = false;
+      IRVisitor::visit(op);
+    }
+    void visit(const IfThenElse* op) override {
+      if (!innerOnly(op->cond)) ok = false;
+      IRVisitor::visit(op);
+    }
+    void visit(const Select* op) override {
+      if (!innerOnly(op->cond)) ok = false;
+      IRVisitor::visit(op);
+    }
+    void visit(const Load* op) override {
+      access(op->buffer.get(), op->index);
+      IRVisitor::visit(op);
+    }
+    void visit(const Store* op) override {
+      access(op->buffer.get(), op->index);
+      IRVisitor::visit(op);
+    }
+  } checker;
+  checker.inner = &binder.bound;
+  checker.visit(scope);
+  return checker.ok;
+}
+
+/// Whether the iterations of `loop` provably touch disjoint elements of every buffer they write,
+/// without replaying them: every index in the body is affine in the loop variable v and the
+/// variables of inner loops (constant bounds, no integer lets), all accesses of a buffer share
+/// v's coefficient c and the part outside the loop, and the inner part spans fewer than |c|
+/// elements, so iteration t's elements lie in [t·c + lo, t·c + hi] with hi − lo < |c|.
+bool disjointIterations(const For* loop) {
+  const Var* lv = loop->var.as<Var>();
+  struct Ranges : IRVisitor {
+    std::map<const Var*, Interval> ranges;
+    std::set<const Var*> inner;
+    bool ok = true;
+    using IRVisitor::visit;
+    void visit(const For* op) override {
+      const int64_t *mn = asConstInt(op->min), *ext = asConstInt(op->extent);
+      if (!mn || !ext || *ext <= 0) ok = false;
+      else ranges[op->var.as<Var>()] = {*mn, *mn + *ext - 1};
+      inner.insert(op->var.as<Var>());
+      IRVisitor::visit(op);
+    }
+    void visit(const LetStmt* op) override {
+      if (!op->value.type().isFloat()) ok = false;
+      inner.insert(op->var.as<Var>());
+      IRVisitor::visit(op);
+    }
+  } ranges;
+  ranges.visitStmt(loop->body);
+  if (!ranges.ok) return false;
+  ranges.inner.insert(lv);
+  struct Footprint {
+    int64_t coef = 0, lo = 0, hi = 0;
+    std::map<std::string, int64_t> outer;
+    bool written = false;
+  };
+  struct Accesses : IRVisitor {
+    const Var* lv = nullptr;
+    const Ranges* ranges = nullptr;
+    std::map<const BufferNode*, Footprint> buffers;
+    bool ok = true;
+    void access(const BufferNode* buffer, const Expr& index, bool write) {
+      if (!ok) return;
+      std::optional<Affine> form = affineForm(index, ranges->inner);
+      if (!form) {
+        ok = false;
+        return;
+      }
+      Footprint f;
+      f.written = write;
+      Affine innerPart;
+      innerPart.constant = form->constant;
+      for (const auto& [text, term] : form->terms) {
+        const Var* v = term.first.as<Var>();
+        if (v == lv) f.coef = term.second;
+        else if (v && ranges->inner.count(v)) innerPart.terms[text] = term;
+        else f.outer[text] = term.second;
+      }
+      std::optional<Interval> span = boundsOf(innerPart.toExpr(Type::i64()), ranges->ranges);
+      if (!span) {
+        ok = false;
+        return;
+      }
+      f.lo = span->lo, f.hi = span->hi;
+      auto [it, fresh] = buffers.emplace(buffer, f);
+      if (fresh) return;
+      Footprint& b = it->second;
+      if (b.coef != f.coef || b.outer != f.outer) {
+        ok = false;
+        return;
+      }
+      b.lo = std::min(b.lo, f.lo), b.hi = std::max(b.hi, f.hi);
+      b.written = b.written || write;
+    }
+    using IRVisitor::visit;
+    void visit(const Load* op) override {
+      access(op->buffer.get(), op->index, false);
+      IRVisitor::visit(op);
+    }
+    void visit(const Store* op) override {
+      access(op->buffer.get(), op->index, true);
+      IRVisitor::visit(op);
+    }
+  } accesses;
+  accesses.lv = lv;
+  accesses.ranges = &ranges;
+  accesses.visitStmt(loop->body);
+  if (!accesses.ok) return false;
+  for (const auto& [buffer, f] : accesses.buffers)
+    if (f.written && (f.coef == 0 || std::abs(f.coef) <= f.hi - f.lo)) return false;
+  return true;
+}
+
 /// Replays integer control flow; see checkIterations.
 class Tracer {
  public:
@@ -442,6 +608,7 @@ class Tracer {
       : m_scope(scope), m_unit(unit), m_what(std::move(what)), m_budget(budget) {}
 
   std::set<const StmtNode*> path;  // statements on the way from the root to the scope
+  bool scopeOnce = false;          // trace only the first execution of the scope (shiftInvariant)
 
   void exec(const Stmt& s) {
     if (!s.defined()) return;
@@ -506,10 +673,12 @@ class Tracer {
   }
 
   void execFor(const For* op) {
+    bool isScope = op == m_scope, isUnit = op == m_unit;
+    if (isScope && scopeOnce && m_scopeTraced) return;
     std::optional<int64_t> mn = eval(op->min), ext = eval(op->extent);
     if (!mn || !ext) throw Error(m_what + ": bounds of loop '" + loopName(op) + "' depend on data");
-    bool isScope = op == m_scope, isUnit = op == m_unit;
     if (isScope) {
+      m_scopeTraced = true;
       m_inScope = true;
       m_recs.clear();
     }
@@ -648,7 +817,7 @@ class Tracer {
   std::string m_what;
   int64_t m_budget;
   int64_t m_steps = 0;
-  bool m_inScope = false, m_inUnit = false;
+  bool m_inScope = false, m_inUnit = false, m_scopeTraced = false;
   int64_t m_iter = -1, m_nextIter = 0;
   std::vector<std::pair<const Var*, std::optional<int64_t>>> m_env;
   std::set<const BufferNode*> m_private;
@@ -669,8 +838,11 @@ std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scop
                                            const std::string& what, int64_t budget) {
   std::vector<const StmtNode*> path;
   KILN_ASSERT(findPath(func.body, scope, path), "checkIterations: the scope loop is not in the function");
+  // Iterations that provably touch disjoint elements share none: nothing to replay.
+  if (scope == unit && disjointIterations(scope)) return {};
   Tracer tracer(scope, unit, what, budget);
   tracer.path.insert(path.begin(), path.end());
+  tracer.scopeOnce = path.size() > 1 && shiftInvariant(scope);
   tracer.exec(func.body);
   return tracer.results();
 }

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/tir/trace.h"
 #include "runtime/error.h"
 
 namespace kiln::core::tune {
@@ -22,6 +23,7 @@ std::string recordJson(const TuneRecord& r) {
   j["key"] = r.key;
   j["target"] = r.target;
   j["knobs"] = lower::knobsText(r.knobs);
+  if (!r.trace.empty()) j["trace"] = r.trace;
   j["cost_ms"] = r.costMs;
   j["costs_ms"] = r.costsMs;
   j["error"] = r.error;
@@ -44,6 +46,7 @@ bool parseRecord(std::string_view line, TuneRecord& r, std::string* why) {
     lower::parseTuneKey(r.key);
     r.target = j.at("target").get<std::string>();
     r.knobs = lower::parseKnobs(j.at("knobs").get<std::string>());
+    r.trace = j.value("trace", "");
     r.costMs = j.at("cost_ms").get<double>();
     if (j.contains("costs_ms")) r.costsMs = j["costs_ms"].get<std::vector<double>>();
     r.error = j.value("error", "");
@@ -56,6 +59,13 @@ bool parseRecord(std::string_view line, TuneRecord& r, std::string* why) {
     return fail(e.what());
   }
   if (!(r.costMs >= 0)) return fail("negative cost");
+  if (!r.trace.empty()) {
+    try {
+      tir::Trace::parse(r.trace);
+    } catch (const Error& e) {
+      return fail("the trace of '" + r.key + "' does not parse: " + e.what());
+    }
+  }
   return true;
 }
 
@@ -144,7 +154,10 @@ lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const
     if (!b || r.costMs < b->costMs) b = &r;
   }
   lower::ScheduleConfigs configs;
-  for (const auto& [key, r] : best) configs.byKey[key] = r->knobs;
+  for (const auto& [key, r] : best) {
+    configs.byKey[key] = r->knobs;
+    if (!r->trace.empty()) configs.traces[key] = r->trace;
+  }
   return configs;
 }
 

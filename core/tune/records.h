@@ -8,6 +8,11 @@
 //    "costs_ms":[0.0413,0.0412,0.0415],"error":"","tuner":"xgb","timestamp":"2026-11-21T23:59:01Z",
 //    "version":"0.1.0"}
 //
+// A matmul record (core/lower/matmul_search.h) also has "trace": the schedule primitives that
+// build its kernel from the plain loop nest, one step per line; a record whose trace does not
+// parse is skipped like a torn line (readRecords counts it and names its line), one that parses
+// but does not replay stops the build with one line naming the key.
+//
 // Files are only appended to, a line at a time and flushed, so a run killed mid-write leaves at
 // most one torn last line; readers skip (and count) lines that do not parse instead of failing.
 #pragma once
@@ -24,6 +29,9 @@ struct TuneRecord {
   std::string key;
   std::string target;
   lower::Knobs knobs;
+  /// The schedule trace (core/tir/trace.h text) of a primitive-scheduled kernel (matmul): the
+  /// build replays it on the kernel's plain nest. "" for knob-only records (every older record).
+  std::string trace;
   double costMs = 0;             // median of costsMs; 0 when the candidate failed
   std::vector<double> costsMs;   // per repeat
   std::string error;             // "" when the candidate ran and matched the reference

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/lower/matmul_search.h"
 #include "core/lower/schedule.h"
 #include "runtime/error.h"
 
@@ -119,6 +120,12 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
     for (int64_t rows = 1; rows <= 8; ++rows)
       for (int64_t cols = 1; cols <= 16; ++cols)
         if (lower::denseTileFits(rows, cols, m, n, options)) space.add({{"rows", rows}, {"cols", cols}});
+  } else if (parts.kind == "matmul") {
+    // The hand-written schedule first (the default every candidate is compared with), then the
+    // sketch's annotations (matmul_search.h).
+    lower::MatmulShape s = lower::matmulShapeOfKey(parts.params, key);
+    space.add(lower::matmulHandKnobs(s, options));
+    for (Knobs& k : lower::matmulAnnotations(s, options.vectorLanes)) space.add(std::move(k));
   } else {
     throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
   }
@@ -222,6 +229,33 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          static_cast<float>(std::fmod(parallel, std::min(parallel, chunks))),
          static_cast<float>(lanes),    // vector width of the FMAs
          static_cast<float>(splits)};  // vectors per output vector
+    return f;
+  }
+  if (m_kind == "matmul") {
+    lower::MatmulShape s = lower::matmulShapeOfKey(m_params, m_key);
+    bool hand = !k.count("mi");
+    int64_t lanes = m_options.vectorLanes;
+    int64_t rows = hand ? k.at("rows") : k.at("mi"), vecs = hand ? k.at("cols") : k.at("nv");
+    int64_t kt = knob(k, "kt", 0), par = hand ? 3 : knob(k, "par", 0);
+    int64_t width = vecs * lanes;
+    double parallel = par == 0   ? 1.0
+                      : par == 1 ? static_cast<double>(s.m / rows)
+                      : par == 2 ? static_cast<double>(s.batches)
+                                 : static_cast<double>(s.batches * (s.m / rows));
+    f = {static_cast<float>(hand),
+         static_cast<float>(rows),
+         static_cast<float>(vecs),
+         lg(static_cast<double>(kt)),
+         static_cast<float>(par),
+         static_cast<float>(rows * vecs),                                   // accumulators
+         static_cast<float>(rows * vecs) / static_cast<float>(rows + vecs),  // FMAs per load
+         static_cast<float>(s.m % rows) / static_cast<float>(s.m),          // rows in the tail loop
+         static_cast<float>(s.n % width) / static_cast<float>(s.n),         // columns in the tail loop
+         static_cast<float>(parallel / threads),
+         lg(static_cast<double>(s.batches)),
+         lg(static_cast<double>(s.m)),
+         lg(static_cast<double>(s.k)),
+         lg(static_cast<double>(s.n))};
     return f;
   }
   int64_t rows = k.at("rows"), cols = k.at("cols");

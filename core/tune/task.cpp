@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/lower/matmul_search.h"
 #include "core/lower/schedule_config.h"
 #include "runtime/error.h"
 
@@ -74,6 +75,7 @@ double taskFlops(const std::string& key) {
   if (parts.kind == "dense")
     return 2.0 * static_cast<double>(knob(parts.params, "m", 1)) * static_cast<double>(knob(parts.params, "k", 1)) *
            static_cast<double>(knob(parts.params, "n", 1));
+  if (parts.kind == "matmul") return lower::matmulShapeOfKey(parts.params, key).flops();
   throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
 }
 
@@ -105,6 +107,14 @@ Graph taskGraph(const std::string& key, uint64_t seed) {
     ValueId w = g.addConstant("weight", randomTensor({n, k}, rng, 1.0f / std::sqrt(static_cast<float>(k))));
     ValueId b = g.addConstant("bias", randomTensor({n}, rng, 0.1f));
     g.setOutputs({g.addNode("dense", {x, w, b}, {}, {}, "y")[0]});
+    return g;
+  }
+  if (parts.kind == "matmul") {
+    // Both operands are inputs (attention multiplies two activations); scaled so outputs stay O(1).
+    lower::MatmulShape s = lower::matmulShapeOfKey(parts.params, key);
+    ValueId a = g.addInput("a", TensorType{DType::Float32, s.a});
+    ValueId b = g.addInput("b", TensorType{DType::Float32, s.b});
+    g.setOutputs({g.addNode("matmul", {a, b}, {}, {}, "y")[0]});
     return g;
   }
   throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);

@@ -18,7 +18,7 @@ namespace kiln::core::tune {
 struct TuneTask {
   std::string name;     // the first kernel with this key ("fused_conv2d_nchwc_add_relu_3")
   std::string key;      // tuning key
-  std::string kind;     // "conv2d_nchwc", "dense"
+  std::string kind;     // "conv2d_nchwc", "dense", "matmul"
   int weight = 0;       // kernel calls per inference with this key
   double flops = 0;     // per call
   std::string defaultKnobs;  // the heuristic's knobs in the model's build
@@ -33,7 +33,8 @@ std::vector<TuneTask> extractTasks(const lower::LoweredModule& module);
 double taskFlops(const std::string& key);
 
 /// A graph that computes just the key's anchor op on plain-layout inputs, with deterministic
-/// pseudo-random weights (and a bias, as batch-norm folding leaves one on every convolution).
+/// pseudo-random weights (and a bias, as batch-norm folding leaves one on every convolution); a
+/// matmul's two operands are both graph inputs.
 /// Its O3 build holds one kernel with this key (conv2d_nchwc after alter-layout), next to the
 /// layout transforms at its edges.
 Graph taskGraph(const std::string& key, uint64_t seed = 1);

@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/lower/matmul_search.h"
 #include "core/lower/schedule_config.h"
 #include "core/tune/space.h"
 #include "core/tune/tuner.h"
@@ -142,6 +143,7 @@ class TaskSearch {
     TuneRecord rec;
     rec.key = m_task.key;
     rec.target = m_options.target;
+    rec.trace = traceOf(knobs);
     rec.knobs = std::move(knobs);
     rec.costMs = m.ok() ? m.medianMs : 0;
     rec.costsMs = m.samplesMs;
@@ -150,6 +152,22 @@ class TaskSearch {
     rec.timestamp = std::move(stamp);
     rec.version = m_options.version;
     return rec;
+  }
+
+  /// The schedule trace of a matmul sketch configuration (matmul_search.h), "" for knob-only
+  /// configurations; one per configuration, computed once.
+  std::string traceOf(const lower::Knobs& knobs) const {
+    if (m_task.kind != "matmul" || !knobs.count("mi")) return "";
+    std::string text = lower::knobsText(knobs);
+    auto it = m_traces.find(text);
+    if (it != m_traces.end()) return it->second;
+    std::string trace;
+    try {
+      trace = lower::matmulTrace(m_task.key, knobs, m_options.lower.vectorLanes).str();
+    } catch (const Error&) {
+      // The candidate's measurement reports what went wrong; the record has no trace.
+    }
+    return m_traces[text] = trace;
   }
 
   /// Adds a trial to the summary; true when it is the best so far.
@@ -183,6 +201,7 @@ class TaskSearch {
   int m_sinceBest = 0;
   bool m_triedDefault = false;
   std::string m_latestSearch, m_latestRound;
+  mutable std::map<std::string, std::string> m_traces;  // knobs text -> trace
 };
 
 }  // namespace

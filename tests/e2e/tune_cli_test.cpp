@@ -274,6 +274,66 @@ TEST(TuneCli, BadRecordLinesAreSkippedAndCounted) {
   EXPECT_EQ(fs::file_size(garbage), 18u);
 }
 
+// Template-free search for matmul (core/lower/matmul_search.h): the attention matmul of the BERT
+// sample is a task; its sketch candidates' records carry the schedule trace, a build from such a
+// record alone replays it (kiln ir shows it) and matches PyTorch eager, and a record whose trace
+// does not replay stops the build with one line naming the key.
+TEST(TuneCli, MatmulRecordsCarryTracesThatBuildAndMatchPyTorch) {
+  std::string bert = std::string(KILN_MODELS_DIR) + "/bert_encoder.pt";
+  fs::path records = tempDir() / "matmul.jsonl";
+  fs::remove(records);
+  Outcome o = kiln("tune " + bert + " --tasks matmul_0 --tuner random --trials 3 --confirm 0 --records " +
+                   records.string() + common());
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  std::vector<nlohmann::json> lines = readLines(records);
+  ASSERT_EQ(lines.size(), 3u);
+  nlohmann::json traced;
+  for (const auto& r : lines) {
+    EXPECT_EQ(r["key"].get<std::string>().rfind("matmul:", 0), 0u) << r.dump();
+    EXPECT_EQ(r["error"], "") << r.dump();
+    bool sketch = r["knobs"].get<std::string>().find("mi=") != std::string::npos;
+    EXPECT_EQ(r.contains("trace"), sketch) << r.dump();  // the hand-written default has none
+    if (sketch) traced = r;
+  }
+  ASSERT_FALSE(traced.is_null());
+  fs::path one = tempDir() / "matmul_one.jsonl";
+  {
+    std::ofstream out(one);
+    out << traced.dump() << "\n";
+  }
+  std::string trace = traced["trace"].get<std::string>();
+  Outcome ir = kiln("ir " + bert + " --stage lowered --records " + one.string());
+  ASSERT_EQ(ir.exitCode, 0) << ir.err;
+  EXPECT_NE(ir.out.find("// schedule: " + traced["knobs"].get<std::string>()), std::string::npos);
+  EXPECT_NE(ir.out.find("// trace: " + trace.substr(0, trace.find('\n'))), std::string::npos) << trace;
+
+  std::string json = (tempDir() / "matmul_compare.json").string();
+  Outcome cmp = kiln("compare " + bert + " --backends pytorch-eager,kiln --repeat 2 --records " + one.string() +
+                     " --no-store --threads 1 --json " + json);
+  ASSERT_EQ(cmp.exitCode, 0) << cmp.err;
+  std::ifstream cj(json);
+  nlohmann::json compared = nlohmann::json::parse(cj);
+  int checked = 0;
+  for (const auto& b : compared["backends"]) {
+    if (b["backend"] != "kiln") continue;
+    ASSERT_TRUE(b["max_abs_diff_vs_eager"].is_number()) << b.dump();
+    EXPECT_LE(b["max_abs_diff_vs_eager"].get<double>(), 1e-3) << b.dump();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 1) << compared.dump();
+
+  traced["trace"] = "split(nope; 4, 1)\n";
+  {
+    std::ofstream out(one);
+    out << traced.dump() << "\n";
+  }
+  ir = kiln("ir " + bert + " --stage lowered --records " + one.string());
+  EXPECT_EQ(ir.exitCode, 5) << ir.err;
+  EXPECT_EQ(std::count(ir.err.begin(), ir.err.end(), '\n'), 1) << ir.err;
+  EXPECT_NE(ir.err.find("error: "), std::string::npos) << ir.err;
+  EXPECT_NE(ir.err.find(traced["key"].get<std::string>() + "': its trace does not replay"), std::string::npos) << ir.err;
+}
+
 TEST(TuneCli, BadArgumentsGiveOneLineErrors) {
   Outcome o = kiln("tune " + model() + " --tuner annealing" + common());
   EXPECT_NE(o.exitCode, 0);

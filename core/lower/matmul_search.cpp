@@ -1,0 +1,199 @@
+// The plain matmul nest and its sketch rule; see matmul_search.h.
+#include "core/lower/matmul_search.h"
+
+#include <algorithm>
+
+#include "core/lower/lower_internal.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+using namespace tir;
+
+namespace {
+
+/// Axes of `batch` longer than 1.
+size_t longAxes(const Shape& batch) {
+  return static_cast<size_t>(std::count_if(batch.begin(), batch.end(), [](int64_t d) { return d > 1; }));
+}
+
+/// Indices of flat batch `flat` over `batch` (outermost first); {} for no batch axes. Axes of
+/// length 1 are 0 and the outermost longer axis takes the rest undivided, so a batch with one
+/// such axis ([1, heads]) indexes affinely (what parallel()'s disjointness proof needs).
+std::vector<Expr> batchIndex(const Expr& flat, const Shape& batch) {
+  std::vector<Expr> idx(batch.size(), i64(0));
+  Expr rest = flat;
+  size_t left = longAxes(batch);
+  for (size_t d = batch.size(); d-- > 0;) {
+    if (batch[d] == 1) continue;
+    idx[d] = --left == 0 ? rest : rest % batch[d];
+    if (left > 0) rest = rest / batch[d];
+  }
+  return idx;
+}
+
+/// Element offset of an operand's matrix at output batch indices `idx` (0 along broadcast axes).
+Expr batchOffset(const Shape& operand, const Shape& batch, const std::vector<Expr>& idx) {
+  size_t opBatch = operand.size() - 2, lead = batch.size() - opBatch;
+  int64_t stride = operand[operand.size() - 2] * operand.back();
+  Expr offset = i64(0);
+  for (size_t d = opBatch; d-- > 0;) {
+    if (operand[d] != 1) offset = offset + idx[lead + d] * stride;
+    stride *= operand[d];
+  }
+  return offset;
+}
+
+int64_t keyParam(const Knobs& params, const std::string& name, const std::string& key) {
+  auto it = params.find(name);
+  if (it == params.end() || it->second < 0)
+    throw Error("tuning key '" + key + "': missing or negative '" + name + "'", ErrorKind::InvalidInput);
+  return it->second;
+}
+
+}  // namespace
+
+std::optional<MatmulShape> matmulShape(const Shape& a, const Shape& b) {
+  if (a.size() < 2 || b.size() < 2 || a.back() != b[b.size() - 2]) return std::nullopt;
+  MatmulShape s;
+  s.a = a, s.b = b;
+  s.m = a[a.size() - 2], s.k = a.back(), s.n = b.back();
+  size_t ra = a.size() - 2, rb = b.size() - 2, rank = std::max(ra, rb);
+  s.batch.assign(rank, 1);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t da = d + ra >= rank ? a[d + ra - rank] : 1, db = d + rb >= rank ? b[d + rb - rank] : 1;
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    s.batch[d] = da == 1 ? db : da;
+  }
+  for (int64_t d : s.batch) s.batches *= d;
+  return s;
+}
+
+std::string matmulTuneKey(const MatmulShape& s, DType dtype) {
+  std::string text = "ra=" + std::to_string(s.a.size());
+  for (size_t d = 0; d < s.a.size(); ++d) text += ",a" + std::to_string(d) + "=" + std::to_string(s.a[d]);
+  text += ",rb=" + std::to_string(s.b.size());
+  for (size_t d = 0; d < s.b.size(); ++d) text += ",b" + std::to_string(d) + "=" + std::to_string(s.b[d]);
+  return "matmul:" + text + ":" + std::string(runtime::dtypeName(dtype));
+}
+
+MatmulShape matmulShapeOfKey(const Knobs& params, const std::string& key) {
+  auto shapeOf = [&](const std::string& prefix) {
+    int64_t rank = keyParam(params, "r" + prefix, key);
+    if (rank < 2 || rank > 8) throw Error("tuning key '" + key + "': operand rank must be 2 to 8", ErrorKind::InvalidInput);
+    Shape shape;
+    for (int64_t d = 0; d < rank; ++d) shape.push_back(keyParam(params, prefix + std::to_string(d), key));
+    return shape;
+  };
+  std::optional<MatmulShape> s = matmulShape(shapeOf("a"), shapeOf("b"));
+  if (!s) throw Error("tuning key '" + key + "': the operand shapes do not multiply", ErrorKind::InvalidInput);
+  return *s;
+}
+
+Stmt matmulPlainNest(const MatmulShape& s, const Buffer& a, const Buffer& b, const Buffer& y) {
+  Type elem = y->elemType;
+  Expr zb = Var::make("zb"), zi = Var::make("zi"), zj = Var::make("zj");
+  Stmt init = Store::make(y, zb * (s.m * s.n) + zi * s.n + zj, literal(elem, 0));
+  Expr bb = Var::make("b"), i = Var::make("i"), j = Var::make("j"), k = Var::make("k");
+  std::vector<Expr> idx = batchIndex(bb, s.batch);
+  Expr yOff = bb * (s.m * s.n) + i * s.n + j;
+  Expr aOff = batchOffset(s.a, s.batch, idx) + i * s.k + k;
+  Expr bOff = batchOffset(s.b, s.batch, idx) + k * s.n + j;
+  Stmt update = Store::make(y, yOff, Load::make(y, yOff) + Load::make(a, aOff) * Load::make(b, bOff));
+  return Seq::make({serialFor(zb, 0, s.batches, serialFor(zi, 0, s.m, serialFor(zj, 0, s.n, init))),
+                    serialFor(bb, 0, s.batches, serialFor(i, 0, s.m, serialFor(j, 0, s.n, serialFor(k, 0, s.k, update))))});
+}
+
+PrimFunc matmulPlainFunc(const std::string& key) {
+  TuneKeyParts parts = parseTuneKey(key);
+  if (parts.kind != "matmul") throw Error("tuning key '" + key + "' is not a matmul key", ErrorKind::InvalidInput);
+  std::optional<DType> dtype = runtime::parseDType(parts.dtype);
+  if (!dtype || *dtype != DType::Float32)
+    throw Error("tuning key '" + key + "': only f32 matmul is supported", ErrorKind::Unsupported);
+  MatmulShape s = matmulShapeOfKey(parts.params, key);
+  Type elem = Type::f32();
+  Shape ys = s.batch;
+  ys.push_back(s.m);
+  ys.push_back(s.n);
+  Buffer a = makeBuffer("a", elem, s.a), b = makeBuffer("b", elem, s.b), y = makeBuffer("y", elem, ys);
+  PrimFunc f;
+  f.name = "matmul";
+  f.params = {a, b, y};
+  f.numOutputs = 1;
+  f.body = matmulPlainNest(s, a, b, y);
+  return f;
+}
+
+bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes) {
+  int64_t mi = knob(knobs, "mi", 0), nv = knob(knobs, "nv", 0), kt = knob(knobs, "kt", 0), par = knob(knobs, "par", 0);
+  if (mi < 1 || mi > s.m || nv < 1 || lanes < 2 || nv * lanes > s.n) return false;
+  if (kt < 0 || (kt > 0 && (kt >= s.k || s.k % kt != 0))) return false;
+  if (par < 0 || par > 3) return false;
+  // parallel() proves i_o's and the batch loop's iterations disjoint from their affine indices;
+  // the fused loop's indices divide, so its check replays the whole product (tir/
+  // schedule_analysis.h), within a budget.
+  if (par == 1 && s.m / mi < 2) return false;
+  // With two batch axes longer than 1 the batch index divides and the proof does not apply.
+  if (par == 2 && (s.batches < 2 || (longAxes(s.batch) > 1 && s.batches * s.m * s.n * s.k > kMatmulCheckedIterations)))
+    return false;
+  if (par == 3 && (s.m % mi != 0 || s.batches < 2 || s.m / mi < 2 ||
+                   s.batches * s.m * s.n * s.k > kMatmulCheckedIterations))
+    return false;
+  return true;
+}
+
+std::vector<Knobs> matmulAnnotations(const MatmulShape& s, int lanes) {
+  std::vector<Knobs> out;
+  std::vector<int64_t> kts{0};
+  for (int64_t kt : {16, 32, 64, 128, 256})
+    if (kt < s.k && s.k % kt == 0) kts.push_back(kt);
+  for (int64_t par : {3, 2, 1, 0})
+    for (int64_t kt : kts)
+      for (int64_t mi : {1, 2, 3, 4, 5, 6, 8})
+        for (int64_t nv : {1, 2, 3, 4}) {
+          // The register tile: mi·nv accumulators, nv vectors of b and a broadcast at most.
+          if (mi * nv + nv + 1 > 16) continue;
+          Knobs k{{"mi", mi}, {"nv", nv}, {"kt", kt}, {"par", par}};
+          if (matmulAnnotationFits(s, k, lanes)) out.push_back(std::move(k));
+        }
+  return out;
+}
+
+void applyMatmulSketch(Schedule& sched, const MatmulShape& s, const Knobs& knobs, int lanes) {
+  if (!matmulAnnotationFits(s, knobs, lanes))
+    throw Error("matmul sketch: annotation '" + knobsText(knobs) + "' does not fit the shape", ErrorKind::InvalidInput);
+  int64_t mi = knobs.at("mi"), nv = knobs.at("nv"), kt = knob(knobs, "kt", 0), par = knob(knobs, "par", 0);
+  // The init nest: vectorized rows, parallel outer loop.
+  if (par != 0) sched.parallel(s.batches >= 2 ? "zb" : "zi");
+  if (s.n >= lanes) {
+    auto [zo, zi] = sched.split("zj", lanes, TailStrategy::Loop);
+    sched.vectorize(zi);
+  }
+  // The reduction nest.
+  auto [io, ii] = sched.split("i", mi, TailStrategy::Loop);
+  sched.reorder({"j", ii});
+  auto [jo, ji] = sched.split("j", nv * lanes, TailStrategy::Loop);
+  if (kt > 0) {
+    auto [ko, ki] = sched.split("k", kt, TailStrategy::Guard);
+    sched.reorder({ko, jo, ki, ii, ji});
+  } else {
+    sched.reorder({jo, "k", ii, ji});
+  }
+  auto [jv, jl] = sched.split(ji, lanes, TailStrategy::Guard);
+  if (nv > 1) sched.unroll(jv);
+  if (mi > 1) sched.unroll(ii);
+  if (par == 1) sched.parallel(io);
+  if (par == 2) sched.parallel("b");
+  if (par == 3) sched.parallel(sched.fuse("b", io));
+  sched.vectorize(jl);
+}
+
+Trace matmulTrace(const std::string& key, const Knobs& knobs, int lanes) {
+  PrimFunc f = matmulPlainFunc(key);
+  MatmulShape s = matmulShapeOfKey(parseTuneKey(key).params, key);
+  Schedule sched(f);
+  applyMatmulSketch(sched, s, knobs, lanes);
+  return sched.trace();
+}
+
+}  // namespace kiln::core::lower

@@ -1,0 +1,335 @@
+// Template-free matmul schedules (core/lower/matmul_search.h): tuning keys, the plain nest, the
+// sketch's traces (replay to the identical function, pass the verifier, compute what the plain
+// nest and a double-precision reference compute on random shapes with broadcast batch axes and
+// extents the tiles do not divide), the lowering of tuned matmuls (knobs or a record's trace, in
+// the interpreter and as JIT code), a trace that does not replay refused with one line, and the
+// dependence check's one-execution shortcut (exact on nests too large to replay whole, and not
+// taken where executions differ).
+#include "core/lower/matmul_search.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/ir/parser.h"
+#include "core/lower/interpreter.h"
+#include "core/lower/lower.h"
+#include "core/tir/printer.h"
+#include "core/tir/trace.h"
+#include "core/tir/verify.h"
+#include "runtime/error.h"
+#include "tests/unit/core/kernels_test_util.h"
+
+namespace kiln::core::lower {
+namespace {
+
+using namespace testing;
+using tir::PrimFunc;
+using tir::Schedule;
+using tir::Trace;
+
+/// y = a · b (numpy broadcasting over the batch axes) in double precision.
+std::vector<float> reference(const MatmulShape& s, const std::vector<float>& a, const std::vector<float>& b) {
+  std::vector<float> y(static_cast<size_t>(s.batches * s.m * s.n));
+  for (int64_t bi = 0; bi < s.batches; ++bi) {
+    // Batch offsets of each operand (0 along its broadcast axes).
+    auto offset = [&](const Shape& op) {
+      int64_t off = 0, stride = op[op.size() - 2] * op.back(), rest = bi;
+      size_t opBatch = op.size() - 2, lead = s.batch.size() - opBatch;
+      std::vector<int64_t> idx(s.batch.size());
+      for (size_t d = s.batch.size(); d-- > 0;) idx[d] = rest % s.batch[d], rest /= s.batch[d];
+      for (size_t d = opBatch; d-- > 0;) {
+        if (op[d] != 1) off += idx[lead + d] * stride;
+        stride *= op[d];
+      }
+      return off;
+    };
+    int64_t ao = offset(s.a), bo = offset(s.b);
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        double acc = 0;
+        for (int64_t q = 0; q < s.k; ++q)
+          acc += double(a[static_cast<size_t>(ao + i * s.k + q)]) * b[static_cast<size_t>(bo + q * s.n + j)];
+        y[static_cast<size_t>((bi * s.m + i) * s.n + j)] = static_cast<float>(acc);
+      }
+  }
+  return y;
+}
+
+std::vector<float> randomData(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+/// Runs a standalone matmul function (params a, b, y) in the interpreter.
+std::vector<float> run(const PrimFunc& f, const MatmulShape& s, std::vector<float> a, std::vector<float> b) {
+  std::vector<float> y(static_cast<size_t>(s.batches * s.m * s.n), std::nanf(""));
+  interpret(f, {a.data(), b.data(), y.data()});
+  return y;
+}
+
+::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-4 * (1 + std::fabs(want[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
+/// A random matmul: 0-2 batch axes on each operand, some broadcast (size 1 or missing).
+MatmulShape randomShape(std::mt19937& rng) {
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  Shape batch;
+  for (int64_t d = pick(0, 2); d > 0; --d) batch.push_back(pick(1, 3));
+  int64_t m = pick(1, 13), k = pick(1, 20), n = pick(2, 37);
+  auto operand = [&](int64_t rows, int64_t cols) {
+    Shape s;
+    size_t keep = static_cast<size_t>(pick(0, static_cast<int64_t>(batch.size())));
+    for (size_t d = batch.size() - keep; d < batch.size(); ++d) s.push_back(pick(0, 2) == 0 ? 1 : batch[d]);
+    s.push_back(rows);
+    s.push_back(cols);
+    return s;
+  };
+  Shape a = operand(m, k), b = operand(k, n);
+  std::optional<MatmulShape> s = matmulShape(a, b);
+  EXPECT_TRUE(s.has_value());
+  return *s;
+}
+
+std::string keyOf(const MatmulShape& s) { return matmulTuneKey(s, DType::Float32); }
+
+TEST(MatmulSearch, KeysDescribeBothOperands) {
+  std::optional<MatmulShape> s = matmulShape({2, 1, 5, 7}, {3, 7, 9});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->batch, (Shape{2, 3}));
+  EXPECT_EQ(s->batches, 6);
+  std::string key = keyOf(*s);
+  EXPECT_EQ(key, "matmul:ra=4,a0=2,a1=1,a2=5,a3=7,rb=3,b0=3,b1=7,b2=9:f32");
+  MatmulShape back = matmulShapeOfKey(parseTuneKey(key).params, key);
+  EXPECT_EQ(back.a, s->a);
+  EXPECT_EQ(back.b, s->b);
+  EXPECT_EQ(back.m * back.n * back.k, 5 * 9 * 7);
+  EXPECT_FALSE(matmulShape({5}, {5, 3}).has_value());         // a vector operand keeps the hand lowering
+  EXPECT_FALSE(matmulShape({2, 4, 5}, {3, 5, 6}).has_value());  // batch axes that do not broadcast
+  EXPECT_THROW(matmulPlainFunc("matmul:ra=2,a0=4,a1=5,rb=2,b0=6,b1=3:f32"), Error);  // 5 ≠ 6
+  EXPECT_THROW(matmulPlainFunc("matmul:ra=2,a0=4:f32"), Error);
+  // The lowering names its kernel's key; a vector operand has none.
+  Graph g = parseGraph(
+      "graph(%a: f32[3,5,7], %b: f32[7,9]) {\n  %y = matmul(%a, %b) : f32[3,5,9]\n  return %y\n}\n");
+  PrimFunc f = lowerNode(g, 0, "f");
+  EXPECT_EQ(f.attrs.at("tune_key"), "matmul:ra=3,a0=3,a1=5,a2=7,rb=2,b0=7,b1=9:f32");
+  EXPECT_EQ(f.attrs.count("trace"), 0u);  // no record: the hand-written schedule
+  Graph v = parseGraph("graph(%a: f32[3,5,7], %b: f32[7]) {\n  %y = matmul(%a, %b) : f32[3,5]\n  return %y\n}\n");
+  EXPECT_EQ(lowerNode(v, 0, "f").attrs.count("tune_key"), 0u);
+}
+
+TEST(MatmulSearch, PlainNestComputesTheProduct) {
+  std::mt19937 rng(11);
+  for (int t = 0; t < 12; ++t) {
+    MatmulShape s = randomShape(rng);
+    SCOPED_TRACE(keyOf(s));
+    PrimFunc f = matmulPlainFunc(keyOf(s));
+    EXPECT_TRUE(tir::verifyPrimFunc(f).empty());
+    std::vector<float> a = randomData(numel(s.a), 1 + t), b = randomData(numel(s.b), 100 + t);
+    EXPECT_TRUE(close(run(f, s, a, b), reference(s, a, b)));
+  }
+}
+
+// Random annotations of the sketch on random shapes: each trace replays to the identical
+// function, which verifies and computes the product.
+TEST(MatmulSearch, SketchTracesReplayVerifyAndAgree) {
+  std::mt19937 rng(5);
+  int checked = 0;
+  for (int t = 0; t < 30; ++t) {
+    MatmulShape s = randomShape(rng);
+    int lanes = std::vector<int>{4, 8}[t % 2];
+    std::vector<Knobs> annotations = matmulAnnotations(s, lanes);
+    if (annotations.empty()) continue;
+    Knobs knobs = annotations[std::uniform_int_distribution<size_t>(0, annotations.size() - 1)(rng)];
+    std::string key = keyOf(s);
+    SCOPED_TRACE(key + " lanes=" + std::to_string(lanes) + " " + knobsText(knobs));
+    PrimFunc plain = matmulPlainFunc(key);
+    Schedule sched(plain);
+    applyMatmulSketch(sched, s, knobs, lanes);
+    const PrimFunc& scheduled = sched.func();
+    EXPECT_EQ(tir::verifyPrimFunc(scheduled), std::vector<std::string>{});
+    Trace trace = Trace::parse(sched.trace().str());
+    EXPECT_EQ(trace, matmulTrace(key, knobs, lanes));
+    EXPECT_EQ(tir::print(trace.apply(plain)), tir::print(scheduled));
+    std::string text = tir::print(scheduled);
+    EXPECT_NE(text.find("ramp("), std::string::npos) << text;  // vector code
+    EXPECT_EQ(text.find("parallel") != std::string::npos, knob(knobs, "par", 0) != 0) << text;
+    std::vector<float> a = randomData(numel(s.a), 7 + t), b = randomData(numel(s.b), 70 + t);
+    EXPECT_TRUE(close(run(scheduled, s, a, b), reference(s, a, b)));
+    ++checked;
+  }
+  EXPECT_GE(checked, 15);
+  // Every annotation of one shape with tails in both directions and a broadcast batch.
+  MatmulShape s = *matmulShape({3, 1, 7, 32}, {2, 32, 21});
+  std::vector<float> a = randomData(numel(s.a), 3), b = randomData(numel(s.b), 4);
+  std::vector<float> want = reference(s, a, b);
+  for (const Knobs& knobs : matmulAnnotations(s, 4)) {
+    SCOPED_TRACE(knobsText(knobs));
+    PrimFunc f = Trace::parse(matmulTrace(keyOf(s), knobs, 4).str()).apply(matmulPlainFunc(keyOf(s)));
+    EXPECT_TRUE(close(run(f, s, a, b), want));
+  }
+}
+
+// A tuned matmul lowers through the sketch (knobs) or a record's trace, alone and with a fused
+// epilogue, and runs as JIT code; a trace that does not replay is refused with one line.
+TEST(MatmulSearch, TunedLoweringRunsAndRefusesBadTraces) {
+  Graph g = parseGraph(
+      "graph(%a: f32[2,3,9,20], %b: f32[3,20,19]) {\n"
+      "  %y = matmul(%a, %b) : f32[2,3,9,19]\n"
+      "  return %y\n"
+      "}\n");
+  MatmulShape s = *matmulShape({2, 3, 9, 20}, {3, 20, 19});
+  std::string key = keyOf(s);
+  runtime::Tensor at = randomTensor(s.a, 1), bt = randomTensor(s.b, 2);
+  std::vector<float> want = reference(s, toVector(at), toVector(bt));
+  LowerOptions options;  // 8 lanes
+  for (const Knobs& knobs : {Knobs{{"mi", 3}, {"nv", 2}, {"kt", 0}, {"par", 3}},
+                             Knobs{{"mi", 2}, {"nv", 1}, {"kt", 0}, {"par", 1}},
+                             Knobs{{"mi", 5}, {"nv", 1}, {"kt", 0}, {"par", 2}}}) {
+    SCOPED_TRACE(knobsText(knobs));
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[key] = knobs;
+    options.schedules = configs;
+    PrimFunc f = lowerNode(g, 0, "f", options);
+    EXPECT_EQ(f.attrs.at("schedule"), knobsText(knobs));
+    EXPECT_EQ(f.attrs.at("trace"), matmulTrace(key, knobs, 8).str());
+    for (Engine e : {Engine::Interpreter, Engine::Jit})
+      EXPECT_TRUE(allClose(evalGraph(g, {at, bt}, e, options)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+    // The record's trace gives the identical kernel.
+    configs->traces[key] = f.attrs.at("trace");
+    EXPECT_EQ(tir::print(lowerNode(g, 0, "f", options)), tir::print(f));
+  }
+  // A fused epilogue (residual add, relu) runs after the scheduled nest.
+  Graph fused = parseGraph(
+      "graph(%a: f32[2,3,9,20], %b: f32[3,20,19], %r: f32[19]) {\n"
+      "  %y = matmul(%a, %b) : f32[2,3,9,19]\n"
+      "  %z = add(%y, %r) : f32[2,3,9,19]\n"
+      "  %w = relu(%z) : f32[2,3,9,19]\n"
+      "  return %w\n"
+      "}\n");
+  runtime::Tensor rt = randomTensor({19}, 3);
+  std::vector<float> fusedWant = want;
+  for (size_t i = 0; i < fusedWant.size(); ++i) fusedWant[i] = std::max(0.0f, fusedWant[i] + rt.data<float>()[i % 19]);
+  Graph grouped = fused;
+  grouped.addGroup("g", 0, 3);
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[key] = Knobs{{"mi", 3}, {"nv", 2}, {"kt", 0}, {"par", 3}};
+  options.schedules = configs;
+  LoweredModule module = lowerGraph(grouped, options);
+  ASSERT_EQ(module.funcs.size(), 1u);
+  EXPECT_EQ(module.funcs[0].attrs.count("trace"), 1u);
+  for (Engine e : {Engine::Interpreter, Engine::Jit})
+    EXPECT_TRUE(allClose(evalModule(module, {at, bt, rt}, e)[0], fusedWant)) << (e == Engine::Jit ? "jit" : "interp");
+  // Knobs that do not fit fall back to the hand-written schedule; a trace that does not replay
+  // stops the build with one line naming the key.
+  configs->byKey[key] = Knobs{{"mi", 40}, {"nv", 1}, {"kt", 0}, {"par", 0}};
+  EXPECT_EQ(lowerNode(g, 0, "f", options).attrs.count("trace"), 0u);
+  configs->traces[key] = "split(nope; 4, 1)\n";
+  try {
+    lowerNode(g, 0, "f", options);
+    ADD_FAILURE() << "a trace that does not replay was accepted";
+  } catch (const Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find(key), std::string::npos) << what;
+    EXPECT_NE(what.find("does not replay"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+}
+
+// Real attention sizes: the dependence checks of reorder and parallel trace one execution of
+// their scope (every execution touches the same pattern, shifted), so a 4 × 128 × 128 × 64 nest
+// (replayed whole, reorder's check would take 2.6 times its budget) is scheduled; the result
+// still agrees.
+TEST(MatmulSearch, LargeNestsScheduleWithinTheCheckBudget) {
+  MatmulShape s = *matmulShape({4, 128, 64}, {4, 64, 128});
+  Knobs knobs{{"mi", 4}, {"nv", 2}, {"kt", 0}, {"par", 1}};
+  ASSERT_TRUE(matmulAnnotationFits(s, knobs, 8));
+  PrimFunc plain = matmulPlainFunc(keyOf(s));
+  Schedule sched(plain);
+  applyMatmulSketch(sched, s, knobs, 8);
+  std::vector<float> a = randomData(numel(s.a), 1), b = randomData(numel(s.b), 2);
+  EXPECT_TRUE(close(run(sched.func(), s, a, b), run(plain, s, a, b)));
+}
+
+// The shortcut is not taken where executions of the scope differ: for o: for i: for j:
+// y[8i + j] = y[8i + j + o] + 1 is free of dependences for o = 0 only, so swapping i and j
+// must be refused (the full replay sees o = 1).
+TEST(MatmulSearch, OneExecutionShortcutNeedsShiftInvariance) {
+  using namespace tir;
+  Buffer y = makeBuffer("y", Type::f32(), {64});
+  Expr o = Var::make("o"), i = Var::make("i"), j = Var::make("j");
+  Stmt body = Store::make(y, i * 8 + j, Load::make(y, i * 8 + j + o) + f32(1));
+  auto loop = [](Expr v, int64_t n, Stmt s) { return For::make(v, i64(0), i64(n), ForKind::Serial, s); };
+  PrimFunc f;
+  f.name = "f";
+  f.params = {y};
+  f.body = loop(o, 2, loop(i, 4, loop(j, 4, body)));
+  Schedule sched(f);
+  EXPECT_THROW(sched.reorder({"j", "i"}), Error);
+  // The same nest without the shift through o reorders.
+  PrimFunc g = f;
+  g.body = loop(o, 2, loop(i, 4, loop(j, 4, Store::make(y, i * 8 + j + o * 32, Load::make(y, i * 8 + j + o * 32) + f32(1)))));
+  Schedule ok(g);
+  EXPECT_NO_THROW(ok.reorder({"j", "i"}));
+}
+
+// parallel() proves iterations disjoint from affine indices without replaying them: the batch
+// loop of a 4 × 128 × 128 × 64 product (2.5 times the replay budget) is parallel at once, while
+// overlapping footprints (y[2o + i], i < 4) still go to the exact replay, which refuses them.
+TEST(MatmulSearch, DisjointIterationsNeedNoReplay) {
+  MatmulShape s = *matmulShape({4, 128, 64}, {4, 64, 128});
+  Schedule sched(matmulPlainFunc(keyOf(s)));
+  EXPECT_NO_THROW(sched.parallel("b"));
+  using namespace tir;
+  Buffer y = makeBuffer("y", Type::f32(), {64});
+  Expr o = Var::make("o"), i = Var::make("i");
+  PrimFunc f;
+  f.name = "f";
+  f.params = {y};
+  f.body = For::make(o, i64(0), i64(8), ForKind::Serial,
+                     For::make(i, i64(0), i64(4), ForKind::Serial, Store::make(y, o * 2 + i, Load::make(y, o * 2 + i) + f32(1))));
+  Schedule overlapping(f);
+  EXPECT_THROW(overlapping.parallel("o"), Error);
+  f.body = For::make(o, i64(0), i64(8), ForKind::Serial,
+                     For::make(i, i64(0), i64(4), ForKind::Serial, Store::make(y, o * 4 + i, Load::make(y, o * 4 + i) + f32(1))));
+  Schedule disjoint(f);
+  EXPECT_NO_THROW(disjoint.parallel("o"));
+}
+
+// Every annotation the space offers for BERT's attention matmuls (batch [1, heads]) applies on
+// AVX-512's 16 lanes: a sketch refused after the space offered it would be a wasted candidate
+// (and lowering refuses it with one line rather than time the hand schedule under its name).
+TEST(MatmulSearch, EveryOfferedAnnotationAppliesOnAttentionShapes) {
+  std::string key = "matmul:ra=4,a0=1,a1=4,a2=128,a3=128,rb=4,b0=1,b1=4,b2=128,b3=64:f32";
+  MatmulShape s = matmulShapeOfKey(parseTuneKey(key).params, key);
+  std::vector<Knobs> all = matmulAnnotations(s, 16);
+  ASSERT_GT(all.size(), 50u);
+  int batchParallel = 0;
+  for (const Knobs& knobs : all) {
+    SCOPED_TRACE(knobsText(knobs));
+    EXPECT_NO_THROW(matmulTrace(key, knobs, 16));
+    batchParallel += knob(knobs, "par", 0) == 2;
+  }
+  EXPECT_GT(batchParallel, 0);
+  // Two long batch axes divide the batch index: the batch loop is offered only within budget.
+  MatmulShape two = *matmulShape({2, 3, 128, 128}, {2, 3, 128, 64});
+  for (const Knobs& knobs : matmulAnnotations(two, 16)) EXPECT_NE(knob(knobs, "par", 0), 2) << knobsText(knobs);
+}
+
+}  // namespace
+}  // namespace kiln::core::lower
