@@ -73,5 +73,7 @@ void registerPaddingOps(Table& t);   // aten_ops_padding.cpp (F.pad in every mod
 void registerRecurrentOps(Table& t); // aten_ops_recurrent.cpp (lstm, gru unrolled over time)
 void registerQuantizedOps(Table& t); // aten_ops_quantized.cpp (quantized::*, quint8 inputs)
 void registerExportOps(Table& t);    // aten_ops_export.cpp (what torch.export programs add)
+void registerWriteOps(Table& t);     // aten_ops_writes.cpp (new_zeros & co., fill_/zero_/copy_)
+void registerEinsumOps(Table& t);    // aten_ops_einsum.cpp (einsum as transpose/reshape/matmul/sum)
 
 }  // namespace kiln::importers::ts

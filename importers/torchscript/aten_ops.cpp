@@ -597,6 +597,8 @@ Table buildTable() {
   registerPaddingOps(t);
   registerRecurrentOps(t);
   registerExportOps(t);
+  registerWriteOps(t);
+  registerEinsumOps(t);
   registerQuantizedOps(t);
   return t;
 }
