@@ -382,6 +382,18 @@ TEST(ImportBreadth, ViewWritesThatCannotBeMadeFunctionalAreRefused) {
   EXPECT_NE(what.find("strided slice"), std::string::npos) << what;
 }
 
+TEST(ImportBreadth, VectorNorms) {  // F.normalize in Swin v2's cosine attention
+  check("Norms",
+        "def forward(self, x0):\n"
+        "  a = x0 / torch.linalg_vector_norm(x0, 2.0, [-1], True).clamp_min(1e-12).expand_as(x0)\n"
+        "  b = torch.linalg_vector_norm(x0, 3.0, [0, 2], True)\n"
+        "  c = torch.linalg_vector_norm(x0, float('inf'), [1])\n"
+        "  d = torch.linalg_vector_norm(x0, -float('inf'), [2])\n"
+        "  e = torch.linalg_vector_norm(x0, 1.0)\n"
+        "  return a, b, c, d, e, x0.norm(2.0, [1], True), x0.norm(2.0)\n",
+        {{"[2, 3, 5]", f32}});
+}
+
 TEST(ImportBreadth, EinsumAsTransposeReshapeMatmulSum) {
   auto m = check("Einsum",
                  "def forward(self, x0, x1, x2, x3, x4, x5):\n"
