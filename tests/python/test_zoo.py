@@ -16,15 +16,6 @@ import zoo  # noqa: E402
 # Architectures Kiln does not compile or match yet: name -> (verdict, what stops it). Each still
 # runs: if it passes, or fails differently, the test fails, so this list stays true.
 KNOWN = {
-    "maxvit_t": ("refused", "aten::einsum is not supported"),
-    # Swin builds its shifted-window mask by slice assignment into x.new_zeros(...) (and v2 zeroes a
-    # slice of a cloned bias): in-place writes through views, which the importer does not map.
-    "swin_t": ("refused", "aten::new_zeros is not supported"),
-    "swin_s": ("refused", "aten::new_zeros is not supported"),
-    "swin_b": ("refused", "aten::new_zeros is not supported"),
-    "swin_v2_t": ("refused", "aten::zero_ is not supported"),
-    "swin_v2_s": ("refused", "aten::zero_ is not supported"),
-    "swin_v2_b": ("refused", "aten::zero_ is not supported"),
     # The deepest ResNets with random weights end 1.1-1.7e-3 of the output's scale from PyTorch, just
     # over the bound (resnet101 itself and the shallower ones stay under); not understood yet.
     "resnet152": ("wrong", "max |diff| / scale"),
