@@ -445,10 +445,7 @@ bool Walker::tryFold(const jit::Node* node) {
 
 /// An in-place write into a slice/select view of another tensor (view_writes.h).
 bool Walker::visitViewWrite(const jit::Node* node) {
-  const c10::FunctionSchema* schema = node->maybeSchema();
-  if (!schema || !schema->is_mutable()) return false;
-  if (!m_aliasDb) m_aliasDb = std::make_unique<jit::AliasDb>(m_graph, /*isFrozen=*/true);
-  return ts::importViewWrite(m_ctx, node, *m_aliasDb, [&] { mapNode(node); });
+  return ts::importViewWrite(m_ctx, node, [&] { mapNode(node); });
 }
 
 void Walker::visitOp(const jit::Node* node) {

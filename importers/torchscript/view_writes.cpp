@@ -4,6 +4,8 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,15 +77,72 @@ c10::IValue runOn(ImportContext& c, const jit::Node* node, const at::Tensor& sel
   return stack.empty() ? c10::IValue() : stack.front();
 }
 
-/// Any alias of `base` that exists before `write` and is read after it (other than `base`
-/// itself, which is rebound to the written value) would read a stale value: refused.
-void checkNoStaleAlias(const jit::Node* write, const jit::Value* base, jit::AliasDb& aliases) {
+/// True when `node`'s first output shares storage with its first input by its schema
+/// (`Tensor(a) self -> Tensor(a)`: views, and in-place ops returning self).
+bool returnsViewOfSelf(const jit::Node* node) {
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema || schema->arguments().empty() || schema->returns().empty()) return false;
+  const c10::AliasInfo* in = schema->arguments()[0].alias_info();
+  const c10::AliasInfo* out = schema->returns()[0].alias_info();
+  return in && out && !in->beforeSets().empty() && in->beforeSets() == out->beforeSets();
+}
+
+/// True when `node` returns none of the tensors it reads (einsum, cat, stack on a list: a schema
+/// without alias annotations on its results).
+bool readsContainer(const jit::Node* node) {
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema) return false;
+  for (const c10::Argument& r : schema->returns()) {
+    if (r.alias_info()) return false;
+  }
+  return true;
+}
+
+/// Every value that shares storage with `base`: views of it (and views of those), what it is a
+/// view of, lists and tuples holding one, and whatever is taken out of those (any reader of a
+/// container that may return one of its tensors, conservatively).
+std::set<const jit::Value*> storageSharers(const jit::Value* base) {
+  std::set<const jit::Value*> shared{base};
+  std::vector<const jit::Value*> work{base};
+  auto add = [&](const jit::Value* v) {
+    if (shared.insert(v).second) work.push_back(v);
+  };
+  while (!work.empty()) {
+    const jit::Value* v = work.back();
+    work.pop_back();
+    const jit::Node* producer = v->node();
+    if (returnsViewOfSelf(producer) && v == producer->output(0)) add(producer->input(0));
+    bool container = v->type()->kind() != c10::TypeKind::TensorType;
+    for (const jit::Use& use : v->uses()) {
+      const jit::Node* user = use.user;
+      c10::Symbol kind = user->kind();
+      if (kind == c10::prim::Return) continue;
+      if (kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) {
+        add(user->output());
+      } else if (use.offset == 0 && returnsViewOfSelf(user)) {
+        add(user->output(0));
+      } else if (container && !readsContainer(user)) {
+        for (const jit::Value* out : user->outputs()) add(out);
+      }
+    }
+  }
+  return shared;
+}
+
+/// Any value sharing storage with `base` that exists before `write` and is read after it (other
+/// than `base` itself, which is rebound to the written value) would read a stale value: refused,
+/// and so is a write whose base shares storage with a model input.
+void checkNoStaleAlias(const jit::Node* write, const jit::Value* base) {
+  std::set<const jit::Value*> shared = storageSharers(base);
+  for (const jit::Value* v : shared) {
+    if (v->node()->kind() == c10::prim::Param)
+      ImportContext::notSupported(write, "it writes into the model input %" + v->debugNameBase() + " through a view");
+  }
   const jit::Block* block = write->owningBlock();
   for (const jit::Node* next = write->next();; next = next->next()) {
     for (const jit::Value* v : next->inputs()) {
-      if (v == base) continue;
-      bool definedBefore = v->node()->kind() == c10::prim::Param || v->node()->isBefore(write);
-      if (definedBefore && aliases.mayAlias(v, base))
+      if (v == base || !shared.count(v)) continue;
+      if (v->node()->isBefore(write))
         ImportContext::notSupported(write, "it writes through a view into a tensor that is read later through "
                                            "another alias (%" + v->debugNameBase() + ")");
     }
@@ -93,8 +152,7 @@ void checkNoStaleAlias(const jit::Node* write, const jit::Value* base, jit::Alia
 
 }  // namespace
 
-bool importViewWrite(ImportContext& c, const jit::Node* node, jit::AliasDb& aliases,
-                     const std::function<void()>& mapWrite) {
+bool importViewWrite(ImportContext& c, const jit::Node* node, const std::function<void()>& mapWrite) {
   if (!writesFirstArgument(node)) return false;
   std::vector<const jit::Node*> chain;
   const jit::Value* base = node->input(0);
@@ -111,7 +169,7 @@ bool importViewWrite(ImportContext& c, const jit::Node* node, jit::AliasDb& alia
         ImportContext::notSupported(node, "it writes through a view whose bounds are computed by the model");
     }
   }
-  checkNoStaleAlias(node, base, aliases);
+  checkNoStaleAlias(node, base);
 
   const Item baseItem = c.item(base);
   bool constantWrite = baseItem.isConstant() && baseItem.constant.isTensor();

@@ -11,10 +11,9 @@
 //   where(region mask, pad(value), base) and the base is rebound to that graph value.
 // Later reads of the base then see the write. Refused with one line: a write into a model input,
 // a view whose bounds are computed by the model, a strided slice (graph case), and any other
-// alias of the base (a view taken before the write) read after it, whose value would be stale.
+// value sharing the base's storage (a view taken before the write, what the base is a view of,
+// a list holding it; followed through the operators' schemas) read after it: it would be stale.
 #pragma once
-
-#include <torch/csrc/jit/ir/alias_analysis.h>
 
 #include <functional>
 
@@ -24,9 +23,7 @@ namespace kiln::importers::ts {
 
 /// Imports `node` when it is an in-place write (its schema's first argument is written) into a
 /// slice/select view; false (nothing done) for any other node. `mapWrite` runs the node's
-/// operator handler, binding its output to the written view's new value; `aliases` is the alias
-/// analysis of the graph being walked.
-bool importViewWrite(ImportContext& ctx, const jit::Node* node, jit::AliasDb& aliases,
-                     const std::function<void()>& mapWrite);
+/// operator handler, binding its output to the written view's new value.
+bool importViewWrite(ImportContext& ctx, const jit::Node* node, const std::function<void()>& mapWrite);
 
 }  // namespace kiln::importers::ts

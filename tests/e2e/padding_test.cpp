@@ -161,6 +161,31 @@ TEST(PadOps, EveryModeOnOddShapes) {
   }
 }
 
+// In-place writes through views (made functional as where(mask, pad(value), base), or folded to
+// constants) and einsum (transpose/reshape/matmul/sum), the constructs Swin and MaxViT need,
+// compiled at every level.
+TEST(ZooOps, ViewWritesAndEinsumCompiled) {
+  checkModule({"ViewWrites",
+               "def forward(self, x0, x1):\n"
+               "  y = x0 * 2.0\n"
+               "  y[:, 1:3] = x1\n"
+               "  y[0, 2:] = 0.5\n"
+               "  y[1:3, 3:5].mul_(3.0)\n"
+               "  m = x0.new_zeros([4, 6])\n"
+               "  m[0:-1, 0:-2] = 1.0\n"
+               "  m[-1, :] = 2.0\n"
+               "  return y + m, torch.einsum('ij,kj->ik', [y, x0])\n",
+               {{"[4, 6]", f32}, {"[4, 2]", f32}}},
+              1e-5);
+  checkModule({"Einsum",
+               "def forward(self, x0, x1, x2):\n"
+               "  a = torch.einsum('b h w c, h k c -> b h w k', [x0, x1])\n"
+               "  b = torch.einsum('BGHID,BGHJD->BGHIJ', [x2, x2])\n"
+               "  return a, torch.einsum('BGHIJ,BGHJD->BGHID', [b, x2]), torch.einsum('...ij->...', [x0])\n",
+               {{"[2, 3, 5, 6]", f32}, {"[3, 7, 6]", f32}, {"[1, 2, 3, 5, 8]", f32}}},
+              1e-4);
+}
+
 TEST(PadOps, IntegerTensorsPadExactly) {
   // (libtorch 1.13 has no integer reflection or replication kernels to compare with.)
   runtime::Tensor x = runtime::Tensor::zeros(runtime::DType::Int64, {2, 3, 5});

@@ -348,7 +348,7 @@ TEST(ImportBreadth, ViewWritesIntoComputedTensors) {
                  "  y[3, -2:].copy_(x2)\n"
                  "  z = x0.new_zeros([4, 6])\n"
                  "  z[1:, 2:4] = x1[1:]\n"
-                 "  return y, y.sum(1), z\n",
+                 "  return y, y.sum(1), z, torch.einsum('ij,kj->ik', [y, x0])\n",
                  {{"[4, 6]", f32}, {"[4, 2]", f32}, {"[1]", f32}});
   EXPECT_EQ(testing::opHistogram(m.graph)["where"], 6);  // one per write into a computed tensor
 }
@@ -365,6 +365,15 @@ TEST(ImportBreadth, ViewWritesThatCannotBeMadeFunctionalAreRefused) {
   EXPECT_EQ(kind, ErrorKind::Unsupported);
   EXPECT_NE(what.find("read later through another alias"), std::string::npos) << what;
   EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  // A view of a model input is the input's storage too.
+  std::tie(kind, what) = importError("InputReshaped",
+                                     "def forward(self, x0):\n"
+                                     "  y = x0.view(4, 3)\n"
+                                     "  y[1:2] = 0.0\n"
+                                     "  return y\n",
+                                     {{"[3, 4]", f32}});
+  EXPECT_EQ(kind, ErrorKind::Unsupported);
+  EXPECT_NE(what.find("model input %x0"), std::string::npos) << what;
   std::tie(kind, what) = importError("InputView",
                                      "def forward(self, x0):\n"
                                      "  x0[0:2] = 0.0\n"
