@@ -10,6 +10,8 @@
 //   Conv with asymmetric pads / auto_pad, written with the `onnx` package and run by ONNX Runtime
 //   in that environment for the reference outputs;
 // - bad padding: one line on stderr from `kiln run`, with the documented exit code.
+// ZooOps: in-place writes through views and einsum (what Swin and MaxViT need), compiled the same
+// way against libtorch.
 // The Python parts skip with a message only when the environment is missing (CI has it).
 #include <gtest/gtest.h>
 
