@@ -196,21 +196,7 @@ bool importViewWrite(ImportContext& c, const jit::Node* node, const std::functio
   mapWrite();  // the view's value after the write
   const Item& written = c.item(node->output(0));
   ValueId value = written.isTensor() ? written.tensor : c.constant(written.constant.toTensor(), "written");
-  if (c.type(value).dtype != baseType.dtype)
-    value = c.emit(node, "cast", {value}, {{"dtype", std::string(runtime::dtypeName(baseType.dtype))}}, "written");
-  value = reshapeTo(c, node, value, region.length, "written");
-  std::vector<int64_t> pad;  // PyTorch's order: last axis first
-  at::Tensor mask = at::zeros(baseType.shape, at::kBool);
-  at::Tensor inside = mask;
-  for (size_t a = baseType.shape.size(); a-- > 0;) {
-    pad.push_back(region.start[a]);
-    pad.push_back(baseType.shape[a] - region.start[a] - region.length[a]);
-  }
-  for (size_t a = 0; a < baseType.shape.size(); ++a)
-    inside = inside.narrow(static_cast<int64_t>(a), region.start[a], region.length[a]);
-  inside.fill_(true);
-  ValueId padded = emitTorchPad(c, node, value, pad, "constant", 0.0, "written_padded");
-  ValueId updated = c.emit(node, "where", {c.constant(mask, "written_mask"), padded, baseId}, {}, "written");
+  ValueId updated = emitRegionScatter(c, node, baseId, value, region.start, region.length);
   c.bind(base, Item::ofTensor(updated));
   return true;
 }

@@ -353,6 +353,17 @@ TEST(ImportBreadth, ViewWritesIntoComputedTensors) {
   EXPECT_EQ(testing::opHistogram(m.graph)["where"], 6);  // one per write into a computed tensor
 }
 
+TEST(ImportBreadth, SliceAndSelectScatter) {  // torch.export's form of writes through views
+  auto m = check("Scatters",
+                 "def forward(self, x0, x1, x2):\n"
+                 "  a = torch.slice_scatter(x0, x1, 1, 1, 3)\n"
+                 "  b = torch.slice_scatter(x0, x1 * 2.0, 1, -2)\n"
+                 "  c = torch.select_scatter(x0, x2, 0, -1)\n"
+                 "  return a, b, c\n",
+                 {{"[4, 6, 2]", f32}, {"[4, 2, 2]", f32}, {"[6, 2]", f32}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["where"], 3);
+}
+
 TEST(ImportBreadth, ViewWritesThatCannotBeMadeFunctionalAreRefused) {
   // A view taken before the write and read after it would see the old value.
   auto [kind, what] = importError("StaleView",
