@@ -11,7 +11,7 @@
 //   in that environment for the reference outputs;
 // - bad padding: one line on stderr from `kiln run`, with the documented exit code.
 // ZooOps: in-place writes through views and einsum (what Swin and MaxViT need), compiled the same
-// way against libtorch.
+// way against libtorch, and as a torch.export program against today's torch.
 // The Python parts skip with a message only when the environment is missing (CI has it).
 #include <gtest/gtest.h>
 
@@ -314,6 +314,49 @@ TEST(PadModel, CnnTracedByTodaysTorchMatchesLibtorch) {
   std::map<int, int> pads = expectCompiledMatches(model.value(), inputs, expected, 1e-4, {0, 2, 3});
   EXPECT_EQ(pads[0], 6);
   EXPECT_EQ(pads[3], 5);  // the zero pad before c4 became its padding
+}
+
+// A torch.export program holds Swin's mask writes as aten.slice + aten.fill_ (in place, through
+// views) and MaxViT's einsum; imported from the .pt2 and compiled, against today's torch.
+const char* kExportWritesScript = R"(import os, sys
+import numpy as np
+import torch
+
+
+class Windows(torch.nn.Module):
+    def forward(self, x, q, k):
+        m = x.new_zeros((6, 8))
+        m[0:-2, 0:-3] = 1.0
+        m[-2:, -3:] = 2.0
+        m[1, 2:5] = 3.0
+        y = x * 2.0
+        y[:, 1:3] = 0.5
+        return y + m, torch.einsum("bhid,bhjd->bhij", q, k)
+
+
+out = sys.argv[1]
+torch.manual_seed(0)
+inputs = (torch.randn(6, 8), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 7, 4))
+torch.export.save(torch.export.export(Windows(), inputs), os.path.join(out, "windows.pt2"))
+for i, t in enumerate(inputs):
+    np.save(os.path.join(out, f"x{i}.npy"), t.numpy())
+with torch.no_grad():
+    for i, t in enumerate(Windows()(*inputs)):
+        np.save(os.path.join(out, f"y{i}.npy"), t.numpy())
+)";
+
+TEST(ZooOps, TorchExportWritesThroughViewsAndEinsum) {
+  if (!havePython()) GTEST_SKIP() << "Kiln's Python environment (" << KILN_PYENV_PYTHON << ") is missing: run scripts/install-deps.sh";
+  std::string dir = tempDir("export_writes");
+  testing_support::Outcome o = runPython(dir, kExportWritesScript, dir);
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  auto model = app::openModel(dir + "/windows.pt2");
+  ASSERT_TRUE(model) << model.error().message;
+  std::vector<runtime::Tensor> inputs, expected;
+  for (int i = 0; i < 3; ++i) inputs.push_back(runtime::readNpy(dir + "/x" + std::to_string(i) + ".npy"));
+  for (int i = 0; i < 2; ++i) expected.push_back(runtime::readNpy(dir + "/y" + std::to_string(i) + ".npy"));
+  expectCompiledMatches(model.value(), inputs, expected, 1e-5, {0, 2, 3});
+  EXPECT_EQ(countOps(model.value()->graph, "where"), 1);  // y's write; the mask's fold to a constant
 }
 
 // --- ONNX Pad and Conv, against ONNX Runtime ---------------------------------------------------
