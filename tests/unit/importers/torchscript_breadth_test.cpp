@@ -428,7 +428,7 @@ TEST(ImportBreadth, EinsumAsTransposeReshapeMatmulSum) {
                  "  q = torch.einsum('B G H I D, B G H J D -> B G H I J', [x0.view(1, 2, 1, 3, 4), x0.view(1, 2, 1, 3, 4)])\n"
                  "  r = torch.einsum('bij,bkj->b', [x0, x0])\n"
                  "  s = torch.einsum('bij', [x0])\n"
-                 "  return a, b, c, d, e, f, g, h, q, r, s\n",
+                 "  return a, b, c, d, e, f, g, h, q, r, s, x0.swapaxes(0, 2), torch.swapdims(x0, -1, 1)\n",
                  {{"[2, 3, 4]", f32}, {"[2, 4, 5]", f32}, {"[2, 3, 5, 6]", f32}, {"[3, 7, 6]", f32},
                   {"[2, 1, 3, 4]", f32}, {"[5, 4, 6]", f32}});
   auto ops = testing::opHistogram(m.graph);
