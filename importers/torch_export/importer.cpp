@@ -529,11 +529,13 @@ class GraphBuilder {
       bindOutputs();
     });
     // Nodes whose results nothing uses are not imported (libtorch's dead-code elimination asks
-    // every aten node for its schema, which the newer operators do not have). All are pure.
+    // every aten node for its schema, which the newer operators do not have). All are pure but
+    // the writes through views kept in place (translate), whose effect is on the viewed tensor.
     for (auto it = m_graph->nodes().rbegin(); it != m_graph->nodes().rend();) {
       jit::Node* n = *it;
       ++it;
-      if (!n->hasUses()) n->destroy();
+      const c10::FunctionSchema* schema = n->maybeSchema();
+      if (!n->hasUses() && !(schema && schema->is_mutable())) n->destroy();
     }
     return m_graph;
   }
@@ -881,11 +883,14 @@ class GraphBuilder {
 
   /// An in-place update of `self` at node `index` becomes functional: refused when the tensor is
   /// a model input or another view of it is read later (it would still see the old value).
-  void checkInPlace(const std::string& kind, const std::string& self, size_t index) {
+  /// `intoView`: a write through a slice/select view that the walker makes functional; only the
+  /// model-input checks apply here.
+  void checkInPlace(const std::string& kind, const std::string& self, size_t index, bool intoView) {
     if (m_userInputs.count(self))
       unsupported(path(), kind + " updates the model input '" + self + "' in place, which is not supported" + nodeWhere());
     std::string root = m_base.count(self) ? m_base[self] : self;
     for (const std::string& alias : m_aliases[root]) {
+      if (intoView) break;
       if (alias == self) continue;
       auto use = m_lastUse.find(alias);
       if (use != m_lastUse.end() && use->second > index)
@@ -947,8 +952,14 @@ class GraphBuilder {
     if (inPlace) {
       const json& first = node.at("inputs").at(0).at("arg");
       if (first.contains("as_tensor")) selfName = first["as_tensor"].at("name").get<std::string>();
-      if (!selfName.empty()) checkInPlace(kind, selfName, index);
-      name = name.substr(0, name.size() - 1);
+      // A write into a slice/select view (Swin's mask[a:b, c:d] = k) keeps its in-place form: the
+      // walker puts it back into the viewed tensor and checks the other aliases itself
+      // (importers/torchscript/view_writes.h). Any other update becomes functional here.
+      auto self = m_values.find(selfName);
+      bool intoView = self != m_values.end() && (self->second->node()->kind() == c10::aten::slice ||
+                                                 self->second->node()->kind() == c10::aten::select);
+      if (!selfName.empty()) checkInPlace(kind, selfName, index, intoView);
+      if (!intoView) name = name.substr(0, name.size() - 1);
     }
 
     std::vector<jit::Value*> inputs;

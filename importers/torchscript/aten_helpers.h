@@ -64,6 +64,11 @@ void reg(Table& t, const std::string& name, OpHandler handler, bool inplace = fa
 ValueId emitTorchPad(Ctx& c, N n, ValueId x, const std::vector<int64_t>& pad, const std::string& mode, double value,
                      const std::string& stem = {});
 
+/// `base` with the box starting at `start` of sizes `length` (one per axis) replaced by `value`
+/// (cast to base's dtype, reshaped to `length`): where(box mask, pad(value), base)
+/// (aten_ops_writes.cpp; slice_scatter and writes through views).
+ValueId emitRegionScatter(Ctx& c, N n, ValueId base, ValueId value, const Shape& start, const Shape& length);
+
 /// aten::_convolution with transposed=true (aten_ops_models.cpp).
 void convolutionTransposed(Ctx& c, N n);
 
@@ -73,5 +78,7 @@ void registerPaddingOps(Table& t);   // aten_ops_padding.cpp (F.pad in every mod
 void registerRecurrentOps(Table& t); // aten_ops_recurrent.cpp (lstm, gru unrolled over time)
 void registerQuantizedOps(Table& t); // aten_ops_quantized.cpp (quantized::*, quint8 inputs)
 void registerExportOps(Table& t);    // aten_ops_export.cpp (what torch.export programs add)
+void registerWriteOps(Table& t);     // aten_ops_writes.cpp (new_zeros & co., fill_/zero_/copy_)
+void registerEinsumOps(Table& t);    // aten_ops_einsum.cpp (einsum as transpose/reshape/matmul/sum)
 
 }  // namespace kiln::importers::ts

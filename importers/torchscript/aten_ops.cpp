@@ -572,6 +572,8 @@ Table buildTable() {
   reg(t, "unsqueeze", unsqueeze, true);
   reg(t, "permute", permute);
   reg(t, "transpose", transpose, true);
+  reg(t, "swapaxes", transpose, true);  // transpose's other names (torch.export keeps them)
+  reg(t, "swapdims", transpose, true);
   reg(t, "t", transpose2d, true);
   reg(t, "cat", cat);
   reg(t, "concat", cat);
@@ -597,6 +599,8 @@ Table buildTable() {
   registerPaddingOps(t);
   registerRecurrentOps(t);
   registerExportOps(t);
+  registerWriteOps(t);
+  registerEinsumOps(t);
   registerQuantizedOps(t);
   return t;
 }

@@ -407,6 +407,43 @@ void glu(Ctx& c, N n) {
   c.setOutput(n, c.emit(n, "mul", {a, g}));
 }
 
+/// linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None) and
+/// norm(self, p, dim, keepdim[, dtype]) (F.normalize, Swin v2's cosine attention): ord 2 as
+/// sqrt(sum(x · x)), 1 as sum(|x|), ±inf as max/min(|x|), any other p as sum(|x|^p)^(1/p).
+/// ord 0 (a count of non-zeros) and a dtype that casts are refused.
+void vectorNorm(Ctx& c, N n) {
+  ValueId x = c.tensor(n, 0);
+  requireFloat(c, n, x);
+  int64_t rank = c.type(x).rank();
+  size_t nIn = n->inputs().size();
+  double ord = nIn > 1 && !c.isNone(n, 1) ? c.toDouble(n, 1) : 2.0;
+  std::vector<int64_t> axes;
+  if (nIn > 2 && !c.isNone(n, 2)) axes = c.toInts(n, 2, 1);
+  if (axes.empty()) {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  for (int64_t& a : axes) a = normDim(n, a, rank);
+  bool keep = nIn > 3 && c.toBool(n, 3);
+  if (nIn > 4 && !c.isNone(n, 4) && toKilnDType(static_cast<c10::ScalarType>(c.toInt(n, 4))) != c.type(x).dtype)
+    Ctx::fail(n, "a dtype argument that casts is not supported");
+  if (ord == 0.0) Ctx::fail(n, "ord=0 (a count of non-zero elements) is not supported");
+  DType dtype = c.type(x).dtype;
+  Attrs reduceAttrs{{"axes", axes}, {"keepdims", static_cast<int64_t>(keep)}};
+  if (std::isinf(ord)) {
+    ValueId a = c.emit(n, "abs", {x}, {}, "norm_abs");
+    return c.setOutput(n, c.emit(n, ord > 0 ? "max" : "min", {a}, reduceAttrs));
+  }
+  if (ord == 2.0) {
+    ValueId sq = c.emit(n, "mul", {x, x}, {}, "norm_squared");
+    return c.setOutput(n, c.emit(n, "sqrt", {c.emit(n, "sum", {sq}, reduceAttrs, "norm_sum")}));
+  }
+  ValueId a = c.emit(n, "abs", {x}, {}, "norm_abs");
+  if (ord == 1.0) return c.setOutput(n, c.emit(n, "sum", {a}, reduceAttrs));
+  ValueId powered = c.emit(n, "pow", {a, c.scalarConstant(ord, dtype)}, {}, "norm_pow");
+  ValueId sum = c.emit(n, "sum", {powered}, reduceAttrs, "norm_sum");
+  c.setOutput(n, c.emit(n, "pow", {sum, c.scalarConstant(1.0 / ord, dtype)}));
+}
+
 }  // namespace
 
 void registerModelOps(Table& t) {
@@ -429,6 +466,14 @@ void registerModelOps(Table& t) {
   reg(t, "square", square, true);
   reg(t, "reciprocal", reciprocal, true);
   reg(t, "glu", glu);
+  reg(t, "linalg_vector_norm", vectorNorm);
+  reg(t, "norm", [](Ctx& c, N n) {  // the overloads whose arguments line up with linalg_vector_norm's
+    const c10::FunctionSchema* schema = n->maybeSchema();
+    std::string overload = schema ? schema->overload_name() : "";
+    if (overload != "Scalar" && overload != "ScalarOpt_dim" && overload != "ScalarOpt_dim_dtype")
+      Ctx::notSupported(n, "overload '" + overload + "' (use torch.linalg.vector_norm)");
+    vectorNorm(c, n);
+  });
 }
 
 /// _convolution with transposed=true: (input, weight, bias, stride, padding, dilation,

@@ -33,6 +33,7 @@
 
 #include "importers/torchscript/archive.h"
 #include "importers/torchscript/context.h"
+#include "importers/torchscript/view_writes.h"
 
 namespace kiln::importers {
 namespace {
@@ -151,7 +152,9 @@ class Walker {
   bool visitShapeQuery(const jit::Node* node);
   bool visitControl(const jit::Node* node);
   bool tryFold(const jit::Node* node);
+  bool visitViewWrite(const jit::Node* node);
   void visitOp(const jit::Node* node);
+  void mapNode(const jit::Node* node);
   void checkInPlace(const jit::Node* node);
   std::string kindName(const jit::Node* node) const { return node->kind().toQualString(); }
 
@@ -211,6 +214,7 @@ Walker::Outcome Walker::visitNode(const jit::Node* node) {
   if (visitSequence(node)) return Outcome::Structural;
   if (visitControl(node)) return node->kind() == c10::prim::If ? Outcome::Folded : Outcome::Structural;
   if (tryFold(node)) return Outcome::Folded;
+  if (visitViewWrite(node)) return Outcome::Mapped;
   visitOp(node);
   return Outcome::Mapped;
 }
@@ -439,7 +443,18 @@ bool Walker::tryFold(const jit::Node* node) {
   return true;
 }
 
+/// An in-place write into a slice/select view of another tensor (view_writes.h).
+bool Walker::visitViewWrite(const jit::Node* node) {
+  return ts::importViewWrite(m_ctx, node, [&] { mapNode(node); });
+}
+
 void Walker::visitOp(const jit::Node* node) {
+  mapNode(node);
+  checkInPlace(node);
+}
+
+/// Runs the operator handler of `node`, keeping the operator first in its errors.
+void Walker::mapNode(const jit::Node* node) {
   std::string kind = kindName(node);
   const ts::OpHandler* handler = ts::findOpHandler(kind);
   if (!handler) ImportContext::notSupported(node);
@@ -456,7 +471,6 @@ void Walker::visitOp(const jit::Node* node) {
   for (const jit::Value* out : node->outputs()) {
     KILN_ASSERT(m_ctx.isBound(out), kind + " left an output unbound");
   }
-  checkInPlace(node);
 }
 
 /// An in-place op maps onto its functional form. Later uses of the mutated tensor then read the

@@ -10,6 +10,8 @@
 //   Conv with asymmetric pads / auto_pad, written with the `onnx` package and run by ONNX Runtime
 //   in that environment for the reference outputs;
 // - bad padding: one line on stderr from `kiln run`, with the documented exit code.
+// ZooOps: in-place writes through views and einsum (what Swin and MaxViT need), compiled the same
+// way against libtorch, and as a torch.export program against today's torch.
 // The Python parts skip with a message only when the environment is missing (CI has it).
 #include <gtest/gtest.h>
 
@@ -161,6 +163,31 @@ TEST(PadOps, EveryModeOnOddShapes) {
   }
 }
 
+// In-place writes through views (made functional as where(mask, pad(value), base), or folded to
+// constants) and einsum (transpose/reshape/matmul/sum), the constructs Swin and MaxViT need,
+// compiled at every level.
+TEST(ZooOps, ViewWritesAndEinsumCompiled) {
+  checkModule({"ViewWrites",
+               "def forward(self, x0, x1):\n"
+               "  y = x0 * 2.0\n"
+               "  y[:, 1:3] = x1\n"
+               "  y[0, 2:] = 0.5\n"
+               "  y[1:3, 3:5].mul_(3.0)\n"
+               "  m = x0.new_zeros([4, 6])\n"
+               "  m[0:-1, 0:-2] = 1.0\n"
+               "  m[-1, :] = 2.0\n"
+               "  return y + m, torch.einsum('ij,kj->ik', [y, x0])\n",
+               {{"[4, 6]", f32}, {"[4, 2]", f32}}},
+              1e-5);
+  checkModule({"Einsum",
+               "def forward(self, x0, x1, x2):\n"
+               "  a = torch.einsum('b h w c, h k c -> b h w k', [x0, x1])\n"
+               "  b = torch.einsum('BGHID,BGHJD->BGHIJ', [x2, x2])\n"
+               "  return a, torch.einsum('BGHIJ,BGHJD->BGHID', [b, x2]), torch.einsum('...ij->...', [x0])\n",
+               {{"[2, 3, 5, 6]", f32}, {"[3, 7, 6]", f32}, {"[1, 2, 3, 5, 8]", f32}}},
+              1e-4);
+}
+
 TEST(PadOps, IntegerTensorsPadExactly) {
   // (libtorch 1.13 has no integer reflection or replication kernels to compare with.)
   runtime::Tensor x = runtime::Tensor::zeros(runtime::DType::Int64, {2, 3, 5});
@@ -287,6 +314,49 @@ TEST(PadModel, CnnTracedByTodaysTorchMatchesLibtorch) {
   std::map<int, int> pads = expectCompiledMatches(model.value(), inputs, expected, 1e-4, {0, 2, 3});
   EXPECT_EQ(pads[0], 6);
   EXPECT_EQ(pads[3], 5);  // the zero pad before c4 became its padding
+}
+
+// A torch.export program holds Swin's mask writes as aten.slice + aten.fill_ (in place, through
+// views) and MaxViT's einsum; imported from the .pt2 and compiled, against today's torch.
+const char* kExportWritesScript = R"(import os, sys
+import numpy as np
+import torch
+
+
+class Windows(torch.nn.Module):
+    def forward(self, x, q, k):
+        m = x.new_zeros((6, 8))
+        m[0:-2, 0:-3] = 1.0
+        m[-2:, -3:] = 2.0
+        m[1, 2:5] = 3.0
+        y = x * 2.0
+        y[:, 1:3] = 0.5
+        return y + m, torch.einsum("bhid,bhjd->bhij", q, k)
+
+
+out = sys.argv[1]
+torch.manual_seed(0)
+inputs = (torch.randn(6, 8), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 7, 4))
+torch.export.save(torch.export.export(Windows(), inputs), os.path.join(out, "windows.pt2"))
+for i, t in enumerate(inputs):
+    np.save(os.path.join(out, f"x{i}.npy"), t.numpy())
+with torch.no_grad():
+    for i, t in enumerate(Windows()(*inputs)):
+        np.save(os.path.join(out, f"y{i}.npy"), t.numpy())
+)";
+
+TEST(ZooOps, TorchExportWritesThroughViewsAndEinsum) {
+  if (!havePython()) GTEST_SKIP() << "Kiln's Python environment (" << KILN_PYENV_PYTHON << ") is missing: run scripts/install-deps.sh";
+  std::string dir = tempDir("export_writes");
+  testing_support::Outcome o = runPython(dir, kExportWritesScript, dir);
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  auto model = app::openModel(dir + "/windows.pt2");
+  ASSERT_TRUE(model) << model.error().message;
+  std::vector<runtime::Tensor> inputs, expected;
+  for (int i = 0; i < 3; ++i) inputs.push_back(runtime::readNpy(dir + "/x" + std::to_string(i) + ".npy"));
+  for (int i = 0; i < 2; ++i) expected.push_back(runtime::readNpy(dir + "/y" + std::to_string(i) + ".npy"));
+  expectCompiledMatches(model.value(), inputs, expected, 1e-5, {0, 2, 3});
+  EXPECT_EQ(countOps(model.value()->graph, "where"), 1);  // y's write; the mask's fold to a constant
 }
 
 // --- ONNX Pad and Conv, against ONNX Runtime ---------------------------------------------------

@@ -305,6 +305,149 @@ TEST(ImportBreadth, BooleanMaskIndexingIsRejectedByName) {
   }
 }
 
+// --- in-place writes through views, einsum (Swin, MaxViT) -----------------------------------
+
+/// The import's error, or "" when it imports.
+std::pair<ErrorKind, std::string> importError(const std::string& name, const std::string& forward,
+                                              const std::vector<std::pair<std::string, std::string>>& inputs) {
+  std::string path = testing::saveScriptedModule(name, forward, specOf(inputs));
+  try {
+    importTorchScript(path);
+  } catch (const Error& e) {
+    return {e.kind(), e.what()};
+  }
+  return {ErrorKind::Internal, ""};
+}
+
+TEST(ImportBreadth, ViewWritesIntoConstantsFoldAtImport) {  // Swin's attention mask and v2's qkv bias
+  auto m = check("ViewWritesConstant",
+                 "def forward(self, x0):\n"
+                 "  m = x0.new_zeros([6, 8])\n"
+                 "  m[0:-2, 0:-3] = 1.0\n"
+                 "  m[-2:, -3:] = 2.0\n"
+                 "  m[1, 2:5] = 3.0\n"
+                 "  m[3:5, 1:3].copy_(torch.ones(2, 2) * 4.0)\n"
+                 "  b = self.w.clone()\n"
+                 "  b[2:4].zero_()\n"
+                 "  b[::2].fill_(-1.0)\n"
+                 "  return x0 + m, x0[0] * b, self.w + 0.0\n",
+                 {{"[6, 8]", f32}}, {{"w", torch::randn({8})}});
+  auto ops = testing::opHistogram(m.graph);
+  EXPECT_EQ(ops["where"], 0);  // every write folded into a constant
+  EXPECT_EQ(ops["pad"], 0);
+}
+
+TEST(ImportBreadth, ViewWritesIntoComputedTensors) {
+  auto m = check("ViewWritesGraph",
+                 "def forward(self, x0, x1, x2):\n"
+                 "  y = x0 * 2.0\n"
+                 "  y[:, 1:3] = x1\n"
+                 "  y[0, 2:] = 0.5\n"
+                 "  y[2:, 0].zero_()\n"
+                 "  y[1:3, 3:5].mul_(3.0)\n"
+                 "  y[3, -2:].copy_(x2)\n"
+                 "  z = x0.new_zeros([4, 6])\n"
+                 "  z[1:, 2:4] = x1[1:]\n"
+                 "  return y, y.sum(1), z, torch.einsum('ij,kj->ik', [y, x0])\n",
+                 {{"[4, 6]", f32}, {"[4, 2]", f32}, {"[1]", f32}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["where"], 6);  // one per write into a computed tensor
+}
+
+TEST(ImportBreadth, SliceAndSelectScatter) {  // torch.export's form of writes through views
+  auto m = check("Scatters",
+                 "def forward(self, x0, x1, x2):\n"
+                 "  a = torch.slice_scatter(x0, x1, 1, 1, 3)\n"
+                 "  b = torch.slice_scatter(x0, x1 * 2.0, 1, -2)\n"
+                 "  c = torch.select_scatter(x0, x2, 0, -1)\n"
+                 "  return a, b, c\n",
+                 {{"[4, 6, 2]", f32}, {"[4, 2, 2]", f32}, {"[6, 2]", f32}});
+  EXPECT_EQ(testing::opHistogram(m.graph)["where"], 3);
+}
+
+TEST(ImportBreadth, ViewWritesThatCannotBeMadeFunctionalAreRefused) {
+  // A view taken before the write and read after it would see the old value.
+  auto [kind, what] = importError("StaleView",
+                                  "def forward(self, x0):\n"
+                                  "  y = x0 * 1.0\n"
+                                  "  v = y[0]\n"
+                                  "  y[0, 1:3] = 0.0\n"
+                                  "  return v + 1.0\n",
+                                  {{"[3, 4]", f32}});
+  EXPECT_EQ(kind, ErrorKind::Unsupported);
+  EXPECT_NE(what.find("read later through another alias"), std::string::npos) << what;
+  EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  // A view of a model input is the input's storage too.
+  std::tie(kind, what) = importError("InputReshaped",
+                                     "def forward(self, x0):\n"
+                                     "  y = x0.view(4, 3)\n"
+                                     "  y[1:2] = 0.0\n"
+                                     "  return y\n",
+                                     {{"[3, 4]", f32}});
+  EXPECT_EQ(kind, ErrorKind::Unsupported);
+  EXPECT_NE(what.find("model input %x0"), std::string::npos) << what;
+  std::tie(kind, what) = importError("InputView",
+                                     "def forward(self, x0):\n"
+                                     "  x0[0:2] = 0.0\n"
+                                     "  return x0 + 1.0\n",
+                                     {{"[3, 4]", f32}});
+  EXPECT_EQ(kind, ErrorKind::Unsupported);
+  EXPECT_NE(what.find("model input %x0"), std::string::npos) << what;
+  std::tie(kind, what) = importError("StridedView",
+                                     "def forward(self, x0):\n"
+                                     "  y = x0 * 1.0\n"
+                                     "  y[::2] = 0.0\n"
+                                     "  return y\n",
+                                     {{"[3, 4]", f32}});
+  EXPECT_EQ(kind, ErrorKind::Unsupported);
+  EXPECT_NE(what.find("strided slice"), std::string::npos) << what;
+}
+
+TEST(ImportBreadth, VectorNorms) {  // F.normalize in Swin v2's cosine attention
+  check("Norms",
+        "def forward(self, x0):\n"
+        "  a = x0 / torch.linalg_vector_norm(x0, 2.0, [-1], True).clamp_min(1e-12).expand_as(x0)\n"
+        "  b = torch.linalg_vector_norm(x0, 3.0, [0, 2], True)\n"
+        "  c = torch.linalg_vector_norm(x0, float('inf'), [1])\n"
+        "  d = torch.linalg_vector_norm(x0, -float('inf'), [2])\n"
+        "  e = torch.linalg_vector_norm(x0, 1.0)\n"
+        "  return a, b, c, d, e, x0.norm(2.0, [1], True), x0.norm(2.0)\n",
+        {{"[2, 3, 5]", f32}});
+}
+
+TEST(ImportBreadth, EinsumAsTransposeReshapeMatmulSum) {
+  auto m = check("Einsum",
+                 "def forward(self, x0, x1, x2, x3, x4, x5):\n"
+                 "  a = torch.einsum('bij,bjk->bik', [x0, x1])\n"
+                 "  b = torch.einsum('b h w c, h k c -> b h w k', [x2, x3])\n"
+                 "  c = torch.einsum('...ij,...kj', [x0, x0])\n"
+                 "  d = torch.einsum('...ij,...jk->...ik', [x4, x5])\n"
+                 "  e = torch.einsum('ij->', [x0[0]])\n"
+                 "  f = torch.einsum('i,j->ij', [x0[0, 0], x1[1, :, 2]])\n"
+                 "  g = torch.einsum('bij->jbi', [x0])\n"
+                 "  h = torch.einsum('ij,jk,kl->il', [x0[0], x1[0], x2[0, 0]])\n"
+                 "  q = torch.einsum('B G H I D, B G H J D -> B G H I J', [x0.view(1, 2, 1, 3, 4), x0.view(1, 2, 1, 3, 4)])\n"
+                 "  r = torch.einsum('bij,bkj->b', [x0, x0])\n"
+                 "  s = torch.einsum('bij', [x0])\n"
+                 "  return a, b, c, d, e, f, g, h, q, r, s, x0.swapaxes(0, 2), torch.swapdims(x0, -1, 1)\n",
+                 {{"[2, 3, 4]", f32}, {"[2, 4, 5]", f32}, {"[2, 3, 5, 6]", f32}, {"[3, 7, 6]", f32},
+                  {"[2, 1, 3, 4]", f32}, {"[5, 4, 6]", f32}});
+  auto ops = testing::opHistogram(m.graph);
+  EXPECT_GE(ops["matmul"], 7);
+  EXPECT_EQ(ops.count("einsum"), 0u);
+}
+
+TEST(ImportBreadth, EinsumDiagonalsAndBadEquationsAreOneLine) {
+  auto [kind, what] = importError("EinsumDiagonal", "def forward(self, x0):\n  return torch.einsum('ii->i', [x0])\n",
+                                  {{"[3, 3]", f32}});
+  EXPECT_EQ(kind, ErrorKind::Unsupported);
+  EXPECT_NE(what.find("aten::einsum"), std::string::npos) << what;
+  EXPECT_NE(what.find("index 'i' repeats within operand 0"), std::string::npos) << what;
+  std::tie(kind, what) = importError("EinsumRank", "def forward(self, x0):\n  return torch.einsum('ijk->i', [x0])\n",
+                                     {{"[3, 3]", f32}});
+  EXPECT_EQ(kind, ErrorKind::InvalidModel);
+  EXPECT_NE(what.find("operand 0 has rank 2"), std::string::npos) << what;
+}
+
 // --- the import doctor's survey --------------------------------------------------------------
 
 TEST(ImportSurvey, ContinuesPastUnsupportedNodesAndFlagsControlFlow) {
