@@ -138,6 +138,7 @@ class ViewsTest : public QObject {
     QVERIFY2(view.summaryText().contains(QStringLiteral("⚠ The host moved this machine's CPUs during the run "
                                                         "(core-to-core round trip 71–322 ns)")),
              qPrintable(view.summaryText()));
+    save(&view, "compare-placement.png");
   }
 
   void logScaleSwapsTheAxis() {
