@@ -3,7 +3,7 @@
 //
 // Why a benchmarking tool measures it: on a shared virtual machine the hypervisor decides which
 // host cores the virtual CPUs run on, and it moves them. On this project's 2-vCPU EPYC machine a
-// round trip took about 70 ns for minutes (the two vCPUs on one core complex) and about 320 ns
+// round trip took about 50-70 ns for minutes (the two vCPUs on one core complex) and about 320 ns
 // for minutes (on two), and every multi-threaded runtime slowed down with it: Kiln on
 // mobilenet_v3_small 0.8 → 1.6 ms at 2 threads (slower than its 1.25 ms at 1 thread), PyTorch
 // eager 5.6 → 7.8 ms; at 1 thread nothing changed. A timing is only comparable with another taken
