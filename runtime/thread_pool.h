@@ -18,8 +18,9 @@ int numThreads();
 /// (a descheduled thread's chunks are taken by the others) against per-chunk overhead.
 inline constexpr int64_t kDefaultChunksPerThread = 4;
 
-/// Runs task over [0, extent) cut into `chunksPerThread` contiguous chunks per thread (1..64),
-/// which the participating threads claim one at a time.
+/// Runs task over [0, extent) cut into `chunksPerThread` contiguous chunks per thread (1..64).
+/// Thread i of T first runs the chunks of [i/T, (i+1)/T) of the range, the same share in every
+/// launch, then helps with what is left of the others' shares.
 int32_t parallelLaunch(KilnParallelTask task, void* closure, int64_t extent,
                        int64_t chunksPerThread = kDefaultChunksPerThread);
 

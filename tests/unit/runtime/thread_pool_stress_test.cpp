@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -96,6 +97,44 @@ TEST(ThreadPoolStress, ConcurrentLaunchesFromTwoThreads) {
   a.join();
   b.join();
   EXPECT_TRUE(ok.load());
+  setNumThreads(0);
+}
+
+// Thread i of T starts with its own share of the range, [i/T, (i+1)/T), and then takes what is
+// left of the others' shares from their backs. The caller is held in chunk 0 until every other
+// chunk ran, so the worker's order is fixed: its share front to back, then the caller's from the
+// back (first-come claiming would hand it chunk 1 first).
+TEST(ThreadPoolStress, EachThreadStartsWithItsShareThenTakesTheRest) {
+  setNumThreads(2);
+  struct State {
+    std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> others{0};
+    std::mutex mutex;
+    std::vector<int64_t> workerOrder;
+    bool callerTimedOut = false;
+  } state;
+  auto task = [](int64_t begin, int64_t end, void* closure) -> int32_t {
+    auto* st = static_cast<State*>(closure);
+    if (end - begin != 1) return 1;
+    if (begin == 0) {
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (st->others.load() < 7)
+        if (std::chrono::steady_clock::now() > deadline) {
+          st->callerTimedOut = true;
+          break;
+        }
+      return 0;
+    }
+    if (std::this_thread::get_id() != st->caller) {
+      std::lock_guard<std::mutex> lock(st->mutex);
+      st->workerOrder.push_back(begin);
+    }
+    st->others++;
+    return 0;
+  };
+  ASSERT_EQ(0, parallelLaunch(task, &state, 8, 4));  // 8 chunks of one iteration each
+  EXPECT_FALSE(state.callerTimedOut);
+  EXPECT_EQ(state.workerOrder, (std::vector<int64_t>{4, 5, 6, 7, 3, 2, 1}));
   setNumThreads(0);
 }
 
