@@ -22,6 +22,8 @@ Every `kiln compare` run probes the host's placement of the machine's CPUs betwe
 between core complexes for minutes at a time, and every multi-threaded runtime's speed moves with
 it (Kiln on mobilenet_v3_small: 0.8 vs 1.6 ms); so beside the ratio over all rounds the table
 gives the ratio over the rounds whose runs were all in one placement, and judges by that one.
+A run during which the host moved the CPUs is run again (up to --retries times), and so is an
+alone run after the comparison that was probed in another placement than the comparison.
 
 All timings follow one method: warm-up, calls per repeat grown until a repeat lasts >= 20 ms,
 one untimed call before each repeat, the median of the per-call times of the repeats.
@@ -31,7 +33,7 @@ with --torch-compile (each alone run compiles again: 20-60 s per model and round
 
 Usage: scripts/bench-fairness.sh [--models a,b,...] [--rounds N] [--threads N] [--batch N] [--repeat N]
                                  [--kiln PATH] [--models-dir DIR] [--python PY] [--torch-compile]
-                                 [--backends a,b,...]
+                                 [--backends a,b,...] [--retries N]
                                  [--json FILE]
 """
 import argparse
@@ -147,6 +149,8 @@ def main():
     ap.add_argument("--python", default=default_python(), help="python with today's torch (default: Kiln's)")
     ap.add_argument("--torch-compile", action="store_true", help="also the torch-compile row")
     ap.add_argument("--backends", help="comma-separated rows to check (default: every row above)")
+    ap.add_argument("--retries", type=int, default=2,
+                    help="runs again a run whose placement moved or differs from the comparison's")
     ap.add_argument("--json", help="write every measurement as JSON")
     ap.add_argument("--alone", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -167,10 +171,22 @@ def main():
             path = os.path.join(a.models_dir, model + ".pt")
             before, after, python, placed = {}, {}, {}, {}
 
-            def run_alone(order, into, when):
+            def run_placed(cmd, want=None):
+                # Again while the host moved the CPUs during the run, or (with `want`) while the run
+                # was probed in another placement than `want`.
+                for attempt in range(a.retries + 1):
+                    result = run_json(cmd)
+                    placement = placement_of(result)
+                    if placement is not None and (want is None or same_placement([placement, want])):
+                        break
+                    if attempt < a.retries:
+                        print(f"  {model}: again, the host moved the CPUs ({cmd[-1]})", file=sys.stderr, flush=True)
+                return result
+
+            def run_alone(order, into, when, want=None):
                 # A row that cannot run here (not installed) is left out, with its reason.
                 for backend in order:
-                    result = run_json([a.kiln, "compare", path, "--processes", "1"] + common + [backend])
+                    result = run_placed([a.kiln, "compare", path, "--processes", "1"] + common + [backend], want)
                     measured = medians_of(result)
                     placed.setdefault(backend, {})[when] = placement_of(result)
                     if backend in measured:
@@ -181,9 +197,9 @@ def main():
             # B1..Bn alone, all inside, Bn..B1 alone: each backend's two alone runs lie equally far
             # before and after the inside run, so a linear drift of the machine cancels in their mean.
             run_alone(backends, before, "before")
-            inside_result = run_json([a.kiln, "compare", path, "--processes", "1"] + common + [",".join(backends)])
+            inside_result = run_placed([a.kiln, "compare", path, "--processes", "1"] + common + [",".join(backends)])
             inside, inside_placed = medians_of(inside_result), placement_of(inside_result)
-            run_alone(backends[::-1], after, "after")
+            run_alone(backends[::-1], after, "after", inside_placed)
             alone = {b: (before[b] * after[b]) ** 0.5 for b in before if b in after}
             for backend, interpreter, mode in (("pytorch-eager", a.python, "eager"),
                                                ("torchscript-optimized", sys.executable, "optimized")):

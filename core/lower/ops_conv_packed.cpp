@@ -326,13 +326,14 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   if (!packedConvTileFits(s.ocVecs, 1, ctx.options, s.lanes / vecLanes)) vecLanes = s.lanes;
   int64_t splits = s.lanes / vecLanes;
   int owBlock = packedConvOwBlock(s.ow, static_cast<int>(s.ocVecs * splits), ctx.options);
-  bool ocOuter = true;
+  int64_t weightElems = s.oco * s.ob * s.kh * s.kw * (s.depthwise ? 1 : s.cb * s.ib);
+  bool ocOuter = convChannelsOuter(weightElems, ctx.inTypes[0].numel());
   int unroll = 1;
   if (tuned) {
     int64_t b = knob(*tuned, "ow_block", owBlock);
     if (b >= 1 && b <= s.ow && packedConvTileFits(s.ocVecs, b, ctx.options, splits))
       owBlock = static_cast<int>(b);
-    ocOuter = knob(*tuned, "oc_outer", 1) != 0;
+    ocOuter = knob(*tuned, "oc_outer", ocOuter ? 1 : 0) != 0;
     int64_t u = knob(*tuned, "unroll", 1);
     std::vector<int64_t> factors = packedConvUnrollFactors(s.ib, s.depthwise);
     if (std::find(factors.begin(), factors.end(), u) != factors.end()) unroll = static_cast<int>(u);

@@ -380,12 +380,13 @@ Stmt lowerConv2dWinogradNchwc(const OpContext& ctx) {
   const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey);
   if (tuned && (knob(*tuned, "algo", 0) != s.m || knob(*tuned, "oc_vecs", s.vecs) != s.vecs)) tuned = nullptr;
   int block = packedConvOwBlock(s.tiles, s.vecs, ctx.options);
-  bool ocOuter = true;
+  // The transformed filter u holds O·α²·C values, the transformed input v α²·C·T.
+  bool ocOuter = convChannelsOuter(s.og * s.ob, s.tiles);
   int unroll = 1;
   if (tuned) {
     int64_t b = knob(*tuned, "ow_block", block);
     if (b >= 1 && b <= s.tiles && packedConvTileFits(s.vecs, b, ctx.options)) block = static_cast<int>(b);
-    ocOuter = knob(*tuned, "oc_outer", 1) != 0;
+    ocOuter = knob(*tuned, "oc_outer", ocOuter ? 1 : 0) != 0;
     int64_t u = knob(*tuned, "unroll", 1);
     std::vector<int64_t> factors = packedConvUnrollFactors(s.ib, false);
     if (std::find(factors.begin(), factors.end(), u) != factors.end()) unroll = static_cast<int>(u);

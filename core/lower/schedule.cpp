@@ -123,6 +123,8 @@ bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const Lower
   return rows >= 1 && cols >= 1 && m % rows == 0 && cols <= n && rows * cols + rows + 1 <= options.vectorRegisters;
 }
 
+bool convChannelsOuter(int64_t weightElems, int64_t activationElems) { return weightElems >= activationElems; }
+
 int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options) {
   int64_t maxWidth = std::clamp<int64_t>(accumulatorBudget(options) / std::max(1, ocVecs), 1, 16);
   int64_t tiles = (outWidth + maxWidth - 1) / maxWidth;

@@ -106,7 +106,13 @@ TEST(KernelsConvPacked, RecordsScheduleKnobs) {
   options.vectorRegisters = 32;
   PackedConvGraph g = makePackedConv({1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, options, 1);
   tir::PrimFunc f = lowerNode(g.graph, 0, "conv", options);
-  EXPECT_EQ(f.attrs["schedule"], "algo=0,flatten=0,oc_outer=1,oc_vecs=2,ow_block=14,par_chunks=4,unroll=1");
+  // 37 K weights against a 200 K input: rows outside channel groups (convChannelsOuter), so
+  // each thread reads back the rows it wrote in the previous layer.
+  EXPECT_EQ(f.attrs["schedule"], "algo=0,flatten=0,oc_outer=0,oc_vecs=2,ow_block=14,par_chunks=4,unroll=1");
+  // With 16 times the channels the weights outweigh the input: channel groups outside.
+  PackedConvGraph wide = makePackedConv({1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, options, 1);
+  EXPECT_EQ(lowerNode(wide.graph, 0, "conv", options).attrs["schedule"],
+            "algo=0,flatten=0,oc_outer=1,oc_vecs=2,ow_block=14,par_chunks=4,unroll=1");
 }
 
 TEST(KernelsConvPacked, RandomShapesMatchReference) {
