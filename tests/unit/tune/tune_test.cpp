@@ -113,6 +113,11 @@ TEST(TuneSpace, HeuristicIsInTheSpace) {
       "conv2d_nchwc:n=1,c=3,h=224,w=224,o=64,kh=7,kw=7,sh=2,sw=2,ph=3,pw=3,dh=1,dw=1,g=1:f32",
       "conv2d_nchwc:n=1,c=1024,h=14,w=14,o=256,kh=1,kw=1,sh=1,sw=1,ph=0,pw=0,dh=1,dw=1,g=1:f32",
       "conv2d_nchwc:n=1,c=96,h=56,w=56,o=96,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=96:f32",
+      // Weights smaller than the input (rows outside, convChannelsOuter) but one channel group,
+      // or one flat row: the orders coincide and the heuristic names the one in the space.
+      "conv2d_nchwc:n=1,c=8,h=16,w=16,o=8,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32",
+      "conv2d_nchwc:n=1,c=16,h=7,w=7,o=16,kh=1,kw=1,sh=1,sw=1,ph=0,pw=0,dh=1,dw=1,g=1:f32",
+      "conv2d_nchwc:n=1,c=32,h=28,w=28,o=32,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,g=1:f32",
       "dense:m=1,k=512,n=1000:f32"};
   for (const lower::LowerOptions& options : {avx2(), lower::lowerOptionsFor("skylake-avx512", "")}) {
     for (const char* key : keys) {
