@@ -99,7 +99,7 @@ bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const Lower
 /// it reads, so each thread streams half of them; rows (tiles) outside otherwise, so that thread i
 /// writes the same rows that it reads, the rows the previous layer's thread i wrote (the runtime
 /// gives thread i the same share of every launch). Measured back to back at 2 threads, with the
-/// two CPUs on cores that share no cache: 4–16 % faster on the five sample CNNs; with them on
+/// two CPUs on cores that share no cache: 3–16 % faster on the five sample CNNs; with them on
 /// one complex within ±2 %.
 bool convChannelsOuter(int64_t weightElems, int64_t activationElems);
 
