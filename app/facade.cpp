@@ -63,6 +63,7 @@ core::CompileOptions compileOptionsFor(const BuildOptions& options, const codege
   // target (schedule.h), or take the tuned knobs of a record.
   c.lower = core::lower::lowerOptionsFor(target.triple, target.cpu, target.features);
   c.lower.schedules = schedules ? std::move(schedules) : schedulesFor(options, target.strWithCpu());
+  c.lower.winograd = options.winograd;
   return c;
 }
 

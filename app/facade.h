@@ -14,6 +14,7 @@
 
 #include "core/ir/graph.h"
 #include "importers/torchscript.h"
+#include "profiler/records.h"
 #include "profiler/time_evaluator.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
@@ -82,6 +83,9 @@ struct BuildOptions {
   std::string records;
   /// Bounds-check every kernel load/store (core/tir/bounds_check.h; a debug mode, slower).
   bool boundsCheck = false;
+  /// The largest Winograd output tile at -O3/-O4 (`--winograd`): 4 (F(4×4, 3×3), the fastest),
+  /// 2 (F(2×2) where F(4×4) would run: less rounding) or 0 (direct convolutions only).
+  int winograd = 4;
 };
 
 struct CompiledModel {
@@ -305,6 +309,7 @@ struct BackendResult {
   std::vector<int> pids;                // the worker processes that ran it
   double maxAbsDiff = -1;  // of the outputs vs PyTorch eager (NaN when either has a NaN; exact for
                            // ints); < 0: not checked
+  double outputBound = -1;  // the max |diff| it is held to (profiler::outputBound); < 0: not checked
   std::vector<float> preview;  // the first few values of output 0
   int top1 = -1;               // argmax of output 0's first row
   /// What the worker reported about the backend, a JSON object: versions, BLAS/oneDNN/MKL
@@ -314,6 +319,8 @@ struct BackendResult {
   std::string facts;
   /// Median, quartiles, min–max, ... as the views and reports show them.
   profiler::Spread spread() const { return profiler::spreadOf(timing, processMedianMs, processesDisagree); }
+  /// Its outputs lie beyond outputBound from eager's: it computes something else.
+  bool outputsDiffer() const { return profiler::outputsDiffer(maxAbsDiff, outputBound); }
 };
 
 struct CompareResult {
@@ -340,6 +347,10 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
 /// The largest |a - b| over all outputs: exact for integer and bool outputs, NaN when either side
 /// holds a NaN anywhere, infinity when the outputs differ in count, shape or dtype.
 double maxAbsDiff(const std::vector<runtime::Tensor>& a, const std::vector<runtime::Tensor>& b);
+/// How far a backend's outputs may lie from `reference` (eager's) and still compute the same thing:
+/// profiler::outputBound of the reference's largest finite |value|, with the int8 tolerance when
+/// the model is quantized.
+double outputBoundFor(const Model& model, const std::vector<runtime::Tensor>& reference);
 std::string compareJson(const CompareResult& result);
 /// The row's name as tables show it: "pytorch-eager (TorchScript)" when today's torch ran the
 /// TorchScript file because the model has no Python module.

@@ -41,6 +41,7 @@ profiler::Measurement measurementOf(const BackendResult& b, int64_t batch, int w
   m.timing = b.timing;
   m.timing.warmup = warmup;  // also for a backend that did not run
   m.maxAbsDiff = b.available ? b.maxAbsDiff : -1;
+  m.outputBound = b.available ? b.outputBound : -1;
   m.processMedianMs = b.processMedianMs;
   m.processesDisagree = b.processesDisagree;
   m.facts = b.facts;
@@ -147,6 +148,17 @@ double maxAbsDiff(const std::vector<runtime::Tensor>& a, const std::vector<runti
   return worst;
 }
 
+double outputBoundFor(const Model& model, const std::vector<runtime::Tensor>& reference) {
+  double scale = 0;
+  for (const runtime::Tensor& t : reference)
+    for (int64_t k = 0; k < t.numel(); ++k)
+      if (double v = std::fabs(runtime::elementAsDouble(t, k)); std::isfinite(v)) scale = std::max(scale, v);
+  const auto& nodes = model.graph.nodes();
+  const bool quantized =
+      std::any_of(nodes.begin(), nodes.end(), [](const core::Node& n) { return n.op.starts_with("qnn."); });
+  return profiler::outputBound(scale, quantized ? profiler::kQuantizedOutputTolerance : profiler::kOutputTolerance);
+}
+
 BackendResult backendResultOf(const profiler::BenchRow& row) {
   BackendResult r;
   r.backend = row.name;
@@ -250,12 +262,16 @@ Result<CompareResult> compare(const std::string& path, const CompareOptions& opt
     bool haveReference = !measured.rows.empty() && measured.rows.front().name == "pytorch-eager" &&
                          measured.rows.front().ok();
     if (haveReference) reference = readBenchOutputs(measured.rows.front());
+    const double bound = haveReference ? outputBoundFor(m, reference) : -1;
     profiler::BuildRecord kilnBuild;
     for (const profiler::BenchRow& row : measured.rows) {
       BackendResult r = backendResultOf(row);
       if (row.ok()) {
         std::vector<runtime::Tensor> out = readBenchOutputs(row);
-        if (haveReference) r.maxAbsDiff = maxAbsDiff(out, reference);
+        if (haveReference) {
+          r.maxAbsDiff = maxAbsDiff(out, reference);
+          r.outputBound = bound;
+        }
         describeOutputs(r, out);
       }
       nlohmann::json facts = row.resultJson.empty() ? nlohmann::json::object() : nlohmann::json::parse(row.resultJson);
@@ -345,6 +361,15 @@ std::string compareJson(const CompareResult& r) {
       e["max_abs_diff_vs_eager"] = nullptr;
     else
       e["max_abs_diff_vs_eager"] = b.maxAbsDiff;
+    // Whether the outputs agree with eager's within the bound (profiler::outputBound; null: not
+    // checked).
+    if (b.outputBound >= 0) {
+      e["output_bound"] = b.outputBound;
+      e["outputs_agree"] = !b.outputsDiffer();
+    } else {
+      e["output_bound"] = nullptr;
+      e["outputs_agree"] = nullptr;
+    }
     e["output_preview"] = b.preview;
     e["top1"] = b.top1;
     e["facts"] = b.facts.empty() ? nlohmann::json::object() : nlohmann::json::parse(b.facts);

@@ -124,6 +124,7 @@ json toJson(const BuildOptions& b) {
   json j = {{"target", b.target},   {"opt_level", b.optLevel}, {"threads", b.threads},
             {"skip", b.skipPasses}, {"verify", b.verifyPasses}, {"records", b.records}};
   if (b.passes) j["passes"] = *b.passes;
+  if (b.winograd != 4) j["winograd"] = b.winograd;
   return j;
 }
 
@@ -136,6 +137,7 @@ BuildOptions buildOptionsFromJson(const json& j) {
   b.verifyPasses = j.at("verify").get<bool>();
   b.records = j.at("records").get<std::string>();
   if (j.contains("passes")) b.passes = j["passes"].get<std::string>();
+  b.winograd = j.value("winograd", 4);
   return b;
 }
 

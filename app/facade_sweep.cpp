@@ -245,6 +245,7 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
           std::vector<runtime::Tensor> reference;
           for (const profiler::BenchRow& row : measured.rows)
             if (row.name == "pytorch-eager" && row.ok()) reference = readBenchOutputs(row);
+          const double bound = reference.empty() ? -1 : outputBoundFor(*model, reference);
           for (const profiler::BenchRow& row : measured.rows) {
             Measurement m;
             m.backend = row.name;
@@ -256,7 +257,10 @@ Result<SweepResult> sweep(const std::string& path, const SweepOptions& options, 
               m.timing = row.timing;
               m.processMedianMs = row.processMedianMs;
               m.processesDisagree = row.processesDisagree;
-              if (!reference.empty()) m.maxAbsDiff = maxAbsDiff(readBenchOutputs(row), reference);
+              if (!reference.empty()) {
+                m.maxAbsDiff = maxAbsDiff(readBenchOutputs(row), reference);
+                m.outputBound = bound;
+              }
               if (m.timing.budgetExceeded)
                 m.reason = "time budget reached after " + std::to_string(m.timing.samplesMs.size()) + " of " +
                            std::to_string(options.repeat) + " repeats";

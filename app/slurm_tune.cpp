@@ -140,6 +140,7 @@ json planJson(const std::string& model, const TuneOptions& o, const PreparedTune
   j["opt_level"] = o.build.optLevel;
   j["threads"] = o.build.threads;
   j["bounds_check"] = o.build.boundsCheck;
+  j["winograd"] = o.build.winograd;
   j["batch"] = o.batch;
   j["input_shapes"] = o.inputs.empty() ? "" : inputShapesText(o.inputs);
   j["tuner"] = o.tuner;
@@ -477,6 +478,7 @@ int runSlurmArrayTask(const std::string& planPath) {
     o.build.optLevel = plan.value("opt_level", 3);
     o.build.threads = plan.value("threads", 0);
     o.build.boundsCheck = plan.value("bounds_check", false);
+    o.build.winograd = plan.value("winograd", 4);
     o.batch = plan.value("batch", int64_t{0});
     if (std::string shapes = plan.value("input_shapes", ""); !shapes.empty()) {
       auto specs = parseInputShapes(shapes);

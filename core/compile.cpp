@@ -15,7 +15,7 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 
 /// The pipeline the options ask for, bounds checks appended when requested.
 passes::Pipeline pipelineFor(const CompileOptions& options) {
-  std::string text = options.passes ? *options.passes : optLevelPipelineText(options.optLevel, options.lower.vectorLanes);
+  std::string text = options.passes ? *options.passes : optLevelPipelineText(options.optLevel, options.lower.vectorLanes, options.lower.winograd);
   passes::Pipeline pipeline = passes::parsePipeline(text);
   if (options.boundsCheck) {
     bool present = false;
@@ -47,7 +47,7 @@ OptimizedGraph runGraphPasses(Graph graph, const CompileOptions& options, const 
 
 }  // namespace
 
-std::string optLevelPipelineText(int optLevel, int vectorLanes) {
+std::string optLevelPipelineText(int optLevel, int vectorLanes, int winograd) {
   if (optLevel < 0 || optLevel > passes::kMaxOptLevel)
     throw Error("opt level must be 0-" + std::to_string(passes::kMaxOptLevel) + ", got " + std::to_string(optLevel),
                 ErrorKind::Usage);
@@ -57,9 +57,10 @@ std::string optLevelPipelineText(int optLevel, int vectorLanes) {
   if (optLevel == 2) return o1 + ",fold-pad-into-conv,fuse-ops";
   std::string o3 = o1 + ",fold-pad-into-conv,fold-scale-axis";
   if (const passes::PassInfo* alter = passes::findPass("alter-layout")) {
-    std::map<std::string, std::string> lanes;
-    if (alter->findOption("lanes")) lanes["lanes"] = std::to_string(vectorLanes);
-    o3 += "," + passes::PassInvocation{alter, alter->makeOptions(lanes)}.text() + ",fold-constants";
+    std::map<std::string, std::string> options;
+    if (alter->findOption("lanes")) options["lanes"] = std::to_string(vectorLanes);
+    if (alter->findOption("winograd")) options["winograd"] = std::to_string(winograd);  // 4, the default, is not printed
+    o3 += "," + passes::PassInvocation{alter, alter->makeOptions(options)}.text() + ",fold-constants";
   }
   o3 += ",qnn-alter-layout";  // a no-op without quantized convolutions
   if (optLevel == 3) return o3 + ",eliminate-dead-code,fuse-ops";

@@ -36,8 +36,9 @@
 namespace kiln::core {
 
 /// The default pipeline text of opt level 0..passes::kMaxOptLevel (Usage error otherwise) for a
-/// target whose f32 vectors have `vectorLanes` lanes (alter-layout's channel block).
-std::string optLevelPipelineText(int optLevel, int vectorLanes = 8);
+/// target whose f32 vectors have `vectorLanes` lanes (alter-layout's channel block), with
+/// convolutions up to Winograd F(`winograd`×`winograd`, 3×3) (alter-layout's option; 4, 2 or 0).
+std::string optLevelPipelineText(int optLevel, int vectorLanes = 8, int winograd = 4);
 
 struct CompileOptions {
   int optLevel = 3;

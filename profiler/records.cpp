@@ -1,5 +1,7 @@
 #include "profiler/records.h"
 
+#include <cmath>
+
 namespace kiln::profiler {
 
 const char* statusName(Status s) {
@@ -19,6 +21,12 @@ Status parseStatus(const std::string& name) {
                    Status::Skipped})
     if (name == statusName(s)) return s;
   return Status::Failed;
+}
+
+bool outputsDiffer(double maxAbsDiff, double outputBound) {
+  if (outputBound < 0) return false;
+  if (std::isnan(maxAbsDiff)) return true;
+  return maxAbsDiff >= 0 && maxAbsDiff > outputBound;
 }
 
 }  // namespace kiln::profiler

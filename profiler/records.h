@@ -36,6 +36,22 @@ enum class Status { Ok, Unavailable, Failed, OutOfMemory, Timeout, Skipped };
 const char* statusName(Status status);  // "ok", "unavailable", "failed", "out-of-memory", ...
 Status parseStatus(const std::string& name);
 
+/// How far a row of a comparison may lie from PyTorch eager's outputs and still compute the same
+/// thing: a tolerance of the reference outputs' largest magnitude (their scale, at least 1). Float
+/// models: 1e-3 (Kiln and the float engines stay within 1.7e-4 of it on the sample models); int8
+/// models: 0.2, since int8 engines requantize differently and the differences compound over the
+/// layers (today's torch and torch 1.13 lie 6 output steps, 5.6 % of the scale, apart on
+/// quantized_mobilenet_v2; Kiln matches 1.13 there). A row beyond it computes something else: a
+/// wrong rewrite, another precision.
+inline constexpr double kOutputTolerance = 1e-3;
+inline constexpr double kQuantizedOutputTolerance = 0.2;
+inline double outputBound(double outputScale, double tolerance) { return tolerance * (outputScale > 1 ? outputScale : 1); }
+
+/// Whether a checked row's outputs lie beyond `outputBound` from eager's: a NaN difference (a NaN
+/// on one side) and an infinite one (another shape) do; an unchecked row (maxAbsDiff < 0) or one
+/// whose bound is unknown (outputBound < 0: rows stored before Kiln kept it) does not.
+bool outputsDiffer(double maxAbsDiff, double outputBound);
+
 /// One backend at one batch size.
 struct Measurement {
   /// "pytorch-eager", "torch-compile", "torch-compile-max-autotune", "torchscript-optimized",
@@ -46,6 +62,7 @@ struct Measurement {
   std::string reason;
   Timing timing;
   double maxAbsDiff = -1;  // of the outputs vs PyTorch eager; < 0: not checked
+  double outputBound = -1;  // the max |diff| it was held to (outputBound()); < 0: not checked, or unknown
   /// Medians of the worker processes that measured it (profiler/bench.h), and whether they
   /// differ by more than 10 %: the figure then depends on the process, not only on the code.
   std::vector<double> processMedianMs;
@@ -55,6 +72,7 @@ struct Measurement {
   /// empty when it did not run.
   std::string facts;
   bool ok() const { return status == Status::Ok; }
+  bool outputsDiffer() const { return profiler::outputsDiffer(maxAbsDiff, outputBound); }
   /// Median, quartiles, min–max, ... as the views and reports show them.
   Spread spread() const { return spreadOf(timing, processMedianMs, processesDisagree); }
   /// Items per second at the median latency.

@@ -39,6 +39,7 @@ th { background: #f4f4f4; }
 .bad { color: #b00; }
 .warn { color: #b45309; }
 tr.disagree td, td.disagree { background: #fff1c7; }
+tr.differ td { background: #ffd6d6; }
 .spread { color: #666; font-size: 0.9em; }
 )css";
 
@@ -60,6 +61,15 @@ std::string disagreement(const Measurement& m) {
   if (!m.ok() || !m.processesDisagree) return "";
   if (m.processMedianMs.empty()) return "⚠ processes disagree";
   return "⚠ processes disagree: " + msList(m.processMedianMs) + " ms";
+}
+
+/// A compare row's note: outputs beyond tolerance of eager's (outputsDiffer), processes that disagree.
+std::string compareNote(const Measurement& m) {
+  std::string note;
+  if (m.ok() && m.outputsDiffer())
+    note = fmt("✗ outputs differ from eager's (beyond %.3g): not the same computation", m.outputBound);
+  if (std::string d = disagreement(m); !d.empty()) note += (note.empty() ? "" : "; ") + d;
+  return note;
 }
 
 /// A max |diff| of outputs: NaN (a NaN in an output), ∞ (outputs of another shape), — (not checked).
@@ -197,8 +207,9 @@ std::string compareSection(const SessionData& s) {
     for (const auto& sm : s.measurements) {
       if (sm.runId != run.id) continue;
       const Measurement& m = sm.measurement;
-      std::string flag = disagreement(m);
-      rows += std::string("<tr class=\"backend") + (flag.empty() ? "" : " disagree") + "\">" +
+      std::string flag = compareNote(m);
+      rows += std::string("<tr class=\"backend") + (m.processesDisagree && m.ok() ? " disagree" : "") +
+              (m.ok() && m.outputsDiffer() ? " differ" : "") + "\">" +
               td(std::to_string(run.id)) + td(run.createdAt) + td(m.backend) + td(std::to_string(m.batch), true);
       if (m.ok()) {
         const Spread sp = m.spread();

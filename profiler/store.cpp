@@ -346,8 +346,8 @@ int64_t Store::addMeasurement(int64_t runId, int64_t buildId, int64_t sweepId, c
       m_db,
       "INSERT INTO measurements(run_id, build_id, sweep_id, backend, batch, status, reason, warmup, number, "
       "median_ms, min_ms, mean_ms, max_ms, stddev_ms, cv, throughput, max_abs_diff, samples_ms, "
-      "process_medians_ms, processes_disagree, facts) "
-      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+      "process_medians_ms, processes_disagree, facts, output_bound) "
+      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
       m_path);
   s.bind(1, runId).bindId(2, buildId).bindId(3, sweepId).bind(4, m.backend).bind(5, m.batch);
   s.bind(6, statusName(m.status)).bind(7, m.reason).bind(8, m.timing.warmup).bind(9, m.timing.number);
@@ -367,7 +367,12 @@ int64_t Store::addMeasurement(int64_t runId, int64_t buildId, int64_t sweepId, c
     s.bindNull(17);
   s.bind(18, toJson(m.ok() ? t.samplesMs : std::vector<double>{}));
   s.bind(19, toJson(m.ok() ? m.processMedianMs : std::vector<double>{})).bind(20, m.processesDisagree ? 1 : 0);
-  s.bind(21, m.facts.empty() ? std::string("{}") : m.facts).run();
+  s.bind(21, m.facts.empty() ? std::string("{}") : m.facts);
+  if (m.outputBound >= 0)
+    s.bind(22, m.outputBound);
+  else
+    s.bindNull(22);
+  s.run();
   return sqlite3_last_insert_rowid(m_db);
 }
 
@@ -685,8 +690,8 @@ std::optional<SessionData> Store::loadSession(int64_t id) {
   {
     Stmt q(m_db,
            "SELECT x.id, x.run_id, x.build_id, x.sweep_id, x.backend, x.batch, x.status, x.reason, x.warmup, "
-           "x.number, x.max_abs_diff, x.samples_ms, x.process_medians_ms, x.processes_disagree, x.facts "
-           "FROM measurements x JOIN runs r ON x.run_id = r.id "
+           "x.number, x.max_abs_diff, x.samples_ms, x.process_medians_ms, x.processes_disagree, x.facts, "
+           "x.output_bound FROM measurements x JOIN runs r ON x.run_id = r.id "
            "WHERE r.session_id = ?1 ORDER BY x.id",
            m_path);
     q.bind(1, id);
@@ -708,6 +713,7 @@ std::optional<SessionData> Store::loadSession(int64_t id) {
       m.processesDisagree = q.i64(13) != 0;
       m.facts = q.text(14);
       if (m.facts == "{}") m.facts.clear();
+      m.outputBound = q.isNull(15) ? -1 : q.f64(15);
       d.measurements.push_back(std::move(s));
     }
   }

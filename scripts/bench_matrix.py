@@ -85,7 +85,8 @@ def main():
             if b["backend"] not in rows:
                 rows.append(b["backend"])
     print(f"Median ms per call, {a.threads} threads (x: speed-up over pytorch-eager; "
-          f"'kiln' is tuned with --records, 'kiln-untuned' is the same build without).")
+          f"'kiln' is tuned with --records, 'kiln-untuned' is the same build without; "
+          f"✗: outputs differ from eager's beyond 1e-3 of their scale).")
     print("| model | batch | " + " | ".join(rows) + " |")
     print("|---|---|" + "---|" * len(rows))
     for (model, batch), result in results.items():
@@ -98,7 +99,9 @@ def main():
                 cells.append((b or {}).get("status", "-"))
                 continue
             ms = b["median_ms"]
-            cells.append(f"{ms:.2f}" + (f" ({eager / ms:.2f}x)" if eager else ""))
+            # ✗: its outputs lie beyond tolerance from eager's (kiln compare's outputs_agree).
+            cells.append(f"{ms:.2f}" + (f" ({eager / ms:.2f}x)" if eager else "") +
+                         (" ✗" if b.get("outputs_agree") is False else ""))
         print(f"| {model} | {batch} | " + " | ".join(cells) + " |")
     print(f"\n{time.time() - started:.0f} s; JSON and logs in {a.out}")
     return 0

@@ -21,6 +21,7 @@ row; --timeout seconds each) and gets one of these verdicts:
 
 Usage (Kiln's Python environment, with build/python on PYTHONPATH; scripts/zoo.sh does both):
     scripts/zoo.py [--models a,b,...] [--json FILE] [--timeout S] [--opt-level N] [--tolerance T]
+                   [--winograd 4|2|0]
     scripts/zoo.py --list
 tests/python/test_zoo.py runs the same check per architecture under pytest (ctest: python_zoo).
 """
@@ -97,7 +98,7 @@ class _Outputs:
         return Values(model).eval()
 
 
-def check_one(name, kind, opt_level=3, tolerance=TOLERANCE):
+def check_one(name, kind, opt_level=3, tolerance=TOLERANCE, winograd=4):
     """Builds, calibrates, compiles and compares one architecture in this process; returns its row."""
     import torch
     import torchvision
@@ -117,7 +118,7 @@ def check_one(name, kind, opt_level=3, tolerance=TOLERANCE):
         expected = model(x)
     expected = list(expected) if isinstance(expected, tuple) else [expected]
     try:
-        compiled = kiln.compile(model, (x,), opt_level=opt_level, cache=False)
+        compiled = kiln.compile(model, (x,), opt_level=opt_level, cache=False, winograd=winograd)
     except kiln.KilnError as e:
         row["seconds"] = round(time.time() - started, 1)
         if e.message.startswith("cannot trace"):
@@ -145,10 +146,10 @@ def check_one(name, kind, opt_level=3, tolerance=TOLERANCE):
     return {**row, "status": "passed"}
 
 
-def check_in_child(name, kind, timeout=900, opt_level=3, tolerance=TOLERANCE):
+def check_in_child(name, kind, timeout=900, opt_level=3, tolerance=TOLERANCE, winograd=4):
     """check_one in a fresh process: a crash or hang costs only this row."""
     cmd = [sys.executable, os.path.abspath(__file__), "--one", name, kind, "--opt-level", str(opt_level),
-           "--tolerance", str(tolerance)]
+           "--tolerance", str(tolerance), "--winograd", str(winograd)]
     started = time.time()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -170,12 +171,14 @@ def main():
     ap.add_argument("--timeout", type=float, default=900, help="seconds per model")
     ap.add_argument("--opt-level", type=int, default=3)
     ap.add_argument("--tolerance", type=float, default=TOLERANCE)
+    ap.add_argument("--winograd", type=int, default=4, choices=(4, 2, 0),
+                    help="largest Winograd tile of 3x3 convolutions (kiln --winograd)")
     ap.add_argument("--list", action="store_true", help="print the architectures and quit")
     ap.add_argument("--one", nargs=2, metavar=("NAME", "KIND"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
         try:
-            row = check_one(a.one[0], a.one[1], a.opt_level, a.tolerance)
+            row = check_one(a.one[0], a.one[1], a.opt_level, a.tolerance, a.winograd)
         except Exception as e:  # a failure of PyTorch or of this script: the row says so
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             row = {"name": a.one[0], "kind": a.one[1], "status": "error", "message": f"{type(e).__name__}: {first}"[:300]}
@@ -197,7 +200,7 @@ def main():
     rows = []
     started = time.time()
     for name, kind in listed:
-        row = check_in_child(name, kind, a.timeout, a.opt_level, a.tolerance)
+        row = check_in_child(name, kind, a.timeout, a.opt_level, a.tolerance, a.winograd)
         rows.append(row)
         print(f"{name:<28} {row['status']:<12} {row.get('seconds', 0):7.1f} s  {row.get('message', '')}",
               file=sys.stderr, flush=True)

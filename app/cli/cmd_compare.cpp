@@ -51,6 +51,7 @@ int compareCommand(const CompareArgs& a) {
               "samples", "max |diff|");
   const app::BackendResult* kilnFault = nullptr;
   bool disagree = false;
+  std::vector<const app::BackendResult*> differ;
   for (const auto& b : r.backends) {
     if (!b.available) {
       std::printf("%-28s %s: %s\n", b.backend.c_str(), b.status.c_str(), b.reason.c_str());
@@ -62,9 +63,11 @@ int compareCommand(const CompareArgs& a) {
     std::snprintf(iqr, sizeof iqr, "%.3f-%.3f", s.q1Ms, s.q3Ms);
     char diff[32] = "-";
     if (!(b.maxAbsDiff < 0)) std::snprintf(diff, sizeof diff, "%.3g", b.maxAbsDiff);  // NaN prints "nan"
-    std::printf("%-28s %10.3f %19s %10.3f %10.3f %8d %14s%s\n", app::backendDisplayName(b.backend, b.facts).c_str(), s.medianMs, iqr, s.minMs,
-                s.maxMs, s.samples, diff, s.processesDisagree ? "  processes disagree" : "");
+    std::printf("%-28s %10.3f %19s %10.3f %10.3f %8d %14s%s%s\n", app::backendDisplayName(b.backend, b.facts).c_str(),
+                s.medianMs, iqr, s.minMs, s.maxMs, s.samples, diff, b.outputsDiffer() ? "  OUTPUTS DIFFER" : "",
+                s.processesDisagree ? "  processes disagree" : "");
     disagree = disagree || s.processesDisagree;
+    if (b.outputsDiffer()) differ.push_back(&b);
   }
   if (r.processes > 1) {
     std::printf("\n%-28s median ms of each worker process\n", "backend");
@@ -77,6 +80,11 @@ int compareCommand(const CompareArgs& a) {
   }
   if (disagree)
     std::printf("note: a flagged backend's processes differ by more than 10 %%; its figure depends on the process\n");
+  for (const app::BackendResult* b : differ)
+    std::printf("note: %s's outputs lie %.3g from eager's, beyond %.3g (%g of eager's largest output, %g for int8 "
+                "models): it computes something else than the model, so its time is not comparable\n",
+                b->backend.c_str(), b->maxAbsDiff, b->outputBound, profiler::kOutputTolerance,
+                profiler::kQuantizedOutputTolerance);
   if (!r.coreRoundTripNs.empty()) {
     auto [lo, hi] = std::minmax_element(r.coreRoundTripNs.begin(), r.coreRoundTripNs.end());
     std::printf("host: core-to-core round trip %.0f-%.0f ns (%zu probes between rounds)\n", *lo, *hi,

@@ -27,6 +27,7 @@ struct BuildFlags {
   int64_t batch = 0;
   std::string records;
   bool boundsCheck = false;
+  int winograd = 4;
   std::string inputShapes;  // --input-shapes text (app/input_shapes.h)
   bool inputShapesGiven = false;
 };

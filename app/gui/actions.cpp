@@ -88,6 +88,7 @@ app::BackendResult backendFromMeasurement(const profiler::Measurement& m) {
   b.processMedianMs = m.processMedianMs;
   b.processesDisagree = m.processesDisagree;
   b.maxAbsDiff = m.maxAbsDiff;  // < 0: not checked ("—"), NaN: a NaN in an output
+  b.outputBound = m.outputBound;
   b.facts = m.facts;
   return b;
 }

@@ -42,7 +42,11 @@ QVariant CompareTableModel::headerData(int section, Qt::Orientation orientation,
       case Iqr: return tr("Interquartile range: the middle half of the repeats");
       case Processes: return tr("The median of each worker process that timed the backend; ⚠ when they differ by more than 10 %");
       case Speedup: return tr("PyTorch eager's median / this median");
-      case MaxDiff: return tr("The largest absolute difference of the outputs from PyTorch eager's (NaN: a NaN in an output)");
+      case MaxDiff:
+        return tr("The largest absolute difference of the outputs from PyTorch eager's (NaN: a NaN in an output); "
+                  "✗ beyond %1 of eager's largest output (%2 for int8 models): not the same computation")
+            .arg(profiler::kOutputTolerance)
+            .arg(profiler::kQuantizedOutputTolerance);
       default: return {};
     }
   }
@@ -66,7 +70,13 @@ QString CompareTableModel::text(size_t i, int column) const {
   const app::BackendResult& r = row.result;
   const profiler::Spread& s = m_spreads[i];
   if (column == Backend) return s.processesDisagree ? QStringLiteral("⚠ ") + row.label : row.label;
-  if (column == Note) return r.available ? disagreementText(s) : backendStatusText(r);
+  if (column == Note) {
+    if (!r.available) return backendStatusText(r);
+    QStringList notes;
+    if (r.outputsDiffer()) notes << tr("✗ outputs differ from eager's: not the same computation");
+    if (QString d = disagreementText(s); !d.isEmpty()) notes << d;
+    return notes.join(QStringLiteral("; "));
+  }
   if (!r.available) return {};
   switch (column) {
     case Median: return formatMs(s.medianMs);
@@ -79,7 +89,8 @@ QString CompareTableModel::text(size_t i, int column) const {
     case MaxDiff:
       if (row.backend == "pytorch-eager") return tr("(reference)");
       // Without eager's outputs there is nothing to compare with (the façade says NaN then).
-      return eagerRan() ? formatMaxDiff(r.maxAbsDiff) : tr("— (no reference)");
+      if (!eagerRan()) return tr("— (no reference)");
+      return r.outputsDiffer() ? QStringLiteral("✗ ") + formatMaxDiff(r.maxAbsDiff) : formatMaxDiff(r.maxAbsDiff);
     default: return {};
   }
 }
@@ -94,13 +105,17 @@ QVariant CompareTableModel::data(const QModelIndex& index, int role) const {
     case Qt::ToolTipRole: return toolTip(index.row());
     case DisagreeRole: return s.processesDisagree;
     case StatusRole: return qs(r.status);
+    case DifferRole: return r.available && r.outputsDiffer();
     case Qt::TextAlignmentRole:
       if (index.column() == Backend || index.column() == Note) return QVariant(Qt::AlignLeft | Qt::AlignVCenter);
       return QVariant(Qt::AlignRight | Qt::AlignVCenter);
     case Qt::BackgroundRole:
+      if (r.available && r.outputsDiffer() && (index.column() == MaxDiff || index.column() == Note))
+        return QBrush(QColor(kDifferBackground));
       return r.available && s.processesDisagree ? QBrush(QColor(kDisagreeBackground)) : QVariant();
     case Qt::ForegroundRole:
       if (!r.available) return QBrush(QColor(r.status == "unavailable" || r.status.empty() ? kUnavailableText : kFailedText));
+      if (r.outputsDiffer() && (index.column() == MaxDiff || index.column() == Note)) return QBrush(QColor(kFailedText));
       if (s.processesDisagree && (index.column() == Backend || index.column() == Processes || index.column() == Note))
         return QBrush(QColor(kDisagreeText));
       return {};
@@ -128,6 +143,9 @@ QString CompareTableModel::toolTip(int row) const {
     tip += QStringLiteral("\n%1× the speed of PyTorch eager").arg(eagerMs() / s.medianMs, 0, 'f', 2);
   if (c.backend != "pytorch-eager" && eagerRan())
     tip += QStringLiteral("\nmax |diff| of the outputs vs eager: %1").arg(formatMaxDiff(c.result.maxAbsDiff));
+  if (c.result.outputsDiffer())
+    tip += QStringLiteral("\n✗ beyond its bound %1: this row computes something else, so its time is not comparable")
+               .arg(QString::number(c.result.outputBound, 'g', 3));
   // The backend's versions, BLAS/oneDNN build and thread settings, as its worker reported them.
   if (std::string facts = app::backendFactsLine(c.result.facts); !facts.empty()) tip += QLatin1Char('\n') + qs(facts);
   return tip;

@@ -34,6 +34,7 @@ class CompareTableModel : public QAbstractTableModel {
     SortRole = Qt::UserRole + 1,  // the raw number (median ms, speed-up, ...)
     DisagreeRole,                 // bool: the row's processes disagree
     StatusRole,                   // "ok", "failed", "timeout", ...
+    DifferRole,                   // bool: the row's outputs lie beyond tolerance from eager's
   };
 
   using QAbstractTableModel::QAbstractTableModel;

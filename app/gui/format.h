@@ -34,6 +34,7 @@ inline constexpr unsigned kDisagreeBackground = 0xfff1c7;  // processes disagree
 inline constexpr unsigned kDisagreeText = 0x8a4b00;
 inline constexpr unsigned kFailedText = 0xb00020;       // failed, timed out, out of memory
 inline constexpr unsigned kUnavailableText = 0x888888;  // unavailable or skipped
+inline constexpr unsigned kDifferBackground = 0xffd6d6;  // outputs differ from the reference's
 
 /// The status line of an export-only build: the module's size, and its outputs' agreement with
 /// the host build where it ran here (wasm32 in Node), else why it did not, or the check's error.

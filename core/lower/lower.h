@@ -44,6 +44,9 @@ struct LowerOptions {
   int64_t l2Bytes = 1024 * 1024;
   /// Tuned knobs by tuning key (schedule_config.h); kernels without an entry use the heuristic.
   std::shared_ptr<const ScheduleConfigs> schedules;
+  /// The largest Winograd output tile (4, 2 or 0): the level's alter-layout option, and the
+  /// tuning space's limit (core/tune/space.cpp).
+  int winograd = 4;
 };
 
 /// True when lowerNode knows the operator.

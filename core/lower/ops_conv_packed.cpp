@@ -327,9 +327,7 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   int64_t splits = s.lanes / vecLanes;
   int owBlock = packedConvOwBlock(s.ow, static_cast<int>(s.ocVecs * splits), ctx.options);
   int64_t weightElems = s.oco * s.ob * s.kh * s.kw * (s.depthwise ? 1 : s.cb * s.ib);
-  // With one channel group or one row the two orders are one loop: named oc_outer=1, as in the
-  // tuning space.
-  bool ocOuter = s.oco == 1 || s.oh == 1 || convChannelsOuter(weightElems, ctx.inTypes[0].numel());
+  bool ocOuter = !convOrdersDiffer(s.oco, s.oh) || convChannelsOuter(weightElems, ctx.inTypes[0].numel());
   int unroll = 1;
   if (tuned) {
     int64_t b = knob(*tuned, "ow_block", owBlock);

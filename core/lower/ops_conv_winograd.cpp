@@ -381,8 +381,7 @@ Stmt lowerConv2dWinogradNchwc(const OpContext& ctx) {
   if (tuned && (knob(*tuned, "algo", 0) != s.m || knob(*tuned, "oc_vecs", s.vecs) != s.vecs)) tuned = nullptr;
   int block = packedConvOwBlock(s.tiles, s.vecs, ctx.options);
   // The transformed filter u holds O·α²·C values, the transformed input v α²·C·T.
-  // (With one channel group or one tile block the orders are one loop: oc_outer=1.)
-  bool ocOuter = s.og == 1 || s.tiles <= block || convChannelsOuter(s.og * s.ob, s.tiles);
+  bool ocOuter = !convOrdersDiffer(s.og, (s.tiles + block - 1) / block) || convChannelsOuter(s.og * s.ob, s.tiles);
   int unroll = 1;
   if (tuned) {
     int64_t b = knob(*tuned, "ow_block", block);

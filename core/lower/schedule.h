@@ -103,6 +103,11 @@ bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const Lower
 /// one complex within ±2 %.
 bool convChannelsOuter(int64_t weightElems, int64_t activationElems);
 
+/// Whether the two orders of that parallel loop over output channel groups × row (or tile) blocks
+/// differ. With one group or one block they are the same loop, which the lowering and the tuning
+/// space both name oc_outer=1.
+inline bool convOrdersDiffer(int64_t channelGroups, int64_t rowBlocks) { return channelGroups > 1 && rowBlocks > 1; }
+
 /// Packed conv tile width for a row of `outWidth` columns with `ocVecs` vectors per column.
 int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options);
 

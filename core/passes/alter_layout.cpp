@@ -123,7 +123,7 @@ bool isPool(const std::string& op) {
 class LayoutRewriter {
  public:
   LayoutRewriter(const Graph& graph, const AlterLayoutOptions& options, PassCounters* counters)
-      : m_src(graph), m_rw(graph), m_counters(counters), m_schedules(options.schedules),
+      : m_src(graph), m_rw(graph), m_counters(counters), m_schedules(options.schedules), m_winograd(options.winograd),
         m_plain(graph.values().size(), false) {
     m_lower.vectorLanes = std::max(1, options.lanes);
     m_lower.vectorRegisters = lower::vectorRegistersForLanes(m_lower.vectorLanes);
@@ -270,6 +270,7 @@ class LayoutRewriter {
         algo = winogradOk && (a == 2 || a == 4) ? a : 0;
       }
     }
+    if (algo > m_winograd) algo = m_winograd;  // 4 → 2 when only F(2×2) is allowed, → 0 when none
     int64_t weightBlock = outBlock * ocVecs;
 
     ValueId x = ensurePacked(node.inputs[0], inBlock);
@@ -375,6 +376,7 @@ class LayoutRewriter {
   GraphRewriter m_rw;
   PassCounters* m_counters;
   std::shared_ptr<const lower::ScheduleConfigs> m_schedules;
+  int m_winograd = 4;  // the largest Winograd tile allowed
   lower::LowerOptions m_lower;
   std::vector<bool> m_plain;  // source value → its plain version exists in the target
   std::map<ValueId, Packed> m_packed;

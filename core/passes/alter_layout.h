@@ -7,7 +7,8 @@
 // Which ops stay packed (the rest are barriers that read plain NCHW):
 // - conv2d with a constant weight, groups 1 or depthwise (groups = C = O) → conv2d_nchwc, or
 //   conv2d_winograd_nchwc for a 3×3 stride-1 conv whose tuning record (or the heuristic,
-//   core/lower/schedule.h packedConvAlgo) asks for Winograd;
+//   core/lower/schedule.h packedConvAlgo) asks for Winograd, up to the output tile the option
+//   `winograd` allows (4: F(4×4, 3×3); 2: F(2×2, 3×3) where F(4×4) would run; 0: none);
 // - elementwise unary ops and copies of a packed value;
 // - broadcasting binary ops whose operands are packed, per-channel or channel-free constants
 //   (repacked at compile time), or rank-4 values (transformed or reshaped to the packed form);
@@ -30,6 +31,10 @@ struct AlterLayoutOptions {
   /// interleaves and its algo whether a 3×3 conv becomes conv2d_winograd_nchwc with a
   /// Winograd-transformed weight (core/lower/schedule_config.h); other convs use the heuristic.
   std::shared_ptr<const lower::ScheduleConfigs> schedules;
+  /// The largest Winograd output tile m allowed (4, 2 or 0), for the heuristic and records alike:
+  /// F(4×4, 3×3) rounds more than F(2×2) (about 2× the error of direct convolutions on 100-layer
+  /// ResNets, README "Winograd and accuracy"); 2 or 0 trade speed for it.
+  int winograd = 4;
 };
 
 /// Returns true when the graph changed. The graph computes the same values (up to float

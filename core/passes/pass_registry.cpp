@@ -117,9 +117,14 @@ void registerPasses(Registry& r) {
   r.graph("alter-layout",
           "convolutions to the packed NCHW[x]c layout with pre-packed weights",
           3,
-          {{"lanes", OptionType::Int, "8", "the channel block x (the f32 vector width)"}},
+          {{"lanes", OptionType::Int, "8", "the channel block x (the f32 vector width)"},
+           {"winograd", OptionType::Int, "4", "the largest Winograd output tile: 4, 2 or 0 (none)"}},
           [](Graph& g, const PassOptions& o, PassCounters* c) {
-            return alterLayout(g, AlterLayoutOptions{static_cast<int>(o.getInt("lanes")), o.schedules}, c);
+            const int64_t winograd = o.getInt("winograd");
+            if (winograd != 0 && winograd != 2 && winograd != 4)
+              throw Error("alter-layout: winograd must be 4, 2 or 0, got " + std::to_string(winograd), ErrorKind::Usage);
+            return alterLayout(
+                g, AlterLayoutOptions{static_cast<int>(o.getInt("lanes")), o.schedules, static_cast<int>(winograd)}, c);
           });
   r.graph("qnn-alter-layout",
           "quantized convolutions to packed u8 NCHW[x]c with int8 weights packed for the dot-product kernel",

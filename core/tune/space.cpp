@@ -81,9 +81,8 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
               int64_t row = plan.rowWidth(flatten != 0), rows = flatten ? 1 : plan.g.outHeight();
               for (int64_t b = 1; b <= row && lower::packedConvTileFits(v, b, options, splits); ++b) {
                 if (ceilDiv(row, ceilDiv(row, b)) != b) continue;  // balanced to another width
-                bool orderMatters = blocks / v > 1 && rows > 1;
                 for (int64_t ocOuter : {1, 0}) {
-                  if (!ocOuter && !orderMatters) continue;
+                  if (!ocOuter && !lower::convOrdersDiffer(blocks / v, rows)) continue;
                   Knobs k{{"oc_vecs", v},        {"ow_block", b},    {"flatten", flatten},
                           {"oc_outer", ocOuter}, {"unroll", unroll}, {"par_chunks", chunks}};
                   if (plan.winograd) k["algo"] = 0;
@@ -97,6 +96,7 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
     // every b up to the tile count is distinct).
     for (int64_t m : {4, 2}) {
       if (!plan.winograd) break;
+      if (m > options.winograd) continue;  // --winograd 2 or 0: the build would not run it
       int64_t tiles = plan.g.n * ceilDiv(plan.g.outHeight(), m) * ceilDiv(plan.g.outWidth(), m);
       for (int64_t chunks : chunkOrder)
         for (int64_t unroll : unrolls)
@@ -104,7 +104,7 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
             if (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options)) continue;
             for (int64_t b = 1; b <= tiles && lower::packedConvTileFits(v, b, options); ++b)
               for (int64_t ocOuter : {1, 0}) {
-                if (!ocOuter && (blocks / v == 1 || tiles <= b)) continue;
+                if (!ocOuter && !lower::convOrdersDiffer(blocks / v, ceilDiv(tiles, b))) continue;
                 space.add({{"algo", m},
                            {"oc_vecs", v},
                            {"ow_block", b},

@@ -676,6 +676,29 @@ const std::map<std::string, OnnxImporter::Handler>& OnnxImporter::handlers() {
         im.fail(n, "only alpha = 1/6, beta = 1/2 (PyTorch's hardsigmoid) is supported");
       im.unary(n, "hardsigmoid");
     };
+    h["LayerNormalization"] = [](OnnxImporter& im, const Node& n) {  // opset 17
+      // Y = (X − mean) · rsqrt(var + ε) · Scale + B over the axes from `axis` on, as the TorchScript
+      // importer writes layer_norm; Mean and InvStdDev (keepdims) when the model reads them.
+      ValueId x = im.tensor(n, 0);
+      const core::TensorType xt = im.type(x);
+      if (xt.dtype != DType::Float32 && xt.dtype != DType::Float64) im.fail(n, "expects a float input, got " + xt.str());
+      int64_t axis = im.attrInt(n, "axis", -1);
+      if (axis < 0) axis += xt.rank();
+      if (axis < 0 || axis >= xt.rank()) im.fail(n, "axis out of range for " + xt.str(), ErrorKind::InvalidModel);
+      std::vector<int64_t> axes;
+      for (int64_t d = axis; d < xt.rank(); ++d) axes.push_back(d);
+      Attrs reduce{{"axes", axes}, {"keepdims", int64_t{1}}};
+      ValueId mean = im.emit(n, "mean", {x}, reduce);
+      ValueId centered = im.emit(n, "sub", {x, mean});
+      ValueId var = im.emit(n, "mean", {im.emit(n, "mul", {centered, centered})}, reduce);
+      ValueId rstd = im.emit(n, "rsqrt", {im.emit(n, "add", {var, im.scalar(im.attrFloat(n, "epsilon", 1e-5), xt.dtype)})});
+      ValueId y = im.emit(n, "mul", {centered, rstd});
+      y = im.emit(n, "mul", {y, im.tensor(n, 1)});
+      if (im.has(n, 2)) y = im.emit(n, "add", {y, im.tensor(n, 2)});
+      im.setOut(n, y);
+      if (n.output_size() > 1 && !n.output(1).empty()) im.setOut(n, mean, 1);
+      if (n.output_size() > 2 && !n.output(2).empty()) im.setOut(n, rstd, 2);
+    };
     h["Softmax"] = [](OnnxImporter& im, const Node& n) {
       ValueId x = im.tensor(n, 0);
       int64_t rank = im.type(x).rank(), axis = im.attrInt(n, "axis", im.m_opset >= 13 ? -1 : 1);

@@ -416,11 +416,13 @@ void dropout(Ctx& c, N n) {
   identity(c, n);
 }
 
-void likeConstant(Ctx& c, N n, double fill) {
+/// zeros_like/ones_like(self, dtype?, ...) and full_like(self, fill_value, dtype?, ...): a constant
+/// of self's shape (the values do not depend on self's).
+void likeConstant(Ctx& c, N n, double fill, size_t dtypeArg = 1) {
   ValueId x = c.tensor(n, 0);
   const core::TensorType t = c.type(x);
   c10::ScalarType dtype = toTorchDType(t.dtype);
-  if (n->inputs().size() > 1 && !c.isNone(n, 1)) dtype = static_cast<c10::ScalarType>(c.toInt(n, 1));
+  if (n->inputs().size() > dtypeArg && !c.isNone(n, dtypeArg)) dtype = static_cast<c10::ScalarType>(c.toInt(n, dtypeArg));
   c.bind(n->output(), Item::ofConstant(at::full(t.shape, fill, at::TensorOptions().dtype(dtype))));
 }
 
@@ -583,6 +585,11 @@ Table buildTable() {
     reg(t, op, dropout, true);
   reg(t, "zeros_like", [](Ctx& c, N n) { likeConstant(c, n, 0.0); });
   reg(t, "ones_like", [](Ctx& c, N n) { likeConstant(c, n, 1.0); });
+  reg(t, "full_like", [](Ctx& c, N n) {
+    auto fill = c.scalar(n, 1);
+    if (!fill) Ctx::fail(n, "the fill value must be a constant number");
+    likeConstant(c, n, *fill, 2);
+  });
 
   reg(t, "max_pool2d", maxPool2d);
   reg(t, "avg_pool2d", avgPool2d);

@@ -7,8 +7,8 @@
 //   eps) -> (out, save_mean, save_invstd): eval-mode BatchNorm (the statistics are empty tensors);
 // - scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
 //   *, scale=None, enable_gqa=False): softmax(q·kᵀ·scale [masked]) · v with matmul, softmax, where;
-// - _safe_softmax(self, dim, dtype=None): softmax (PyTorch gives 0 instead of NaN for a row that
-//   is masked out entirely; Kiln's softmax gives NaN there);
+// - _safe_softmax(self, dim, dtype=None): softmax, with 0 (not NaN) over a row that is masked out
+//   entirely (all -inf): where(max(row) == -inf, 0, softmax(row));
 // - unflatten(self, dim, sizes): a reshape of one axis into several;
 // - lift_fresh_copy(self): the copy of a constant tensor, an identity here.
 #include <ATen/ATen.h>
@@ -38,6 +38,17 @@ void batchNormNoTraining(Ctx& c, N n) {
   for (size_t i = 1; i < n->outputs().size(); ++i) c.bind(n->output(i), Item::ofConstant(at::empty({0}, opts)));
 }
 
+/// softmax(x) along `axis`, with 0 over a row that is -inf throughout (masked out entirely) where
+/// softmax gives NaN: PyTorch's _safe_softmax, which its attention uses under a mask.
+ValueId safeSoftmaxOf(Ctx& c, N n, ValueId x, int64_t axis) {
+  const DType dtype = c.type(x).dtype;
+  ValueId y = c.emit(n, "softmax", {x}, {{"axis", axis}}, "attention");
+  ValueId rowMax = c.emit(n, "max", {x}, {{"axes", std::vector<int64_t>{axis}}, {"keepdims", int64_t{1}}}, "row_max");
+  ValueId ninf = c.scalarConstant(-std::numeric_limits<double>::infinity(), dtype);
+  ValueId maskedOut = c.emit(n, "equal", {rowMax, ninf}, {}, "row_masked_out");
+  return c.emit(n, "where", {maskedOut, c.scalarConstant(0.0, dtype), y}, {}, "safe_attention");
+}
+
 void scaledDotProductAttention(Ctx& c, N n) {
   ValueId q = c.tensor(n, 0), k = c.tensor(n, 1), v = c.tensor(n, 2);
   requireFloat(c, n, q);
@@ -65,7 +76,8 @@ void scaledDotProductAttention(Ctx& c, N n) {
     at::Tensor causal = at::ones({qs[rank - 2], ks[rank - 2]}, at::kBool).tril();
     scores = c.emit(n, "where", {c.constant(causal, "causal_mask"), scores, ninf}, {}, "causal_scores");
   }
-  if (n->inputs().size() > 3 && !c.isNone(n, 3)) {
+  const bool masked = n->inputs().size() > 3 && !c.isNone(n, 3);
+  if (masked) {
     ValueId mask = c.tensor(n, 3);
     if (c.type(mask).dtype == DType::Bool) {
       scores = c.emit(n, "where", {mask, scores, ninf}, {}, "masked_scores");
@@ -74,7 +86,9 @@ void scaledDotProductAttention(Ctx& c, N n) {
       scores = c.emit(n, "add", {scores, mask}, {}, "masked_scores");
     }
   }
-  ValueId probs = c.emit(n, "softmax", {scores}, {{"axis", rank - 1}}, "attention");
+  // Under a mask a query may see no key at all: its weights are 0, as in PyTorch, not NaN.
+  ValueId probs = masked ? safeSoftmaxOf(c, n, scores, rank - 1)
+                         : c.emit(n, "softmax", {scores}, {{"axis", rank - 1}}, "attention");
   c.setOutput(n, c.emit(n, "matmul", {probs, v}));
 }
 
@@ -84,8 +98,7 @@ void safeSoftmax(Ctx& c, N n) {
   if (n->inputs().size() > 2 && !c.isNone(n, 2) &&
       toKilnDType(static_cast<c10::ScalarType>(c.toInt(n, 2))) != c.type(x).dtype)
     Ctx::fail(n, "a dtype argument that casts is not supported");
-  int64_t axis = normDim(n, c.toInt(n, 1), c.type(x).rank());
-  c.setOutput(n, c.emit(n, "softmax", {x}, {{"axis", axis}}));
+  c.setOutput(n, safeSoftmaxOf(c, n, x, normDim(n, c.toInt(n, 1), c.type(x).rank())));
 }
 
 void unflatten(Ctx& c, N n) {

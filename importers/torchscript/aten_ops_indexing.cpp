@@ -306,6 +306,29 @@ void logicalNot(Ctx& c, N n) {
   c.setOutput(n, c.emit(n, "where", {x, c.scalarConstant(0, DType::Bool), c.scalarConstant(1, DType::Bool)}));
 }
 
+/// any(self[, dim | dims][, keepdim]) / all(...): whether any (all) element along the axes is
+/// non-zero, as max (min) of the 0/1 values, compared with 0. No axes: every axis.
+auto anyAll(bool isAny) {
+  return [isAny](Ctx& c, N n) {
+    ValueId x = boolTensor(c, n, 0);
+    const int64_t rank = c.type(x).rank();
+    std::vector<int64_t> axes;
+    bool keep = false;
+    if (n->inputs().size() > 1) {
+      if (!c.isNone(n, 1)) axes = c.toInts(n, 1, 1);
+      if (n->inputs().size() > 2) keep = c.toBool(n, 2);
+    }
+    if (axes.empty())
+      for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+    for (int64_t& a : axes) a = normDim(n, a, rank);
+    ValueId ones = castTo(c, n, x, DType::Float32, isAny ? "any_in" : "all_in");
+    ValueId r = rank == 0 ? ones
+                          : c.emit(n, isAny ? "max" : "min", {ones},
+                                   {{"axes", axes}, {"keepdims", static_cast<int64_t>(keep)}}, isAny ? "any" : "all");
+    c.setOutput(n, c.emit(n, "not_equal", {r, c.scalarConstant(0, DType::Float32)}));
+  };
+}
+
 /// and/or on bool tensors (bitwise ops on integers are not mapped).
 auto logical(bool isAnd) {
   return [isAnd](Ctx& c, N n) {
@@ -464,6 +487,8 @@ void registerIndexingOps(Table& t) {
            {"less_equal", "less_equal"}, {"not_equal", "not_equal"}})
     reg(t, name, compare(op), true);
   reg(t, "logical_not", logicalNot, true);
+  reg(t, "any", anyAll(true));
+  reg(t, "all", anyAll(false));
   reg(t, "bitwise_not", logicalNot, true);
   reg(t, "logical_and", logical(true), true);
   reg(t, "logical_or", logical(false), true);

@@ -254,7 +254,7 @@ def _run_cli(args):
     raise KilnError.from_code(message, code)
 
 
-def compile_traced(pt_path, opt_level=3, records=None, target="llvm", cache=True, digest=None):
+def compile_traced(pt_path, opt_level=3, records=None, target="llvm", cache=True, digest=None, winograd=4):
     """Compiles a TorchScript file (with its kiln.json) and returns the module directory. The cache
     key is `digest` (what the file computes: _module_digest) or else the file's bytes, with the
     build options."""
@@ -262,6 +262,8 @@ def compile_traced(pt_path, opt_level=3, records=None, target="llvm", cache=True
     st = os.stat(cli)
     key = {"opt": opt_level, "target": target, "kiln": [cli, st.st_size, st.st_mtime_ns],
            "runtime_format": _runtime.format_version()}
+    if winograd != 4:
+        key["winograd"] = winograd
     if records is not None:
         rst = os.stat(records) if os.path.exists(records) else None
         key["records"] = [os.path.abspath(records), rst and rst.st_size, rst and rst.st_mtime_ns]
@@ -283,6 +285,8 @@ def compile_traced(pt_path, opt_level=3, records=None, target="llvm", cache=True
                 "--target", target]
         if records is not None:
             args += ["--records", str(records)]
+        if winograd != 4:
+            args += ["--winograd", str(int(winograd))]
         log = _run_cli(args).splitlines()[0:1]  # "compiled ... in 0.05 s: 3 kernels, 3 calls"
         log = log[0] if log else ""
         if os.path.exists(out):
@@ -355,20 +359,23 @@ class CompiledModule:
         return f"<kiln.CompiledModule ({sig}) from {self.module_dir}>"
 
 
-def compile(module, example_inputs, opt_level=3, records=None, threads=None, target="llvm", cache=True):
+def compile(module, example_inputs, opt_level=3, records=None, threads=None, target="llvm", cache=True, winograd=4):
     """Compiles `module` (an nn.Module or a traceable callable) for the shapes and dtypes of
     `example_inputs` (a tensor, numpy array, or a tuple of them) with Kiln.
 
     Returns a CompiledModule: call it with tensors or numpy arrays of those shapes and dtypes; it
     returns torch tensors in the structure the module returns (a tuple for several outputs).
     opt_level 0-4, `records` a tuning-records file (`kiln tune`), `threads` the runtime's thread
-    count while it runs (None: KILN_NUM_THREADS or all cores), `target` an LLVM-style target string.
+    count while it runs (None: KILN_NUM_THREADS or all cores), `target` an LLVM-style target string,
+    `winograd` the largest Winograd tile of 3×3 convolutions (4, 2 or 0: `kiln --winograd`).
     Raises KilnError (kind "unsupported" naming the operator, "usage", ...) when Kiln refuses.
     """
     if not isinstance(opt_level, int) or not 0 <= opt_level <= 4:
         raise KilnError(f"opt_level must be 0-4, got {opt_level!r}", "usage", 2)
     if threads is not None and (not isinstance(threads, int) or threads < 0):
         raise KilnError(f"threads must be a non-negative int, got {threads!r}", "usage", 2)
+    if winograd not in (0, 2, 4):
+        raise KilnError(f"winograd must be 4, 2 or 0, got {winograd!r}", "usage", 2)
     if records is not None and not os.path.isfile(records):
         raise KilnError(f"{records}: no such file", "io", 6)
     inputs = _as_tuple(example_inputs)
@@ -377,7 +384,7 @@ def compile(module, example_inputs, opt_level=3, records=None, threads=None, tar
         reference, digest = _trace(module, inputs, pt)
         try:
             module_dir, log = compile_traced(pt, opt_level=opt_level, records=records, target=target, cache=cache,
-                                             digest=digest)
+                                             digest=digest, winograd=winograd)
         except KilnError as e:
             # The traced file is temporary: name the module instead ("M: aten::cumsum is not supported (m.py:3)").
             if e.message.startswith(pt):

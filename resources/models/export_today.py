@@ -16,7 +16,10 @@ and manifest.json listing them with their input names, shapes and dtypes, the to
 the ONNX opset. Beside them, torch.export programs only ("programs" in the manifest, each with its
 inputs and torch's outputs): a small transformer encoder (tiny_encoder.pt2) and two_input_net
 exported with a dynamic batch (two_input_net_dynamic.pt2, Dim("batch") on dimension 0 of both
-inputs, example batch 2) with inputs and outputs at batch 1 and 3; and damaged copies of
+inputs, example batch 2) with inputs and outputs at batch 1 and 3; attention under a boolean mask
+that hides every key from one query and under an additive causal mask (masked_attention.pt2, and
+masked_attention_decomposed.pt2 after run_decompositions: bmm, and the safe softmax as _softmax,
+any and where); and damaged copies of
 two_input_net.pt2 for the error tests ("bad_programs": archive_version "1", schema version 99, a
 weight record too short for its tensor), plus unmapped_op.pt2, a program with aten.cumsum, which
 Kiln does not map. Random weights, fixed seed; BatchNorm statistics are set from random batches so
@@ -85,6 +88,29 @@ class TinyEncoder(nn.Module):
         return self.head(self.encoder(self.embed(x)).mean(dim=1))
 
 
+class MaskedAttention(nn.Module):
+    """Self-attention on 8 tokens through F.scaled_dot_product_attention, twice: under a boolean
+    padding mask in which the last query sees no key at all (PyTorch gives that row 0, not NaN),
+    and under an additive float mask (-inf above the diagonal: causal)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 3 * 16)
+        self.out = nn.Linear(16, 16)
+        keep = torch.ones(8, 8, dtype=torch.bool)
+        keep[:, 6:] = False  # the last two keys are padding
+        keep[7, :] = False   # the last query is masked out entirely
+        self.register_buffer("keep", keep)
+        self.register_buffer("causal", torch.triu(torch.full((8, 8), float("-inf")), diagonal=1))
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.proj(x).view(b, n, 3, 2, 8).permute(2, 0, 3, 1, 4)  # each [b, 2 heads, n, 8]
+        padded = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.keep)
+        causal = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.causal)
+        return self.out((padded + causal).transpose(1, 2).reshape(b, n, 16))
+
+
 class CumsumNet(nn.Module):
     """A convolution, then aten.cumsum (which Kiln does not map), then a ReLU."""
 
@@ -96,20 +122,39 @@ class CumsumNet(nn.Module):
         return torch.relu(torch.cumsum(self.conv(x), dim=3))
 
 
+def _bert_encoder():
+    """Kiln's BERT-style sample (export_models.py: embeddings, a padding mask from the ids, four
+    post-norm layers, the pooler), here exported by today's torch."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from export_models import BertEncoder
+
+    return BertEncoder()
+
+
 MODELS = [
-    # name, factory, input names, input shapes
+    # name, factory, input names, input shapes[, input dtypes (default f32; i64 inputs are token ids)]
     ("resnet18", lambda: torchvision.models.resnet18(weights=None), ["x"], [[1, 3, 224, 224]]),
     ("mobilenet_v2", lambda: torchvision.models.mobilenet_v2(weights=None), ["x"], [[1, 3, 224, 224]]),
     ("two_input_net", TwoInputNet, ["image", "extra"], [[2, 3, 32, 32], [2, 8]]),
+    ("bert_encoder", _bert_encoder, ["input_ids"], [[1, 128]], ["i64"]),
 ]
+BERT_VOCAB = 1000
 
 
-def export(name, factory, names, shapes, outdir):
+def _random_input(shape, dtype, gen):
+    """Normal floats, or token ids in [1, vocab) (0 is the padding id)."""
+    if dtype == "i64":
+        return torch.randint(1, BERT_VOCAB, shape, generator=gen)
+    return torch.randn(*shape, generator=gen)
+
+
+def export(name, factory, names, shapes, dtypes=None, outdir=None):
     t0 = time.time()
+    dtypes = dtypes or ["f32"] * len(shapes)
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED + 1)
-    model = _calibrate(factory(), lambda n: [torch.randn(n, *s[1:], generator=gen) for s in shapes])
-    inputs = tuple(torch.randn(*s, generator=gen) for s in shapes)
+    model = _calibrate(factory(), lambda n: [_random_input([n, *s[1:]], d, gen) for s, d in zip(shapes, dtypes)])
+    inputs = tuple(_random_input(s, d, gen) for s, d in zip(shapes, dtypes))
     with torch.inference_mode():
         outputs = model(*inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
@@ -127,7 +172,7 @@ def export(name, factory, names, shapes, outdir):
     print(f"  today {name:16s} .pt, .onnx (opset {opset}) and .pt2 ({len(targets)} aten targets)"
           f"  ({time.time() - t0:.1f}s)", flush=True)
     return {"name": name, "pt": name + ".pt", "onnx": name + ".onnx", "pt2": name + ".pt2", "opset": opset,
-            "input_specs": [{"name": n, "shape": s, "dtype": "f32"} for n, s in zip(names, shapes)], **files}
+            "input_specs": [{"name": n, "shape": s, "dtype": d} for n, s, d in zip(names, shapes, dtypes)], **files}
 
 
 def save_arrays(outdir, stem, inputs, outputs):
@@ -184,10 +229,25 @@ def export_programs(outdir):
                     "input_specs": [{"name": n, "shape": s, "dtype": "f32"} for n, s in zip(["image", "extra"], shapes)],
                     "dynamic_batch": {"max": 64, "cases": cases}})
 
+    # Attention under masks, as exported, and decomposed (run_decompositions: the attention becomes
+    # bmm, and its safe softmax _softmax, any and where).
+    torch.manual_seed(SEED)
+    gen = torch.Generator().manual_seed(SEED + 4)
+    attention = MaskedAttention().eval()
+    x = torch.randn(2, 8, 16, generator=gen)
+    program = torch.export.export(attention, (x,))
+    for name, prog in (("masked_attention", program), ("masked_attention_decomposed", program.run_decompositions())):
+        torch.export.save(prog, os.path.join(outdir, name + ".pt2"))
+        targets = sorted({str(n.target) for n in prog.graph.nodes if n.op == "call_function"})
+        entries.append({"name": name, "pt2": name + ".pt2", "targets": targets,
+                        "input_specs": [{"name": "x", "shape": [2, 8, 16], "dtype": "f32"}],
+                        **save_arrays(outdir, name, (x,), run(attention, (x,)))})
+
     torch.manual_seed(SEED)
     save_program(CumsumNet().eval(), (torch.randn(1, 3, 8, 8),), os.path.join(outdir, "unmapped_op.pt2"))
     bad = damaged_copies(outdir, "two_input_net.pt2")
-    print(f"  today programs: tiny_encoder.pt2, two_input_net_dynamic.pt2, unmapped_op.pt2 and "
+    print(f"  today programs: tiny_encoder.pt2, two_input_net_dynamic.pt2, masked_attention(_decomposed).pt2, "
+          f"unmapped_op.pt2 and "
           f"{len(bad)} damaged archives  ({time.time() - t0:.1f}s)", flush=True)
     return entries, dict(bad, unmapped="unmapped_op.pt2")
 
@@ -231,7 +291,7 @@ def main(argv):
     outdir = argv[1]
     os.makedirs(outdir, exist_ok=True)
     torch.set_num_threads(2)
-    entries = [export(*m, outdir) for m in MODELS]
+    entries = [export(*m, outdir=outdir) for m in MODELS]
     programs, bad = export_programs(outdir)
     manifest = {"torch_version": torch.__version__, "models": entries, "programs": programs, "bad_programs": bad}
     with open(os.path.join(outdir, "manifest.json"), "w") as f:

@@ -116,6 +116,32 @@ TEST(Cli, IrShowsTheOptimizedGraphAndPassStats) {
   EXPECT_NE(list.out.find("-O2  simplify-inference"), std::string::npos);
 }
 
+// --winograd caps the Winograd tile of the -O3 graph (ResNet-18's 56×56 and 28×28 layers run
+// F(4×4) by default); anything but 4, 2 or 0 is a usage error.
+TEST(Cli, WinogradFlagCapsTheTile) {
+  auto tiles = [](const std::string& out, const std::string& tile) {
+    size_t n = 0;
+    for (size_t at = out.find("conv2d_winograd_nchwc("); at != std::string::npos; at = out.find("conv2d_winograd_nchwc(", at + 1)) {
+      size_t end = out.find('\n', at);
+      n += out.substr(at, end - at).find("tile=" + tile) != std::string::npos;
+    }
+    return n;
+  };
+  auto base = runKiln("ir " + models() + "/resnet18.pt --stage optimized");
+  ASSERT_EQ(base.exitCode, 0) << base.err;
+  EXPECT_GT(tiles(base.out, "4"), 0u) << base.out.substr(0, 2000);
+  auto two = runKiln("ir " + models() + "/resnet18.pt --stage optimized --winograd 2");
+  ASSERT_EQ(two.exitCode, 0) << two.err;
+  EXPECT_EQ(tiles(two.out, "4"), 0u);
+  EXPECT_GE(tiles(two.out, "2"), tiles(base.out, "4"));
+  auto none = runKiln("ir " + models() + "/resnet18.pt --stage optimized --winograd 0");
+  ASSERT_EQ(none.exitCode, 0) << none.err;
+  EXPECT_EQ(none.out.find("conv2d_winograd_nchwc("), std::string::npos);
+  auto bad = runKiln("ir " + models() + "/resnet18.pt --stage optimized --winograd 3");
+  expectCleanError(bad, "--winograd");
+  EXPECT_EQ(bad.exitCode, 2);
+}
+
 TEST(Cli, IrStagesPrint) {
   auto graph = runKiln("ir " + models() + "/ops/conv_bn_relu.pt --stage graph");
   ASSERT_EQ(graph.exitCode, 0) << graph.err;

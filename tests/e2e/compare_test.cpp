@@ -68,18 +68,27 @@ TEST(CompareJson, NanUncheckedAndFailedRowsAreWrittenAsSuch) {
   app::BackendResult unchecked;
   unchecked.backend = "torchscript-optimized";
   unchecked.maxAbsDiff = -1;
+  app::BackendResult wrong;  // as TorchScript-optimized on mobilenet_v3_small (torch 1.13): 7.7 off
+  wrong.backend = "torchscript-optimized";
+  wrong.maxAbsDiff = 7.7;
+  wrong.outputBound = 0.0066;
   app::BackendResult failed;
   failed.backend = "kiln-untuned";
   failed.available = false;
   failed.status = "timeout";
   failed.reason = "a run timed out after 30 s in fused_conv2d_0";
-  r.backends = {nanRow, unchecked, failed};
+  r.backends = {nanRow, unchecked, failed, wrong};
   nlohmann::json j = nlohmann::json::parse(app::compareJson(r));
   EXPECT_EQ(j["backends"][0]["max_abs_diff_vs_eager"], "nan");
   EXPECT_TRUE(j["backends"][1]["max_abs_diff_vs_eager"].is_null());
   EXPECT_EQ(j["backends"][2]["status"], "timeout");
   EXPECT_EQ(j["backends"][2]["reason"], failed.reason);
   EXPECT_TRUE(j["backends"][2]["median_ms"].is_null());
+  // Whether each row's outputs agree with eager's: null where not checked or the scale is unknown.
+  EXPECT_TRUE(j["backends"][0]["outputs_agree"].is_null());
+  EXPECT_TRUE(j["backends"][1]["outputs_agree"].is_null());
+  EXPECT_EQ(j["backends"][3]["outputs_agree"], false);
+  EXPECT_EQ(j["backends"][3]["output_bound"], 0.0066);
 }
 
 // ---- today's engines, measured ----------------------------------------------------------------
@@ -167,6 +176,8 @@ TEST_F(Engines, EveryRowOfATorchScriptFileAgreesWithEagerAndSaysWhatRanIt) {
     ASSERT_TRUE(b.available) << name << ": " << b.status << ": " << b.reason;
     EXPECT_GE(b.maxAbsDiff, 0) << name;
     EXPECT_LT(b.maxAbsDiff, 1e-4) << name;
+    EXPECT_GT(b.outputBound, 0) << name;
+    EXPECT_FALSE(b.outputsDiffer()) << name;
     EXPECT_EQ(b.timing.samplesMs.size(), 2u) << name;
   }
   nlohmann::json ort = facts(row(r, "onnxruntime"));

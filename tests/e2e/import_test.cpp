@@ -252,8 +252,11 @@ std::vector<TodayModel> todayModels() {
   for (const auto& m : manifest.at("models")) {
     TodayModel t{m.at("name"), modelPath("today/" + m.at("pt").get<std::string>()),
                  modelPath("today/" + m.at("onnx").get<std::string>()), {}, {}, {}};
-    for (const auto& s : m.at("input_specs"))
-      t.specs.push_back({s.at("name"), runtime::DType::Float32, s.at("shape").get<runtime::Shape>()});
+    for (const auto& s : m.at("input_specs")) {
+      std::optional<runtime::DType> dtype = runtime::parseDType(s.value("dtype", "f32"));
+      EXPECT_TRUE(dtype) << s;
+      t.specs.push_back({s.at("name"), dtype.value_or(runtime::DType::Float32), s.at("shape").get<runtime::Shape>()});
+    }
     for (const auto& p : m.at("inputs")) t.inputs.push_back(modelPath("today/" + p.get<std::string>()));
     for (const auto& p : m.at("outputs")) t.outputs.push_back(modelPath("today/" + p.get<std::string>()));
     models.push_back(std::move(t));
@@ -265,8 +268,9 @@ std::vector<TodayModel> todayModels() {
 
 TEST(TodayExporters, TracedArchivesAndDynamoOnnxMatchTodaysTorch) {
   std::vector<TodayModel> models = todayModels();
-  ASSERT_GE(models.size(), 3u);
+  ASSERT_GE(models.size(), 4u);  // ResNet-18, MobileNetV2, a two-input network, bert_encoder (int64 ids)
   for (const TodayModel& m : models) {
+    SCOPED_TRACE(m.name);
     std::vector<runtime::Tensor> inputs, expected;
     for (const auto& p : m.inputs) inputs.push_back(runtime::readNpy(p));
     for (const auto& p : m.outputs) expected.push_back(runtime::readNpy(p));

@@ -95,6 +95,26 @@ TEST(TorchExport, TransformerEncoderMatchesTodaysTorch) {
   testing_support::expectBuildMatches(today(it->at("pt2")), {}, readAll(it->at("inputs")), readAll(it->at("outputs")));
 }
 
+TEST(TorchExport, AttentionUnderMasksMatchesTodaysTorch) {
+  // A boolean mask that hides every key from one query (PyTorch gives it 0, a plain softmax NaN)
+  // and an additive causal mask; as exported (scaled_dot_product_attention) and decomposed
+  // (run_decompositions: bmm, and the safe softmax as _softmax, any and where), at -O0 and -O3.
+  nlohmann::json m = manifest();
+  auto programs = m.value("programs", nlohmann::json::array());
+  for (const char* name : {"masked_attention", "masked_attention_decomposed"}) {
+    SCOPED_TRACE(name);
+    auto it = std::find_if(programs.begin(), programs.end(), [&](const auto& p) { return p.at("name") == name; });
+    ASSERT_NE(it, programs.end());
+    const auto targets = it->at("targets").get<std::vector<std::string>>();
+    const std::string expected = std::string(name) == "masked_attention" ? "aten.scaled_dot_product_attention"
+                                                                          : "aten.any";
+    EXPECT_TRUE(std::any_of(targets.begin(), targets.end(), [&](const std::string& t) { return t.starts_with(expected); }))
+        << "the program holds no " << expected;
+    for (int opt : {0, 3})
+      testing_support::expectBuildMatches(today(it->at("pt2")), {}, readAll(it->at("inputs")), readAll(it->at("outputs")), opt);
+  }
+}
+
 TEST(TorchExport, DynamicBatchRunsAtBatchOneAndThree) {
   nlohmann::json m = manifest();
   auto programs = m.value("programs", nlohmann::json::array());

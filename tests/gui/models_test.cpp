@@ -199,6 +199,30 @@ class ModelsTest : public QObject {
     QCOMPARE(text(1, CompareTableModel::MaxDiff), QStringLiteral("—"));
     QCOMPARE(text(2, CompareTableModel::MaxDiff), QStringLiteral("∞"));
     QVERIFY(text(1, CompareTableModel::Processes).isEmpty());
+    QVERIFY(!model.index(2, 0).data(CompareTableModel::DifferRole).toBool());  // a stored row without its scale
+
+    // Outputs beyond their bound (1e-3 of eager's scale) are flagged: in the cell, the note, the tint
+    // and the tooltip (as TorchScript-optimized on mobilenet_v3_small: 7.7 from eager's outputs);
+    // 2e-4 is within.
+    app::BackendResult wrong = ranBackend("torchscript-optimized", {1, 2, 3}, {}, false, 7.7);
+    app::BackendResult close = ranBackend("kiln", {1, 2, 3}, {}, false, 2e-4);
+    app::BackendResult nan = ranBackend("onnxruntime", {1, 2, 3}, {}, false, NAN);
+    for (app::BackendResult* b : {&wrong, &close, &nan}) b->outputBound = 0.0066;  // 1e-3 of 6.6
+    model.setRows({{QStringLiteral("PyTorch eager"), "pytorch-eager", eager},
+                   {QStringLiteral("TorchScript optimized"), "torchscript-optimized", wrong},
+                   {QStringLiteral("Kiln"), "kiln", close},
+                   {QStringLiteral("ONNX Runtime"), "onnxruntime", nan}});
+    QCOMPARE(text(1, CompareTableModel::MaxDiff), QStringLiteral("✗ 7.7"));
+    QVERIFY(text(1, CompareTableModel::Note).startsWith(QStringLiteral("✗ outputs differ from eager's")));
+    QVERIFY(model.index(1, 0).data(CompareTableModel::DifferRole).toBool());
+    QVERIFY(model.index(1, CompareTableModel::MaxDiff).data(Qt::BackgroundRole).isValid());
+    tip = model.index(1, 0).data(Qt::ToolTipRole).toString();
+    QVERIFY2(tip.contains(QStringLiteral("bound 0.0066")), qPrintable(tip));
+    QCOMPARE(text(2, CompareTableModel::MaxDiff), QStringLiteral("0.0002"));
+    QVERIFY(text(2, CompareTableModel::Note).isEmpty());
+    QVERIFY(!model.index(2, 0).data(CompareTableModel::DifferRole).toBool());
+    QVERIFY(!model.index(2, CompareTableModel::MaxDiff).data(Qt::BackgroundRole).isValid());
+    QCOMPARE(text(3, CompareTableModel::MaxDiff), QStringLiteral("✗ NaN"));
     model.clear();
     QCOMPARE(model.rowCount(), 0);
   }

@@ -76,6 +76,14 @@ def test_opt_levels_match(opt_level):
     assert_close(kiln.compile(m, x, opt_level=opt_level)(x), reference(m, x), rtol=1e-3 if opt_level == 4 else 1e-4)
 
 
+@pytest.mark.parametrize("winograd", [2, 0])
+def test_winograd_tiles_match(winograd):
+    # A 3x3 conv with 32 channels on 14x14 (196 outputs): F(4x4) by default, F(2x2) or direct here.
+    m = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1), nn.ReLU())
+    x = torch.randn(1, 32, 14, 14)
+    assert_close(kiln.compile(m, x, winograd=winograd, cache=False)(x), reference(m, x))
+
+
 def test_mlp_matches_the_module():
     m = mlp()
     x = torch.randn(4, 32)
@@ -199,6 +207,9 @@ def test_usage_errors():
     x = torch.randn(4, 32)
     with pytest.raises(kiln.KilnError, match="opt_level must be 0-4") as e:
         kiln.compile(m, x, opt_level=7)
+    assert e.value.kind == "usage"
+    with pytest.raises(kiln.KilnError, match="winograd must be 4, 2 or 0") as e:
+        kiln.compile(m, x, winograd=3)
     assert e.value.kind == "usage"
     with pytest.raises(kiln.KilnError, match="no such file") as e:
         kiln.compile(m, x, records="/nonexistent/records.jsonl")

@@ -9,6 +9,7 @@
 #include "core/lower/schedule_config.h"
 #include "core/passes/alter_layout.h"
 #include "core/passes/pass_manager.h"
+#include "runtime/error.h"
 #include "tests/unit/core/kernels_test_util.h"
 
 namespace kiln::core::passes {
@@ -252,6 +253,43 @@ TEST(AlterLayout, WinogradRecordRewritesEligibleConvsOnly) {
   ASSERT_TRUE(alterLayout(g, options));
   EXPECT_EQ(countOps(g, "conv2d_nchwc"), 1);
   EXPECT_EQ(countOps(g, "conv2d_winograd_nchwc"), 0);
+}
+
+// The option `winograd` caps the tile for the heuristic and for records alike: ResNet's 56×56×64
+// 3×3 conv runs as F(4×4) by default, F(2×2) under winograd=2, direct under 0; other values are
+// refused with one line.
+TEST(AlterLayout, WinogradOptionCapsTheTile) {
+  auto build = [] {
+    Graph g;
+    ValueId x = g.addInput("x", TensorType{DType::Float32, {1, 64, 56, 56}});
+    ValueId w = g.addConstant("w", randomTensor({64, 64, 3, 3}, 3));
+    g.setOutputs({g.add("conv2d", {x, w}, conv(1, 1))});
+    return g;
+  };
+  auto tileOf = [](const Graph& g) -> int64_t {
+    for (const Node& n : g.nodes())
+      if (n.op == "conv2d_winograd_nchwc") return n.attrs.getInt("tile");
+    return 0;
+  };
+  for (auto [cap, expected] : std::vector<std::pair<int, int>>{{4, 4}, {2, 2}, {0, 0}}) {
+    Graph g = build();
+    ASSERT_TRUE(alterLayout(g, AlterLayoutOptions{8, nullptr, cap}));
+    EXPECT_EQ(tileOf(g), expected) << "winograd=" << cap;
+    EXPECT_EQ(countOps(g, "conv2d_nchwc"), expected == 0 ? 1 : 0);
+    // Through the pipeline text, as --winograd writes it.
+    Graph viaText = build();
+    PassManager(parsePipeline("alter-layout{lanes=8,winograd=" + std::to_string(cap) + "}")).run(viaText);
+    EXPECT_EQ(tileOf(viaText), expected) << "winograd=" << cap;
+  }
+  // A record asking for F(4×4) is capped too.
+  Graph g = build();
+  auto configs = std::make_shared<lower::ScheduleConfigs>();
+  configs->byKey[lower::packedConvTuneKey(lower::convGeometry("conv2d", g.node(0).attrs, {g.type(g.inputs()[0]), g.type(g.node(0).inputs[1])}),
+                                          DType::Float32)] = {{"algo", 4}, {"oc_vecs", 1}};
+  ASSERT_TRUE(alterLayout(g, AlterLayoutOptions{8, configs, 2}));
+  EXPECT_EQ(tileOf(g), 2);
+  Graph bad = build();
+  EXPECT_THROW(PassManager(parsePipeline("alter-layout{winograd=3}")).run(bad), kiln::Error);
 }
 
 }  // namespace

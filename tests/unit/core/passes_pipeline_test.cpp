@@ -158,6 +158,11 @@ TEST(Pipeline, DefaultPipelinesGrowWithTheLevel) {
                     ",merge-parallel,eliminate-dead-code,fuse-ops,fast-math");
   EXPECT_THROW(optLevelPipelineText(5), Error);
   EXPECT_THROW(optLevelPipelineText(-1), Error);
+  // --winograd: the default tile (4) is not written; another is alter-layout's option.
+  EXPECT_EQ(optLevelPipelineText(3, 8, 4), optLevelPipelineText(3, 8));
+  EXPECT_NE(optLevelPipelineText(3, 8, 2).find("alter-layout{winograd=2}"), std::string::npos)
+      << optLevelPipelineText(3, 8, 2);
+  EXPECT_NE(optLevelPipelineText(4, 16, 0).find("alter-layout{lanes=16,winograd=0}"), std::string::npos);
   for (int level = 0; level <= kMaxOptLevel; ++level) {
     for (const PassInvocation& inv : parsePipeline(optLevelPipelineText(level)))
       EXPECT_LE(inv.pass->minOptLevel, level) << inv.pass->name;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -206,6 +207,8 @@ TEST_F(StoreTest, ASessionOfAnOlderKilnStillListsAndReports) {
   EXPECT_EQ(old.backend, "pytorch-compiled");
   EXPECT_EQ(old.timing.samplesMs.size(), 3u);
   EXPECT_TRUE(old.facts.empty());
+  EXPECT_LT(old.outputBound, 0);  // stored before Kiln kept the bound: never flagged
+  EXPECT_FALSE(old.outputsDiffer());
   EXPECT_NE(sessionReportHtml(*data).find("pytorch-compiled"), std::string::npos);
   EXPECT_NE(sessionReportCsv(*data).find("pytorch-compiled"), std::string::npos);
 
@@ -214,10 +217,37 @@ TEST_F(StoreTest, ASessionOfAnOlderKilnStillListsAndReports) {
   m.backend = "onnxruntime";
   m.timing = timingFromSamples({1.0, 1.5});
   m.facts = R"({"onnxruntime_version":"1.32.0","intra_op_threads":2})";
+  m.maxAbsDiff = 7.7;
+  m.outputBound = 0.0066;
   latest.addMeasurement(data->runs[0].id, 0, 0, m);
   data = latest.loadSession(session);
   ASSERT_EQ(data->measurements.size(), 2u);
-  EXPECT_EQ(data->measurements[1].measurement.facts, m.facts);
+  const Measurement& now = data->measurements[1].measurement;
+  EXPECT_EQ(now.facts, m.facts);
+  EXPECT_DOUBLE_EQ(now.outputBound, 0.0066);
+  EXPECT_TRUE(now.outputsDiffer());
+  // The report flags the row whose outputs differ.
+  EXPECT_NE(sessionReportHtml(*data).find("✗ outputs differ from eager"), std::string::npos);
+}
+
+TEST(OutputTolerance, FlagsRowsBeyondAToleranceOfTheReferenceScale) {
+  const double bound = outputBound(6.6, kOutputTolerance);
+  EXPECT_DOUBLE_EQ(bound, 0.0066);
+  EXPECT_FALSE(outputsDiffer(2e-4, bound));
+  EXPECT_FALSE(outputsDiffer(6.5e-3, bound));
+  EXPECT_TRUE(outputsDiffer(6.7e-3, bound));
+  EXPECT_TRUE(outputsDiffer(7.7, bound));
+  // Small outputs (probabilities, a scale below 1) are held to the tolerance absolute, not less.
+  EXPECT_DOUBLE_EQ(outputBound(0.01, kOutputTolerance), 1e-3);
+  // int8 models: engines requantize to different steps.
+  EXPECT_DOUBLE_EQ(outputBound(6.6, kQuantizedOutputTolerance), 1.32);
+  // A NaN on one side, and outputs of another shape (infinite), differ; exact agreement does not.
+  EXPECT_TRUE(outputsDiffer(NAN, bound));
+  EXPECT_TRUE(outputsDiffer(INFINITY, bound));
+  EXPECT_FALSE(outputsDiffer(0, 1e-3));
+  // Not checked (no eager row), or stored without its bound: nothing to flag.
+  EXPECT_FALSE(outputsDiffer(-1, bound));
+  EXPECT_FALSE(outputsDiffer(7.7, -1));
 }
 
 TEST_F(StoreTest, UsesWalModeAndMarksTheFile) {
