@@ -84,8 +84,10 @@ QString CompareTableModel::text(size_t i, int column) const {
     case MinMax: return formatMsRange(s.minMs, s.maxMs);
     case Samples: return QString::number(s.samples);
     case Processes: return s.processMedianMs.size() > 1 ? formatMsList(s.processMedianMs) : QString();
-    case Speedup:
-      return eagerMs() > 0 && s.medianMs > 0 ? QStringLiteral("%1×").arg(eagerMs() / s.medianMs, 0, 'f', 2) : QString();
+    case Speedup:  // none for a row that computes something else
+      return eagerMs() > 0 && s.medianMs > 0 && !r.outputsDiffer()
+                 ? QStringLiteral("%1×").arg(eagerMs() / s.medianMs, 0, 'f', 2)
+                 : QString();
     case MaxDiff:
       if (row.backend == "pytorch-eager") return tr("(reference)");
       // Without eager's outputs there is nothing to compare with (the façade says NaN then).
@@ -139,7 +141,7 @@ QString CompareTableModel::toolTip(int row) const {
   const profiler::Spread& s = m_spreads[static_cast<size_t>(row)];
   if (!c.result.available) return QStringLiteral("%1 — %2").arg(c.label, backendStatusText(c.result));
   QString tip = c.label + QLatin1Char('\n') + spreadText(s);
-  if (eagerMs() > 0 && s.medianMs > 0 && c.backend != "pytorch-eager")
+  if (eagerMs() > 0 && s.medianMs > 0 && c.backend != "pytorch-eager" && !c.result.outputsDiffer())
     tip += QStringLiteral("\n%1× the speed of PyTorch eager").arg(eagerMs() / s.medianMs, 0, 'f', 2);
   if (c.backend != "pytorch-eager" && eagerRan())
     tip += QStringLiteral("\nmax |diff| of the outputs vs eager: %1").arg(formatMaxDiff(c.result.maxAbsDiff));

@@ -154,7 +154,10 @@ QString CompareView::barLabel(size_t i) const {
   if (i >= m_bars.size()) return {};
   const profiler::Spread s = m_bars[i].result.spread();
   QString text = formatMs(s.medianMs);
-  if (m_eagerMs > 0 && s.medianMs > 0 && m_bars[i].backend != "pytorch-eager")
+  // A row that computes something else has no speed-up to show.
+  if (m_bars[i].result.outputsDiffer())
+    text += tr("\n✗ outputs differ from eager's");
+  else if (m_eagerMs > 0 && s.medianMs > 0 && m_bars[i].backend != "pytorch-eager")
     text += QStringLiteral("\n%1× vs eager").arg(m_eagerMs / s.medianMs, 0, 'f', 2);
   if (s.processesDisagree) text += tr("\n⚠ processes disagree");
   return text;
@@ -180,7 +183,8 @@ void CompareView::rebuild() {
   for (const Bar& bar : m_bars) spreads.push_back(bar.result.spread());
   for (size_t i = 0; i < m_bars.size(); ++i) {
     const profiler::Spread& s = spreads[i];
-    categories << (s.processesDisagree ? QStringLiteral("⚠ ") + m_bars[i].label : m_bars[i].label);
+    QString category = s.processesDisagree ? QStringLiteral("⚠ ") + m_bars[i].label : m_bars[i].label;
+    categories << (m_bars[i].result.outputsDiffer() ? QStringLiteral("✗ ") + category : category);
     // On a linear axis one wild outlier (a loaded machine) must not squash every bar: whiskers
     // are clipped at 2.5× their median (never inside the box or below a process's median); the
     // table keeps the real maximum. A log axis shows it.
@@ -277,6 +281,7 @@ void CompareView::rebuild() {
     f.setBold(m_bars[i].backend == "kiln");
     label->setFont(f);
     if (spreads[i].processesDisagree) label->setBrush(QColor(kWarnInk));
+    if (m_bars[i].result.outputsDiffer()) label->setBrush(QColor(kFailedText));
     label->setZValue(100);  // above the grid lines
     m_labels.push_back(label);
   }

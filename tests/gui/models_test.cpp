@@ -213,6 +213,8 @@ class ModelsTest : public QObject {
                    {QStringLiteral("Kiln"), "kiln", close},
                    {QStringLiteral("ONNX Runtime"), "onnxruntime", nan}});
     QCOMPARE(text(1, CompareTableModel::MaxDiff), QStringLiteral("✗ 7.7"));
+    QVERIFY(text(1, CompareTableModel::Speedup).isEmpty());  // no speed-up for another computation
+    QVERIFY(!text(2, CompareTableModel::Speedup).isEmpty());
     QVERIFY(text(1, CompareTableModel::Note).startsWith(QStringLiteral("✗ outputs differ from eager's")));
     QVERIFY(model.index(1, 0).data(CompareTableModel::DifferRole).toBool());
     QVERIFY(model.index(1, CompareTableModel::MaxDiff).data(Qt::BackgroundRole).isValid());

@@ -125,6 +125,21 @@ class ViewsTest : public QObject {
     QCOMPARE(dots, 2 * 3);   // two processes each
     save(&view, "compare-linear.png");
     QVERIFY(!view.summaryText().contains(QStringLiteral("moved")));
+
+    // A row whose outputs differ from eager's (as TorchScript-optimized's on mobilenet_v3_small):
+    // its bar says so instead of a speed-up, and its table row is flagged.
+    app::CompareResult wrong = comparison();
+    wrong.backends[1].maxAbsDiff = 7.7;
+    wrong.backends[1].outputBound = 0.0034;
+    CompareView flagged;
+    flagged.resize(1200, 720);
+    flagged.show();
+    flagged.addResult(wrong, QStringLiteral("Kiln -O3"));
+    QCOMPARE(flagged.bars()[1].backend, std::string("torchscript-optimized"));
+    QVERIFY2(flagged.barLabel(1).contains(QStringLiteral("✗ outputs differ")), qPrintable(flagged.barLabel(1)));
+    QVERIFY(!flagged.barLabel(1).contains(QStringLiteral("vs eager")));
+    QVERIFY(flagged.barLabel(2).contains(QStringLiteral("vs eager")));
+    save(&flagged, "compare-differ.png");
   }
 
   void compareViewWarnsWhenTheHostMovedTheCpus() {
