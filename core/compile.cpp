@@ -63,9 +63,17 @@ std::string optLevelPipelineText(int optLevel, int vectorLanes, int winograd) {
     o3 += "," + passes::PassInvocation{alter, alter->makeOptions(options)}.text() + ",fold-constants";
   }
   o3 += ",qnn-alter-layout";  // a no-op without quantized convolutions
-  if (optLevel == 3) return o3 + ",eliminate-dead-code,fuse-ops";
-  // O4: merge-parallel once weights are folded and packed, before fusion fuses the slices.
-  return o3 + ",merge-parallel,eliminate-dead-code,fuse-ops,fast-math";
+  std::string packDense;
+  if (const passes::PassInfo* pack = passes::findPass("pack-dense")) {
+    // Panels of 4 vectors; 3 with AVX2's 8 lanes (16 registers: 4 rows × 3 accumulators).
+    std::map<std::string, std::string> options{{"lanes", std::to_string(vectorLanes)},
+                                               {"max-vectors", vectorLanes == 8 ? "3" : "4"}};
+    packDense = "," + passes::PassInvocation{pack, pack->makeOptions(options)}.text();
+  }
+  if (optLevel == 3) return o3 + packDense + ",eliminate-dead-code,fuse-ops";
+  // O4: merge-parallel once weights are folded and packed, before fusion fuses the slices (and
+  // before pack-dense, which packs the merged dense).
+  return o3 + ",merge-parallel" + packDense + ",eliminate-dead-code,fuse-ops,fast-math";
 }
 
 OptimizedGraph optimizeGraph(Graph graph, const CompileOptions& options) {

@@ -91,10 +91,10 @@ double opFlops(const std::string& op, const core::Attrs& attrs, const std::vecto
     double alpha2 = static_cast<double>(in[1].shape[1] * in[1].shape[2]);
     return 2.0 * spatial * numel(in[1]) * 9.0 / alpha2 + (in.size() > 2 ? numel(y) : 0);
   }
-  if (op == "dense" || op == "matmul") {
+  if (op == "dense" || op == "dense_packed" || op == "matmul") {
     if (in.empty() || in[0].rank() < 1) return 0;
     double k = static_cast<double>(in[0].shape.back());
-    return 2.0 * numel(y) * k + (op == "dense" && in.size() > 2 ? numel(y) : 0);
+    return 2.0 * numel(y) * k + (op != "matmul" && in.size() > 2 ? numel(y) : 0);
   }
   if (op == "batch_norm") return 2.0 * numel(y);
   if (oneFlopOps().count(op)) return numel(y);

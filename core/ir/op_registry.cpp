@@ -82,6 +82,18 @@ Types inferDense(const Types& in, const Attrs&) {
   return {TensorType{in[0].dtype, out}};
 }
 
+Types inferDensePacked(const Types& in, const Attrs&) {
+  if (in[0].rank() < 1) fail("dense_packed input must have rank >= 1");
+  requireRank(in[1], 3, "dense_packed weight [N/P, K, P]");
+  if (in[1].shape[1] != in[0].shape.back()) fail("weight " + in[1].str() + " does not match input " + in[0].str());
+  int64_t n = in[1].shape[0] * in[1].shape[2];
+  if (in.size() == 3 && (in[2].rank() != 1 || in[2].shape[0] != n))
+    fail("bias " + in[2].str() + " does not match weight " + in[1].str());
+  Shape out = in[0].shape;
+  out.back() = n;
+  return {TensorType{in[0].dtype, out}};
+}
+
 Types inferMatmul(const Types& in, const Attrs&) {
   Shape a = in[0].shape, b = in[1].shape;
   if (a.empty() || b.empty()) fail("matmul operands must have rank >= 1");
@@ -497,6 +509,8 @@ const Registry& registry() {
     r->add("conv2d", "2-D convolution, NCHW input, OIHW weight, optional bias", 2, 3, P::OutEWiseFusable, inferConv2d);
     r->add("batch_norm", "inference batch normalization over axis 1", 5, 5, P::Broadcast, inferBatchNorm);
     r->add("dense", "x · wᵀ + b over the last axis", 2, 3, P::OutEWiseFusable, inferDense);
+    r->add("dense_packed", "dense with w packed at compile time into column panels [N/P, K, P]", 2, 3,
+           P::OutEWiseFusable, inferDensePacked);
     r->add("matmul", "numpy-style batched matrix product", 2, 2, P::OutEWiseFusable, inferMatmul);
     for (const char* u : {"relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp", "log",
                           "sqrt", "rsqrt", "neg", "abs", "erf", "gelu", "leaky_relu", "clamp", "copy"})

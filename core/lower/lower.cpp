@@ -47,6 +47,7 @@ const std::map<std::string, OpLowering, std::less<>>& lowerings() {
     (*t)["batch_norm"] = lowerBatchNorm;
     (*t)["conv2d"] = lowerConv2d;
     (*t)["dense"] = lowerDense;
+    (*t)["dense_packed"] = lowerDensePacked;
     (*t)["matmul"] = lowerMatmul;
     (*t)["max_pool2d"] = lowerPool2d;
     (*t)["avg_pool2d"] = lowerPool2d;

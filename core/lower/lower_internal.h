@@ -85,8 +85,9 @@ tir::Stmt lowerUnary(const OpContext& ctx);          // ops_elementwise.cpp
 tir::Stmt lowerBinary(const OpContext& ctx);         // ops_elementwise.cpp
 tir::Stmt lowerBatchNorm(const OpContext& ctx);      // ops_elementwise.cpp
 tir::Stmt lowerConv2d(const OpContext& ctx);         // ops_nn.cpp
-tir::Stmt lowerDense(const OpContext& ctx);          // ops_nn.cpp
-tir::Stmt lowerMatmul(const OpContext& ctx);         // ops_nn.cpp
+tir::Stmt lowerDense(const OpContext& ctx);          // ops_gemm.cpp
+tir::Stmt lowerDensePacked(const OpContext& ctx);    // ops_gemm.cpp
+tir::Stmt lowerMatmul(const OpContext& ctx);         // ops_gemm.cpp
 tir::Stmt lowerPool2d(const OpContext& ctx);         // ops_pool.cpp (max and avg)
 tir::Stmt lowerAdaptiveAvgPool2d(const OpContext& ctx);  // ops_pool.cpp
 tir::Stmt lowerCopy(const OpContext& ctx);           // ops_shape.cpp (copy, reshape)

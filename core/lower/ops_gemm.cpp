@@ -13,6 +13,14 @@
 // At batch 1 this is a stream over the weight matrix (memory bound): C independent rows keep
 // enough loads in flight. Lane sums change the summation order (within float reassociation).
 //
+// dense_packed, the same product with w packed at compile time (passes/pack_dense.h) into column
+// panels [N/P, K, P], P = nv·L: the outer-product tile of matmul below, on a panel that is one
+// contiguous stream (no lane sums, no 4 KiB-strided rows sharing L1 sets):
+//
+//   parallel (panel, m-tile)                   panel outer: consecutive row tiles reuse one panel
+//     acc[r][v] = 0;  for k: acc[r][v] += broadcast(x[m0 + r, k]) · w[panel, k, v·L : +L]
+//     y[m0 + r, panel·P + v·L : +L] = epilogue(acc[r][v] + b[...])
+//
 // matmul, a [..., M, K] · b [..., K, N]: b is contiguous along N, so the tile vectorizes the
 // output columns: acc[r][v] += broadcast(a[m0 + r, k]) · b[k, n0 + v·L : +L], with the columns
 // of a row cut into full tiles in a loop and leftovers in narrower vectors. A product with one
@@ -228,6 +236,60 @@ Stmt lowerDense(const OpContext& ctx) {
     parts.push_back(serialFor(mt, 0, rowTiles, tile(mt * knobs.rows, i64(colTiles * knobs.cols), static_cast<int>(colTail))));
   }
   return Seq::make(std::move(parts));
+}
+
+// dense over packed weight panels; see the file comment.
+Stmt lowerDensePacked(const OpContext& ctx) {
+  ctx.requireFloat();
+  const Shape& xs = ctx.inTypes[0].shape;
+  const Shape& ws = ctx.inTypes[1].shape;  // [N/P, K, P]
+  const int64_t panels = ws[0], k = ws[1], width = ws[2], n = panels * width;
+  Shape leading(xs.begin(), xs.end() - 1);
+  int64_t m = 1;
+  for (int64_t d : leading) m *= d;
+  const int lanes = laneCount(ctx);
+  KILN_ASSERT(width % lanes == 0, "dense_packed: panel width " + std::to_string(width) + " is not a multiple of " +
+                                      std::to_string(lanes) + " lanes" + ctx.where);
+  const int vecs = static_cast<int>(width / lanes);
+  GemmKnobs knobs;
+  knobs.rows = matmulHandRows(m);
+  knobs.cols = vecs;
+  ctx.schedule = knobs.str();
+  const int64_t rowTiles = m / knobs.rows;
+  Type elem = ctx.out[0]->elemType;
+
+  Expr f = Var::make("p_m");
+  Expr panel = rowTiles == 1 ? f : f / rowTiles;
+  Expr m0 = (rowTiles == 1 ? Expr(i64(0)) : f % rowTiles) * knobs.rows;
+  Buffer acc = makeBuffer("acc", elem, {int64_t{knobs.rows} * width});
+  auto slot = [&](int r, int v) { return i64(int64_t{r} * width + int64_t{v} * lanes); };
+  std::vector<Stmt> init, fmas, stores;
+  for (int r = 0; r < knobs.rows; ++r)
+    for (int v = 0; v < vecs; ++v) init.push_back(vstore(acc, slot(r, v), splat(literal(elem, 0), lanes)));
+  Expr kk = Var::make("k");
+  Expr wRow = panel * (k * width) + kk * width;
+  for (int v = 0; v < vecs; ++v) {
+    Expr wv = Var::make("w" + std::to_string(v), elem.withLanes(static_cast<uint16_t>(lanes)));
+    std::vector<Stmt> per;
+    for (int r = 0; r < knobs.rows; ++r) {
+      Expr xv = Load::make(ctx.in[0], (m0 + r) * k + kk);
+      per.push_back(vstore(acc, slot(r, v), vload(acc, slot(r, v), lanes) + splat(xv, lanes) * wv));
+    }
+    fmas.push_back(LetStmt::make(wv, vload(ctx.in[1], wRow + v * lanes, lanes), Seq::make(std::move(per))));
+  }
+  for (int r = 0; r < knobs.rows; ++r)
+    for (int v = 0; v < vecs; ++v) {
+      Expr row = m0 + r, col = panel * width + v * lanes;
+      Expr value = vload(acc, slot(r, v), lanes);
+      if (ctx.in.size() == 3) value = value + vload(ctx.in[2], col, lanes);
+      std::vector<Expr> index = rowIndex(row, leading);
+      index.push_back(vramp(col, lanes));
+      stores.push_back(vstore(ctx.out[0], row * n + col, ctx.applyEpilogue(value, index)));
+    }
+  Stmt tile = Allocate::make(acc, Seq::make({Seq::make(std::move(init)), serialFor(kk, 0, k, Seq::make(std::move(fmas))),
+                                             Seq::make(std::move(stores))}));
+  bool parallel = wantParallel(ctx.outTypes[0].numel(), k);
+  return For::make(f, i64(0), i64(panels * rowTiles), parallel ? ForKind::Parallel : ForKind::Serial, tile);
 }
 
 // Numpy matmul with broadcast batch axes; see the file comment.

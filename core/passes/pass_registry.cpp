@@ -10,6 +10,7 @@
 #include "core/passes/alter_layout.h"
 #include "core/passes/fold_constants.h"
 #include "core/passes/fold_pad_into_conv.h"
+#include "core/passes/pack_dense.h"
 #include "core/passes/fold_scale_axis.h"
 #include "core/passes/fuse_ops.h"
 #include "core/passes/merge_parallel.h"
@@ -138,6 +139,18 @@ void registerPasses(Registry& r) {
           4,
           {},
           [](Graph& g, const PassOptions&, PassCounters* c) { return mergeParallel(g, c); });
+  r.graph("pack-dense",
+          "dense layers over many rows with constant weights get them packed into column panels",
+          3,
+          {{"lanes", OptionType::Int, "8", "f32 lanes of the target's vectors"},
+           {"max-vectors", OptionType::Int, "3", "the most vectors in one panel"},
+           {"min-rows", OptionType::Int, "16", "dense layers over fewer rows keep the dot-product kernel"}},
+          [](Graph& g, const PassOptions& o, PassCounters* c) {
+            return packDense(g,
+                             PackDenseOptions{static_cast<int>(o.getInt("lanes")), static_cast<int>(o.getInt("max-vectors")),
+                                              o.getInt("min-rows")},
+                             c);
+          });
   r.graph("fuse-ops",
           "fuse elementwise/broadcast/injective chains and anchor epilogues into primitive functions",
           2,

@@ -1,7 +1,9 @@
 // Microbenchmarks of Kiln's generated kernels (Google Benchmark): GFLOP/s of conv2d in the packed
 // layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes, direct vs
 // Winograd F(2×2, 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective
-// GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000,
+// GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000, and bert_encoder's dense
+// layers over 128 tokens both as dense (dot-product tile) and as -O3 runs them (pack-dense's
+// dense_packed, the outer-product tile on weight panels),
 // next to the measured FMA peak of this machine: a JIT-compiled loop-IR kernel of independent
 // vector FMA chains, once per vector width.
 //
@@ -30,9 +32,11 @@
 #include "codegen/target.h"
 #include "core/ir/graph.h"
 #include "core/lower/lower.h"
+#include "core/lower/peak_kernels.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
 #include "core/passes/alter_layout.h"
+#include "core/passes/pack_dense.h"
 #include "core/tir/stmt.h"
 #include "runtime/graph_executor.h"
 #include "runtime/thread_pool.h"
@@ -258,6 +262,18 @@ Compiled dense(int64_t m, int64_t k, int64_t n) {
   return compileGraph(g, {filled({m, k}, 0.f)}, 2.0 * m * k * n);
 }
 
+/// dense(m, k, n) as -O3 runs it: its weights packed into panels by pack-dense.
+Compiled densePacked(int64_t m, int64_t k, int64_t n) {
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::Float32, {m, k}});
+  ValueId w = g.addConstant("w", filled({n, k}, 0.f));
+  ValueId b = g.addConstant("b", filled({n}, 0.f));
+  g.setOutputs({g.add("dense", {x, w, b})});
+  const int lanes = hostOptions().vectorLanes;
+  if (!passes::packDense(g, {lanes, lanes == 8 ? 3 : 4, 16})) std::fprintf(stderr, "dense %lldx%lld: not packed\n", (long long)k, (long long)n);
+  return compileGraph(g, {filled({m, k}, 0.f)}, 2.0 * m * k * n);
+}
+
 void runCompiled(benchmark::State& state, const std::function<Compiled()>& make, int threads) {
   runtime::setNumThreads(threads);
   Compiled c = make();
@@ -343,6 +359,16 @@ void registerAll() {
       configure(benchmark::RegisterBenchmark(("dense/m" + std::to_string(m) + "_2048to1000/threads:" + std::to_string(t)).c_str(),
                                              [m, t](benchmark::State& s) { runCompiled(s, [&] { return dense(m, 2048, 1000); }, t); }),
                 t);
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{256, 1024}, {1024, 256}, {256, 256}})
+    for (int t : {1, 2}) {
+      std::string shape = "/m128_" + std::to_string(k) + "to" + std::to_string(n) + "/threads:" + std::to_string(t);
+      configure(benchmark::RegisterBenchmark(("dense" + shape).c_str(),
+                                             [k, n, t](benchmark::State& s) { runCompiled(s, [&] { return dense(128, k, n); }, t); }),
+                t);
+      configure(benchmark::RegisterBenchmark(("dense_packed" + shape).c_str(),
+                                             [k, n, t](benchmark::State& s) { runCompiled(s, [&] { return densePacked(128, k, n); }, t); }),
+                t);
+    }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <ostream>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -141,6 +142,25 @@ TEST(Transformers, BertEncoderOnRandomIdsMatchesLibtorch) {
     ASSERT_EQ(actual.size(), expected.size());
     for (size_t o = 0; o < actual.size(); ++o) EXPECT_LT(maxAbsDiff(actual[o], expected[o]), 1e-3) << "-O" << opt;
   }
+}
+
+// The inputs compare, profile and tune time with: token ids span the embedding table (all zeros
+// would be all padding, and the output check would see one id).
+TEST(Transformers, RandomInputsSpanTheEmbeddingTable) {
+  auto model = app::openModel(modelPath("bert_encoder.pt"));
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  std::vector<runtime::Tensor> inputs = app::randomInputs(*model.value(), 3);
+  ASSERT_EQ(inputs.size(), 1u);
+  ASSERT_EQ(inputs[0].dtype(), runtime::DType::Int64);
+  std::set<int64_t> ids(inputs[0].data<int64_t>(), inputs[0].data<int64_t>() + inputs[0].numel());
+  EXPECT_GT(ids.size(), 50u);
+  EXPECT_GE(*ids.begin(), 0);
+  EXPECT_LT(*ids.rbegin(), 1000);  // the vocabulary; the position table (128 rows) is indexed by a constant
+  profiler::TorchModel torchModel(modelPath("bert_encoder.pt"), profiler::TorchMode::Eager, 2);
+  std::vector<runtime::Tensor> expected = torchModel.run(inputs);
+  std::vector<runtime::Tensor> actual = runKiln(modelPath("bert_encoder.pt"), inputs, 3);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t o = 0; o < actual.size(); ++o) EXPECT_LT(maxAbsDiff(actual[o], expected[o]), 1e-3);
 }
 
 // --- ONNX vs TorchScript ----------------------------------------------------------------------

@@ -1,5 +1,5 @@
 // The rewriting passes (simplify-inference, fold-constants, eliminate-dead-code,
-// eliminate-common-subexpressions, fold-scale-axis and fold-pad-into-conv) beyond their text-in,
+// eliminate-common-subexpressions, fold-scale-axis, fold-pad-into-conv and pack-dense) beyond their text-in,
 // text-out tests, which are FileCheck tests in tests/filecheck/: numerics (the rewritten graph
 // computes the same values through lowering and the TIR interpreter), pass counters, and a
 // golden text where a pass's result also needs numerics.
@@ -7,6 +7,7 @@
 
 #include "core/passes/fold_constants.h"
 #include "core/passes/fold_pad_into_conv.h"
+#include "core/passes/pack_dense.h"
 #include "core/passes/fold_scale_axis.h"
 #include "core/passes/pipeline.h"
 #include "tests/unit/core/passes_test_util.h"
@@ -115,6 +116,56 @@ TEST(FoldScaleAxis, BatchNormFoldedIntoTheConvolutionComputesTheSame) {
   expectSameNumerics(text,
                      "simplify-inference,fold-constants,eliminate-common-subexpressions,eliminate-dead-code,"
                      "fold-scale-axis,fuse-ops");
+}
+
+// ---- pack-dense ----------------------------------------------------------------------------
+
+// A transformer's feed-forward in small: 2 × 17 tokens (M = 34: row tiles of 2) through a GELU,
+// panels of 3 vectors (48 columns) and of 2 (N = 32, which 48 does not divide); -O3 fuses the
+// GELU into the first packed kernel.
+const char* kFeedForward = R"(graph(%x: f32[2,17,24]) {
+  %w1 = constant f32[48,24] elided
+  %b1 = constant f32[48] elided
+  %h = dense(%x, %w1, %b1) : f32[2,17,48]
+  %g = gelu(%h) : f32[2,17,48]
+  %w2 = constant f32[32,48] elided
+  %y = dense(%g, %w2) : f32[2,17,32]
+  return %y
+})";
+
+TEST(PackDense, PackedLayersComputeTheSame) {
+  expectSameNumerics(kFeedForward, "pack-dense{lanes=16}", 1e-5);
+  lower::LoweredModule fused = expectSameNumerics(kFeedForward, "pack-dense{lanes=16},fuse-ops", 1e-5);
+  std::vector<std::string> names;
+  for (const auto& f : fused.funcs) names.push_back(f.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fused_dense_packed_gelu_0", "dense_packed_0"}));
+  // 8-lane vectors (AVX2): panels of 3 vectors (24 columns) and of 2 (16), which divide 48 and 32.
+  expectSameNumerics(kFeedForward, "pack-dense", 1e-5);
+}
+
+TEST(PackDense, PacksPanelsAndLeavesFewRowsAndRuntimeWeights) {
+  runtime::Tensor w = runtime::Tensor::zeros(DType::Float32, {4, 3});
+  for (int i = 0; i < 12; ++i) w.data<float>()[i] = static_cast<float>(i);  // w[n, k] = 3n + k
+  runtime::Tensor p = packDenseWeight(w, 2);
+  ASSERT_EQ(p.shape(), (Shape{2, 3, 2}));
+  // p[panel, k, j] = w[2·panel + j, k]
+  EXPECT_EQ(std::vector<float>(p.data<float>(), p.data<float>() + 12),
+            (std::vector<float>{0, 3, 1, 4, 2, 5, 6, 9, 7, 10, 8, 11}));
+
+  Graph g = parseGraph(kFeedForward);
+  PassCounters counters;
+  EXPECT_TRUE(packDense(g, {16, 3, 16}, &counters));
+  EXPECT_EQ(counters["dense"], 2);
+  Graph few = parseGraph(kFeedForward);
+  EXPECT_FALSE(packDense(few, {16, 3, 35}));  // 34 rows
+  Graph narrow = parseGraph(kFeedForward);
+  EXPECT_FALSE(packDense(narrow, {64, 4, 16}));  // no panel of 64 lanes divides 48 or 32
+  const char* runtimeWeights = R"(graph(%x: f32[32,8], %w: f32[16,8]) {
+  %y = dense(%x, %w) : f32[32,16]
+  return %y
+})";
+  Graph r = parseGraph(runtimeWeights);
+  EXPECT_FALSE(packDense(r));
 }
 
 // ---- fold-pad-into-conv --------------------------------------------------------------------
