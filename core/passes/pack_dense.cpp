@@ -6,20 +6,33 @@
 namespace kiln::core::passes {
 namespace {
 
-/// The panel width for dense node `node`, or 0 when it stays dense.
+/// The panel width for dense or matmul node `node`, or 0 when it stays as it is.
 int64_t panelWidth(const Graph& graph, const Node& node, const PackDenseOptions& options) {
-  if (node.op != "dense" || options.lanes < 1) return 0;
+  if ((node.op != "dense" && node.op != "matmul") || options.lanes < 1) return 0;
   const TensorType& x = graph.type(node.inputs[0]);
   const Value& w = graph.value(node.inputs[1]);
   if (x.dtype != DType::Float32 || !w.isConstant() || w.type.dtype != DType::Float32) return 0;
+  // matmul(x [..., M, K], w [K, N]) is a dense layer when w is one matrix (an ONNX MatMul).
+  if (node.op == "matmul" && (x.rank() < 2 || w.type.rank() != 2)) return 0;
   if (node.inputs.size() == 3 && !graph.value(node.inputs[2]).isConstant()) return 0;
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < x.shape.size(); ++d) rows *= x.shape[d];
   if (rows < options.minRows) return 0;
-  const int64_t n = w.type.shape[0];
+  const int64_t n = node.op == "dense" ? w.type.shape[0] : w.type.shape[1];
   for (int v = options.maxVectors; v >= 1; --v)
     if (n % (int64_t{v} * options.lanes) == 0) return int64_t{v} * options.lanes;
   return 0;
+}
+
+/// w [K, N] → wᵀ [N, K].
+runtime::Tensor transposed(const runtime::Tensor& w) {
+  const int64_t k = w.shape()[0], n = w.shape()[1];
+  runtime::Tensor t = runtime::Tensor::zeros(DType::Float32, {n, k});
+  const float* src = w.data<float>();
+  float* dst = t.data<float>();
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j) dst[j * k + i] = src[i * n + j];
+  return t;
 }
 
 }  // namespace
@@ -51,10 +64,11 @@ bool packDense(Graph& graph, const PackDenseOptions& options, PassCounters* coun
       continue;
     }
     const Value& w = graph.value(node.inputs[1]);
-    std::vector<ValueId> inputs{rw.map(node.inputs[0]), rw.addConstant(w.name + "_packed", packDenseWeight(*w.constant, panel))};
+    runtime::Tensor rows = node.op == "dense" ? *w.constant : transposed(*w.constant);
+    std::vector<ValueId> inputs{rw.map(node.inputs[0]), rw.addConstant(w.name + "_packed", packDenseWeight(rows, panel))};
     if (node.inputs.size() == 3) inputs.push_back(rw.map(node.inputs[2]));
     rw.replaceWithNode(node.outputs[0], "dense_packed", std::move(inputs), {}, node.location);
-    bump(counters, "dense");
+    bump(counters, node.op.c_str());
   }
   graph = rw.finish();
   return true;

@@ -1,8 +1,11 @@
-// pack-dense (O3): a dense layer over many rows with constant weights gets its weights packed at
-// compile time into column panels for the outer-product kernel (lower/ops_gemm.cpp):
+// pack-dense (O3): a dense layer (or a matmul by one constant matrix) over many rows gets its
+// weights packed at compile time into column panels for the outer-product kernel
+// (lower/ops_gemm.cpp):
 //
 //   y = dense(x [..., K], w [N, K], b [N])        rows M = product of x's leading axes >= min-rows
 //     ==>  y = dense_packed(x, wp [N/P, K, P], b)  wp[p, k, j] = w[p·P + j, k]
+//   y = matmul(x [..., M, K], w [K, N])            one constant matrix (an ONNX MatMul)
+//     ==>  y = dense_packed(x, wp [N/P, K, P])     wp[p, k, j] = w[k, p·P + j]
 //
 // Why: dense's own kernel vectorizes the reduction (both operands contiguous along K). That suits
 // a stream over the weights at one row (a classifier at batch 1) but pays a horizontal lane sum
@@ -31,7 +34,7 @@ struct PackDenseOptions {
 /// w [N, K] packed into panels [N/P, K, P]. InternalError unless P divides N.
 runtime::Tensor packDenseWeight(const runtime::Tensor& w, int64_t panel);
 
-/// Returns true when a dense layer was packed. Counter: "dense".
+/// Returns true when a layer was packed. Counters: "dense", "matmul".
 bool packDense(Graph& graph, const PackDenseOptions& options = {}, PassCounters* counters = nullptr);
 
 }  // namespace kiln::core::passes

@@ -140,7 +140,7 @@ void registerPasses(Registry& r) {
           {},
           [](Graph& g, const PassOptions&, PassCounters* c) { return mergeParallel(g, c); });
   r.graph("pack-dense",
-          "dense layers over many rows with constant weights get them packed into column panels",
+          "dense layers (and matmuls by a constant matrix) over many rows get their weights packed into column panels",
           3,
           {{"lanes", OptionType::Int, "8", "f32 lanes of the target's vectors"},
            {"max-vectors", OptionType::Int, "3", "the most vectors in one panel"},

@@ -4,6 +4,7 @@
 
 #include "core/passes/rewrite.h"
 #include "runtime/error.h"
+#include "runtime/tensor_values.h"
 
 namespace kiln::core::passes {
 namespace {
@@ -31,6 +32,13 @@ class Simplifier {
         m_rw.replace(node.outputs[0], m_rw.map(node.inputs[0]));
         bump(m_counters, "identities-removed");
         m_changed = true;
+      } else if (isSquare(node)) {
+        // pow(x, 2) → x·x: the same value (x·x is pow's exact result rounded once), without a
+        // libm call per element (layer norm's variance in ONNX files).
+        ValueId x = m_rw.map(node.inputs[0]);
+        m_rw.replaceWithNode(node.outputs[0], "mul", {x, x}, {}, node.location);
+        bump(m_counters, "squares");
+        m_changed = true;
       } else if (node.op == "reshape" && producerOp(node.inputs[0]) == "reshape") {
         const Node& inner = m_graph.node(m_graph.value(node.inputs[0]).producer);
         m_rw.replaceWithNode(node.outputs[0], "reshape", {m_rw.map(inner.inputs[0])},
@@ -52,6 +60,15 @@ class Simplifier {
   std::string producerOp(ValueId v) const {
     NodeId p = m_graph.value(v).producer;
     return p < 0 ? "" : m_graph.node(p).op;
+  }
+
+  /// pow(x, 2) with a constant scalar exponent that does not broadcast x.
+  bool isSquare(const Node& node) const {
+    if (node.op != "pow" || node.inputs.size() != 2) return false;
+    const Value& e = m_graph.value(node.inputs[1]);
+    const TensorType& x = m_graph.type(node.inputs[0]);
+    if (!e.isConstant() || e.type.numel() != 1 || !isFloat(x.dtype) || m_graph.type(node.outputs[0]) != x) return false;
+    return runtime::elementAsDouble(*e.constant, 0) == 2.0;
   }
 
   bool isIdentity(const Node& node) const {

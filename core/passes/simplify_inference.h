@@ -9,6 +9,7 @@
 //   (Dropout never reaches the graph: the importer removes it.)
 // - copy(x), reshape(x) to x's own shape and transpose with the identity permutation are x.
 // - reshape(reshape(x)) is one reshape.
+// - pow(x, 2) with a constant exponent is mul(x, x) (the same value, no libm call).
 #pragma once
 
 #include "core/ir/graph.h"
@@ -17,7 +18,7 @@
 namespace kiln::core::passes {
 
 /// Returns true when anything was rewritten. Counters: "batch-norms", "identities-removed",
-/// "reshapes-merged".
+/// "reshapes-merged", "squares".
 bool simplifyInference(Graph& graph, PassCounters* counters = nullptr);
 
 }  // namespace kiln::core::passes

@@ -2,7 +2,7 @@
 // layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes, direct vs
 // Winograd F(2×2, 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective
 // GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000, and bert_encoder's dense
-// layers over 128 tokens both as dense (dot-product tile) and as -O3 runs them (pack-dense's
+// layers over 128 and 1024 tokens (batch 1 and 8) both as dense (dot-product tile) and as -O3 runs them (pack-dense's
 // dense_packed, the outer-product tile on weight panels),
 // next to the measured FMA peak of this machine: a JIT-compiled loop-IR kernel of independent
 // vector FMA chains, once per vector width.
@@ -359,16 +359,17 @@ void registerAll() {
       configure(benchmark::RegisterBenchmark(("dense/m" + std::to_string(m) + "_2048to1000/threads:" + std::to_string(t)).c_str(),
                                              [m, t](benchmark::State& s) { runCompiled(s, [&] { return dense(m, 2048, 1000); }, t); }),
                 t);
-  for (auto [k, n] : {std::pair<int64_t, int64_t>{256, 1024}, {1024, 256}, {256, 256}})
-    for (int t : {1, 2}) {
-      std::string shape = "/m128_" + std::to_string(k) + "to" + std::to_string(n) + "/threads:" + std::to_string(t);
-      configure(benchmark::RegisterBenchmark(("dense" + shape).c_str(),
-                                             [k, n, t](benchmark::State& s) { runCompiled(s, [&] { return dense(128, k, n); }, t); }),
-                t);
-      configure(benchmark::RegisterBenchmark(("dense_packed" + shape).c_str(),
-                                             [k, n, t](benchmark::State& s) { runCompiled(s, [&] { return densePacked(128, k, n); }, t); }),
-                t);
-    }
+  for (int64_t m : {128, 1024})
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{256, 1024}, {1024, 256}, {256, 256}})
+      for (int t : {1, 2}) {
+        std::string shape = "/m" + std::to_string(m) + "_" + std::to_string(k) + "to" + std::to_string(n) + "/threads:" + std::to_string(t);
+        configure(benchmark::RegisterBenchmark(("dense" + shape).c_str(),
+                                               [m, k, n, t](benchmark::State& s) { runCompiled(s, [&] { return dense(m, k, n); }, t); }),
+                  t);
+        configure(benchmark::RegisterBenchmark(("dense_packed" + shape).c_str(),
+                                               [m, k, n, t](benchmark::State& s) { runCompiled(s, [&] { return densePacked(m, k, n); }, t); }),
+                  t);
+      }
 }
 
 }  // namespace

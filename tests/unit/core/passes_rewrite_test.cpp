@@ -29,6 +29,15 @@ const char* kBatchNorm = R"(graph(%x: f32[1,2,3,3]) {
   return %bn
 })";
 
+TEST(SimplifyInference, SquareIsExactlyPowByTwo) {
+  const char* text = R"(graph(%x: f32[4,5]) {
+  %two = constant f32[] [2]
+  %y = pow(%x, %two) : f32[4,5]
+  return %y
+})";
+  expectSameNumerics(text, "simplify-inference", 0.0);
+}
+
 TEST(SimplifyInference, BatchNormThenFoldComputesTheSame) {
   expectSameNumerics(kBatchNorm, "simplify-inference,fold-constants,eliminate-dead-code");
 }
@@ -141,6 +150,24 @@ TEST(PackDense, PackedLayersComputeTheSame) {
   EXPECT_EQ(names, (std::vector<std::string>{"fused_dense_packed_gelu_0", "dense_packed_0"}));
   // 8-lane vectors (AVX2): panels of 3 vectors (24 columns) and of 2 (16), which divide 48 and 32.
   expectSameNumerics(kFeedForward, "pack-dense", 1e-5);
+}
+
+// An ONNX-style feed-forward: MatMul by constant matrices, the bias an Add.
+TEST(PackDense, MatmulByAConstantMatrixComputesTheSame) {
+  const char* text = R"(graph(%x: f32[1,20,24]) {
+  %w = constant f32[24,48] elided
+  %b = constant f32[48] elided
+  %h = matmul(%x, %w) : f32[1,20,48]
+  %y = add(%h, %b) : f32[1,20,48]
+  return %y
+})";
+  lower::LoweredModule fused = expectSameNumerics(text, "pack-dense{lanes=16},fuse-ops", 1e-5);
+  ASSERT_EQ(fused.funcs.size(), 1u);
+  EXPECT_EQ(fused.funcs[0].name, "fused_dense_packed_add_0");
+  Graph g = parseGraph(text);
+  PassCounters counters;
+  EXPECT_TRUE(packDense(g, {16, 3, 16}, &counters));
+  EXPECT_EQ(counters["matmul"], 1);
 }
 
 TEST(PackDense, PacksPanelsAndLeavesFewRowsAndRuntimeWeights) {
