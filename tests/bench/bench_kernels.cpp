@@ -253,24 +253,18 @@ Compiled plainConv(const ConvShape& s) {
   return compileGraph(g, {filled({1, s.c, s.h, s.w}, 0.f)}, flops);
 }
 
-Compiled dense(int64_t m, int64_t k, int64_t n) {
-  Graph g;
-  ValueId x = g.addInput("x", TensorType{DType::Float32, {m, k}});
-  ValueId w = g.addConstant("w", filled({n, k}, 0.f));
-  ValueId b = g.addConstant("b", filled({n}, 0.f));
-  g.setOutputs({g.add("dense", {x, w, b})});
-  return compileGraph(g, {filled({m, k}, 0.f)}, 2.0 * m * k * n);
-}
-
-/// dense(m, k, n) as -O3 runs it: its weights packed into panels by pack-dense.
-Compiled densePacked(int64_t m, int64_t k, int64_t n) {
+/// dense(m, k, n) with bias; `packed`: as -O3 runs it over many rows, its weights packed into
+/// panels by pack-dense (dense_packed).
+Compiled dense(int64_t m, int64_t k, int64_t n, bool packed = false) {
   Graph g;
   ValueId x = g.addInput("x", TensorType{DType::Float32, {m, k}});
   ValueId w = g.addConstant("w", filled({n, k}, 0.f));
   ValueId b = g.addConstant("b", filled({n}, 0.f));
   g.setOutputs({g.add("dense", {x, w, b})});
   const int lanes = hostOptions().vectorLanes;
-  if (!passes::packDense(g, {lanes, lanes == 8 ? 3 : 4, 16})) std::fprintf(stderr, "dense %lldx%lld: not packed\n", (long long)k, (long long)n);
+  if (packed && !passes::packDense(g, {lanes, lanes == 8 ? 3 : 4, 16}))
+    std::fprintf(stderr, "dense %lld to %lld: no panel width fits, not packed\n", static_cast<long long>(k),
+                 static_cast<long long>(n));
   return compileGraph(g, {filled({m, k}, 0.f)}, 2.0 * m * k * n);
 }
 
@@ -367,7 +361,7 @@ void registerAll() {
                                                [m, k, n, t](benchmark::State& s) { runCompiled(s, [&] { return dense(m, k, n); }, t); }),
                   t);
         configure(benchmark::RegisterBenchmark(("dense_packed" + shape).c_str(),
-                                               [m, k, n, t](benchmark::State& s) { runCompiled(s, [&] { return densePacked(m, k, n); }, t); }),
+                                               [m, k, n, t](benchmark::State& s) { runCompiled(s, [&] { return dense(m, k, n, true); }, t); }),
                   t);
       }
 }
