@@ -150,6 +150,8 @@ TEST(PackDense, PackedLayersComputeTheSame) {
   EXPECT_EQ(names, (std::vector<std::string>{"fused_dense_packed_gelu_0", "dense_packed_0"}));
   // 8-lane vectors (AVX2): panels of 3 vectors (24 columns) and of 2 (16), which divide 48 and 32.
   expectSameNumerics(kFeedForward, "pack-dense", 1e-5);
+  // Panels narrower than the lowering's vectors (6 and 4 columns, a hand-written pipeline).
+  expectSameNumerics(kFeedForward, "pack-dense{lanes=2}", 1e-5);
 }
 
 // An ONNX-style feed-forward: MatMul by constant matrices, the bias an Add.
