@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 
+#include "core/passes/pack_dense.h"
 #include "core/tir/verify.h"
 #include "runtime/error.h"
 
@@ -65,9 +66,9 @@ std::string optLevelPipelineText(int optLevel, int vectorLanes, int winograd) {
   o3 += ",qnn-alter-layout";  // a no-op without quantized convolutions
   std::string packDense;
   if (const passes::PassInfo* pack = passes::findPass("pack-dense")) {
-    // Panels of 4 vectors; 3 with AVX2's 8 lanes (16 registers: 4 rows × 3 accumulators).
-    std::map<std::string, std::string> options{{"lanes", std::to_string(vectorLanes)},
-                                               {"max-vectors", vectorLanes == 8 ? "3" : "4"}};
+    std::map<std::string, std::string> options{
+        {"lanes", std::to_string(vectorLanes)},
+        {"max-vectors", std::to_string(passes::packDenseMaxVectors(vectorLanes))}};
     packDense = "," + passes::PassInvocation{pack, pack->makeOptions(options)}.text();
   }
   if (optLevel == 3) return o3 + packDense + ",eliminate-dead-code,fuse-ops";

@@ -31,6 +31,10 @@ struct PackDenseOptions {
   int64_t minRows = 16;  // dense layers over fewer rows keep the dot-product kernel
 };
 
+/// The most vectors of one panel on `lanes`-wide f32 vectors: 4, but 3 with AVX2's 8 lanes
+/// (16 registers: a 4 × 3 accumulator tile leaves 4 for the broadcasts and the panel's loads).
+inline int packDenseMaxVectors(int lanes) { return lanes == 8 ? 3 : 4; }
+
 /// w [N, K] packed into panels [N/P, K, P]. InternalError unless P divides N.
 runtime::Tensor packDenseWeight(const runtime::Tensor& w, int64_t panel);
 

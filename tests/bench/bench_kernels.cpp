@@ -262,7 +262,7 @@ Compiled dense(int64_t m, int64_t k, int64_t n, bool packed = false) {
   ValueId b = g.addConstant("b", filled({n}, 0.f));
   g.setOutputs({g.add("dense", {x, w, b})});
   const int lanes = hostOptions().vectorLanes;
-  if (packed && !passes::packDense(g, {lanes, lanes == 8 ? 3 : 4, 16}))
+  if (packed && !passes::packDense(g, {lanes, passes::packDenseMaxVectors(lanes), 16}))
     std::fprintf(stderr, "dense %lld to %lld: no panel width fits, not packed\n", static_cast<long long>(k),
                  static_cast<long long>(n));
   return compileGraph(g, {filled({m, k}, 0.f)}, 2.0 * m * k * n);
