@@ -311,7 +311,7 @@ Result<std::string> irText(std::shared_ptr<const Model> model, IrStage stage, co
         // The knobs a kernel was scheduled with, and the key tuning records name it by.
         for (const char* attr : {"schedule", "tune_key"})
           if (auto it = f.attrs.find(attr); it != f.attrs.end()) text += std::string("// ") + attr + ": " + it->second + "\n";
-        // The schedule primitives that made a primitive-scheduled kernel (matmul_search.h), a step a line.
+        // The schedule primitives that made a primitive-scheduled kernel (gemm_search.h), a step a line.
         if (auto it = f.attrs.find("trace"); it != f.attrs.end())
           for (size_t start = 0, end; start < it->second.size(); start = end + 1) {
             end = it->second.find('\n', start);

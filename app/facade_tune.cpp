@@ -59,6 +59,10 @@ PreparedTune prepareTune(const std::string& path, const TuneOptions& options) {
                 ErrorKind::Usage);
   p.lower = core::lower::lowerOptionsFor(p.lowered.target.cpu, p.lowered.target.features);
   p.tasks = core::tune::extractTasks(p.lowered.module);
+  std::set<std::string> kernels;
+  for (const auto& f : p.lowered.module.funcs) kernels.insert(f.name);
+  for (const auto& call : p.lowered.module.plan.calls) p.kernelCalls += kernels.count(call.kernel) > 0;
+  for (const auto& t : p.tasks) p.tunableCalls += t.weight;
   if (!options.onlyTasks.empty()) {
     std::set<std::string> wanted(options.onlyTasks.begin(), options.onlyTasks.end());
     std::erase_if(p.tasks, [&](const auto& t) { return !wanted.count(t.name) && !wanted.count(t.key); });
@@ -237,6 +241,8 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     int64_t modelId = begun.modelId;
     TuneResult& result = begun.result;
     std::vector<TuneRecord>& prior = begun.prior;
+    result.kernelCalls = p.kernelCalls;
+    result.tunableCalls = p.tunableCalls;
 
     std::vector<TuneRecord> fresh;  // this run's records
     auto write = [&](const TuneRecord& r) {
@@ -303,6 +309,13 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
   });
 }
 
+int TuneResult::searchedCalls() const {
+  int calls = 0;
+  for (const auto& t : tasks)
+    if (!t.bestKnobs.empty() && core::lower::parseKnobs(t.bestKnobs).count("mi")) calls += t.info.weight;
+  return calls;
+}
+
 std::string tuneResultJson(const TuneResult& r) {
   nlohmann::json j;
   j["model"] = r.model;
@@ -317,6 +330,9 @@ std::string tuneResultJson(const TuneResult& r) {
   j["records_copied"] = r.recordsCopied;
   j["untuned_ms"] = r.untunedMs;
   j["tuned_ms"] = r.tunedMs;
+  j["kernel_calls"] = r.kernelCalls;
+  j["tunable_calls"] = r.tunableCalls;
+  j["searched_calls"] = r.searchedCalls();
   j["tasks"] = nlohmann::json::array();
   for (const auto& t : r.tasks) {
     nlohmann::json tj{{"name", t.info.name},         {"key", t.info.workloadKey}, {"op", t.info.op},

@@ -98,6 +98,11 @@ struct TuneResult {
   int badRecordLines = 0;             // lines of the records file that were skipped
   std::string badRecordProblem;       // the first one's problem ("line 7: not a JSON object")
   int workersStarted = 0;             // worker processes, restarts after failures included
+  int kernelCalls = 0;                // kernel calls per inference
+  int tunableCalls = 0;               // of those, calls of kernels with a tuning key
+  /// Calls of kernels whose best configuration is a searched (sketch) schedule rather than a
+  /// hand-written builder's, after this run.
+  int searchedCalls() const;
   StoredIds stored;
   // --slurm: the job, where its files are, and each array task's end; its records were merged
   // (recordsWritten counts them) whatever the task's state

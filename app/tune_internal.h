@@ -25,6 +25,8 @@ struct PreparedTune {
   Lowered lowered;
   core::lower::LowerOptions lower;
   std::vector<core::tune::TuneTask> tasks;
+  int kernelCalls = 0;   // kernel calls per inference (the plan's calls of generated kernels)
+  int tunableCalls = 0;  // those whose kernel has a tuning key (before --tasks picks some)
 };
 /// Throws kiln::Error (a model that does not open, a cross target, no requested task).
 PreparedTune prepareTune(const std::string& path, const TuneOptions& options);

@@ -172,6 +172,10 @@ int tuneCommand(TuneArgs& a) {
   if (confirmed > 0)
     std::printf("(default and best of %d task(s): their finalists timed again side by side after the search)\n",
                 confirmed);
+  if (r.kernelCalls > 0)
+    std::printf("kernels: %d of %d calls per inference have a tuning key; %d run a searched (template-free) "
+                "schedule, the rest a hand-written one\n",
+                r.tunableCalls, r.kernelCalls, r.searchedCalls());
   if (r.untunedMs > 0 && r.tunedMs > 0)
     std::printf("\nend to end (median, side by side): untuned %.3f ms, tuned %.3f ms (%.2fx)\n", r.untunedMs,
                 r.tunedMs, r.untunedMs / r.tunedMs);

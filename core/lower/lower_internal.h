@@ -36,7 +36,7 @@ struct OpContext {
   /// Set by lowerings with tunable knobs: the kernel's tuning key (schedule_config.h); lower.cpp
   /// records it as PrimFunc::attrs["tune_key"].
   mutable std::string tuneKey;
-  /// Set by lowerings scheduled with primitives (matmul_search.h): the trace (tir/trace.h) that
+  /// Set by lowerings scheduled with primitives (gemm_search.h): the trace (tir/trace.h) that
   /// made the body from the plain nest; lower.cpp records it as PrimFunc::attrs["trace"].
   mutable std::string trace;
 

@@ -21,17 +21,20 @@
 //     acc[r][v] = 0;  for k: acc[r][v] += broadcast(x[m0 + r, k]) · w[panel, k, v·L : +L]
 //     y[m0 + r, panel·P + v·L : +L] = epilogue(acc[r][v] + b[...])
 //
+// That is its default; a tuned configuration of its key schedules the plain nest of
+// gemm_search.h instead, as for matmul.
+//
 // matmul, a [..., M, K] · b [..., K, N]: b is contiguous along N, so the tile vectorizes the
 // output columns: acc[r][v] += broadcast(a[m0 + r, k]) · b[k, n0 + v·L : +L], with the columns
 // of a row cut into full tiles in a loop and leftovers in narrower vectors. A product with one
 // output column (b a vector) uses dense's K-vectorized dot product instead. That hand-written
 // schedule is the default; a tuned configuration of the matmul's key instead schedules the plain
-// nest of matmul_search.h with primitives (the record's trace, or the sketch of its knobs).
+// nest of gemm_search.h with primitives (the record's trace, or the sketch of its knobs).
 #include <algorithm>
 #include <functional>
 
 #include "core/lower/lower_internal.h"
-#include "core/lower/matmul_search.h"
+#include "core/lower/gemm_search.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
 #include "runtime/error.h"
@@ -126,21 +129,20 @@ std::vector<Expr> rowIndex(const Expr& m, const Shape& leading) {
   return idx;
 }
 
-/// The tuned, primitive-scheduled matmul of `ctx.tuneKey`, or an undefined Stmt when no
-/// configuration selects one (or its knobs do not fit the shape: the heuristic takes over). A
-/// recorded trace that does not replay, or fitting knobs a primitive refuses, are refused with
-/// one line naming the key (a candidate must never be timed as another schedule).
-Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
+/// The tuned, primitive-scheduled kernel of `ctx.tuneKey` (a matmul or dense_packed key,
+/// gemm_search.h), or an undefined Stmt when no configuration selects one (or its knobs do not
+/// fit the shape: the hand-written lowering takes over). `plain` holds the op's plain nest over
+/// the kernel's buffers; `fits` and `sketch` check and apply an annotation. A recorded trace that
+/// does not replay, or fitting knobs a primitive refuses, are refused with one line naming the
+/// key (a candidate must never be timed as another schedule).
+Stmt tunedBySketch(const OpContext& ctx, PrimFunc plain, const std::function<bool(const Knobs&)>& fits,
+                   const std::function<void(Schedule&, const Knobs&)>& sketch) {
   const ScheduleConfigs* configs = ctx.options.schedules.get();
   if (!configs) return Stmt();
   const std::string* traceText = configs->findTrace(ctx.tuneKey);
   const Knobs* knobs = configs->find(ctx.tuneKey);
   if (!traceText && (!knobs || !knobs->count("mi"))) return Stmt();
-  PrimFunc plain;
-  plain.name = "matmul";
-  plain.params = {ctx.in[0], ctx.in[1], ctx.out[0]};
-  plain.body = matmulPlainNest(s, ctx.in[0], ctx.in[1], ctx.out[0]);
-  Schedule sched(plain);
+  Schedule sched(std::move(plain));
   if (traceText) {
     try {
       Trace trace = Trace::parse(*traceText);
@@ -150,9 +152,9 @@ Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
                   ErrorKind::InvalidInput);
     }
   } else {
-    if (!matmulAnnotationFits(s, *knobs, laneCount(ctx))) return Stmt();
+    if (!fits(*knobs)) return Stmt();
     try {
-      applyMatmulSketch(sched, s, *knobs, laneCount(ctx));
+      sketch(sched, *knobs);
     } catch (const Error& e) {
       throw Error("tuned configuration '" + knobsText(*knobs) + "' of '" + ctx.tuneKey + "': " + e.what() + ctx.where,
                   ErrorKind::InvalidInput);
@@ -161,6 +163,17 @@ Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
   ctx.schedule = knobs ? knobsText(*knobs) : "";
   ctx.trace = sched.trace().str();
   return sched.func().body;
+}
+
+Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
+  PrimFunc plain;
+  plain.name = "matmul";
+  plain.params = {ctx.in[0], ctx.in[1], ctx.out[0]};
+  plain.body = matmulPlainNest(s, ctx.in[0], ctx.in[1], ctx.out[0]);
+  const int lanes = laneCount(ctx);
+  return tunedBySketch(
+      ctx, std::move(plain), [&](const Knobs& k) { return matmulAnnotationFits(s, k, lanes); },
+      [&](Schedule& sched, const Knobs& k) { applyMatmulSketch(sched, s, k, lanes); });
 }
 
 }  // namespace
@@ -252,6 +265,21 @@ Stmt lowerDensePacked(const OpContext& ctx) {
   int lanes = laneCount(ctx);
   while (width % lanes != 0) lanes /= 2;
   const int vecs = static_cast<int>(width / lanes);
+  ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
+  if (!ctx.tuneKey.empty()) {
+    DensePackedShape s{m, k, n, width, ctx.in.size() == 3};
+    PrimFunc plain;
+    plain.name = "dense_packed";
+    plain.params = {ctx.in[0], ctx.in[1]};
+    if (s.bias) plain.params.push_back(ctx.in[2]);
+    plain.params.push_back(ctx.out[0]);
+    plain.body = densePackedPlainNest(s, ctx.in[0], ctx.in[1], s.bias ? ctx.in[2] : nullptr, ctx.out[0]);
+    const int registers = ctx.options.vectorRegisters;
+    Stmt tuned = tunedBySketch(
+        ctx, std::move(plain), [&](const Knobs& kn) { return densePackedAnnotationFits(s, kn, lanes, registers); },
+        [&](Schedule& sched, const Knobs& kn) { applyDensePackedSketch(sched, s, kn, lanes, registers); });
+    if (tuned.defined()) return tuned;
+  }
   GemmKnobs knobs;
   knobs.rows = matmulHandRows(m);
   knobs.cols = vecs;

@@ -4,7 +4,7 @@
 #include <charconv>
 
 #include "core/ir/op_registry.h"
-#include "core/lower/matmul_search.h"
+#include "core/lower/gemm_search.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -119,6 +119,13 @@ std::string tuneKeyOf(const std::string& op, const Attrs& attrs, const std::vect
     int64_t m = 1;
     for (size_t d = 0; d + 1 < in[0].shape.size(); ++d) m *= in[0].shape[d];
     return denseTuneKey(m, in[0].shape.back(), in[1].shape[0], in[0].dtype);
+  }
+  if (op == "dense_packed" && in.size() >= 2 && in[0].rank() >= 1 && in[1].rank() == 3 && in[0].dtype == DType::Float32) {
+    DensePackedShape s;
+    for (size_t d = 0; d + 1 < in[0].shape.size(); ++d) s.m *= in[0].shape[d];
+    s.k = in[0].shape.back(), s.panel = in[1].shape[2], s.n = in[1].shape[0] * s.panel;
+    s.bias = in.size() == 3;
+    return densePackedTuneKey(s, in[0].dtype);
   }
   if (op == "matmul" && in.size() == 2 && in[0].dtype == DType::Float32) {
     std::optional<MatmulShape> s = matmulShape(in[0].shape, in[1].shape);

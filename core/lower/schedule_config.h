@@ -29,7 +29,10 @@
 // Knobs of dense: rows (input rows per tile, dividing M) and cols (weight rows per tile).
 // Knobs of matmul ("matmul:ra=3,a0=12,a1=128,a2=64,rb=3,b0=12,b1=64,b2=128:f32", both operand
 // shapes): the heuristic's rows/cols keep the hand-written lowering; mi, nv, kt, par annotate the
-// sketch of core/lower/matmul_search.h, whose trace a record stores beside its knobs.
+// sketch of core/lower/gemm_search.h, whose trace a record stores beside its knobs.
+// Knobs of dense_packed ("dense_packed:m=128,k=256,n=1024,p=64,b=1:f32", p the panel width
+// pack-dense chose): rows/cols are the hand-written lowering's; mi, nv, po annotate its sketch
+// (gemm_search.h), as for matmul.
 //
 // Lowerings validate a configuration against the workload and the target and fall back to the
 // heuristic when it does not fit, so a stale record can never produce a wrong kernel.
@@ -58,7 +61,7 @@ int64_t knob(const Knobs& knobs, const std::string& name, int64_t fallback);
 struct ScheduleConfigs {
   std::map<std::string, Knobs> byKey;
   /// Schedule traces (core/tir/trace.h text) by key, for kernels scheduled by primitives
-  /// (matmul, core/lower/matmul_search.h): the lowering replays the trace on its plain nest.
+  /// (matmul, core/lower/gemm_search.h): the lowering replays the trace on its plain nest.
   std::map<std::string, std::string> traces;
   const Knobs* find(const std::string& key) const;
   const std::string* findTrace(const std::string& key) const;

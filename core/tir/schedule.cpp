@@ -164,6 +164,32 @@ bool localOnlyIn(const PrimFunc& func, const LoopSite& loop, const BufferNode* b
   return !usesBuffer(outside, buffer);
 }
 
+/// Whether reordering the perfect chain `chain` into `order` keeps every element's updates in
+/// their order: the chain's innermost body is one store, a reduction that starts from an initial
+/// value (initReduction) over a chain loop its index does not use; the index is injective in the
+/// chain loops it uses; and the chain loops it does not use (an element's updates run in their
+/// lexicographic order) keep their relative order. Then every element sees the same updates in
+/// the same order, so the result is identical; nothing needs replaying.
+bool updatesKeepTheirOrder(const std::vector<const For*>& chain, const std::vector<const For*>& order) {
+  const auto* store = chain.back()->body.as<Store>();
+  if (!store) return false;
+  std::optional<InitReduction> r = initReduction(store);
+  if (!r) return false;
+  std::set<const Var*> used = varsIn(store->index);
+  bool inChain = false;
+  std::vector<const For*> free, moving;  // chain loops the index does not / does use
+  for (const For* l : chain) {
+    const Var* v = l->var.as<Var>();
+    inChain = inChain || v == r->loop;
+    (used.count(v) ? moving : free).push_back(l);
+  }
+  if (!inChain || used.count(r->loop) || !injectiveIn(store->index, moving)) return false;
+  std::vector<const For*> freeAfter;
+  for (const For* l : order)
+    if (!used.count(l->var.as<Var>())) freeAfter.push_back(l);
+  return freeAfter == free;
+}
+
 /// Checks that the iterations of `unit` within `scope` may run in any order (reorder) or
 /// concurrently (parallel); returns the scratch buffers that need one copy per iteration.
 std::set<const BufferNode*> checkIndependent(const PrimFunc& func, const LoopSite& scope, const For* unit,
@@ -171,6 +197,13 @@ std::set<const BufferNode*> checkIndependent(const PrimFunc& func, const LoopSit
   std::string loops = quoted(loopName(scope.loop));
   if (unit != scope.loop) loops += ".." + quoted(loopName(unit));
   std::set<const BufferNode*> privatize;
+  // Every store a reduction (b[x] = b[x] op v, the element read nowhere else): any order computes
+  // the same up to reassociation, whatever the indices, so nothing needs replaying (the replay
+  // would find exactly these buffers shared and accept them).
+  std::set<const BufferNode*> stored = storedBuffers(unit->body);
+  if (allowReductions && !stored.empty() &&
+      std::all_of(stored.begin(), stored.end(), [&](const BufferNode* b) { return isReduction(unit->body, b); }))
+    return privatize;
   for (const BufferSharing& s : checkIterations(func, scope.loop, unit, primitive + ": loop " + loops)) {
     if (!s.crossIteration) continue;
     if (!s.exposedRead && localOnlyIn(func, scope, s.buffer)) {
@@ -311,8 +344,10 @@ void Schedule::reorder(const std::vector<std::string>& loops) {
         fail("reorder", "bounds of loop " + quoted(loopName(order[p])) + " depend on loop " + quoted(loopName(order[q])));
   }
   LoopSite scope = findLoop(m_func, loopName(chain.front()), "reorder");
-  std::set<const BufferNode*> scratch = checkIndependent(m_func, scope, chain.back(), "reorder", true);
-  (void)scratch;  // scratch buffers stay where they are: iterations still run one at a time
+  if (!updatesKeepTheirOrder(chain, order)) {
+    std::set<const BufferNode*> scratch = checkIndependent(m_func, scope, chain.back(), "reorder", true);
+    (void)scratch;  // scratch buffers stay where they are: iterations still run one at a time
+  }
 
   Stmt s = chain.back()->body;
   for (size_t p = order.size(); p-- > 0;) s = For::make(order[p]->var, order[p]->min, order[p]->extent, order[p]->forKind, s);
@@ -445,6 +480,8 @@ void Schedule::apply(const TraceStep& step) {
     parallel(step.loops[0]);
   } else if (p == "compute_at") {
     computeAt(step.loops[0], step.loops[1]);
+  } else if (p == "cache_write") {
+    cacheWrite(step.loops[0]);
   }
 }
 

@@ -8,7 +8,8 @@
 // its statement stores to (getLoops). Traces always record resolved names.
 //
 // Names created: split(i) → i_o, i_i (and i_t for a tail loop); fuse(i, j) → i_j_fused;
-// compute_at(t, L) → t_local (buffer) and its loop t_k; a copied loop body (tail loops) renames
+// compute_at(t, L) → t_local (buffer) and its loop t_k; cache_write(L) → y_local (y the block) and copy
+// loops named after the nest's loops with _r (read) and _w (write); a copied loop body (tail loops) renames
 // its inner variables with suffix _t. A name already taken gets _1, _2, ...
 //
 // Every primitive checks its preconditions and throws kiln::Error with one line naming the
@@ -92,6 +93,16 @@ class Schedule {
   /// `block` is inside `loop` at an index affine in the loops inside it. Anything else is
   /// rejected.
   void computeAt(const std::string& block, const std::string& loop);
+  /// Stages the elements that `loop` updates in a local buffer (the block's name + _local): read
+  /// before the loop (a copy nest with loops named ..._r), written back after it (..._w), the
+  /// updates inside the loop going to the local buffer, which the code generator keeps in
+  /// registers when it is small and its indices constant (an unrolled register tile). Supported:
+  /// the loop's body is a perfect nest of loops with constant bounds around one store whose
+  /// index does not depend on `loop`, is affine and injective in the nest's variables, and is the
+  /// only element of that buffer the store reads (a reduction's accumulator). Anything else is
+  /// rejected. The loop alone names the block, so a trace replays on kernels whose buffers are
+  /// named otherwise.
+  void cacheWrite(const std::string& loop);
 
   /// Applies one recorded step (trace replay).
   void apply(const TraceStep& step);

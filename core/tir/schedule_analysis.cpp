@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <numeric>
 #include <unordered_map>
 
 #include "core/tir/functor.h"
@@ -514,8 +515,12 @@ bool shiftInvariant(const For* scope) {
 /// Whether the iterations of `loop` provably touch disjoint elements of every buffer they write,
 /// without replaying them: every index in the body is affine in the loop variable v and the
 /// variables of inner loops (constant bounds, no integer lets), all accesses of a buffer share
-/// v's coefficient c and the part outside the loop, and the inner part spans fewer than |c|
-/// elements, so iteration t's elements lie in [t·c + lo, t·c + hi] with hi − lo < |c|.
+/// v's coefficient c and the part outside the loop. The inner terms split into a low part (terms
+/// with coefficients below |c|, and the constant) spanning [lo, hi] with hi − lo < |c|, and a
+/// high part whose coefficients are all multiples of g (mixed radix, as a row index above a
+/// column block: y[i·N + p·P + j] with p the loop). Then iteration t's elements are t·c + low +
+/// a multiple of g; when g exceeds the span of t·c + low over the loop, two iterations that meet
+/// have equal high parts, and then equal t because the low part spans fewer than |c|.
 bool disjointIterations(const For* loop) {
   const Var* lv = loop->var.as<Var>();
   struct Ranges : IRVisitor {
@@ -535,12 +540,18 @@ bool disjointIterations(const For* loop) {
       inner.insert(op->var.as<Var>());
       IRVisitor::visit(op);
     }
+    std::set<const BufferNode*> local;  // allocated inside the body: private to an iteration
+    void visit(const Allocate* op) override {
+      local.insert(op->buffer.get());
+      IRVisitor::visit(op);
+    }
   } ranges;
   ranges.visitStmt(loop->body);
   if (!ranges.ok) return false;
   ranges.inner.insert(lv);
   struct Footprint {
     int64_t coef = 0, lo = 0, hi = 0;
+    int64_t radix = 0;  // gcd of the high part's coefficients (0: no high part)
     std::map<std::string, int64_t> outer;
     bool written = false;
   };
@@ -550,7 +561,7 @@ bool disjointIterations(const For* loop) {
     std::map<const BufferNode*, Footprint> buffers;
     bool ok = true;
     void access(const BufferNode* buffer, const Expr& index, bool write) {
-      if (!ok) return;
+      if (!ok || ranges->local.count(buffer)) return;
       std::optional<Affine> form = affineForm(index, ranges->inner);
       if (!form) {
         ok = false;
@@ -558,13 +569,17 @@ bool disjointIterations(const For* loop) {
       }
       Footprint f;
       f.written = write;
+      for (const auto& [text, term] : form->terms)
+        if (term.first.as<Var>() == lv) f.coef = term.second;
       Affine innerPart;
       innerPart.constant = form->constant;
       for (const auto& [text, term] : form->terms) {
         const Var* v = term.first.as<Var>();
-        if (v == lv) f.coef = term.second;
-        else if (v && ranges->inner.count(v)) innerPart.terms[text] = term;
-        else f.outer[text] = term.second;
+        if (v == lv) continue;
+        if (!v || !ranges->inner.count(v)) f.outer[text] = term.second;
+        else if (f.coef != 0 && std::abs(term.second) >= std::abs(f.coef) && ranges->ranges.at(v).lo != ranges->ranges.at(v).hi)
+          f.radix = std::gcd(f.radix, std::abs(term.second));
+        else innerPart.terms[text] = term;
       }
       std::optional<Interval> span = boundsOf(innerPart.toExpr(Type::i64()), ranges->ranges);
       if (!span) {
@@ -580,6 +595,7 @@ bool disjointIterations(const For* loop) {
         return;
       }
       b.lo = std::min(b.lo, f.lo), b.hi = std::max(b.hi, f.hi);
+      b.radix = std::gcd(b.radix, f.radix);
       b.written = b.written || write;
     }
     using IRVisitor::visit;
@@ -596,8 +612,13 @@ bool disjointIterations(const For* loop) {
   accesses.ranges = &ranges;
   accesses.visitStmt(loop->body);
   if (!accesses.ok) return false;
-  for (const auto& [buffer, f] : accesses.buffers)
-    if (f.written && (f.coef == 0 || std::abs(f.coef) <= f.hi - f.lo)) return false;
+  const int64_t* extent = asConstInt(loop->extent);
+  for (const auto& [buffer, f] : accesses.buffers) {
+    if (!f.written) continue;
+    if (f.coef == 0 || std::abs(f.coef) <= f.hi - f.lo) return false;
+    // The high part must step over everything t·c + low reaches.
+    if (f.radix != 0 && (!extent || f.radix <= std::abs(f.coef) * (*extent - 1) + (f.hi - f.lo))) return false;
+  }
   return true;
 }
 
@@ -845,6 +866,72 @@ std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scop
   tracer.scopeOnce = path.size() > 1 && shiftInvariant(scope);
   tracer.exec(func.body);
   return tracer.results();
+}
+
+std::optional<InitReduction> initReduction(const Store* store) {
+  const Expr& v = store->value;
+  Expr a, b;
+  if (const auto* x = v.as<Add>()) a = x->a, b = x->b;
+  else if (const auto* x = v.as<Mul>()) a = x->a, b = x->b;
+  else if (const auto* x = v.as<Min>()) a = x->a, b = x->b;
+  else if (const auto* x = v.as<Max>()) a = x->a, b = x->b;
+  else return std::nullopt;
+  const BufferNode* y = store->buffer.get();
+  std::string at = print(store->index);
+  auto match = [&](const Expr& sel, const Expr& rest) -> std::optional<InitReduction> {
+    const auto* s = sel.as<Select>();
+    if (!s || loadsBuffer(rest, y) || loadsBuffer(s->trueValue, y) || loadsBuffer(store->index, y)) return std::nullopt;
+    const auto* old = s->falseValue.as<Load>();
+    if (!old || old->buffer.get() != y || print(old->index) != at) return std::nullopt;
+    const auto* eq = s->cond.as<EQ>();
+    if (!eq) return std::nullopt;
+    const Var* var = eq->a.as<Var>();
+    const int64_t* c = asConstInt(eq->b);
+    if (!var || !c) {
+      var = eq->b.as<Var>();
+      c = asConstInt(eq->a);
+    }
+    if (!var || !c) return std::nullopt;
+    InitReduction r;
+    r.loop = var;
+    r.first = *c;
+    r.init = s->trueValue;
+    // The same operation with the select's operand replaced by the old value, operands in place.
+    bool left = sel.get() == a.get();
+    Expr x = left ? s->falseValue : a, z = left ? b : s->falseValue;
+    if (v.as<Add>()) r.reduced = Add::make(x, z);
+    else if (v.as<Mul>()) r.reduced = Mul::make(x, z);
+    else if (v.as<Min>()) r.reduced = Min::make(x, z);
+    else r.reduced = Max::make(x, z);
+    return r;
+  };
+  if (auto r = match(a, b)) return r;
+  return match(b, a);
+}
+
+bool injectiveIn(const Expr& f, const std::vector<const For*>& loops) {
+  std::set<const Var*> vars;
+  for (const For* l : loops) vars.insert(l->var.as<Var>());
+  std::optional<Affine> form = affineForm(f, vars);
+  if (!form) return false;
+  std::vector<std::pair<int64_t, int64_t>> axes;  // |coefficient|, extent
+  for (const For* l : loops) {
+    const int64_t* ext = asConstInt(l->extent);
+    if (!ext || !asConstInt(l->min)) return false;
+    if (*ext <= 1) continue;
+    int64_t coef = 0;
+    for (const auto& [text, term] : form->terms)
+      if (term.first.as<Var>() == l->var.as<Var>()) coef = term.second;
+    if (coef == 0) return false;  // the loop does not move f: its iterations meet
+    axes.emplace_back(std::abs(coef), *ext);
+  }
+  std::sort(axes.begin(), axes.end());
+  int64_t reach = 0;
+  for (const auto& [coef, ext] : axes) {
+    if (coef <= reach) return false;
+    reach += coef * (ext - 1);
+  }
+  return true;
 }
 
 }  // namespace kiln::core::tir::schedule_detail

@@ -98,6 +98,25 @@ struct Interval {
 /// the expression is outside the supported arithmetic.
 std::optional<Interval> boundsOf(const Expr& e, const std::map<const Var*, Interval>& ranges);
 
+// ---- reductions that start from an initial value ------------------------------------------------------
+
+/// A store `y[f] = select(v == first, init, y[f]) op rest` (op one of + * min max, either operand
+/// order; init, rest and f free of y): a reduction over the loop of variable v whose first
+/// iteration starts from `init` instead of y's old value (how a plain nest writes "y = b + Σ"
+/// without a separate initializing nest).
+struct InitReduction {
+  const Var* loop = nullptr;
+  int64_t first = 0;
+  Expr init;   // the select's true value
+  Expr reduced;  // the store's value with the select replaced by y[f]: the update after the first iteration
+};
+std::optional<InitReduction> initReduction(const Store* store);
+
+/// Whether `f`, affine in the variables of `loops` (constant bounds), maps distinct iterations of
+/// `loops` to distinct elements (mixed radix: sorted by |coefficient|, each one exceeds what the
+/// smaller ones reach). Loops of one iteration do not count; another loop f does not move fails.
+bool injectiveIn(const Expr& f, const std::vector<const For*>& loops);
+
 // ---- exact dependence check ------------------------------------------------------------------------
 
 /// How the elements of one buffer are shared between iterations of the checked loop.

@@ -8,7 +8,7 @@
 //    "costs_ms":[0.0413,0.0412,0.0415],"error":"","tuner":"xgb","timestamp":"2026-11-21T23:59:01Z",
 //    "version":"0.1.0"}
 //
-// A matmul record (core/lower/matmul_search.h) also has "trace": the schedule primitives that
+// A matmul or dense_packed sketch record (core/lower/gemm_search.h) also has "trace": the schedule primitives that
 // build its kernel from the plain loop nest, one step per line; a record whose trace does not
 // parse is skipped like a torn line (readRecords counts it and names its line), one that parses
 // but does not replay stops the build with one line naming the key.
@@ -29,7 +29,7 @@ struct TuneRecord {
   std::string key;
   std::string target;
   lower::Knobs knobs;
-  /// The schedule trace (core/tir/trace.h text) of a primitive-scheduled kernel (matmul): the
+  /// The schedule trace (core/tir/trace.h text) of a primitive-scheduled kernel (matmul, dense_packed): the
   /// build replays it on the kernel's plain nest. "" for knob-only records (every older record).
   std::string trace;
   double costMs = 0;             // median of costsMs; 0 when the candidate failed

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <thread>
 
-#include "core/lower/matmul_search.h"
+#include "core/lower/gemm_search.h"
 #include "core/lower/schedule.h"
 #include "runtime/error.h"
 
@@ -122,10 +122,15 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
         if (lower::denseTileFits(rows, cols, m, n, options)) space.add({{"rows", rows}, {"cols", cols}});
   } else if (parts.kind == "matmul") {
     // The hand-written schedule first (the default every candidate is compared with), then the
-    // sketch's annotations (matmul_search.h).
+    // sketch's annotations (gemm_search.h).
     lower::MatmulShape s = lower::matmulShapeOfKey(parts.params, key);
     space.add(lower::matmulHandKnobs(s, options));
     for (Knobs& k : lower::matmulAnnotations(s, options.vectorLanes)) space.add(std::move(k));
+  } else if (parts.kind == "dense_packed") {
+    lower::DensePackedShape s = lower::densePackedShapeOfKey(parts.params, key);
+    space.add(lower::densePackedHandKnobs(s, options.vectorLanes));
+    for (Knobs& k : lower::densePackedAnnotations(s, options.vectorLanes, options.vectorRegisters))
+      space.add(std::move(k));
   } else {
     throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
   }
@@ -253,6 +258,29 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          static_cast<float>(s.n % width) / static_cast<float>(s.n),         // columns in the tail loop
          static_cast<float>(parallel / threads),
          lg(static_cast<double>(s.batches)),
+         lg(static_cast<double>(s.m)),
+         lg(static_cast<double>(s.k)),
+         lg(static_cast<double>(s.n))};
+    return f;
+  }
+  if (m_kind == "dense_packed") {
+    lower::DensePackedShape s = lower::densePackedShapeOfKey(m_params, m_key);
+    bool hand = !k.count("mi");
+    int64_t rows = hand ? k.at("rows") : k.at("mi"), vecs = hand ? k.at("cols") : k.at("nv");
+    int64_t panelsOuter = hand ? 1 : k.at("po");
+    int64_t width = vecs * m_options.vectorLanes, panels = s.n / s.panel;
+    double parallel = static_cast<double>(panelsOuter ? panels : s.m / rows);
+    f = {static_cast<float>(hand),
+         static_cast<float>(rows),
+         static_cast<float>(vecs),
+         static_cast<float>(panelsOuter),
+         static_cast<float>(rows * vecs),                                   // accumulators
+         static_cast<float>(rows * vecs) / static_cast<float>(rows + vecs),  // FMAs per load
+         static_cast<float>(s.m % rows) / static_cast<float>(s.m),          // rows in the tail loop
+         static_cast<float>(s.panel / std::max<int64_t>(1, width)),         // register tiles per panel row
+         static_cast<float>(parallel / threads),
+         static_cast<float>(std::fmod(parallel, threads)),  // load imbalance
+         lg(static_cast<double>(s.k * s.panel) * 4),         // one panel's bytes
          lg(static_cast<double>(s.m)),
          lg(static_cast<double>(s.k)),
          lg(static_cast<double>(s.n))};

@@ -2,11 +2,11 @@
 #include "core/tune/task.h"
 
 #include <algorithm>
-#include <map>
 #include <cmath>
+#include <map>
 #include <random>
 
-#include "core/lower/matmul_search.h"
+#include "core/lower/gemm_search.h"
 #include "core/lower/schedule_config.h"
 #include "runtime/error.h"
 
@@ -76,6 +76,7 @@ double taskFlops(const std::string& key) {
     return 2.0 * static_cast<double>(knob(parts.params, "m", 1)) * static_cast<double>(knob(parts.params, "k", 1)) *
            static_cast<double>(knob(parts.params, "n", 1));
   if (parts.kind == "matmul") return lower::matmulShapeOfKey(parts.params, key).flops();
+  if (parts.kind == "dense_packed") return lower::densePackedShapeOfKey(parts.params, key).flops();
   throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
 }
 
@@ -115,6 +116,17 @@ Graph taskGraph(const std::string& key, uint64_t seed) {
     ValueId a = g.addInput("a", TensorType{DType::Float32, s.a});
     ValueId b = g.addInput("b", TensorType{DType::Float32, s.b});
     g.setOutputs({g.addNode("matmul", {a, b}, {}, {}, "y")[0]});
+    return g;
+  }
+  if (parts.kind == "dense_packed") {
+    // The packed op itself (random weights need no packing): the O3 pipeline keeps it as it is.
+    lower::DensePackedShape s = lower::densePackedShapeOfKey(parts.params, key);
+    ValueId x = g.addInput("x", TensorType{DType::Float32, {s.m, s.k}});
+    std::vector<ValueId> inputs{
+        x, g.addConstant("weight_packed", randomTensor({s.n / s.panel, s.k, s.panel}, rng,
+                                                       1.0f / std::sqrt(static_cast<float>(s.k))))};
+    if (s.bias) inputs.push_back(g.addConstant("bias", randomTensor({s.n}, rng, 0.1f)));
+    g.setOutputs({g.addNode("dense_packed", inputs, {}, {}, "y")[0]});
     return g;
   }
   throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);

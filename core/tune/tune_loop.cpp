@@ -5,7 +5,7 @@
 #include <memory>
 #include <utility>
 
-#include "core/lower/matmul_search.h"
+#include "core/lower/gemm_search.h"
 #include "core/lower/schedule_config.h"
 #include "core/tune/space.h"
 #include "core/tune/tuner.h"
@@ -154,16 +154,16 @@ class TaskSearch {
     return rec;
   }
 
-  /// The schedule trace of a matmul sketch configuration (matmul_search.h), "" for knob-only
+  /// The schedule trace of a sketch configuration (gemm_search.h), "" for knob-only
   /// configurations; one per configuration, computed once.
   std::string traceOf(const lower::Knobs& knobs) const {
-    if (m_task.kind != "matmul" || !knobs.count("mi")) return "";
+    if (!knobs.count("mi")) return "";
     std::string text = lower::knobsText(knobs);
     auto it = m_traces.find(text);
     if (it != m_traces.end()) return it->second;
     std::string trace;
     try {
-      trace = lower::matmulTrace(m_task.key, knobs, m_options.lower.vectorLanes).str();
+      trace = lower::sketchTrace(m_task.key, knobs, m_options.lower.vectorLanes, m_options.lower.vectorRegisters).str();
     } catch (const Error&) {
       // The candidate's measurement reports what went wrong; the record has no trace.
     }

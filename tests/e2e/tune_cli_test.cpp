@@ -274,7 +274,7 @@ TEST(TuneCli, BadRecordLinesAreSkippedAndCounted) {
   EXPECT_EQ(fs::file_size(garbage), 18u);
 }
 
-// Template-free search for matmul (core/lower/matmul_search.h): the attention matmul of the BERT
+// Template-free search for matmul (core/lower/gemm_search.h): the attention matmul of the BERT
 // sample is a task; its sketch candidates' records carry the schedule trace, a build from such a
 // record alone replays it (kiln ir shows it) and matches PyTorch eager, and a record whose trace
 // does not replay stops the build with one line naming the key.

@@ -1,11 +1,11 @@
-// Template-free matmul schedules (core/lower/matmul_search.h): tuning keys, the plain nest, the
+// Template-free GEMM schedules (core/lower/gemm_search.h), matmul and dense_packed: tuning keys, the plain nest, the
 // sketch's traces (replay to the identical function, pass the verifier, compute what the plain
 // nest and a double-precision reference compute on random shapes with broadcast batch axes and
 // extents the tiles do not divide), the lowering of tuned matmuls (knobs or a record's trace, in
 // the interpreter and as JIT code), a trace that does not replay refused with one line, and the
 // dependence check's one-execution shortcut (exact on nests too large to replay whole, and not
 // taken where executions differ).
-#include "core/lower/matmul_search.h"
+#include "core/lower/gemm_search.h"
 
 #include <gtest/gtest.h>
 
@@ -329,6 +329,146 @@ TEST(MatmulSearch, EveryOfferedAnnotationAppliesOnAttentionShapes) {
   // Two long batch axes divide the batch index: the batch loop is offered only within budget.
   MatmulShape two = *matmulShape({2, 3, 128, 128}, {2, 3, 128, 64});
   for (const Knobs& knobs : matmulAnnotations(two, 16)) EXPECT_NE(knob(knobs, "par", 0), 2) << knobsText(knobs);
+}
+
+// ---- dense_packed ---------------------------------------------------------------------------------
+
+/// y[i, n] = Σ_k x[i, k] · w[n / P, k, n mod P] (+ b[n]) in double precision.
+std::vector<float> densePackedReference(const DensePackedShape& s, const std::vector<float>& x, const std::vector<float>& w,
+                                        const std::vector<float>* b) {
+  std::vector<float> y(static_cast<size_t>(s.m * s.n));
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t n = 0; n < s.n; ++n) {
+      double acc = b ? (*b)[static_cast<size_t>(n)] : 0.0;
+      for (int64_t q = 0; q < s.k; ++q)
+        acc += double(x[static_cast<size_t>(i * s.k + q)]) *
+               w[static_cast<size_t>(((n / s.panel) * s.k + q) * s.panel + n % s.panel)];
+      y[static_cast<size_t>(i * s.n + n)] = static_cast<float>(acc);
+    }
+  return y;
+}
+
+std::vector<float> runDensePacked(const PrimFunc& f, const DensePackedShape& s, std::vector<float> x, std::vector<float> w,
+                                  std::vector<float> b) {
+  std::vector<float> y(static_cast<size_t>(s.m * s.n), std::nanf(""));
+  if (s.bias) interpret(f, {x.data(), w.data(), b.data(), y.data()});
+  else interpret(f, {x.data(), w.data(), y.data()});
+  return y;
+}
+
+TEST(DensePackedSearch, KeysAndThePlainNest) {
+  Graph g = parseGraph(
+      "graph(%x: f32[2,3,20], %w: f32[3,20,8], %b: f32[24]) {\n"
+      "  %y = dense_packed(%x, %w, %b) : f32[2,3,24]\n"
+      "  return %y\n"
+      "}\n");
+  PrimFunc f = lowerNode(g, 0, "f");
+  EXPECT_EQ(f.attrs.at("tune_key"), "dense_packed:m=6,k=20,n=24,p=8,b=1:f32");
+  EXPECT_EQ(f.attrs.at("schedule"), "cols=1,rows=3");  // the hand-written tile, no trace
+  EXPECT_EQ(f.attrs.count("trace"), 0u);
+  std::string key = f.attrs.at("tune_key");
+  DensePackedShape s = densePackedShapeOfKey(parseTuneKey(key).params, key);
+  EXPECT_EQ(densePackedTuneKey(s, DType::Float32), key);
+  EXPECT_DOUBLE_EQ(s.flops(), 2.0 * 6 * 20 * 24);
+  EXPECT_THROW(densePackedPlainFunc("dense_packed:m=6,k=20,n=20,p=8,b=1:f32"), Error);  // 8 does not divide 20
+  EXPECT_THROW(densePackedPlainFunc("dense_packed:m=6,k=20,n=24:f32"), Error);           // no panel width
+  EXPECT_THROW(densePackedPlainFunc("matmul:ra=2,a0=4,a1=5,rb=2,b0=5,b1=3:f32"), Error);
+  for (bool bias : {true, false}) {
+    DensePackedShape t{5, 7, 12, 4, bias};
+    PrimFunc plain = densePackedPlainFunc(densePackedTuneKey(t, DType::Float32));
+    EXPECT_TRUE(tir::verifyPrimFunc(plain).empty());
+    std::vector<float> x = randomData(5 * 7, 1), w = randomData(3 * 7 * 4, 2), b = randomData(12, 3);
+    EXPECT_TRUE(close(runDensePacked(plain, t, x, w, b), densePackedReference(t, x, w, bias ? &b : nullptr)));
+  }
+}
+
+// Every annotation on random shapes (row tails, one or several panels, with and without a
+// bias): the trace replays to the identical function, which verifies, stages its register tile
+// (cache_write) and computes the product.
+TEST(DensePackedSearch, SketchTracesReplayVerifyAndAgree) {
+  std::mt19937 rng(17);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int checked = 0;
+  for (int t = 0; t < 12; ++t) {
+    int lanes = t % 2 ? 8 : 4;
+    DensePackedShape s;
+    s.m = pick(1, 19), s.k = pick(1, 23), s.panel = lanes * pick(1, 3), s.n = s.panel * pick(1, 3), s.bias = pick(0, 1);
+    std::string key = densePackedTuneKey(s, DType::Float32);
+    PrimFunc plain = densePackedPlainFunc(key);
+    std::vector<float> x = randomData(s.m * s.k, 10 + t), w = randomData(s.n * s.k, 20 + t), b = randomData(s.n, 30 + t);
+    std::vector<float> want = densePackedReference(s, x, w, s.bias ? &b : nullptr);
+    std::vector<Knobs> all = densePackedAnnotations(s, lanes, 16);
+    ASSERT_FALSE(all.empty()) << key;
+    for (const Knobs& knobs : all) {
+      SCOPED_TRACE(key + " lanes=" + std::to_string(lanes) + " " + knobsText(knobs));
+      EXPECT_LE(knob(knobs, "mi", 0) * knob(knobs, "nv", 0) + knob(knobs, "nv", 0) + 1, 16);
+      Schedule sched(plain);
+      applyDensePackedSketch(sched, s, knobs, lanes, 16);
+      const PrimFunc& scheduled = sched.func();
+      ASSERT_EQ(tir::verifyPrimFunc(scheduled), std::vector<std::string>{});
+      Trace trace = Trace::parse(sched.trace().str());
+      EXPECT_EQ(trace, sketchTrace(key, knobs, lanes, 16));
+      EXPECT_EQ(tir::print(trace.apply(plain)), tir::print(scheduled));
+      std::string text = tir::print(scheduled);
+      EXPECT_NE(text.find("y_local"), std::string::npos) << text;
+      ASSERT_TRUE(close(runDensePacked(scheduled, s, x, w, b), want)) << text;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 100);
+  // Annotations that do not fit: a tile over the register budget, vectors that do not divide the
+  // panel, no panel order.
+  DensePackedShape s{32, 16, 48, 48, true};
+  EXPECT_FALSE(densePackedAnnotationFits(s, {{"mi", 8}, {"nv", 2}, {"po", 1}}, 8, 16));  // 8·2 + 2 + 1 > 16
+  EXPECT_TRUE(densePackedAnnotationFits(s, {{"mi", 8}, {"nv", 2}, {"po", 1}}, 8, 32));
+  EXPECT_FALSE(densePackedAnnotationFits(s, {{"mi", 2}, {"nv", 4}, {"po", 1}}, 8, 32));  // 32 does not divide 48
+  EXPECT_FALSE(densePackedAnnotationFits(s, {{"mi", 2}, {"nv", 2}}, 8, 32));
+  EXPECT_THROW(sketchTrace("dense:m=1,k=2,n=3:f32", {{"mi", 1}}, 8, 16), Error);
+}
+
+// A tuned dense_packed lowers through the sketch (knobs) or a record's trace, with a fused
+// epilogue, in the interpreter and as JIT code; knobs that do not fit keep the hand tile.
+TEST(DensePackedSearch, TunedLoweringRunsWithAnEpilogue) {
+  Graph fused = parseGraph(
+      "graph(%x: f32[3,7,20], %w: f32[2,20,16], %b: f32[32]) {\n"
+      "  %y = dense_packed(%x, %w, %b) : f32[3,7,32]\n"
+      "  %z = relu(%y) : f32[3,7,32]\n"
+      "  return %z\n"
+      "}\n");
+  fused.addGroup("g", 0, 2);
+  DensePackedShape s{21, 20, 32, 16, true};
+  std::string key = densePackedTuneKey(s, DType::Float32);
+  runtime::Tensor xt = randomTensor({3, 7, 20}, 1), wt = randomTensor({2, 20, 16}, 2), bt = randomTensor({32}, 3);
+  std::vector<float> b = toVector(bt);
+  std::vector<float> want = densePackedReference(s, toVector(xt), toVector(wt), &b);
+  for (float& v : want) v = std::max(0.0f, v);
+  LowerOptions options;  // 8 lanes, 16 registers
+  for (const Knobs& knobs : {Knobs{{"mi", 4}, {"nv", 2}, {"po", 1}}, Knobs{{"mi", 5}, {"nv", 1}, {"po", 0}}}) {
+    SCOPED_TRACE(knobsText(knobs));
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[key] = knobs;
+    options.schedules = configs;
+    LoweredModule module = lowerGraph(fused, options);
+    ASSERT_EQ(module.funcs.size(), 1u);
+    const PrimFunc& f = module.funcs[0];
+    EXPECT_EQ(f.attrs.at("tune_key"), key);
+    EXPECT_EQ(f.attrs.at("schedule"), knobsText(knobs));
+    ASSERT_EQ(f.attrs.count("trace"), 1u);
+    EXPECT_NE(f.attrs.at("trace").find("cache_write(k)"), std::string::npos);
+    for (Engine e : {Engine::Interpreter, Engine::Jit})
+      EXPECT_TRUE(allClose(evalModule(module, {xt, wt, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+    // The record's trace alone gives the identical kernel.
+    auto traced = std::make_shared<ScheduleConfigs>();
+    traced->traces[key] = f.attrs.at("trace");
+    options.schedules = traced;
+    EXPECT_EQ(tir::print(lowerGraph(fused, options).funcs[0]), tir::print(f));
+  }
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[key] = Knobs{{"mi", 4}, {"nv", 3}, {"po", 1}};  // 24 lanes do not divide the panel
+  options.schedules = configs;
+  PrimFunc hand = lowerGraph(fused, options).funcs[0];
+  EXPECT_EQ(hand.attrs.count("trace"), 0u);
+  EXPECT_EQ(hand.attrs.at("schedule"), "cols=2,rows=3");
 }
 
 }  // namespace

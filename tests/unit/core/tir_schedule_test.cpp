@@ -451,6 +451,129 @@ TEST(TirSchedule, RejectsReorderAcrossADependence) {
   EXPECT_EQ(errorOf([&] { s.parallel("j"); }), "");  // within a row the elements are independent
 }
 
+/// y[i, j] += a[i, k] · b[k, j] over loops i, j, k (y zeroed first), M × K times K × N.
+PrimFunc gemmNest(int64_t m, int64_t n, int64_t k) {
+  Buffer a = makeBuffer("a", Type::f32(), {m, k}), b = makeBuffer("b", Type::f32(), {k, n}), y = makeBuffer("y", Type::f32(), {m, n});
+  Expr i = Var::make("i"), j = Var::make("j"), r = Var::make("k"), z = Var::make("z");
+  Expr at = i * n + j;
+  PrimFunc f;
+  f.name = "gemm";
+  f.params = {a, b, y};
+  f.body = Seq::make(
+      {For::make(z, i64(0), i64(m * n), ForKind::Serial, Store::make(y, z, FloatImm::make(Type::f32(), 0))),
+       For::make(i, i64(0), i64(m), ForKind::Serial,
+                 For::make(j, i64(0), i64(n), ForKind::Serial,
+                           For::make(r, i64(0), i64(k), ForKind::Serial,
+                                     Store::make(y, at, Load::make(y, at) + Load::make(a, i * k + r) * Load::make(b, r * n + j)))))});
+  return f;
+}
+
+TEST(TirSchedule, CacheWriteStagesARegisterTile) {
+  PrimFunc f = scheduled(
+      gemmNest(6, 8, 5),
+      [](Schedule& s) {
+        s.split("i", 3, TailStrategy::Loop);
+        s.split("j", 4, TailStrategy::Loop);
+        s.reorder({"i_o", "j_o", "k", "i_i", "j_i"});
+        s.unroll("i_i");
+        s.cacheWrite("k");
+        s.vectorize("j_i");
+        s.vectorize("j_i_r");
+        s.vectorize("j_i_w");
+      },
+      1e-5);
+  EXPECT_EQ(print(f), R"(func gemm(a: f32[6,5], b: f32[5,8], y: f32[6,8]) {
+  for (z, 0, 48) {
+    y[z] = 0.0f
+  }
+  for (i_o, 0, 2) {
+    for (j_o, 0, 2) {
+      allocate y_local: f32[12]
+      unrolled (i_i_r, 0, 3) {
+        y_local[ramp((i_i_r * 4), 1, 4)] = y[ramp(((((i_o * 3) + i_i_r) * 8) + (j_o * 4)), 1, 4)]
+      }
+      for (k, 0, 5) {
+        unrolled (i_i, 0, 3) {
+          y_local[ramp((i_i * 4), 1, 4)] = (y_local[ramp((i_i * 4), 1, 4)] + (x4(a[((((i_o * 3) + i_i) * 5) + k)]) * b[ramp(((k * 8) + (j_o * 4)), 1, 4)]))
+        }
+      }
+      unrolled (i_i_w, 0, 3) {
+        y[ramp(((((i_o * 3) + i_i_w) * 8) + (j_o * 4)), 1, 4)] = y_local[ramp((i_i_w * 4), 1, 4)]
+      }
+    }
+  }
+}
+)");
+  EXPECT_EQ(f.attrs.at("trace"),
+            "split(i; 3, 1)\nsplit(j; 4, 1)\nreorder(i_o, j_o, k, i_i, j_i)\nunroll(i_i)\ncache_write(k)\n"
+            "vectorize(j_i)\nvectorize(j_i_r)\nvectorize(j_i_w)\n");
+}
+
+TEST(TirSchedule, CacheWriteRejectsWhatItCannotStage) {
+  Schedule s(gemmNest(4, 4, 3));
+  // The loop's updates move with it: each iteration of i updates its own row.
+  EXPECT_EQ(errorOf([&] { s.cacheWrite("i"); }),
+            "cache_write: the index of 'y' moves with loop 'i': its iterations update different elements");
+  // The body of j is not a loop nest around one store? It is (k around the update), but k's index moves with j.
+  EXPECT_NE(errorOf([&] { s.cacheWrite("j"); }), "");
+  // Two loops that reach one element: y[i + j] over i, j.
+  Buffer y = makeBuffer("y", Type::f32(), {8}), x = makeBuffer("x", Type::f32(), {4});
+  Expr i = Var::make("i"), j = Var::make("j"), r = Var::make("r");
+  PrimFunc f;
+  f.name = "overlap";
+  f.params = {x, y};
+  f.body = For::make(r, i64(0), i64(2), ForKind::Serial,
+                     For::make(i, i64(0), i64(4), ForKind::Serial,
+                               For::make(j, i64(0), i64(4), ForKind::Serial,
+                                         Store::make(y, i + j, Load::make(y, i + j) + Load::make(x, j)))));
+  Schedule overlap(f);
+  EXPECT_EQ(errorOf([&] { overlap.cacheWrite("r"); }),
+            "cache_write: iterations of the loops inside 'r' may update one element of 'y' twice");
+  // A store that reads a neighbour of the element it writes.
+  f.body = For::make(r, i64(0), i64(2), ForKind::Serial,
+                     For::make(i, i64(0), i64(4), ForKind::Serial, Store::make(y, i, Load::make(y, i + 1) + Load::make(x, i))));
+  Schedule neighbour(f);
+  EXPECT_EQ(errorOf([&] { neighbour.cacheWrite("r"); }), "cache_write: the store to 'y' reads another element of it");
+  // Not a loop nest around one store.
+  Schedule chain(lowerChain(kChain));
+  EXPECT_NE(errorOf([&] { chain.cacheWrite("i_1"); }).find("cache_write: "), std::string::npos);
+  EXPECT_EQ(print(s.func()), print(gemmNest(4, 4, 3)));
+  EXPECT_EQ(s.trace().str(), "");
+}
+
+// Nests far beyond the replay budget: a reduction reorders without replaying (its updates
+// commute), and a column-block loop of a row-major output parallelizes by the mixed-radix proof.
+TEST(TirSchedule, LargeReductionNestsReorderAndParallelizeWithoutReplay) {
+  Schedule s(gemmNest(256, 512, 128));  // 16.8 M updates, twice the replay budget
+  s.split("j", 64, TailStrategy::Loop);
+  EXPECT_EQ(errorOf([&] { s.reorder({"j_o", "i", "k", "j_i"}); }), "");
+  EXPECT_EQ(errorOf([&] { s.parallel("j_o"); }), "");  // y[i·512 + j_o·64 + j_i]: blocks of 64 columns
+  EXPECT_EQ(s.trace().str(), "split(j; 64, 1)\nreorder(j_o, i, k, j_i)\nparallel(j_o)\n");
+  // Not a reduction (y[i, j] = y[i, j] · 2 + a[i, k] reads one element but the op mixes * and +):
+  // the replay runs (one execution of the nest inside i) and finds the iterations of k sharing it.
+  Buffer a = makeBuffer("a", Type::f32(), {256, 128}), y = makeBuffer("y", Type::f32(), {256, 512});
+  Expr i = Var::make("i"), j = Var::make("j"), k = Var::make("k");
+  PrimFunc f;
+  f.name = "mixed";
+  f.params = {a, y};
+  f.body = For::make(i, i64(0), i64(256), ForKind::Serial,
+                     For::make(j, i64(0), i64(512), ForKind::Serial,
+                               For::make(k, i64(0), i64(128), ForKind::Serial,
+                                         Store::make(y, i * 512 + j, Load::make(y, i * 512 + j) * FloatImm::make(Type::f32(), 2) + Load::make(a, i * 128 + k)))));
+  Schedule mixed(f);
+  EXPECT_EQ(errorOf([&] { mixed.reorder({"k", "j"}); }), "reorder: iterations of loop 'j'..'k' depend on each other through 'y'");
+  // Column blocks that overlap (65 columns from every 64th) are not proven disjoint.
+  Buffer w = makeBuffer("w", Type::f32(), {64 * 9});
+  Expr p = Var::make("p"), c = Var::make("c");
+  PrimFunc o;
+  o.name = "overlap";
+  o.params = {w};
+  o.body = For::make(p, i64(0), i64(8), ForKind::Serial,
+                     For::make(c, i64(0), i64(65), ForKind::Serial, Store::make(w, p * 64 + c, FloatImm::make(Type::f32(), 1))));
+  Schedule overlapping(o);
+  EXPECT_EQ(errorOf([&] { overlapping.parallel("p"); }), "parallel: iterations of loop 'p' depend on each other through 'w'");
+}
+
 // ---- property tests ---------------------------------------------------------------------------------
 
 struct Case {
@@ -504,7 +627,7 @@ bool randomStep(Schedule& s, std::mt19937& rng, const PrimFunc& func) {
   // Neighbours in pre-order are often parent and child: good candidates for fuse, tile, reorder.
   auto next = [&](size_t k) { return loops[std::min(loops.size() - 1, at + k)]; };
   try {
-    switch (pick(0, 8)) {
+    switch (pick(0, 9)) {
       case 0: s.split(loop(), pick(1, 9), pick(0, 1) ? TailStrategy::Loop : TailStrategy::Guard); break;
       case 1: {
         std::vector<std::string> some = {next(1), loops[at]};
@@ -518,6 +641,7 @@ bool randomStep(Schedule& s, std::mt19937& rng, const PrimFunc& func) {
       case 5: s.vectorize(loop()); break;
       case 6: s.parallel(loop()); break;
       case 7: s.computeAt("t", loop()); break;
+      case 8: s.cacheWrite(loop()); break;
       default: {
         // A split that tends to be vectorizable.
         auto [o, i] = s.split(loop(), std::vector<int64_t>{2, 4, 8}[pick(0, 2)], TailStrategy::Loop);
@@ -558,6 +682,9 @@ TEST(TirSchedule, RandomSchedulesPreserveResults) {
   }
   EXPECT_GT(applied, 100);
   EXPECT_GT(rejected, 20);
+  int staged = 0;  // functions with a cache_write among their steps
+  for (const PrimFunc& f : jitFuncs) staged += f.attrs.count("trace") && f.attrs.at("trace").find("cache_write(") != std::string::npos;
+  EXPECT_GE(staged, 2);
   // JIT-compile every scheduled function at once and compare with the unscheduled one run in the
   // interpreter.
   auto lib = codegen::JitLibrary::compile(jitFuncs, hostTarget());

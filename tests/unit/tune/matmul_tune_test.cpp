@@ -1,4 +1,4 @@
-// Tuning matmul (core/lower/matmul_search.h through core/tune): the task's key, FLOPs, graph and
+// Tuning matmul and dense_packed (core/lower/gemm_search.h through core/tune): the task's key, FLOPs, graph and
 // space (the hand-written schedule first, then the sketch's annotations), records carrying a
 // trace (round trip, old knob-only records still read, a trace that does not parse refused with
 // one line), and the tuning loop over an in-process measurer that JIT-compiles and times each
@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "../core/kernels_test_util.h"
-#include "core/lower/matmul_search.h"
+#include "core/lower/gemm_search.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
 #include "core/tir/printer.h"
@@ -149,8 +149,11 @@ class InProcessMeasurer : public Measurer {
   }
 };
 
-TEST(MatmulTune, TuneLoopRecordsTracesThatBuild) {
-  Graph g = taskGraph(kMatmul);
+/// Tunes `key` with the random tuner over 6 candidates measured in process; every sketch record
+/// carries a trace that alone builds a kernel computing what the interpreter computes.
+void tuneLoopRecordsTracesThatBuild(const std::string& key) {
+  SCOPED_TRACE(key);
+  Graph g = taskGraph(key);
   std::vector<TuneTask> tasks = extractTasks(lower::lowerGraph(g, lower::LowerOptions{}));
   ASSERT_EQ(tasks.size(), 1u);
   InProcessMeasurer measurer;
@@ -164,27 +167,55 @@ TEST(MatmulTune, TuneLoopRecordsTracesThatBuild) {
   TuneLoopResult result = runTuneLoop(tasks, {6}, {}, measurer, options, [&](const TuneRecord& r) { records.push_back(r); });
   EXPECT_EQ(result.totalErrors, 0);
   EXPECT_EQ(result.totalMeasured, 6);
+  std::vector<runtime::Tensor> inputs;
+  for (ValueId v : g.inputs()) inputs.push_back(lower::testing::randomTensor(g.type(v).shape, static_cast<uint32_t>(1 + inputs.size())));
+  runtime::Tensor want = lower::testing::evalGraph(g, inputs, Engine::Interpreter)[0];
   int traced = 0;
   for (const TuneRecord& r : records) {
-    EXPECT_EQ(r.key, kMatmul);
+    EXPECT_EQ(r.key, key);
     EXPECT_EQ(r.trace.empty(), !r.knobs.count("mi")) << lower::knobsText(r.knobs);
     if (r.trace.empty()) continue;
     ++traced;
     // The recorded trace builds the kernel on its own (no knobs) and it computes the product.
     auto configs = std::make_shared<lower::ScheduleConfigs>();
-    configs->traces[kMatmul] = r.trace;
+    configs->traces[key] = r.trace;
     lower::LowerOptions lo;
     lo.schedules = configs;
     lower::LoweredModule m = lower::lowerGraph(g, lo);
-    EXPECT_EQ(keyedKernel(m, kMatmul).attrs.at("trace"), r.trace);
-    std::vector<runtime::Tensor> inputs{lower::testing::randomTensor({2, 3, 9, 20}, 1),
-                                        lower::testing::randomTensor({1, 3, 20, 19}, 2)};
-    runtime::Tensor want = lower::testing::evalGraph(g, inputs, Engine::Interpreter)[0];
+    EXPECT_EQ(keyedKernel(m, key).attrs.at("trace"), r.trace);
     EXPECT_TRUE(lower::testing::allClose(lower::testing::evalModule(m, inputs, Engine::Jit)[0],
                                          lower::testing::toVector(want)));
   }
   EXPECT_GE(traced, 4);
 }
+
+TEST(MatmulTune, TuneLoopRecordsTracesThatBuild) { tuneLoopRecordsTracesThatBuild(kMatmul); }
+
+// dense_packed: rows the register tile does not divide, two panels of two 8-lane vectors.
+const std::string kDensePacked = "dense_packed:m=21,k=20,n=32,p=16,b=1:f32";
+
+TEST(DensePackedTune, TaskGraphSpaceAndExtraction) {
+  EXPECT_DOUBLE_EQ(taskFlops(kDensePacked), 2.0 * 21 * 20 * 32);
+  Graph g = taskGraph(kDensePacked);
+  lower::LoweredModule m = lower::lowerGraph(g, avx2());
+  const tir::PrimFunc& f = keyedKernel(m, kDensePacked);
+  std::vector<TuneTask> tasks = extractTasks(m);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].kind, "dense_packed");
+  EXPECT_EQ(tasks[0].defaultKnobs, f.attrs.at("schedule"));
+  ConfigSpace space = ConfigSpace::forKey(kDensePacked, avx2());
+  ASSERT_GT(space.size(), 10);
+  EXPECT_EQ(space.indexOf(lower::parseKnobs(tasks[0].defaultKnobs)), 0);  // the hand tile is point 0
+  size_t width = space.features(0).size();
+  lower::DensePackedShape s = lower::densePackedShapeOfKey(lower::parseTuneKey(kDensePacked).params, kDensePacked);
+  for (int64_t i = 1; i < space.size(); ++i) {
+    EXPECT_TRUE(lower::densePackedAnnotationFits(s, space.config(i), 8, 16)) << lower::knobsText(space.config(i));
+    EXPECT_EQ(space.features(i).size(), width);
+  }
+  EXPECT_THROW(taskGraph("dense_packed:m=2,k=3,n=10,p=4,b=0:f32"), Error);  // 4 does not divide 10
+}
+
+TEST(DensePackedTune, TuneLoopRecordsTracesThatBuild) { tuneLoopRecordsTracesThatBuild(kDensePacked); }
 
 }  // namespace
 }  // namespace kiln::core::tune

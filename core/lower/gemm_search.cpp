@@ -1,9 +1,10 @@
-// The plain matmul nest and its sketch rule; see matmul_search.h.
-#include "core/lower/matmul_search.h"
+// The plain GEMM nests (matmul, dense_packed) and their sketch rules; see gemm_search.h.
+#include "core/lower/gemm_search.h"
 
 #include <algorithm>
 
 #include "core/lower/lower_internal.h"
+#include "core/lower/schedule.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -182,10 +183,14 @@ void applyMatmulSketch(Schedule& sched, const MatmulShape& s, const Knobs& knobs
   auto [jv, jl] = sched.split(ji, lanes, TailStrategy::Guard);
   if (nv > 1) sched.unroll(jv);
   if (mi > 1) sched.unroll(ii);
+  // The register tile accumulates in a local buffer over the (blocked) reduction.
+  sched.cacheWrite(kt > 0 ? "k_i" : "k");
   if (par == 1) sched.parallel(io);
   if (par == 2) sched.parallel("b");
   if (par == 3) sched.parallel(sched.fuse("b", io));
   sched.vectorize(jl);
+  sched.vectorize(jl + "_r");
+  sched.vectorize(jl + "_w");
 }
 
 Trace matmulTrace(const std::string& key, const Knobs& knobs, int lanes) {
@@ -193,6 +198,122 @@ Trace matmulTrace(const std::string& key, const Knobs& knobs, int lanes) {
   MatmulShape s = matmulShapeOfKey(parseTuneKey(key).params, key);
   Schedule sched(f);
   applyMatmulSketch(sched, s, knobs, lanes);
+  return sched.trace();
+}
+
+std::string densePackedTuneKey(const DensePackedShape& s, DType dtype) {
+  return "dense_packed:m=" + std::to_string(s.m) + ",k=" + std::to_string(s.k) + ",n=" + std::to_string(s.n) +
+         ",p=" + std::to_string(s.panel) + ",b=" + std::to_string(s.bias ? 1 : 0) + ":" +
+         std::string(runtime::dtypeName(dtype));
+}
+
+DensePackedShape densePackedShapeOfKey(const Knobs& params, const std::string& key) {
+  DensePackedShape s;
+  s.m = keyParam(params, "m", key), s.k = keyParam(params, "k", key), s.n = keyParam(params, "n", key);
+  s.panel = keyParam(params, "p", key);
+  s.bias = keyParam(params, "b", key) != 0;
+  if (s.m < 1 || s.k < 1 || s.panel < 1 || s.n < s.panel || s.n % s.panel != 0)
+    throw Error("tuning key '" + key + "': the panel width must divide n, all sizes positive", ErrorKind::InvalidInput);
+  return s;
+}
+
+Stmt densePackedPlainNest(const DensePackedShape& s, const Buffer& x, const Buffer& w, const Buffer& bias,
+                          const Buffer& y) {
+  Type elem = y->elemType;
+  Expr i = Var::make("i"), p = Var::make("p"), j = Var::make("j"), k = Var::make("k");
+  Expr col = p * s.panel + j, yOff = i * s.n + col;
+  Expr start = bias ? Load::make(bias, col) : literal(elem, 0);
+  Expr product = Load::make(x, i * s.k + k) * Load::make(w, (p * s.k + k) * s.panel + j);
+  // The first step of the reduction starts from the bias: no separate pass sets y.
+  Stmt update = Store::make(y, yOff, Select::make(EQ::make(k, i64(0)), start, Load::make(y, yOff)) + product);
+  return serialFor(i, 0, s.m, serialFor(p, 0, s.n / s.panel, serialFor(j, 0, s.panel, serialFor(k, 0, s.k, update))));
+}
+
+PrimFunc densePackedPlainFunc(const std::string& key) {
+  TuneKeyParts parts = parseTuneKey(key);
+  if (parts.kind != "dense_packed") throw Error("tuning key '" + key + "' is not a dense_packed key", ErrorKind::InvalidInput);
+  std::optional<DType> dtype = runtime::parseDType(parts.dtype);
+  if (!dtype || *dtype != DType::Float32)
+    throw Error("tuning key '" + key + "': only f32 dense_packed is supported", ErrorKind::Unsupported);
+  DensePackedShape s = densePackedShapeOfKey(parts.params, key);
+  Type elem = Type::f32();
+  Buffer x = makeBuffer("x", elem, {s.m, s.k}), w = makeBuffer("w", elem, {s.n / s.panel, s.k, s.panel});
+  Buffer b = s.bias ? makeBuffer("b", elem, {s.n}) : nullptr, y = makeBuffer("y", elem, {s.m, s.n});
+  PrimFunc f;
+  f.name = "dense_packed";
+  f.params = {x, w};
+  if (s.bias) f.params.push_back(b);
+  f.params.push_back(y);
+  f.numOutputs = 1;
+  f.body = densePackedPlainNest(s, x, w, b, y);
+  return f;
+}
+
+Knobs densePackedHandKnobs(const DensePackedShape& s, int lanes) {
+  int l = std::max(1, lanes);
+  while (s.panel % l != 0) l /= 2;  // as the lowering: the widest vectors that divide the panel
+  GemmKnobs knobs;
+  knobs.rows = matmulHandRows(s.m);
+  knobs.cols = static_cast<int>(s.panel / l);
+  return parseKnobs(knobs.str());
+}
+
+bool densePackedAnnotationFits(const DensePackedShape& s, const Knobs& knobs, int lanes, int registers) {
+  int64_t mi = knob(knobs, "mi", 0), nv = knob(knobs, "nv", 0), po = knob(knobs, "po", -1);
+  if (mi < 1 || mi > s.m || nv < 1 || lanes < 2 || s.panel % (nv * lanes) != 0) return false;
+  return (po == 0 || po == 1) && mi * nv + nv + 1 <= registers;
+}
+
+std::vector<Knobs> densePackedAnnotations(const DensePackedShape& s, int lanes, int registers) {
+  std::vector<Knobs> out;
+  for (int64_t po : {1, 0})
+    for (int64_t mi = 1; mi <= 8; ++mi)
+      for (int64_t nv = 1; nv <= 8; ++nv) {
+        Knobs k{{"mi", mi}, {"nv", nv}, {"po", po}};
+        if (densePackedAnnotationFits(s, k, lanes, registers)) out.push_back(std::move(k));
+      }
+  return out;
+}
+
+void applyDensePackedSketch(Schedule& sched, const DensePackedShape& s, const Knobs& knobs, int lanes, int registers) {
+  if (!densePackedAnnotationFits(s, knobs, lanes, registers))
+    throw Error("dense_packed sketch: annotation '" + knobsText(knobs) + "' does not fit the shape", ErrorKind::InvalidInput);
+  int64_t mi = knobs.at("mi"), nv = knobs.at("nv"), po = knobs.at("po");
+  auto [io, ii] = sched.split("i", mi, TailStrategy::Loop);
+  auto [jo, ji] = sched.split("j", nv * lanes, TailStrategy::Guard);
+  if (po == 1)
+    sched.reorder({"p", io, jo, "k", ii, ji});
+  else
+    sched.reorder({io, "p", jo, "k", ii, ji});
+  auto [jv, jl] = sched.split(ji, lanes, TailStrategy::Guard);
+  if (nv > 1) sched.unroll(jv);
+  if (mi > 1) sched.unroll(ii);
+  // The register tile accumulates in a local buffer over the whole reduction, starting from the bias.
+  sched.cacheWrite("k");
+  std::string outer = po == 1 ? "p" : io;
+  if ((po == 1 ? s.n / s.panel : s.m / mi) >= 2) sched.parallel(outer);
+  sched.vectorize(jl);
+  sched.vectorize(jl + "_r");
+  sched.vectorize(jl + "_w");
+  if (s.m % mi == 0) return;
+  // The M mod mi last rows (the tail loop i_t, its inner loops renamed p_t, j_t, k_t): one row
+  // by a whole panel in registers, panels in parallel.
+  auto [to, tl] = sched.split("j_t", lanes, TailStrategy::Guard);
+  sched.reorder({"p_t", "i_t", "k_t", to, tl});
+  if (s.panel > lanes) sched.unroll(to);
+  sched.cacheWrite("k_t");
+  if (s.n / s.panel >= 2) sched.parallel("p_t");
+  sched.vectorize(tl);
+  sched.vectorize(tl + "_r");
+  sched.vectorize(tl + "_w");
+}
+
+Trace sketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers) {
+  TuneKeyParts parts = parseTuneKey(key);
+  if (parts.kind == "matmul") return matmulTrace(key, knobs, lanes);
+  if (parts.kind != "dense_packed") throw Error("tuning key '" + key + "' has no sketch", ErrorKind::InvalidInput);
+  Schedule sched(densePackedPlainFunc(key));
+  applyDensePackedSketch(sched, densePackedShapeOfKey(parts.params, key), knobs, lanes, registers);
   return sched.trace();
 }
 

@@ -1,5 +1,9 @@
-// Template-free schedules for matmul: a plain loop nest the schedule primitives (core/tir/
-// schedule.h) transform, and the sketch rule whose annotations the tuner searches.
+// Template-free schedules for the two GEMM kernels, matmul and dense_packed: for each, a plain
+// loop nest the schedule primitives (core/tir/schedule.h) transform, and the sketch rule whose
+// annotations the tuner searches. A configuration with "mi" is a sketch annotation; a record
+// stores the trace it makes beside it.
+//
+// ## matmul
 //
 // The plain nest of y[..., M, N] = a[..., M, K] · b[..., K, N] (numpy broadcasting over the
 // batch axes, flattened into one batch loop; both operands of rank ≥ 2):
@@ -20,8 +24,10 @@
 //   split(k; kt, 0)                  (kt > 0) cache block of the reduction
 //   reorder(j_o, k, i_i, j_i)        (with kt: k_o, j_o, k_i, i_i, j_i) the tile innermost
 //   split(j_i; L, 0)  unroll(j_i_o)  unroll(i_i)        the mi × nv register tile
+//   cache_write(k | k_i)             accumulated in a local buffer (registers) over the reduction
 //   parallel(i_o | b | fuse(b, i_o))                    the outer data-parallel loop
-//   vectorize(j_i_i)                 contiguous along j in y and b, a broadcast of a[.., i, k]
+//   vectorize(j_i_i) (and its copies j_i_i_r, j_i_i_w)  contiguous along j in y and b, a
+//                                    broadcast of a[.., i, k]
 //   init nest: split(zj; L, 1) vectorize(zj_i), parallel of its outer loop
 //
 // Its annotation (the knobs the tuner searches: mi, nv, kt, par) fills the split factors and the
@@ -89,5 +95,64 @@ std::vector<Knobs> matmulAnnotations(const MatmulShape& s, int lanes);
 void applyMatmulSketch(tir::Schedule& sched, const MatmulShape& s, const Knobs& knobs, int lanes);
 /// The sketch's trace for a key and annotation (recorded on matmulPlainFunc(key)).
 tir::Trace matmulTrace(const std::string& key, const Knobs& knobs, int lanes);
+
+// ## dense_packed
+//
+// A dense layer on weights pack-dense packed into panels [N/P, K, P] (core/passes/pack_dense.h),
+// over M rows (the product of x's leading axes), with a bias b[N] when the node has one:
+//
+//   for i, p, j, k:    y[i, p·P + j] = select(k == 0, b[p·P + j], y[i, p·P + j]) + x[i, k] · w[p, k, j]
+//
+// (0 for b without a bias): a reduction that starts from the bias, with no pass of its own.
+//
+// The sketch, annotation mi (rows per register tile), nv (vectors per register tile, nv·L
+// dividing P) and po (1: panels outermost, so consecutive row tiles reuse one panel in cache;
+// 0: row tiles outermost, so consecutive panels reuse one block of x):
+//
+//   split(i; mi, 1)  split(j; nv·L, 0)  a tail loop for the M mod mi last rows
+//   reorder(p, i_o, j_o, k, i_i, j_i)     (po 0: i_o, p, j_o, k, i_i, j_i)
+//   split(j_i; L, 0)  unroll(j_i_o)  unroll(i_i)                        the mi × nv register tile
+//   cache_write(k)                        accumulated in a local buffer (registers) over k,
+//                                         starting from the bias (no read of y)
+//   parallel(the outermost loop)          when it has 2 iterations or more
+//   vectorize(j_i_i)  vectorize(j_i_i_r)  vectorize(j_i_i_w)
+//   (the reorders keep each element's k order: schedule.h accepts them without a replay)
+//   tail rows (M mod mi > 0: the loop i_t, inner loops p_t, j_t, k_t): split(j_t; L, 0)
+//     reorder(p_t, i_t, k_t, j_t_o, j_t_i) unroll(j_t_o) cache_write(k_t) parallel(p_t), vectorized
+//
+// The hand-written lowering (ops_gemm.cpp: mi = the largest of 4, 3, 2, 1 dividing M, the
+// panel's vectors, panels outermost, the fused epilogue applied at the store) stays the default.
+
+struct DensePackedShape {
+  int64_t m = 1, k = 1, n = 1;  // rows, reduction, columns (N = panels · P)
+  int64_t panel = 1;            // P
+  bool bias = false;
+  double flops() const { return 2.0 * static_cast<double>(m * n) * static_cast<double>(k); }
+};
+
+/// "dense_packed:m=128,k=256,n=1024,p=64,b=1:f32".
+std::string densePackedTuneKey(const DensePackedShape& s, DType dtype);
+/// The shape a dense_packed key's parameters describe; throws kiln::Error (InvalidInput) when they
+/// do not describe one.
+DensePackedShape densePackedShapeOfKey(const Knobs& params, const std::string& key);
+/// The plain nest over x, w, the bias (null without one) and y.
+tir::Stmt densePackedPlainNest(const DensePackedShape& s, const tir::Buffer& x, const tir::Buffer& w,
+                               const tir::Buffer& bias, const tir::Buffer& y);
+/// A standalone function over buffers x, w, (b,) y of the key's shapes holding the plain nest.
+tir::PrimFunc densePackedPlainFunc(const std::string& key);
+/// The hand-written lowering's rows and cols (vectors per tile): the default point of the space.
+Knobs densePackedHandKnobs(const DensePackedShape& s, int lanes);
+/// Whether annotation `knobs` fits the shape: 1 ≤ mi ≤ M, nv·lanes dividing P, po 0 or 1, and the
+/// register tile (mi·nv accumulators, nv panel vectors and one broadcast) within `registers`.
+bool densePackedAnnotationFits(const DensePackedShape& s, const Knobs& knobs, int lanes, int registers);
+/// Every annotation that fits, in a fixed order.
+std::vector<Knobs> densePackedAnnotations(const DensePackedShape& s, int lanes, int registers);
+/// Applies the sketch with annotation `knobs` (checked with densePackedAnnotationFits).
+void applyDensePackedSketch(tir::Schedule& sched, const DensePackedShape& s, const Knobs& knobs, int lanes,
+                            int registers);
+
+/// The sketch trace of a matmul or dense_packed key's annotation (recorded on its plain
+/// function); throws kiln::Error for another kind of key or an annotation that does not fit.
+tir::Trace sketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers);
 
 }  // namespace kiln::core::lower
