@@ -279,10 +279,12 @@ void applyDensePackedSketch(Schedule& sched, const DensePackedShape& s, const Kn
   if (!densePackedAnnotationFits(s, knobs, lanes, registers))
     throw Error("dense_packed sketch: annotation '" + knobsText(knobs) + "' does not fit the shape", ErrorKind::InvalidInput);
   int64_t mi = knobs.at("mi"), nv = knobs.at("nv"), po = knobs.at("po");
+  // Panels outermost: the row tiles and the tail rows of a panel run in one parallel loop.
+  if (po == 1) sched.reorder({"p", "i"});
   auto [io, ii] = sched.split("i", mi, TailStrategy::Loop);
   auto [jo, ji] = sched.split("j", nv * lanes, TailStrategy::Guard);
   if (po == 1)
-    sched.reorder({"p", io, jo, "k", ii, ji});
+    sched.reorder({io, jo, "k", ii, ji});
   else
     sched.reorder({io, "p", jo, "k", ii, ji});
   auto [jv, jl] = sched.split(ji, lanes, TailStrategy::Guard);
@@ -296,13 +298,17 @@ void applyDensePackedSketch(Schedule& sched, const DensePackedShape& s, const Kn
   sched.vectorize(jl + "_r");
   sched.vectorize(jl + "_w");
   if (s.m % mi == 0) return;
-  // The M mod mi last rows (the tail loop i_t, its inner loops renamed p_t, j_t, k_t): one row
-  // by a whole panel in registers, panels in parallel.
+  // The M mod mi last rows (the tail loop i_t; its inner loops renamed j_t, k_t, and p_t when the
+  // row tiles are outermost): one row by a whole panel in registers.
   auto [to, tl] = sched.split("j_t", lanes, TailStrategy::Guard);
-  sched.reorder({"p_t", "i_t", "k_t", to, tl});
+  if (po == 1) {
+    sched.reorder({"k_t", to, tl});
+  } else {
+    sched.reorder({"p_t", "i_t", "k_t", to, tl});
+  }
   if (s.panel > lanes) sched.unroll(to);
   sched.cacheWrite("k_t");
-  if (s.n / s.panel >= 2) sched.parallel("p_t");
+  if (po == 0 && s.n / s.panel >= 2) sched.parallel("p_t");
   sched.vectorize(tl);
   sched.vectorize(tl + "_r");
   sched.vectorize(tl + "_w");

@@ -109,19 +109,24 @@ tir::Trace matmulTrace(const std::string& key, const Knobs& knobs, int lanes);
 // dividing P) and po (1: panels outermost, so consecutive row tiles reuse one panel in cache;
 // 0: row tiles outermost, so consecutive panels reuse one block of x):
 //
+//   reorder(p, i)                         (po 1) panels outermost
 //   split(i; mi, 1)  split(j; nv·L, 0)  a tail loop for the M mod mi last rows
-//   reorder(p, i_o, j_o, k, i_i, j_i)     (po 0: i_o, p, j_o, k, i_i, j_i)
+//   reorder(i_o, j_o, k, i_i, j_i)        (po 0: reorder(i_o, p, j_o, k, i_i, j_i))
 //   split(j_i; L, 0)  unroll(j_i_o)  unroll(i_i)                        the mi × nv register tile
 //   cache_write(k)                        accumulated in a local buffer (registers) over k,
 //                                         starting from the bias (no read of y)
 //   parallel(the outermost loop)          when it has 2 iterations or more
 //   vectorize(j_i_i)  vectorize(j_i_i_r)  vectorize(j_i_i_w)
 //   (the reorders keep each element's k order: schedule.h accepts them without a replay)
-//   tail rows (M mod mi > 0: the loop i_t, inner loops p_t, j_t, k_t): split(j_t; L, 0)
-//     reorder(p_t, i_t, k_t, j_t_o, j_t_i) unroll(j_t_o) cache_write(k_t) parallel(p_t), vectorized
+//   tail rows (M mod mi > 0: the loop i_t, inside p with po 1, its inner loops renamed j_t, k_t
+//     and p_t): split(j_t; L, 0) reorder(k_t, j_t_o, j_t_i) (po 0: reorder(p_t, i_t, k_t, j_t_o,
+//     j_t_i) and parallel(p_t)) unroll(j_t_o) cache_write(k_t), vectorized: one row by a whole
+//     panel; with po 1 in the same parallel loop as the row tiles
 //
-// The hand-written lowering (ops_gemm.cpp: mi = the largest of 4, 3, 2, 1 dividing M, the
-// panel's vectors, panels outermost, the fused epilogue applied at the store) stays the default.
+// A fused epilogue is applied where the tile is written back
+// (the nest never reads y, so each element's last store is its result: ops_gemm.cpp). The
+// hand-written lowering (mi = the largest of 4, 3, 2, 1 dividing M, the panel's vectors, panels
+// outermost, the epilogue at the store too) stays the default.
 
 struct DensePackedShape {
   int64_t m = 1, k = 1, n = 1;  // rows, reduction, columns (N = panels · P)

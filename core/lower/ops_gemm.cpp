@@ -37,6 +37,7 @@
 #include "core/lower/gemm_search.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
+#include "core/tir/functor.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -165,6 +166,45 @@ Stmt tunedBySketch(const OpContext& ctx, PrimFunc plain, const std::function<boo
   return sched.func().body;
 }
 
+/// A scheduled dense_packed nest with the fused epilogue applied at every store of the output,
+/// when the nest never reads the output back: then every store writes a value of its own, the
+/// last one an element's result, so each element's last store holds epilogue(result) (the sketch
+/// stores each element once, from its register tile). Otherwise the nest is returned as it is and
+/// the fused lowering applies the epilogue in a pass of its own. Vector stores stay within a row
+/// of [leading..., N]: the panels and their vectors divide N.
+Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leading, int64_t n) {
+  const BufferNode* y = ctx.out[0].get();
+  struct ReadsOutput : IRVisitor {
+    const BufferNode* y;
+    bool reads = false;
+    using IRVisitor::visit;
+    void visit(const Load* op) override {
+      reads = reads || op->buffer.get() == y;
+      IRVisitor::visit(op);
+    }
+  } check;
+  check.y = y;
+  check.visitStmt(nest);
+  if (check.reads) return nest;
+  struct AtStores : IRMutator {
+    const OpContext* ctx;
+    const Shape* leading;
+    int64_t n;
+    using IRMutator::visit;
+    Stmt visit(const Store* op, const Stmt& self) override {
+      if (op->buffer != ctx->out[0]) return IRMutator::visit(op, self);
+      const auto* ramp = op->index.as<Ramp>();
+      Expr flat = ramp ? ramp->base : op->index;
+      std::vector<Expr> index = rowIndex(flat / n, *leading);
+      Expr col = flat % n;
+      index.push_back(ramp ? Ramp::make(col, ramp->stride, ramp->lanes) : col);
+      return Store::make(op->buffer, op->index, ctx->applyEpilogue(op->value, index));
+    }
+  } apply;
+  apply.ctx = &ctx, apply.leading = &leading, apply.n = n;
+  return apply.mutate(nest);
+}
+
 Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
   PrimFunc plain;
   plain.name = "matmul";
@@ -278,7 +318,7 @@ Stmt lowerDensePacked(const OpContext& ctx) {
     Stmt tuned = tunedBySketch(
         ctx, std::move(plain), [&](const Knobs& kn) { return densePackedAnnotationFits(s, kn, lanes, registers); },
         [&](Schedule& sched, const Knobs& kn) { applyDensePackedSketch(sched, s, kn, lanes, registers); });
-    if (tuned.defined()) return tuned;
+    if (tuned.defined()) return ctx.epilogue ? epilogueAtStores(ctx, tuned, leading, n) : tuned;
   }
   GemmKnobs knobs;
   knobs.rows = matmulHandRows(m);

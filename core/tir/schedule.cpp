@@ -344,7 +344,10 @@ void Schedule::reorder(const std::vector<std::string>& loops) {
         fail("reorder", "bounds of loop " + quoted(loopName(order[p])) + " depend on loop " + quoted(loopName(order[q])));
   }
   LoopSite scope = findLoop(m_func, loopName(chain.front()), "reorder");
-  if (!updatesKeepTheirOrder(chain, order)) {
+  // The order check looks down the whole perfect chain (loops below the listed ones stay put).
+  std::vector<const For*> whole = perfectChain(top->loop), wholeOrder = order;
+  wholeOrder.insert(wholeOrder.end(), whole.begin() + static_cast<std::ptrdiff_t>(order.size()), whole.end());
+  if (!updatesKeepTheirOrder(whole, wholeOrder)) {
     std::set<const BufferNode*> scratch = checkIndependent(m_func, scope, chain.back(), "reorder", true);
     (void)scratch;  // scratch buffers stay where they are: iterations still run one at a time
   }

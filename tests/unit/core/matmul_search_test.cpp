@@ -15,6 +15,7 @@
 #include "core/ir/parser.h"
 #include "core/lower/interpreter.h"
 #include "core/lower/lower.h"
+#include "core/tir/functor.h"
 #include "core/tir/printer.h"
 #include "core/tir/trace.h"
 #include "core/tir/verify.h"
@@ -427,7 +428,8 @@ TEST(DensePackedSearch, SketchTracesReplayVerifyAndAgree) {
 }
 
 // A tuned dense_packed lowers through the sketch (knobs) or a record's trace, with a fused
-// epilogue, in the interpreter and as JIT code; knobs that do not fit keep the hand tile.
+// epilogue applied at the tile's write-back, in the interpreter and as JIT code; knobs that do
+// not fit keep the hand tile.
 TEST(DensePackedSearch, TunedLoweringRunsWithAnEpilogue) {
   Graph fused = parseGraph(
       "graph(%x: f32[3,7,20], %w: f32[2,20,16], %b: f32[32]) {\n"
@@ -455,6 +457,19 @@ TEST(DensePackedSearch, TunedLoweringRunsWithAnEpilogue) {
     EXPECT_EQ(f.attrs.at("schedule"), knobsText(knobs));
     ASSERT_EQ(f.attrs.count("trace"), 1u);
     EXPECT_NE(f.attrs.at("trace").find("cache_write(k)"), std::string::npos);
+    // The relu is applied where the tile is written back: no pass reads the output again.
+    struct OutputReads : tir::IRVisitor {
+      const tir::BufferNode* out;
+      int loads = 0;
+      using tir::IRVisitor::visit;
+      void visit(const tir::Load* op) override {
+        loads += op->buffer.get() == out;
+        tir::IRVisitor::visit(op);
+      }
+    } reads;
+    reads.out = f.params.back().get();
+    reads.visitStmt(f.body);
+    EXPECT_EQ(reads.loads, 0) << tir::print(f);
     for (Engine e : {Engine::Interpreter, Engine::Jit})
       EXPECT_TRUE(allClose(evalModule(module, {xt, wt, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
     // The record's trace alone gives the identical kernel.

@@ -514,7 +514,7 @@ TEST(TirSchedule, CacheWriteRejectsWhatItCannotStage) {
   // The loop's updates move with it: each iteration of i updates its own row.
   EXPECT_EQ(errorOf([&] { s.cacheWrite("i"); }),
             "cache_write: the index of 'y' moves with loop 'i': its iterations update different elements");
-  // The body of j is not a loop nest around one store? It is (k around the update), but k's index moves with j.
+  // j's nest is k around the update, whose element moves with j.
   EXPECT_NE(errorOf([&] { s.cacheWrite("j"); }), "");
   // Two loops that reach one element: y[i + j] over i, j.
   Buffer y = makeBuffer("y", Type::f32(), {8}), x = makeBuffer("x", Type::f32(), {4});

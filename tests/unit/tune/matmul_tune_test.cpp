@@ -39,25 +39,31 @@ const tir::PrimFunc& keyedKernel(const lower::LoweredModule& m, const std::strin
   throw InternalError("no kernel with key " + key);
 }
 
-TEST(MatmulTune, TaskGraphSpaceAndExtraction) {
-  EXPECT_DOUBLE_EQ(taskFlops(kMatmul), 2.0 * 6 * 9 * 19 * 20);
-  Graph g = taskGraph(kMatmul);
+/// The key's task graph builds a kernel with that key; extraction finds it as one task of `kind`
+/// whose default knobs are the kernel's schedule, which is point 0 of the key's space (the tuner's
+/// baseline, the hand-written lowering); every point's features have one length.
+ConfigSpace checkTaskAndSpace(const std::string& key, const std::string& kind, double flops) {
+  EXPECT_DOUBLE_EQ(taskFlops(key), flops);
+  Graph g = taskGraph(key);
   lower::LoweredModule m = lower::lowerGraph(g, avx2());
-  const tir::PrimFunc& f = keyedKernel(m, kMatmul);
+  const tir::PrimFunc& f = keyedKernel(m, key);
   std::vector<TuneTask> tasks = extractTasks(m);
-  ASSERT_EQ(tasks.size(), 1u);
-  EXPECT_EQ(tasks[0].kind, "matmul");
-  EXPECT_EQ(tasks[0].defaultKnobs, f.attrs.at("schedule"));
-  ConfigSpace space = ConfigSpace::forKey(kMatmul, avx2());
+  EXPECT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks.at(0).kind, kind);
+  EXPECT_EQ(tasks.at(0).defaultKnobs, f.attrs.at("schedule"));
+  ConfigSpace space = ConfigSpace::forKey(key, avx2());
+  EXPECT_EQ(space.indexOf(lower::parseKnobs(tasks.at(0).defaultKnobs)), 0);
+  for (int64_t i = 1; i < space.size(); ++i) EXPECT_EQ(space.features(i).size(), space.features(0).size());
+  return space;
+}
+
+TEST(MatmulTune, TaskGraphSpaceAndExtraction) {
+  ConfigSpace space = checkTaskAndSpace(kMatmul, "matmul", 2.0 * 6 * 9 * 19 * 20);
   ASSERT_GT(space.size(), 20);
-  // The heuristic (the hand-written lowering) is point 0, the tuner's baseline.
-  EXPECT_EQ(space.indexOf(lower::parseKnobs(tasks[0].defaultKnobs)), 0);
-  size_t width = space.features(0).size();
   lower::MatmulShape s = lower::matmulShapeOfKey(lower::parseTuneKey(kMatmul).params, kMatmul);
   for (int64_t i = 1; i < space.size(); ++i) {
     EXPECT_TRUE(space.config(i).count("mi"));
     EXPECT_TRUE(lower::matmulAnnotationFits(s, space.config(i), 8));
-    EXPECT_EQ(space.features(i).size(), width);
   }
 }
 
@@ -195,23 +201,11 @@ TEST(MatmulTune, TuneLoopRecordsTracesThatBuild) { tuneLoopRecordsTracesThatBuil
 const std::string kDensePacked = "dense_packed:m=21,k=20,n=32,p=16,b=1:f32";
 
 TEST(DensePackedTune, TaskGraphSpaceAndExtraction) {
-  EXPECT_DOUBLE_EQ(taskFlops(kDensePacked), 2.0 * 21 * 20 * 32);
-  Graph g = taskGraph(kDensePacked);
-  lower::LoweredModule m = lower::lowerGraph(g, avx2());
-  const tir::PrimFunc& f = keyedKernel(m, kDensePacked);
-  std::vector<TuneTask> tasks = extractTasks(m);
-  ASSERT_EQ(tasks.size(), 1u);
-  EXPECT_EQ(tasks[0].kind, "dense_packed");
-  EXPECT_EQ(tasks[0].defaultKnobs, f.attrs.at("schedule"));
-  ConfigSpace space = ConfigSpace::forKey(kDensePacked, avx2());
+  ConfigSpace space = checkTaskAndSpace(kDensePacked, "dense_packed", 2.0 * 21 * 20 * 32);
   ASSERT_GT(space.size(), 10);
-  EXPECT_EQ(space.indexOf(lower::parseKnobs(tasks[0].defaultKnobs)), 0);  // the hand tile is point 0
-  size_t width = space.features(0).size();
   lower::DensePackedShape s = lower::densePackedShapeOfKey(lower::parseTuneKey(kDensePacked).params, kDensePacked);
-  for (int64_t i = 1; i < space.size(); ++i) {
+  for (int64_t i = 1; i < space.size(); ++i)
     EXPECT_TRUE(lower::densePackedAnnotationFits(s, space.config(i), 8, 16)) << lower::knobsText(space.config(i));
-    EXPECT_EQ(space.features(i).size(), width);
-  }
   EXPECT_THROW(taskGraph("dense_packed:m=2,k=3,n=10,p=4,b=0:f32"), Error);  // 4 does not divide 10
 }
 
