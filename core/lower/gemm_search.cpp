@@ -292,8 +292,12 @@ void applyDensePackedSketch(Schedule& sched, const DensePackedShape& s, const Kn
   if (mi > 1) sched.unroll(ii);
   // The register tile accumulates in a local buffer over the whole reduction, starting from the bias.
   sched.cacheWrite("k");
-  std::string outer = po == 1 ? "p" : io;
-  if ((po == 1 ? s.n / s.panel : s.m / mi) >= 2) sched.parallel(outer);
+  // The parallel loop: panels × row tiles fused (as the hand-written kernel runs them: many
+  // small iterations balance the threads) when the rows divide, else the outermost loop.
+  if (po == 1 && s.m % mi == 0 && s.m / mi >= 2)
+    sched.parallel(sched.fuse("p", io));
+  else if ((po == 1 ? s.n / s.panel : s.m / mi) >= 2)
+    sched.parallel(po == 1 ? "p" : io);
   sched.vectorize(jl);
   sched.vectorize(jl + "_r");
   sched.vectorize(jl + "_w");

@@ -115,7 +115,8 @@ tir::Trace matmulTrace(const std::string& key, const Knobs& knobs, int lanes);
 //   split(j_i; L, 0)  unroll(j_i_o)  unroll(i_i)                        the mi × nv register tile
 //   cache_write(k)                        accumulated in a local buffer (registers) over k,
 //                                         starting from the bias (no read of y)
-//   parallel(the outermost loop)          when it has 2 iterations or more
+//   parallel(fuse(p, i_o))                (po 1, M divisible by mi) panels × row tiles, else
+//                                         parallel(the outermost loop) when it has 2 iterations or more
 //   vectorize(j_i_i)  vectorize(j_i_i_r)  vectorize(j_i_i_w)
 //   (the reorders keep each element's k order: schedule.h accepts them without a replay)
 //   tail rows (M mod mi > 0: the loop i_t, inside p with po 1, its inner loops renamed j_t, k_t

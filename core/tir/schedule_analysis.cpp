@@ -622,6 +622,119 @@ bool disjointIterations(const For* loop) {
   return true;
 }
 
+/// Whether the iterations of a fused loop (its variable f used only as f / E and f % E, one
+/// constant E: fuse's form) provably touch disjoint elements of every buffer they write: with
+/// a = f / E and b = f % E, every access of a written buffer has one and the same index, affine
+/// in a, b and the inner loops' variables, and injective in a, b and the inner variables it
+/// moves with (mixed radix, injectiveIn). Distinct f then never meet on an element; the inner
+/// loops the index does not move with (a reduction's) stay within one iteration.
+bool disjointFusedIterations(const For* loop) {
+  const Var* lv = loop->var.as<Var>();
+  const int64_t *mn = asConstInt(loop->min), *ext = asConstInt(loop->extent);
+  if (!mn || *mn != 0 || !ext || *ext < 1) return false;
+  // E: the one divisor of f.
+  struct Divisors : IRVisitor {
+    const Var* lv;
+    std::set<int64_t> e;
+    using IRVisitor::visit;
+    void visit(const Div* op) override {
+      if (op->a.as<Var>() == lv)
+        if (const int64_t* c = asConstInt(op->b)) e.insert(*c);
+      IRVisitor::visit(op);
+    }
+    void visit(const Mod* op) override {
+      if (op->a.as<Var>() == lv)
+        if (const int64_t* c = asConstInt(op->b)) e.insert(*c);
+      IRVisitor::visit(op);
+    }
+  } divisors;
+  divisors.lv = lv;
+  divisors.visitStmt(loop->body);
+  if (divisors.e.size() != 1) return false;
+  const int64_t e = *divisors.e.begin();
+  if (e < 1 || *ext % e != 0) return false;
+  Expr a = Var::make(lv->name + "/", loop->var.type()), b = Var::make(lv->name + "%", loop->var.type());
+  struct Split : IRMutator {
+    const Var* lv;
+    int64_t e;
+    Expr a, b;
+    using IRMutator::visit;
+    Expr visit(const Div* op, const Expr& self) override {
+      const int64_t* c = asConstInt(op->b);
+      if (op->a.as<Var>() == lv && c && *c == e) return a;
+      return IRMutator::visit(op, self);
+    }
+    Expr visit(const Mod* op, const Expr& self) override {
+      const int64_t* c = asConstInt(op->b);
+      if (op->a.as<Var>() == lv && c && *c == e) return b;
+      return IRMutator::visit(op, self);
+    }
+  } split;
+  split.lv = lv, split.e = e, split.a = a, split.b = b;
+  Stmt body = split.mutate(loop->body);
+  struct Uses : IRVisitor {
+    const Var* lv;
+    bool found = false;
+    using IRVisitor::visit;
+    void visit(const Var* op) override { found = found || op == lv; }
+  } uses;
+  uses.lv = lv;
+  uses.visitStmt(body);
+  if (uses.found) return false;  // f used otherwise than as f / E and f % E
+  // The inner loops (constant bounds), the allocated buffers, the accesses.
+  struct Nest : IRVisitor {
+    std::vector<const For*> loops;
+    std::set<const BufferNode*> local, written;
+    std::map<const BufferNode*, std::set<std::string>> indices;
+    std::map<const BufferNode*, Expr> index;
+    bool ok = true;
+    using IRVisitor::visit;
+    void visit(const For* op) override {
+      if (!asConstInt(op->min) || !asConstInt(op->extent)) ok = false;
+      loops.push_back(op);
+      IRVisitor::visit(op);
+    }
+    void visit(const LetStmt* op) override {
+      if (!op->value.type().isFloat()) ok = false;
+      IRVisitor::visit(op);
+    }
+    void visit(const Allocate* op) override {
+      local.insert(op->buffer.get());
+      IRVisitor::visit(op);
+    }
+    void visit(const Load* op) override {
+      indices[op->buffer.get()].insert(print(op->index));
+      index[op->buffer.get()] = op->index;
+      IRVisitor::visit(op);
+    }
+    void visit(const Store* op) override {
+      written.insert(op->buffer.get());
+      indices[op->buffer.get()].insert(print(op->index));
+      index[op->buffer.get()] = op->index;
+      IRVisitor::visit(op);
+    }
+  } nest;
+  nest.visitStmt(body);
+  if (!nest.ok) return false;
+  // a and b as loops of their own, outside the inner ones.
+  Stmt aHold = For::make(a, i64(0), i64(*ext / e), ForKind::Serial, Evaluate::make(i64(0)));
+  Stmt bHold = For::make(b, i64(0), i64(e), ForKind::Serial, Evaluate::make(i64(0)));
+  const For *aLoop = aHold.as<For>(), *bLoop = bHold.as<For>();
+  for (const BufferNode* buffer : nest.written) {
+    if (nest.local.count(buffer)) continue;
+    if (nest.indices[buffer].size() != 1) return false;
+    const Expr& index = nest.index[buffer];
+    if (index.type().lanes != 1) return false;
+    std::set<const Var*> used = varsIn(index);
+    if (!used.count(a.as<Var>()) || !used.count(b.as<Var>())) return false;
+    std::vector<const For*> moving{aLoop, bLoop};
+    for (const For* l : nest.loops)
+      if (used.count(l->var.as<Var>())) moving.push_back(l);
+    if (!injectiveIn(index, moving)) return false;
+  }
+  return true;
+}
+
 /// Replays integer control flow; see checkIterations.
 class Tracer {
  public:
@@ -860,7 +973,7 @@ std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scop
   std::vector<const StmtNode*> path;
   KILN_ASSERT(findPath(func.body, scope, path), "checkIterations: the scope loop is not in the function");
   // Iterations that provably touch disjoint elements share none: nothing to replay.
-  if (scope == unit && disjointIterations(scope)) return {};
+  if (scope == unit && (disjointIterations(scope) || disjointFusedIterations(scope))) return {};
   Tracer tracer(scope, unit, what, budget);
   tracer.path.insert(path.begin(), path.end());
   tracer.scopeOnce = path.size() > 1 && shiftInvariant(scope);

@@ -542,7 +542,8 @@ TEST(TirSchedule, CacheWriteRejectsWhatItCannotStage) {
 }
 
 // Nests far beyond the replay budget: a reduction reorders without replaying (its updates
-// commute), and a column-block loop of a row-major output parallelizes by the mixed-radix proof.
+// commute), and a column-block loop of a row-major output, or its fusion with the row blocks,
+// parallelizes by the mixed-radix proof.
 TEST(TirSchedule, LargeReductionNestsReorderAndParallelizeWithoutReplay) {
   Schedule s(gemmNest(256, 512, 128));  // 16.8 M updates, twice the replay budget
   s.split("j", 64, TailStrategy::Loop);
@@ -562,6 +563,19 @@ TEST(TirSchedule, LargeReductionNestsReorderAndParallelizeWithoutReplay) {
                                          Store::make(y, i * 512 + j, Load::make(y, i * 512 + j) * FloatImm::make(Type::f32(), 2) + Load::make(a, i * 128 + k)))));
   Schedule mixed(f);
   EXPECT_EQ(errorOf([&] { mixed.reorder({"k", "j"}); }), "reorder: iterations of loop 'j'..'k' depend on each other through 'y'");
+  // A fused loop over column blocks × row blocks (its indices divide, f / 8 and f % 8) is proven
+  // disjoint without a replay, as long as its pairs map to distinct elements.
+  Schedule fused(gemmNest(256, 512, 128));
+  fused.split("i", 32, TailStrategy::Loop);
+  fused.split("j", 64, TailStrategy::Loop);
+  fused.reorder({"j_o", "i_o", "k", "i_i", "j_i"});
+  std::string ji = fused.fuse("j_o", "i_o");
+  EXPECT_EQ(errorOf([&] { fused.parallel(ji); }), "");
+  // Rows fused with a reduction loop: the k of one fused iteration meets the k of another on y.
+  Schedule badFuse(gemmNest(4, 6, 3));
+  badFuse.reorder({"i", "k", "j"});
+  std::string ik = badFuse.fuse("i", "k");
+  EXPECT_EQ(errorOf([&] { badFuse.parallel(ik); }), "parallel: iterations of loop '" + ik + "' depend on each other through 'y'");
   // Column blocks that overlap (65 columns from every 64th) are not proven disjoint.
   Buffer w = makeBuffer("w", Type::f32(), {64 * 9});
   Expr p = Var::make("p"), c = Var::make("c");
