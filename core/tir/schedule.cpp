@@ -99,15 +99,12 @@ bool isReduction(const Stmt& s, const BufferNode* buffer) {
       if (st->buffer.get() != buffer) return;
       ++stores;
       const Expr& v = st->value;
-      Expr a, b;
-      if (const auto* x = v.as<Add>()) a = x->a, b = x->b;
-      else if (const auto* x = v.as<Mul>()) a = x->a, b = x->b;
-      else if (const auto* x = v.as<Min>()) a = x->a, b = x->b;
-      else if (const auto* x = v.as<Max>()) a = x->a, b = x->b;
-      if (!a.defined()) {
+      std::optional<std::pair<Expr, Expr>> operands = reductionOperands(v);
+      if (!operands) {
         ok = false;
         return;
       }
+      const auto& [a, b] = *operands;
       int kind = static_cast<int>(v.kind());
       if (op >= 0 && op != kind) ok = false;
       op = kind;

@@ -981,14 +981,19 @@ std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scop
   return tracer.results();
 }
 
+std::optional<std::pair<Expr, Expr>> reductionOperands(const Expr& e) {
+  if (const auto* x = e.as<Add>()) return std::pair{x->a, x->b};
+  if (const auto* x = e.as<Mul>()) return std::pair{x->a, x->b};
+  if (const auto* x = e.as<Min>()) return std::pair{x->a, x->b};
+  if (const auto* x = e.as<Max>()) return std::pair{x->a, x->b};
+  return std::nullopt;
+}
+
 std::optional<InitReduction> initReduction(const Store* store) {
   const Expr& v = store->value;
-  Expr a, b;
-  if (const auto* x = v.as<Add>()) a = x->a, b = x->b;
-  else if (const auto* x = v.as<Mul>()) a = x->a, b = x->b;
-  else if (const auto* x = v.as<Min>()) a = x->a, b = x->b;
-  else if (const auto* x = v.as<Max>()) a = x->a, b = x->b;
-  else return std::nullopt;
+  std::optional<std::pair<Expr, Expr>> operands = reductionOperands(v);
+  if (!operands) return std::nullopt;
+  const auto& [a, b] = *operands;
   const BufferNode* y = store->buffer.get();
   std::string at = print(store->index);
   auto match = [&](const Expr& sel, const Expr& rest) -> std::optional<InitReduction> {

@@ -100,6 +100,10 @@ std::optional<Interval> boundsOf(const Expr& e, const std::map<const Var*, Inter
 
 // ---- reductions that start from an initial value ------------------------------------------------------
 
+/// The operands of a + b, a · b, min(a, b) or max(a, b): the operations a reduction may update
+/// with; nullopt for any other expression.
+std::optional<std::pair<Expr, Expr>> reductionOperands(const Expr& e);
+
 /// A store `y[f] = select(v == first, init, y[f]) op rest` (op one of + * min max, either operand
 /// order; init, rest and f free of y): a reduction over the loop of variable v whose first
 /// iteration starts from `init` instead of y's old value (how a plain nest writes "y = b + Σ"
