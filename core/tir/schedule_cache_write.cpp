@@ -101,15 +101,11 @@ void Schedule::cacheWrite(const std::string& loop) {
     for (const auto& [text, term] : form->terms)
       if (term.first.as<Var>() == f->var.as<Var>()) axes.push_back({f, term.second, *asConstInt(f->extent)});
   }
-  // Injective: sorted by |coefficient|, each one exceeds the reach of the smaller ones.
-  std::vector<Axis> bySize = axes;
-  std::sort(bySize.begin(), bySize.end(), [](const Axis& a, const Axis& b) { return std::abs(a.coef) < std::abs(b.coef); });
-  int64_t reach = 0;
-  for (const Axis& a : bySize) {
-    if (std::abs(a.coef) <= reach)
-      fail(kPrim, "iterations of the loops inside " + quoted(loop) + " may update one element of " + quoted(block) + " twice");
-    reach += std::abs(a.coef) * (a.extent - 1);
-  }
+  // Injective in the loops that move the element (mixed radix).
+  std::vector<const For*> moving;
+  for (const Axis& a : axes) moving.push_back(a.loop);
+  if (!injectiveIn(store->index, moving))
+    fail(kPrim, "iterations of the loops inside " + quoted(loop) + " may update one element of " + quoted(block) + " twice");
   // Every read of the block in the store reads the stored element.
   struct Reads : IRVisitor {
     const BufferNode* buffer;
