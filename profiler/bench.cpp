@@ -64,6 +64,15 @@ std::optional<json> awaitReply(Worker& w, double limitSeconds, const std::functi
                                std::string phase, Outcome& out, double runLimitSeconds = 0) {
   auto deadline = Clock::now() + std::chrono::duration<double>(limitSeconds);
   for (;;) {
+    // Checked before every line, not only when the worker is quiet: a worker that keeps writing
+    // (warnings, events) must not delay Cancel.
+    if (cancelled && cancelled()) {
+      w.proc.stop();
+      out.cancelled = true;
+      out.status = Status::Skipped;
+      out.reason = "cancelled";
+      return std::nullopt;
+    }
     double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     std::string failure;
     auto line = w.proc.receive(std::clamp(left, 0.0, 0.1), failure, true);
@@ -88,13 +97,6 @@ std::optional<json> awaitReply(Worker& w, double limitSeconds, const std::functi
       return std::nullopt;
     }
     if (failure.rfind("timeout", 0) == 0) {
-      if (cancelled && cancelled()) {
-        w.proc.stop();
-        out.cancelled = true;
-        out.status = Status::Skipped;
-        out.reason = "cancelled";
-        return std::nullopt;
-      }
       if (Clock::now() < deadline) continue;
       w.proc.signal(SIGUSR1);
       for (auto grace = Clock::now() + std::chrono::seconds(1); Clock::now() < grace;) {

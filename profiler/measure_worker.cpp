@@ -133,6 +133,12 @@ IsolatedRun runIsolated(const std::vector<std::string>& argv, const std::string&
   std::string kernel;
   auto deadline = Clock::now() + std::chrono::duration<double>(limits.compileSeconds);
   for (;;) {
+    // Before every line, not only when the worker is quiet (as in bench.cpp's awaitReply).
+    if (cancelled && cancelled()) {
+      worker.stop();
+      run.failure = "cancelled";
+      return run;
+    }
     double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     std::string failure;
     auto line = worker.receive(std::clamp(left, 0.0, 0.5), failure, true);
@@ -153,11 +159,6 @@ IsolatedRun runIsolated(const std::vector<std::string>& argv, const std::string&
       continue;
     }
     if (failure.rfind("timeout", 0) == 0) {
-      if (cancelled && cancelled()) {
-        worker.stop();
-        run.failure = "cancelled";
-        return run;
-      }
       if (Clock::now() < deadline) continue;
       // Out of time: ask the worker where it is, give it a moment to answer, then kill it.
       worker.signal(SIGUSR1);

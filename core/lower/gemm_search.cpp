@@ -13,6 +13,17 @@ using namespace tir;
 
 namespace {
 
+/// The parts of `key`, a key of `kind` over f32 (what a plain function is built for); throws
+/// kiln::Error otherwise.
+TuneKeyParts f32KeyOfKind(const std::string& key, const std::string& kind) {
+  TuneKeyParts parts = parseTuneKey(key);
+  if (parts.kind != kind) throw Error("tuning key '" + key + "' is not a " + kind + " key", ErrorKind::InvalidInput);
+  std::optional<DType> dtype = runtime::parseDType(parts.dtype);
+  if (!dtype || *dtype != DType::Float32)
+    throw Error("tuning key '" + key + "': only f32 " + kind + " is supported", ErrorKind::Unsupported);
+  return parts;
+}
+
 /// Axes of `batch` longer than 1.
 size_t longAxes(const Shape& batch) {
   return static_cast<size_t>(std::count_if(batch.begin(), batch.end(), [](int64_t d) { return d > 1; }));
@@ -106,11 +117,7 @@ Stmt matmulPlainNest(const MatmulShape& s, const Buffer& a, const Buffer& b, con
 }
 
 PrimFunc matmulPlainFunc(const std::string& key) {
-  TuneKeyParts parts = parseTuneKey(key);
-  if (parts.kind != "matmul") throw Error("tuning key '" + key + "' is not a matmul key", ErrorKind::InvalidInput);
-  std::optional<DType> dtype = runtime::parseDType(parts.dtype);
-  if (!dtype || *dtype != DType::Float32)
-    throw Error("tuning key '" + key + "': only f32 matmul is supported", ErrorKind::Unsupported);
+  TuneKeyParts parts = f32KeyOfKind(key, "matmul");
   MatmulShape s = matmulShapeOfKey(parts.params, key);
   Type elem = Type::f32();
   Shape ys = s.batch;
@@ -230,11 +237,7 @@ Stmt densePackedPlainNest(const DensePackedShape& s, const Buffer& x, const Buff
 }
 
 PrimFunc densePackedPlainFunc(const std::string& key) {
-  TuneKeyParts parts = parseTuneKey(key);
-  if (parts.kind != "dense_packed") throw Error("tuning key '" + key + "' is not a dense_packed key", ErrorKind::InvalidInput);
-  std::optional<DType> dtype = runtime::parseDType(parts.dtype);
-  if (!dtype || *dtype != DType::Float32)
-    throw Error("tuning key '" + key + "': only f32 dense_packed is supported", ErrorKind::Unsupported);
+  TuneKeyParts parts = f32KeyOfKind(key, "dense_packed");
   DensePackedShape s = densePackedShapeOfKey(parts.params, key);
   Type elem = Type::f32();
   Buffer x = makeBuffer("x", elem, {s.m, s.k}), w = makeBuffer("w", elem, {s.n / s.panel, s.k, s.panel});
@@ -249,18 +252,29 @@ PrimFunc densePackedPlainFunc(const std::string& key) {
   return f;
 }
 
-Knobs densePackedHandKnobs(const DensePackedShape& s, int lanes) {
+int densePackedLanes(const DensePackedShape& s, int lanes) {
   int l = std::max(1, lanes);
-  while (s.panel % l != 0) l /= 2;  // as the lowering: the widest vectors that divide the panel
-  GemmKnobs knobs;
-  knobs.rows = matmulHandRows(s.m);
-  knobs.cols = static_cast<int>(s.panel / l);
-  return parseKnobs(knobs.str());
+  while (s.panel % l != 0) l /= 2;
+  return l;
+}
+
+Knobs densePackedDefaultKnobs(const DensePackedShape& s, int lanes, int registers) {
+  const int l = densePackedLanes(s, lanes);
+  const int64_t vectors = s.panel / l;
+  // The most rows of {4, 3, 2, 1} dividing M, then the most of the panel's vectors that fit.
+  for (int64_t mi : {4, 3, 2, 1}) {
+    if (s.m % mi != 0) continue;
+    for (int64_t nv = vectors; nv >= 1; --nv) {
+      Knobs k{{"mi", mi}, {"nv", nv}, {"po", 1}};
+      if (vectors % nv == 0 && densePackedAnnotationFits(s, k, l, registers)) return k;
+    }
+  }
+  return {{"mi", 1}, {"nv", 1}, {"po", 1}};
 }
 
 bool densePackedAnnotationFits(const DensePackedShape& s, const Knobs& knobs, int lanes, int registers) {
   int64_t mi = knob(knobs, "mi", 0), nv = knob(knobs, "nv", 0), po = knob(knobs, "po", -1);
-  if (mi < 1 || mi > s.m || nv < 1 || lanes < 2 || s.panel % (nv * lanes) != 0) return false;
+  if (mi < 1 || mi > s.m || nv < 1 || lanes < 1 || s.panel % (nv * lanes) != 0) return false;
   return (po == 0 || po == 1) && mi * nv + nv + 1 <= registers;
 }
 
@@ -287,23 +301,45 @@ void applyDensePackedSketch(Schedule& sched, const DensePackedShape& s, const Kn
     sched.reorder({io, jo, "k", ii, ji});
   else
     sched.reorder({io, "p", jo, "k", ii, ji});
-  auto [jv, jl] = sched.split(ji, lanes, TailStrategy::Guard);
-  if (nv > 1) sched.unroll(jv);
+  // Scalar panels (pack-dense{lanes=1}) unroll the tile's columns instead of vectorizing them.
+  const bool vectors = lanes > 1;
+  std::string jl = ji;
+  if (vectors) {
+    auto [jv, lane] = sched.split(ji, lanes, TailStrategy::Guard);
+    if (nv > 1) sched.unroll(jv);
+    jl = lane;
+  } else if (nv > 1) {
+    sched.unroll(ji);
+  }
   if (mi > 1) sched.unroll(ii);
   // The register tile accumulates in a local buffer over the whole reduction, starting from the bias.
   sched.cacheWrite("k");
-  // The parallel loop: panels × row tiles fused (as the hand-written kernel runs them: many
-  // small iterations balance the threads) when the rows divide, else the outermost loop.
-  if (po == 1 && s.m % mi == 0 && s.m / mi >= 2)
+  // The parallel loop, when the product is worth threads (wantParallel, as every kernel): panels ×
+  // row tiles fused (many small iterations balance the threads) when the rows divide, else the
+  // outermost loop.
+  const bool parallel = wantParallel(s.m * s.n, s.k);
+  if (parallel && po == 1 && s.m % mi == 0 && s.m / mi >= 2)
     sched.parallel(sched.fuse("p", io));
-  else if ((po == 1 ? s.n / s.panel : s.m / mi) >= 2)
+  else if (parallel && (po == 1 ? s.n / s.panel : s.m / mi) >= 2)
     sched.parallel(po == 1 ? "p" : io);
-  sched.vectorize(jl);
-  sched.vectorize(jl + "_r");
-  sched.vectorize(jl + "_w");
+  if (vectors) {
+    sched.vectorize(jl);
+    sched.vectorize(jl + "_r");
+    sched.vectorize(jl + "_w");
+  }
   if (s.m % mi == 0) return;
   // The M mod mi last rows (the tail loop i_t; its inner loops renamed j_t, k_t, and p_t when the
   // row tiles are outermost): one row by a whole panel in registers.
+  if (!vectors) {
+    if (po == 1)
+      sched.reorder({"k_t", "j_t"});
+    else
+      sched.reorder({"p_t", "i_t", "k_t", "j_t"});
+    if (s.panel > 1) sched.unroll("j_t");
+    sched.cacheWrite("k_t");
+    if (parallel && po == 0 && s.n / s.panel >= 2) sched.parallel("p_t");
+    return;
+  }
   auto [to, tl] = sched.split("j_t", lanes, TailStrategy::Guard);
   if (po == 1) {
     sched.reorder({"k_t", to, tl});
@@ -312,7 +348,7 @@ void applyDensePackedSketch(Schedule& sched, const DensePackedShape& s, const Kn
   }
   if (s.panel > lanes) sched.unroll(to);
   sched.cacheWrite("k_t");
-  if (po == 0 && s.n / s.panel >= 2) sched.parallel("p_t");
+  if (parallel && po == 0 && s.n / s.panel >= 2) sched.parallel("p_t");
   sched.vectorize(tl);
   sched.vectorize(tl + "_r");
   sched.vectorize(tl + "_w");

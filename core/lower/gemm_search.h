@@ -125,9 +125,11 @@ tir::Trace matmulTrace(const std::string& key, const Knobs& knobs, int lanes);
 //     panel; with po 1 in the same parallel loop as the row tiles
 //
 // A fused epilogue is applied where the tile is written back
-// (the nest never reads y, so each element's last store is its result: ops_gemm.cpp). The
-// hand-written lowering (mi = the largest of 4, 3, 2, 1 dividing M, the panel's vectors, panels
-// outermost, the epilogue at the store too) stays the default.
+// (the nest never reads y, so each element's last store is its result: ops_gemm.cpp). Every
+// dense_packed kernel is this sketch: untuned, with densePackedDefaultKnobs (mi = the largest of
+// 4, 3, 2, 1 dividing M, the panel's vectors, panels outermost: the tile of the hand-written
+// kernel it replaced). Parallel loops only where wantParallel(M·N, K) (lower_internal.h) says the
+// product is worth threads; scalar panels (lanes 1) unroll their columns instead of vectorizing.
 
 struct DensePackedShape {
   int64_t m = 1, k = 1, n = 1;  // rows, reduction, columns (N = panels · P)
@@ -146,8 +148,14 @@ tir::Stmt densePackedPlainNest(const DensePackedShape& s, const tir::Buffer& x, 
                                const tir::Buffer& bias, const tir::Buffer& y);
 /// A standalone function over buffers x, w, (b,) y of the key's shapes holding the plain nest.
 tir::PrimFunc densePackedPlainFunc(const std::string& key);
-/// The hand-written lowering's rows and cols (vectors per tile): the default point of the space.
-Knobs densePackedHandKnobs(const DensePackedShape& s, int lanes);
+/// The widest vectors of at most `lanes` lanes that divide the panel (pack-dense makes panels of
+/// whole target vectors; a hand-written pipeline may pack narrower ones, pack-dense{lanes=2}).
+int densePackedLanes(const DensePackedShape& s, int lanes);
+/// The default annotation, the first point of the space: panels outermost, the most rows of
+/// {4, 3, 2, 1} dividing M (no tail loop), the most of the panel's vectors that fit `registers`
+/// (the whole panel on every x86 target: pack-dense sizes panels for its register file).
+/// `lanes` as densePackedLanes gives them.
+Knobs densePackedDefaultKnobs(const DensePackedShape& s, int lanes, int registers);
 /// Whether annotation `knobs` fits the shape: 1 ≤ mi ≤ M, nv·lanes dividing P, po 0 or 1, and the
 /// register tile (mi·nv accumulators, nv panel vectors and one broadcast) within `registers`.
 bool densePackedAnnotationFits(const DensePackedShape& s, const Knobs& knobs, int lanes, int registers);

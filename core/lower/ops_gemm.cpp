@@ -14,15 +14,16 @@
 // enough loads in flight. Lane sums change the summation order (within float reassociation).
 //
 // dense_packed, the same product with w packed at compile time (passes/pack_dense.h) into column
-// panels [N/P, K, P], P = nv·L: the outer-product tile of matmul below, on a panel that is one
-// contiguous stream (no lane sums, no 4 KiB-strided rows sharing L1 sets):
+// panels [N/P, K, P], P = nv·L: an outer-product tile on a panel that is one contiguous stream
+// (no lane sums, no 4 KiB-strided rows sharing L1 sets):
 //
 //   parallel (panel, m-tile)                   panel outer: consecutive row tiles reuse one panel
-//     acc[r][v] = 0;  for k: acc[r][v] += broadcast(x[m0 + r, k]) · w[panel, k, v·L : +L]
-//     y[m0 + r, panel·P + v·L : +L] = epilogue(acc[r][v] + b[...])
+//     acc[r][v] = b[...];  for k: acc[r][v] += broadcast(x[m0 + r, k]) · w[panel, k, v·L : +L]
+//     y[m0 + r, panel·P + v·L : +L] = epilogue(acc[r][v])
 //
-// That is its default; a tuned configuration of its key schedules the plain nest of
-// gemm_search.h instead, as for matmul.
+// It has no hand-written builder: every dense_packed kernel is the sketch of gemm_search.h applied
+// to its plain nest by schedule primitives, with a tuned configuration's annotation or trace, else
+// the default annotation (that tile).
 //
 // matmul, a [..., M, K] · b [..., K, N]: b is contiguous along N, so the tile vectorizes the
 // output columns: acc[r][v] += broadcast(a[m0 + r, k]) · b[k, n0 + v·L : +L], with the columns
@@ -296,69 +297,33 @@ Stmt lowerDensePacked(const OpContext& ctx) {
   ctx.requireFloat();
   const Shape& xs = ctx.inTypes[0].shape;
   const Shape& ws = ctx.inTypes[1].shape;  // [N/P, K, P]
-  const int64_t panels = ws[0], k = ws[1], width = ws[2], n = panels * width;
   Shape leading(xs.begin(), xs.end() - 1);
-  int64_t m = 1;
-  for (int64_t d : leading) m *= d;
-  // pack-dense makes panels of whole target vectors; a hand-written pipeline may pack narrower
-  // ones (pack-dense{lanes=2}): those take the widest vectors that divide them.
-  int lanes = laneCount(ctx);
-  while (width % lanes != 0) lanes /= 2;
-  const int vecs = static_cast<int>(width / lanes);
+  DensePackedShape s{1, ws[1], ws[0] * ws[2], ws[2], ctx.in.size() == 3};
+  for (int64_t d : leading) s.m *= d;
+  const int lanes = densePackedLanes(s, laneCount(ctx));
+  const int registers = ctx.options.vectorRegisters;
+  PrimFunc plain;
+  plain.name = "dense_packed";
+  plain.params = {ctx.in[0], ctx.in[1]};
+  if (s.bias) plain.params.push_back(ctx.in[2]);
+  plain.params.push_back(ctx.out[0]);
+  plain.body = densePackedPlainNest(s, ctx.in[0], ctx.in[1], s.bias ? ctx.in[2] : nullptr, ctx.out[0]);
+  auto sketch = [&](Schedule& sched, const Knobs& kn) { applyDensePackedSketch(sched, s, kn, lanes, registers); };
   ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
-  if (!ctx.tuneKey.empty()) {
-    DensePackedShape s{m, k, n, width, ctx.in.size() == 3};
-    PrimFunc plain;
-    plain.name = "dense_packed";
-    plain.params = {ctx.in[0], ctx.in[1]};
-    if (s.bias) plain.params.push_back(ctx.in[2]);
-    plain.params.push_back(ctx.out[0]);
-    plain.body = densePackedPlainNest(s, ctx.in[0], ctx.in[1], s.bias ? ctx.in[2] : nullptr, ctx.out[0]);
-    const int registers = ctx.options.vectorRegisters;
-    Stmt tuned = tunedBySketch(
-        ctx, std::move(plain), [&](const Knobs& kn) { return densePackedAnnotationFits(s, kn, lanes, registers); },
-        [&](Schedule& sched, const Knobs& kn) { applyDensePackedSketch(sched, s, kn, lanes, registers); });
-    if (tuned.defined()) return ctx.epilogue ? epilogueAtStores(ctx, tuned, leading, n) : tuned;
+  Stmt nest;
+  if (!ctx.tuneKey.empty())
+    nest = tunedBySketch(
+        ctx, plain, [&](const Knobs& kn) { return densePackedAnnotationFits(s, kn, lanes, registers); }, sketch);
+  if (!nest.defined()) {
+    // Untuned (or an f64 product, which has no key): the sketch with its default annotation.
+    Knobs knobs = densePackedDefaultKnobs(s, lanes, registers);
+    Schedule sched(std::move(plain));
+    sketch(sched, knobs);
+    ctx.schedule = knobsText(knobs);
+    ctx.trace = sched.trace().str();
+    nest = sched.func().body;
   }
-  GemmKnobs knobs;
-  knobs.rows = matmulHandRows(m);
-  knobs.cols = vecs;
-  ctx.schedule = knobs.str();
-  const int64_t rowTiles = m / knobs.rows;
-  Type elem = ctx.out[0]->elemType;
-
-  Expr f = Var::make("p_m");
-  Expr panel = rowTiles == 1 ? f : f / rowTiles;
-  Expr m0 = (rowTiles == 1 ? Expr(i64(0)) : f % rowTiles) * knobs.rows;
-  Buffer acc = makeBuffer("acc", elem, {int64_t{knobs.rows} * width});
-  auto slot = [&](int r, int v) { return i64(int64_t{r} * width + int64_t{v} * lanes); };
-  std::vector<Stmt> init, fmas, stores;
-  for (int r = 0; r < knobs.rows; ++r)
-    for (int v = 0; v < vecs; ++v) init.push_back(vstore(acc, slot(r, v), splat(literal(elem, 0), lanes)));
-  Expr kk = Var::make("k");
-  Expr wRow = panel * (k * width) + kk * width;
-  for (int v = 0; v < vecs; ++v) {
-    Expr wv = Var::make("w" + std::to_string(v), elem.withLanes(static_cast<uint16_t>(lanes)));
-    std::vector<Stmt> per;
-    for (int r = 0; r < knobs.rows; ++r) {
-      Expr xv = Load::make(ctx.in[0], (m0 + r) * k + kk);
-      per.push_back(vstore(acc, slot(r, v), vload(acc, slot(r, v), lanes) + splat(xv, lanes) * wv));
-    }
-    fmas.push_back(LetStmt::make(wv, vload(ctx.in[1], wRow + v * lanes, lanes), Seq::make(std::move(per))));
-  }
-  for (int r = 0; r < knobs.rows; ++r)
-    for (int v = 0; v < vecs; ++v) {
-      Expr row = m0 + r, col = panel * width + v * lanes;
-      Expr value = vload(acc, slot(r, v), lanes);
-      if (ctx.in.size() == 3) value = value + vload(ctx.in[2], col, lanes);
-      std::vector<Expr> index = rowIndex(row, leading);
-      index.push_back(vramp(col, lanes));
-      stores.push_back(vstore(ctx.out[0], row * n + col, ctx.applyEpilogue(value, index)));
-    }
-  Stmt tile = Allocate::make(acc, Seq::make({Seq::make(std::move(init)), serialFor(kk, 0, k, Seq::make(std::move(fmas))),
-                                             Seq::make(std::move(stores))}));
-  bool parallel = wantParallel(ctx.outTypes[0].numel(), k);
-  return For::make(f, i64(0), i64(panels * rowTiles), parallel ? ForKind::Parallel : ForKind::Serial, tile);
+  return ctx.epilogue ? epilogueAtStores(ctx, nest, leading, s.n) : nest;
 }
 
 // Numpy matmul with broadcast batch axes; see the file comment.

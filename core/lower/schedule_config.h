@@ -31,8 +31,8 @@
 // shapes): the heuristic's rows/cols keep the hand-written lowering; mi, nv, kt, par annotate the
 // sketch of core/lower/gemm_search.h, whose trace a record stores beside its knobs.
 // Knobs of dense_packed ("dense_packed:m=128,k=256,n=1024,p=64,b=1:f32", p the panel width
-// pack-dense chose): rows/cols are the hand-written lowering's; mi, nv, po annotate its sketch
-// (gemm_search.h), as for matmul.
+// pack-dense chose): mi, nv, po annotate its sketch (gemm_search.h), which is also its default;
+// a record of the former hand-written kernel's rows/cols builds that default.
 //
 // Lowerings validate a configuration against the workload and the target and fall back to the
 // heuristic when it does not fit, so a stale record can never produce a wrong kernel.

@@ -127,10 +127,13 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
     space.add(lower::matmulHandKnobs(s, options));
     for (Knobs& k : lower::matmulAnnotations(s, options.vectorLanes)) space.add(std::move(k));
   } else if (parts.kind == "dense_packed") {
+    // The default annotation first (what an untuned build runs), then every other that fits.
     lower::DensePackedShape s = lower::densePackedShapeOfKey(parts.params, key);
-    space.add(lower::densePackedHandKnobs(s, options.vectorLanes));
-    for (Knobs& k : lower::densePackedAnnotations(s, options.vectorLanes, options.vectorRegisters))
-      space.add(std::move(k));
+    const int lanes = lower::densePackedLanes(s, options.vectorLanes);
+    Knobs first = lower::densePackedDefaultKnobs(s, lanes, options.vectorRegisters);
+    space.add(first);
+    for (Knobs& k : lower::densePackedAnnotations(s, lanes, options.vectorRegisters))
+      if (k != first) space.add(std::move(k));
   } else {
     throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
   }
@@ -265,13 +268,10 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
   }
   if (m_kind == "dense_packed") {
     lower::DensePackedShape s = lower::densePackedShapeOfKey(m_params, m_key);
-    bool hand = !k.count("mi");
-    int64_t rows = hand ? k.at("rows") : k.at("mi"), vecs = hand ? k.at("cols") : k.at("nv");
-    int64_t panelsOuter = hand ? 1 : k.at("po");
-    int64_t width = vecs * m_options.vectorLanes, panels = s.n / s.panel;
+    int64_t rows = k.at("mi"), vecs = k.at("nv"), panelsOuter = k.at("po");
+    int64_t width = vecs * lower::densePackedLanes(s, m_options.vectorLanes), panels = s.n / s.panel;
     double parallel = static_cast<double>(panelsOuter ? panels : s.m / rows);
-    f = {static_cast<float>(hand),
-         static_cast<float>(rows),
+    f = {static_cast<float>(rows),
          static_cast<float>(vecs),
          static_cast<float>(panelsOuter),
          static_cast<float>(rows * vecs),                                   // accumulators

@@ -3,8 +3,8 @@
 // Winograd F(2×2, 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective
 // GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000, and bert_encoder's dense
 // layers over 128 and 1024 tokens (batch 1 and 8) both as dense (dot-product tile) and as -O3 runs them (pack-dense's
-// dense_packed, the outer-product tile on weight panels; dense_packed_sketch: the same tile built
-// by the schedule primitives of its sketch, core/lower/gemm_search.h),
+// dense_packed, the outer-product tile on weight panels that the schedule primitives of its
+// sketch build, core/lower/gemm_search.h),
 // next to the measured FMA peak of this machine: a JIT-compiled loop-IR kernel of independent
 // vector FMA chains, once per vector width.
 //
@@ -256,9 +256,8 @@ Compiled plainConv(const ConvShape& s) {
 }
 
 /// dense(m, k, n) with bias; `packed`: as -O3 runs it over many rows, its weights packed into
-/// panels by pack-dense (dense_packed); `knobs`: a tuning configuration of its kernel (the
-/// sketch of core/lower/gemm_search.h when it has "mi").
-Compiled dense(int64_t m, int64_t k, int64_t n, bool packed = false, const lower::Knobs& knobs = {}) {
+/// panels by pack-dense (dense_packed).
+Compiled dense(int64_t m, int64_t k, int64_t n, bool packed = false) {
   Graph g;
   ValueId x = g.addInput("x", TensorType{DType::Float32, {m, k}});
   ValueId w = g.addConstant("w", filled({n, k}, 0.f));
@@ -268,7 +267,7 @@ Compiled dense(int64_t m, int64_t k, int64_t n, bool packed = false, const lower
   if (packed && !passes::packDense(g, {lanes, passes::packDenseMaxVectors(lanes), 16}))
     std::fprintf(stderr, "dense %lld to %lld: no panel width fits, not packed\n", static_cast<long long>(k),
                  static_cast<long long>(n));
-  return compileGraph(g, {filled({m, k}, 0.f)}, 2.0 * m * k * n, knobs);
+  return compileGraph(g, {filled({m, k}, 0.f)}, 2.0 * m * k * n);
 }
 
 void runCompiled(benchmark::State& state, const std::function<Compiled()>& make, int threads) {
@@ -365,17 +364,6 @@ void registerAll() {
                   t);
         configure(benchmark::RegisterBenchmark(("dense_packed" + shape).c_str(),
                                                [m, k, n, t](benchmark::State& s) { runCompiled(s, [&] { return dense(m, k, n, true); }, t); }),
-                  t);
-        // The same register tile as the hand-written kernel (rows of 4, the panel's vectors,
-        // panels outermost), built by the sketch's schedule primitives instead.
-        const int lanes = hostOptions().vectorLanes;
-        int64_t vecs = passes::packDenseMaxVectors(lanes);
-        while (vecs > 1 && n % (vecs * lanes) != 0) --vecs;  // pack-dense's panel
-        lower::Knobs tile{{"mi", lower::matmulHandRows(m)}, {"nv", vecs}, {"po", 1}};
-        configure(benchmark::RegisterBenchmark(("dense_packed_sketch" + shape).c_str(),
-                                               [m, k, n, t, tile](benchmark::State& s) {
-                                                 runCompiled(s, [&] { return dense(m, k, n, true, tile); }, t);
-                                               }),
                   t);
       }
 }

@@ -365,8 +365,10 @@ TEST(DensePackedSearch, KeysAndThePlainNest) {
       "}\n");
   PrimFunc f = lowerNode(g, 0, "f");
   EXPECT_EQ(f.attrs.at("tune_key"), "dense_packed:m=6,k=20,n=24,p=8,b=1:f32");
-  EXPECT_EQ(f.attrs.at("schedule"), "cols=1,rows=3");  // the hand-written tile, no trace
-  EXPECT_EQ(f.attrs.count("trace"), 0u);
+  // Untuned: the sketch with its default annotation (3 rows divide 6, the panel's one vector).
+  EXPECT_EQ(f.attrs.at("schedule"), "mi=3,nv=1,po=1");
+  ASSERT_EQ(f.attrs.count("trace"), 1u);
+  EXPECT_EQ(f.attrs.at("trace"), sketchTrace(f.attrs.at("tune_key"), {{"mi", 3}, {"nv", 1}, {"po", 1}}, 8, 16).str());
   std::string key = f.attrs.at("tune_key");
   DensePackedShape s = densePackedShapeOfKey(parseTuneKey(key).params, key);
   EXPECT_EQ(densePackedTuneKey(s, DType::Float32), key);
@@ -427,9 +429,48 @@ TEST(DensePackedSearch, SketchTracesReplayVerifyAndAgree) {
   EXPECT_THROW(sketchTrace("dense:m=1,k=2,n=3:f32", {{"mi", 1}}, 8, 16), Error);
 }
 
+// Every dense_packed kernel is the sketch: untuned ones take the default annotation, whatever
+// their panels (whole vectors, narrower ones packed by pack-dense{lanes=4}, scalar ones by
+// pack-dense{lanes=1}), rows (tails or not) and bias, in the interpreter and as JIT code.
+TEST(DensePackedSearch, DefaultScheduleOnEveryPanelWidth) {
+  LowerOptions options;  // 8 lanes, 16 registers
+  struct Case {
+    int64_t m, k, n, panel;
+    bool bias;
+    const char* schedule;
+  };
+  for (const Case& c : {Case{8, 20, 32, 16, true, "mi=4,nv=2,po=1"}, Case{6, 9, 24, 12, false, "mi=3,nv=3,po=1"},
+                        Case{5, 7, 9, 3, true, "mi=1,nv=3,po=1"}, Case{64, 33, 48, 24, true, "mi=4,nv=3,po=1"}}) {
+    DensePackedShape s{c.m, c.k, c.n, c.panel, c.bias};
+    std::string key = densePackedTuneKey(s, DType::Float32);
+    SCOPED_TRACE(key);
+    std::string text = "graph(%x: f32[" + std::to_string(c.m) + "," + std::to_string(c.k) + "], %w: f32[" +
+                       std::to_string(c.n / c.panel) + "," + std::to_string(c.k) + "," + std::to_string(c.panel) + "]" +
+                       (c.bias ? ", %b: f32[" + std::to_string(c.n) + "]" : std::string()) + ") {\n  %y = dense_packed(%x, %w" +
+                       (c.bias ? ", %b" : "") + ") : f32[" + std::to_string(c.m) + "," + std::to_string(c.n) +
+                       "]\n  return %y\n}\n";
+    Graph g = parseGraph(text);
+    LoweredModule module = lowerGraph(g, options);
+    ASSERT_EQ(module.funcs.size(), 1u);
+    const PrimFunc& f = module.funcs[0];
+    EXPECT_EQ(f.attrs.at("tune_key"), key);
+    EXPECT_EQ(f.attrs.at("schedule"), c.schedule);
+    ASSERT_EQ(f.attrs.count("trace"), 1u);
+    EXPECT_EQ(tir::verifyPrimFunc(f), std::vector<std::string>{});
+    runtime::Tensor xt = randomTensor({c.m, c.k}, 1), wt = randomTensor({c.n / c.panel, c.k, c.panel}, 2),
+                    bt = randomTensor({c.n}, 3);
+    std::vector<float> b = toVector(bt);
+    std::vector<float> want = densePackedReference(s, toVector(xt), toVector(wt), c.bias ? &b : nullptr);
+    std::vector<runtime::Tensor> inputs = {xt, wt};
+    if (c.bias) inputs.push_back(bt);
+    for (Engine e : {Engine::Interpreter, Engine::Jit})
+      EXPECT_TRUE(allClose(evalModule(module, inputs, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+  }
+}
+
 // A tuned dense_packed lowers through the sketch (knobs) or a record's trace, with a fused
 // epilogue applied at the tile's write-back, in the interpreter and as JIT code; knobs that do
-// not fit keep the hand tile.
+// not fit build the default annotation.
 TEST(DensePackedSearch, TunedLoweringRunsWithAnEpilogue) {
   Graph fused = parseGraph(
       "graph(%x: f32[3,7,20], %w: f32[2,20,16], %b: f32[32]) {\n"
@@ -481,9 +522,9 @@ TEST(DensePackedSearch, TunedLoweringRunsWithAnEpilogue) {
   auto configs = std::make_shared<ScheduleConfigs>();
   configs->byKey[key] = Knobs{{"mi", 4}, {"nv", 3}, {"po", 1}};  // 24 lanes do not divide the panel
   options.schedules = configs;
-  PrimFunc hand = lowerGraph(fused, options).funcs[0];
-  EXPECT_EQ(hand.attrs.count("trace"), 0u);
-  EXPECT_EQ(hand.attrs.at("schedule"), "cols=2,rows=3");
+  PrimFunc fallback = lowerGraph(fused, options).funcs[0];
+  EXPECT_EQ(fallback.attrs.at("schedule"), "mi=3,nv=2,po=1");
+  EXPECT_EQ(fallback.attrs.at("trace"), sketchTrace(key, {{"mi", 3}, {"nv", 2}, {"po", 1}}, 8, 16).str());
 }
 
 }  // namespace

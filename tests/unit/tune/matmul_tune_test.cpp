@@ -1,5 +1,6 @@
 // Tuning matmul and dense_packed (core/lower/gemm_search.h through core/tune): the task's key, FLOPs, graph and
-// space (the hand-written schedule first, then the sketch's annotations), records carrying a
+// space (the default schedule first: the hand-written one for matmul, the default annotation for
+// dense_packed; then the sketch's annotations), records carrying a
 // trace (round trip, old knob-only records still read, a trace that does not parse refused with
 // one line), and the tuning loop over an in-process measurer that JIT-compiles and times each
 // candidate for real, whose records' traces build kernels that compute the product.
@@ -41,7 +42,7 @@ const tir::PrimFunc& keyedKernel(const lower::LoweredModule& m, const std::strin
 
 /// The key's task graph builds a kernel with that key; extraction finds it as one task of `kind`
 /// whose default knobs are the kernel's schedule, which is point 0 of the key's space (the tuner's
-/// baseline, the hand-written lowering); every point's features have one length.
+/// baseline, the untuned schedule); every point's features have one length.
 ConfigSpace checkTaskAndSpace(const std::string& key, const std::string& kind, double flops) {
   EXPECT_DOUBLE_EQ(taskFlops(key), flops);
   Graph g = taskGraph(key);
