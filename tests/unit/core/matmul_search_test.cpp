@@ -525,6 +525,9 @@ TEST(DensePackedSearch, TunedLoweringRunsWithAnEpilogue) {
   PrimFunc fallback = lowerGraph(fused, options).funcs[0];
   EXPECT_EQ(fallback.attrs.at("schedule"), "mi=3,nv=2,po=1");
   EXPECT_EQ(fallback.attrs.at("trace"), sketchTrace(key, {{"mi", 3}, {"nv", 2}, {"po", 1}}, 8, 16).str());
+  // A record of the former hand-written kernel (rows/cols) builds the default annotation, its tile.
+  configs->byKey[key] = Knobs{{"rows", 3}, {"cols", 2}};
+  EXPECT_EQ(tir::print(lowerGraph(fused, options).funcs[0]), tir::print(fallback));
 }
 
 }  // namespace
