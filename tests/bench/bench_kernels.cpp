@@ -4,7 +4,8 @@
 // GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000, and bert_encoder's dense
 // layers over 128 and 1024 tokens (batch 1 and 8) both as dense (dot-product tile) and as -O3 runs them (pack-dense's
 // dense_packed, the outer-product tile on weight panels that the schedule primitives of its
-// sketch build, core/lower/gemm_search.h),
+// sketch build, core/lower/gemm_search.h), the feed-forward layers' dense_packed_gelu (an exact
+// GELU fused at the tile's write-back) and that GELU alone over their 1024 × 1024 activation,
 // next to the measured FMA peak of this machine: a JIT-compiled loop-IR kernel of independent
 // vector FMA chains, once per vector width.
 //
@@ -32,12 +33,12 @@
 #include "codegen/llvm/jit.h"
 #include "codegen/target.h"
 #include "core/ir/graph.h"
-#include "core/lower/gemm_search.h"
 #include "core/lower/lower.h"
 #include "core/lower/peak_kernels.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
 #include "core/passes/alter_layout.h"
+#include "core/passes/fuse_ops.h"
 #include "core/passes/pack_dense.h"
 #include "core/tir/stmt.h"
 #include "runtime/graph_executor.h"
@@ -256,18 +257,24 @@ Compiled plainConv(const ConvShape& s) {
 }
 
 /// dense(m, k, n) with bias; `packed`: as -O3 runs it over many rows, its weights packed into
-/// panels by pack-dense (dense_packed).
-Compiled dense(int64_t m, int64_t k, int64_t n, bool packed = false) {
+/// panels by pack-dense (dense_packed); `gelu`: followed by an exact GELU fused into its kernel
+/// (a transformer's feed-forward layer), applied where each register tile is written back.
+Compiled dense(int64_t m, int64_t k, int64_t n, bool packed = false, bool gelu = false) {
   Graph g;
   ValueId x = g.addInput("x", TensorType{DType::Float32, {m, k}});
   ValueId w = g.addConstant("w", filled({n, k}, 0.f));
   ValueId b = g.addConstant("b", filled({n}, 0.f));
-  g.setOutputs({g.add("dense", {x, w, b})});
+  ValueId y = g.add("dense", {x, w, b});
+  g.setOutputs({gelu ? g.add("gelu", {y}) : y});
   const int lanes = hostOptions().vectorLanes;
   if (packed && !passes::packDense(g, {lanes, passes::packDenseMaxVectors(lanes), 16}))
     std::fprintf(stderr, "dense %lld to %lld: no panel width fits, not packed\n", static_cast<long long>(k),
                  static_cast<long long>(n));
-  return compileGraph(g, {filled({m, k}, 0.f)}, 2.0 * m * k * n);
+  if (gelu) passes::fuseOps(g);
+  // Inputs of one sign and size (the GELU's polynomial branch and its exp branch both run).
+  runtime::Tensor input = filled({m, k}, 0.f);
+  for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
+  return compileGraph(g, {input}, 2.0 * m * k * n);
 }
 
 void runCompiled(benchmark::State& state, const std::function<Compiled()>& make, int threads) {
@@ -355,6 +362,22 @@ void registerAll() {
       configure(benchmark::RegisterBenchmark(("dense/m" + std::to_string(m) + "_2048to1000/threads:" + std::to_string(t)).c_str(),
                                              [m, t](benchmark::State& s) { runCompiled(s, [&] { return dense(m, 2048, 1000); }, t); }),
                 t);
+  // An exact GELU alone over the feed-forward activation of bert_encoder at batch 8 (1024 × 1024):
+  // what the epilogue of dense_packed_gelu costs by itself.
+  for (int t : {1, 2})
+    configure(benchmark::RegisterBenchmark(("gelu/1024x1024/threads:" + std::to_string(t)).c_str(),
+                                           [t](benchmark::State& s) {
+                                             runCompiled(s, [] {
+                                               Graph g;
+                                               ValueId x = g.addInput("x", TensorType{DType::Float32, {1024, 1024}});
+                                               g.setOutputs({g.add("gelu", {x})});
+                                               runtime::Tensor input = filled({1024, 1024}, 0.f);
+                                               for (int64_t i = 0; i < input.numel(); ++i)
+                                                 input.data<float>()[i] = static_cast<float>(i % 7) * 0.25f - 0.75f;
+                                               return compileGraph(g, {input}, 1024.0 * 1024);
+                                             }, t);
+                                           }),
+              t);
   for (int64_t m : {128, 1024})
     for (auto [k, n] : {std::pair<int64_t, int64_t>{256, 1024}, {1024, 256}, {256, 256}})
       for (int t : {1, 2}) {
@@ -365,6 +388,12 @@ void registerAll() {
         configure(benchmark::RegisterBenchmark(("dense_packed" + shape).c_str(),
                                                [m, k, n, t](benchmark::State& s) { runCompiled(s, [&] { return dense(m, k, n, true); }, t); }),
                   t);
+        if (k < n)  // the feed-forward layer's first half
+          configure(benchmark::RegisterBenchmark(("dense_packed_gelu" + shape).c_str(),
+                                                 [m, k, n, t](benchmark::State& s) {
+                                                   runCompiled(s, [&] { return dense(m, k, n, true, true); }, t);
+                                                 }),
+                    t);
       }
 }
 
