@@ -16,15 +16,20 @@ llvm::Value* mulAdd(llvm::IRBuilderBase& b, llvm::Value* a, llvm::Value* m, llvm
   return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {a->getType()}, {a, m, c});
 }
 
-}  // namespace
-
-llvm::Value* emitVectorExpF32(llvm::IRBuilderBase& b, llvm::Value* x) {
+/// exp(x) for f32 vectors. `anyX`: any input (clamped so n fits, 2^n built in two halves so
+/// results underflow gradually, NaN passed through); otherwise the caller guarantees a finite x in
+/// [−87, 88] (one normal 2^n, no clamp, no NaN check: what erf's exponent needs, 8 instructions
+/// fewer).
+llvm::Value* expF32(llvm::IRBuilderBase& b, llvm::Value* x, bool anyX) {
   llvm::Type* ft = x->getType();
   auto* vt = llvm::cast<llvm::FixedVectorType>(ft);
   llvm::Type* it = llvm::FixedVectorType::get(b.getInt32Ty(), vt->getNumElements());
-  // Beyond these, the result is +inf or 0 anyway; clamping keeps n within ±150.
-  llvm::Value* xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, splat(b, ft, -104.0));
-  xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, splat(b, ft, 88.8));
+  llvm::Value* xc = x;
+  if (anyX) {
+    // Beyond these, the result is +inf or 0 anyway; clamping keeps n within ±150.
+    xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, splat(b, ft, -104.0));
+    xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, splat(b, ft, 88.8));
+  }
   llvm::Value* n = b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, b.CreateFMul(xc, splat(b, ft, 1.44269504088896341)));
   // r = x − n·ln2 with ln2 = 0.693359375 − 2.12194440e-4 (the first part exact in 9 bits).
   llvm::Value* r = mulAdd(b, n, splat(b, ft, -0.693359375), xc);
@@ -35,18 +40,23 @@ llvm::Value* emitVectorExpF32(llvm::IRBuilderBase& b, llvm::Value* x) {
     p = mulAdd(b, p, r, splat(b, ft, c));
   llvm::Value* r2 = b.CreateFMul(r, r);
   llvm::Value* y = b.CreateFAdd(mulAdd(b, p, r2, r), splat(b, ft, 1.0));
-  // 2^n = 2^(n/2) · 2^(n − n/2), each a normal number built from its biased exponent.
-  llvm::Value* ni = b.CreateFPToSI(n, it);
-  llvm::Value* n1 = b.CreateAShr(ni, 1);
-  llvm::Value* n2 = b.CreateSub(ni, n1);
   auto pow2 = [&](llvm::Value* e) {
     llvm::Value* bits = b.CreateShl(b.CreateAdd(e, llvm::ConstantInt::get(it, 127)), 23);
     return b.CreateBitCast(bits, ft);
   };
+  llvm::Value* ni = b.CreateFPToSI(n, it);
+  if (!anyX) return b.CreateFMul(y, pow2(ni));
+  // 2^n = 2^(n/2) · 2^(n − n/2), each a normal number built from its biased exponent.
+  llvm::Value* n1 = b.CreateAShr(ni, 1);
+  llvm::Value* n2 = b.CreateSub(ni, n1);
   llvm::Value* result = b.CreateFMul(b.CreateFMul(y, pow2(n1)), pow2(n2));
   llvm::Value* isNan = b.CreateFCmpUNO(x, x);
   return b.CreateSelect(isNan, x, result);
 }
+
+}  // namespace
+
+llvm::Value* emitVectorExpF32(llvm::IRBuilderBase& b, llvm::Value* x) { return expF32(b, x, true); }
 
 llvm::Value* emitVectorTanhF32(llvm::IRBuilderBase& b, llvm::Value* x) {
   llvm::Type* ft = x->getType();
@@ -79,19 +89,22 @@ llvm::Value* emitVectorErfF32(llvm::IRBuilderBase& b, llvm::Value* x) {
       x, horner(z, {7.853861462e-05, -8.010193706e-04, 5.188327748e-03, -2.685381286e-02, 1.128358543e-01,
                     -3.761262596e-01, 1.128379107e+00}));
   // 1 ≤ |x| ≤ 4: 1 − exp(L(a) − a²) with a² = hi + lo exactly.
+  // a = min(|x|, 4) as a compare and select (one vminps; NaN gives 4, handled at the end).
   llvm::Value* a = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-  a = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, a, splat(b, ft, 4.0));
+  a = b.CreateSelect(b.CreateFCmpOLT(a, splat(b, ft, 4.0)), a, splat(b, ft, 4.0));
   llvm::Value* u = b.CreateFSub(a, splat(b, ft, 2.5));
   llvm::Value* l = horner(u, {1.599815505e-06, -1.330170653e-05, 7.745493349e-05, -4.201731354e-04,
                               2.165081445e-03, -1.085848734e-02, 5.610639229e-02, -3.526806831e-01,
                               -1.556815267e+00});
   llvm::Value* hi = b.CreateFMul(a, a);
   llvm::Value* lo = b.CreateIntrinsic(llvm::Intrinsic::fma, {ft}, {a, a, b.CreateFNeg(hi)});
-  llvm::Value* e = emitVectorExpF32(b, b.CreateFSub(b.CreateFSub(l, hi), lo));
+  // The exponent L(a) − a² lies in [−18, −1.8] for a in [1, 4] (and in [−1.9, 0.001] for the
+  // lanes of the other branch, a < 1): the exp of a known finite range.
+  llvm::Value* e = expF32(b, b.CreateFSub(b.CreateFSub(l, hi), lo), false);
   llvm::Value* large = b.CreateFSub(splat(b, ft, 1.0), e);
   large = b.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, large, x);
   llvm::Value* result = b.CreateSelect(b.CreateFCmpOLT(a, splat(b, ft, 1.0)), small, large);
-  // minnum(NaN, 4) is 4: keep NaN explicitly (small is NaN too, but the compare is false).
+  // NaN became a = 4: keep it explicitly (small is NaN too, but the compare is false).
   return b.CreateSelect(b.CreateFCmpUNO(x, x), x, result);
 }
 

@@ -12,7 +12,9 @@
 //            the coefficients to float); 1 ≤ |x|: sign(x)·(1 − exp(−x² + L(|x|))), where
 //            L(a) = log(erfc(a)·e^{a²}) is smooth and a degree-8 polynomial in a − 2.5 fits it on
 //            [1, 4] within 1.2e-8 (minimax, absolute); x² is split exactly (hi + lo by an FMA) so
-//            the exponent carries no rounding of x². |x| is clamped to 4 (erf(4) rounds to 1 in
+//            the exponent carries no rounding of x²; that exponent lies in [−18, 0], so its exp
+//            skips the general clamps, NaN check and split 2^n (GELU 1.2–1.3× faster in
+//            bench_kernels' gelu row). |x| is clamped to 4 (erf(4) rounds to 1 in
 //            f32), so ±inf give ±1; NaN passes through, ±0 and denormals keep their sign and
 //            value (x·P(0)). Measured against libm over a dense sweep of [−5, 5] and special
 //            values (tests/unit/codegen/vector_math_test.cpp): max |error| 1.19e-7 (2 ulp of the
