@@ -133,7 +133,8 @@ std::vector<Expr> rowIndex(const Expr& m, const Shape& leading) {
 
 /// The tuned, primitive-scheduled kernel of `ctx.tuneKey` (a matmul or dense_packed key,
 /// gemm_search.h), or an undefined Stmt when no configuration selects one (or its knobs do not
-/// fit the shape: the hand-written lowering takes over). `plain` holds the op's plain nest over
+/// fit the shape: the caller's default takes over, matmul's hand-written lowering or
+/// dense_packed's default annotation). `plain` holds the op's plain nest over
 /// the kernel's buffers; `fits` and `sketch` check and apply an annotation. A recorded trace that
 /// does not replay, or fitting knobs a primitive refuses, are refused with one line naming the
 /// key (a candidate must never be timed as another schedule).
