@@ -440,7 +440,8 @@ TEST(DensePackedSearch, DefaultScheduleOnEveryPanelWidth) {
     const char* schedule;
   };
   for (const Case& c : {Case{8, 20, 32, 16, true, "mi=4,nv=2,po=1"}, Case{6, 9, 24, 12, false, "mi=3,nv=3,po=1"},
-                        Case{5, 7, 9, 3, true, "mi=1,nv=3,po=1"}, Case{64, 33, 48, 24, true, "mi=4,nv=3,po=1"}}) {
+                        Case{5, 7, 9, 3, true, "mi=1,nv=3,po=1"}, Case{64, 33, 48, 24, true, "mi=4,nv=3,po=1"},
+                        Case{128, 40, 64, 16, true, "mi=4,nv=2,po=1"}}) {
     DensePackedShape s{c.m, c.k, c.n, c.panel, c.bias};
     std::string key = densePackedTuneKey(s, DType::Float32);
     SCOPED_TRACE(key);
@@ -456,6 +457,8 @@ TEST(DensePackedSearch, DefaultScheduleOnEveryPanelWidth) {
     EXPECT_EQ(f.attrs.at("tune_key"), key);
     EXPECT_EQ(f.attrs.at("schedule"), c.schedule);
     ASSERT_EQ(f.attrs.count("trace"), 1u);
+    // Threads only where the product is worth them (8192 outputs here), as every kernel.
+    EXPECT_EQ(f.attrs.at("trace").find("parallel") != std::string::npos, c.m * c.n >= 4096) << f.attrs.at("trace");
     EXPECT_EQ(tir::verifyPrimFunc(f), std::vector<std::string>{});
     runtime::Tensor xt = randomTensor({c.m, c.k}, 1), wt = randomTensor({c.n / c.panel, c.k, c.panel}, 2),
                     bt = randomTensor({c.n}, 3);
@@ -465,6 +468,36 @@ TEST(DensePackedSearch, DefaultScheduleOnEveryPanelWidth) {
     if (c.bias) inputs.push_back(bt);
     for (Engine e : {Engine::Interpreter, Engine::Jit})
       EXPECT_TRUE(allClose(evalModule(module, inputs, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+  }
+}
+
+// A dense_packed over f64 (a hand-written graph; pack-dense makes only f32 ones) has no tuning key:
+// it takes the default annotation on vectors of half the lanes.
+TEST(DensePackedSearch, DefaultScheduleWithoutAKey) {
+  Graph g = parseGraph(
+      "graph(%x: f64[6,5], %w: f64[2,5,8], %b: f64[16]) {\n"
+      "  %y = dense_packed(%x, %w, %b) : f64[6,16]\n"
+      "  return %y\n"
+      "}\n");
+  LoweredModule module = lowerGraph(g, LowerOptions{});  // 8 f32 lanes: 4 f64 lanes
+  ASSERT_EQ(module.funcs.size(), 1u);
+  const PrimFunc& f = module.funcs[0];
+  EXPECT_EQ(f.attrs.count("tune_key"), 0u);
+  EXPECT_EQ(f.attrs.at("schedule"), "mi=3,nv=2,po=1");
+  EXPECT_EQ(tir::verifyPrimFunc(f), std::vector<std::string>{});
+  runtime::Tensor x = runtime::Tensor::zeros(DType::Float64, {6, 5}), w = runtime::Tensor::zeros(DType::Float64, {2, 5, 8}),
+                  b = runtime::Tensor::zeros(DType::Float64, {16});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<double>()[i] = 0.1 * static_cast<double>(i % 7) - 0.3;
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<double>()[i] = 0.05 * static_cast<double>(i % 11) - 0.2;
+  for (int64_t i = 0; i < b.numel(); ++i) b.data<double>()[i] = 0.01 * static_cast<double>(i);
+  for (Engine e : {Engine::Interpreter, Engine::Jit}) {
+    runtime::Tensor y = evalModule(module, {x, w, b}, e)[0];
+    for (int64_t i = 0; i < 6; ++i)
+      for (int64_t n = 0; n < 16; ++n) {
+        double want = b.data<double>()[n];
+        for (int64_t k = 0; k < 5; ++k) want += x.data<double>()[i * 5 + k] * w.data<double>()[((n / 8) * 5 + k) * 8 + n % 8];
+        EXPECT_NEAR(y.data<double>()[i * 16 + n], want, 1e-12) << (e == Engine::Jit ? "jit " : "interp ") << i << "," << n;
+      }
   }
 }
 
