@@ -53,11 +53,12 @@ std::vector<std::string> hintsFor(const DoctorReport& r, bool controlFlow) {
     return op.status == "unsupported" && (op.kind == "prim::If" || op.kind == "prim::Loop");
   });
   if (controlUnsupported || anyMessage(r, "data-dependent"))
-    hints.push_back("this model is scripted with data-dependent control flow: trace it instead "
-                    "(torch.jit.trace(model.eval(), example_inputs)) so the branches taken for your shapes are recorded");
+    hints.push_back("this model is scripted with control flow Kiln cannot compile (shapes that depend on the data): "
+                    "trace it instead (torch.jit.trace(model.eval(), example_inputs)) so the branches taken for your "
+                    "inputs are recorded");
   else if (controlFlow)
-    hints.push_back("the model is scripted; its control flow depends only on shapes and was resolved at import "
-                    "for these input shapes (other shapes are imported again)");
+    hints.push_back("the model is scripted: branches and loops on shapes were resolved at import for these input "
+                    "shapes (other shapes are imported again); those on tensor values compile to if/loop nodes");
   if (anyMessage(r, "training mode")) hints.push_back("call model.eval() before exporting: training-mode ops cannot be compiled");
   if (anyMessage(r, "boolean-mask"))
     hints.push_back("boolean-mask indexing has a data-dependent shape: use torch.where or masked_fill instead");

@@ -50,6 +50,10 @@ Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const Build
                   ErrorKind::Usage);
     auto start = std::chrono::steady_clock::now();
     Lowered lowered = lowerFor(*model, options);
+    // Before anything is written: a module's graph.txt holds no sub-plans yet.
+    if (!lowered.module.plan.regions.empty())
+      throw Error("this model has control flow (if/loop), which exported modules cannot hold yet; run it with `kiln run`",
+                  ErrorKind::Unsupported);
     prepareDirectory(outPath);
     const fs::path dir(outPath);
 

@@ -246,7 +246,8 @@ json toJson(const profiler::ProfileRecord& p) {
                    {"flops", o.flops},
                    {"bytes", o.bytes},
                    {"start_us", o.startUs},
-                   {"duration_us", o.durationUs}});
+                   {"duration_us", o.durationUs},
+                   {"parent", o.parent}});
   return {{"batch", p.batch},   {"repeat", p.repeat},      {"ops", std::move(ops)},
           {"end_to_end", toJson(p.endToEnd)}, {"sum_ms", p.sumMs}, {"sum_mean_ms", p.sumMeanMs}};
 }
@@ -273,6 +274,7 @@ profiler::ProfileRecord profileRecordFromJson(const json& j) {
     r.bytes = o.at("bytes").get<double>();
     r.startUs = o.at("start_us").get<double>();
     r.durationUs = o.at("duration_us").get<double>();
+    r.parent = o.value("parent", -1);
     p.ops.push_back(std::move(r));
   }
   p.endToEnd = timingFromJson(j.at("end_to_end"));

@@ -34,6 +34,20 @@ std::pair<passes::Pipeline, passes::Pipeline> split(const passes::Pipeline& pipe
   return parts;
 }
 
+OptimizedGraph runGraphPasses(Graph graph, const CompileOptions& options, const passes::Pipeline& pipeline);
+
+/// The sub-graphs of if/loop nodes go through the same graph passes, as graphs of their own
+/// (their inputs and output types stay; what the passes did is not reported per region).
+void optimizeRegions(Graph& graph, const CompileOptions& options, const passes::Pipeline& pipeline) {
+  for (NodeId n = 0; n < static_cast<NodeId>(graph.nodes().size()); ++n) {
+    if (graph.node(n).regions.empty()) continue;
+    std::vector<Region> optimized;
+    for (const Region& r : graph.node(n).regions)
+      optimized.push_back(std::make_shared<const Graph>(runGraphPasses(*r, options, pipeline).graph));
+    graph.setRegions(n, std::move(optimized));
+  }
+}
+
 OptimizedGraph runGraphPasses(Graph graph, const CompileOptions& options, const passes::Pipeline& pipeline) {
   passes::PassManagerOptions pm;
   pm.verify = options.verify;
@@ -43,6 +57,7 @@ OptimizedGraph runGraphPasses(Graph graph, const CompileOptions& options, const 
   pm.schedules = options.lower.schedules;
   OptimizedGraph o{std::move(graph), {}, passes::printPipeline(pipeline)};
   o.passes = passes::PassManager(split(pipeline).first, pm).run(o.graph);
+  optimizeRegions(o.graph, options, pipeline);
   return o;
 }
 

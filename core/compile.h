@@ -3,8 +3,10 @@
 // compile through here; nothing else strings the stages together.
 //
 //   1. graph passes    the -O level's pipeline, or --passes (core/passes): simplification,
-//                      constant and batch-norm folding, NCHW[x]c layout, fusion
-//   2. lowering        operators and fused groups → loop-IR kernels and a runtime plan
+//                      constant and batch-norm folding, NCHW[x]c layout, fusion; then the same
+//                      pipeline on each sub-graph of an if/loop node
+//   2. lowering        operators and fused groups → loop-IR kernels and a runtime plan (if/loop
+//                      nodes → calls of sub-plans)
 //                      (core/lower): each kernel's schedule is chosen here, by the heuristic
 //                      or from tuned knobs (LowerOptions::schedules)
 //   3. loop-IR passes  per kernel, the pipeline's loop-IR part (fast-math, bounds-check, ...)

@@ -19,7 +19,7 @@ const std::set<std::string>& oneFlopOps() {
   static const auto* s = new std::set<std::string>{
       "relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp",        "log",
       "sqrt", "rsqrt",   "neg",  "abs",  "erf",       "gelu",        "leaky_relu", "clamp",
-      "add",  "sub",     "mul",  "div",  "maximum",   "minimum",     "pow"};
+      "add",  "sub",     "mul",  "div",  "maximum",   "minimum",     "pow", "remainder"};
   return *s;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,32 @@ std::string joinOps(const std::vector<std::string>& ops, const std::string& sepa
   for (size_t i = 0; i < ops.size(); ++i) s += (i ? separator : "") + ops[i];
   return s;
 }
+
+namespace {
+
+/// The graph each sub-plan executor was lowered from: an If/Loop call's first output names its
+/// node, whose regions pair with the call's sub-plans in order.
+void mapRegionGraphs(const core::Graph& graph, const runtime::GraphExecutor& executor,
+                     std::map<const runtime::GraphExecutor*, const core::Graph*>& out) {
+  std::map<std::string, core::ValueId> byName;
+  for (core::ValueId v = 0; v < static_cast<core::ValueId>(graph.values().size()); ++v)
+    byName.emplace(graph.value(v).name, v);
+  const runtime::GraphPlan& plan = executor.plan();
+  for (const runtime::KernelCall& call : plan.calls) {
+    if (call.regions.empty() || call.numOutputs < 1) continue;
+    auto it = byName.find(plan.slots[call.args[call.args.size() - call.numOutputs]].name);
+    if (it == byName.end() || graph.value(it->second).producer < 0) continue;
+    const core::Node& node = graph.node(graph.value(it->second).producer);
+    if (node.regions.size() != call.regions.size()) continue;
+    for (size_t r = 0; r < call.regions.size(); ++r) {
+      const runtime::GraphExecutor* sub = executor.regions().at(call.regions[r]).get();
+      out[sub] = node.regions[r].get();
+      mapRegionGraphs(*node.regions[r], *sub, out);
+    }
+  }
+}
+
+}  // namespace
 
 ProfileRecord profileExecutor(runtime::GraphExecutor& executor, const core::Graph& graph,
                               const ProfileOptions& options) {
@@ -82,16 +109,69 @@ ProfileRecord profileExecutor(runtime::GraphExecutor& executor, const core::Grap
     sumUs += op.timeUs;
     profile.ops.push_back(std::move(op));
   }
+
+  // Calls inside if/loop calls: their totals per pass (a loop body's calls over all iterations),
+  // placed one after another inside their top-level call in the timeline.
+  const std::vector<runtime::NestedCall>& nested = debug.nestedCalls();
+  std::map<const runtime::GraphExecutor*, const core::Graph*> regionGraphs;
+  mapRegionGraphs(graph, executor, regionGraphs);
+  std::map<const runtime::GraphExecutor*, std::vector<CallCost>> regionCosts;
+  std::map<int, double> offsetInParent;
+  for (size_t k = 0; k < nested.size(); ++k) {
+    const runtime::NestedCall& n = nested[k];
+    std::vector<double> samples, runs;
+    for (const auto& r : repeats) {
+      samples.push_back(r.nestedUs[k]);
+      runs.push_back(static_cast<double>(r.nestedRuns[k]));
+    }
+    Timing t = timingFromSamples(samples);
+    std::sort(runs.begin(), runs.end());
+    OpRecord op;
+    op.index = debug.numCalls() + static_cast<int>(k);
+    op.parent = n.topCall;
+    op.name = n.call->node.empty() ? n.call->kernel : n.call->node;
+    op.kernel = n.call->kernel;
+    op.calls = static_cast<int>(runs[runs.size() / 2]);
+    op.timeUs = t.medianMs;
+    op.meanUs = t.meanMs;
+    op.minUs = t.minMs;
+    auto graphIt = regionGraphs.find(n.executor);
+    if (graphIt != regionGraphs.end()) {
+      auto [costIt, fresh] = regionCosts.try_emplace(n.executor);
+      if (fresh) costIt->second = describeCalls(*graphIt->second, n.executor->plan());
+      const CallCost& cost = costIt->second.at(n.index);
+      op.key = cost.key;
+      op.ops = cost.ops;
+      op.outputShape = cost.outputShape;
+      op.inputShapes = cost.inputShapes;
+      op.flops = cost.flops * op.calls;
+      op.bytes = cost.bytes * op.calls;
+    }
+    // In the timeline each appears once, for its total, after the calls before it in its
+    // top-level call (a nested if/loop spans the calls after it).
+    double& offset = offsetInParent[n.topCall];
+    op.startUs = timeline.startUs[n.topCall] + offset;
+    op.durationUs = timeline.nestedUs[k];
+    if (n.call->regions.empty()) offset += op.durationUs;
+    profile.ops.push_back(std::move(op));
+  }
+
   for (OpRecord& op : profile.ops) op.percent = sumUs > 0 ? 100.0 * op.timeUs / sumUs : 0;
   profile.sumMs = sumUs / 1000.0;
   profile.sumMeanMs = 0;
-  for (const OpRecord& op : profile.ops) profile.sumMeanMs += op.meanUs / 1000.0;
+  for (const OpRecord& op : profile.ops)
+    if (op.parent < 0) profile.sumMeanMs += op.meanUs / 1000.0;
   return profile;
 }
 
 std::vector<OpRecord> groupByOperator(const std::vector<OpRecord>& ops) {
+  // An if/loop call's time is the sum of the calls inside it: count those instead.
+  std::set<int> parents;
+  for (const OpRecord& op : ops)
+    if (op.parent >= 0) parents.insert(op.parent);
   std::map<std::string, OpRecord> groups;
   for (const OpRecord& op : ops) {
+    if (op.parent < 0 && parents.count(op.index)) continue;
     std::string anchor = op.ops.empty() ? op.kernel : op.ops.front();
     auto [it, fresh] = groups.try_emplace(anchor);
     OpRecord& g = it->second;
@@ -166,7 +246,8 @@ std::string profileJson(const ProfileRecord& p) {
                           {"input_shapes", op.inputShapes},
                           {"flops", op.flops},
                           {"gflops_per_s", op.gflops()},
-                          {"bytes", op.bytes}});
+                          {"bytes", op.bytes},
+                          {"parent", op.parent}});
   }
   return j.dump(2);
 }

@@ -89,11 +89,14 @@ struct OpRecord {
   double timeUs = 0;             // median over repeats
   double meanUs = 0, minUs = 0;
   double percent = 0;       // of the sum of all calls' medians
-  int calls = 1;            // executions per inference
+  int calls = 1;            // executions per inference (a loop body's calls: the iterations)
+  /// A call inside an if/loop: the index of the top-level if/loop call whose time includes its
+  /// own (not counted again in sums and percent totals); -1 for a top-level call.
+  int parent = -1;
   std::string outputShape;  // "f32[1,64,112,112]" (several joined by ", ")
   std::vector<std::string> inputShapes;
-  double flops = 0;                    // per call
-  double bytes = 0;                    // inputs + outputs
+  double flops = 0;                    // per inference (over all `calls` executions)
+  double bytes = 0;                    // inputs + outputs, per inference
   double startUs = 0, durationUs = 0;  // in the timeline run (the median-total repeat)
   double gflops() const { return timeUs > 0 ? flops / (timeUs * 1e3) : 0; }
 };

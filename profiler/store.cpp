@@ -388,8 +388,8 @@ int64_t Store::addProfile(int64_t runId, int64_t buildId, const ProfileRecord& p
   Stmt row(
       m_db,
       "INSERT INTO op_profiles(profile_id, call_index, name, key, kernel, ops, time_us, mean_us, min_us, "
-      "percent, calls, output_shape, input_shapes, flops, bytes, start_us, duration_us) "
-      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+      "percent, calls, output_shape, input_shapes, flops, bytes, start_us, duration_us, parent_call) "
+      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
       m_path);
   for (const OpRecord& o : p.ops) {
     row.reset();
@@ -401,7 +401,7 @@ int64_t Store::addProfile(int64_t runId, int64_t buildId, const ProfileRecord& p
         .bind(6, toJson(o.ops));
     row.bind(7, o.timeUs).bind(8, o.meanUs).bind(9, o.minUs).bind(10, o.percent).bind(11, o.calls);
     row.bind(12, o.outputShape).bind(13, toJson(o.inputShapes)).bind(14, o.flops).bind(15, o.bytes);
-    row.bind(16, o.startUs).bind(17, o.durationUs).run();
+    row.bind(16, o.startUs).bind(17, o.durationUs).bind(18, o.parent).run();
   }
   return profileId;
 }
@@ -542,7 +542,7 @@ std::vector<StoredProfile> readProfiles(sqlite3* db, const std::string& path, co
     Stmt o(
         db,
         "SELECT call_index, name, key, kernel, ops, time_us, mean_us, min_us, percent, calls, output_shape, "
-        "input_shapes, flops, bytes, start_us, duration_us FROM op_profiles WHERE profile_id = ?1 "
+        "input_shapes, flops, bytes, start_us, duration_us, parent_call FROM op_profiles WHERE profile_id = ?1 "
         "ORDER BY call_index",
         path);
     o.bind(1, p.id);
@@ -564,6 +564,7 @@ std::vector<StoredProfile> readProfiles(sqlite3* db, const std::string& path, co
       r.bytes = o.f64(13);
       r.startUs = o.f64(14);
       r.durationUs = o.f64(15);
+      r.parent = static_cast<int>(o.i64(16));
       p.profile.ops.push_back(std::move(r));
     }
   }

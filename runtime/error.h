@@ -24,7 +24,7 @@ namespace kiln {
 ///     3   InvalidModel        not a model: empty, truncated, random bytes, a zip that is not
 ///                             TorchScript, a torch.save pickle, a corrupt exported module
 ///     4   Unsupported         an operator or construct Kiln cannot compile (named, with where),
-///                             including data-dependent control flow (prim::If, prim::Loop)
+///                             including control flow whose shapes depend on the data
 ///     5   InvalidInput        inputs of the wrong count, shape or dtype; a malformed or
 ///                             Fortran-ordered .npy; a tuning-records file without one valid line
 ///     6   Io                  a file cannot be found, opened, read or written

@@ -96,9 +96,19 @@ GraphExecutor::GraphExecutor(GraphPlan plan, std::shared_ptr<KernelLibrary> libr
         break;
     }
   }
+  for (const GraphPlan& region : m_plan.regions)
+    m_regions.push_back(std::make_unique<GraphExecutor>(region, m_library));
   for (const KernelCall& call : m_plan.calls) {
-    KilnKernelFn fn = m_library->lookup(call.kernel);
-    if (!fn) throw Error("kernel '" + call.kernel + "' is missing from the compiled library");
+    KilnKernelFn fn = nullptr;  // If/Loop calls have none: runControl runs them
+    if (call.kind == CallKind::Kernel) {
+      fn = m_library->lookup(call.kernel);
+      if (!fn) throw Error("kernel '" + call.kernel + "' is missing from the compiled library");
+    } else {
+      size_t expected = call.kind == CallKind::If ? 2 : 1;
+      if (call.regions.size() != expected) throw Error("control call '" + call.node + "' has a wrong region count");
+      for (int r : call.regions)
+        if (r < 0 || r >= static_cast<int>(m_regions.size())) throw Error("control call '" + call.node + "' names a missing region");
+    }
     m_fns.push_back(fn);
     std::vector<void*> args;
     for (int slot : call.args) args.push_back(m_slotTensors[slot].raw());
@@ -117,8 +127,60 @@ void GraphExecutor::callWatched(size_t c) {
   if (m_fault[c] == 's') injectStackOverflow();
   if (m_fault[c] == 'h')
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  m_fns[c](m_callArgs[c].data());
+  if (m_fns[c]) m_fns[c](m_callArgs[c].data());
+  else runControl(c);
   g_current.store(nullptr, std::memory_order_relaxed);
+}
+
+namespace {
+
+/// A one-element condition: nonzero is true.
+bool truthy(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::Float32: return t.data<float>()[0] != 0;
+    case DType::Float64: return t.data<double>()[0] != 0;
+    case DType::Int64: return t.data<int64_t>()[0] != 0;
+    case DType::Int32: return t.data<int32_t>()[0] != 0;
+    case DType::Bool:
+    case DType::UInt8: return t.data<uint8_t>()[0] != 0;
+    case DType::Int8: return t.data<int8_t>()[0] != 0;
+  }
+  return false;
+}
+
+void copyInto(Tensor& dst, const Tensor& src) {
+  if (src.nbytes()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+}
+
+}  // namespace
+
+void GraphExecutor::runControl(size_t c) {
+  const KernelCall& call = m_plan.calls[c];
+  auto arg = [&](size_t k) -> Tensor& { return m_slotTensors[call.args[k]]; };
+  const size_t numIn = call.args.size() - call.numOutputs;
+  if (call.kind == CallKind::If) {
+    GraphExecutor& branch = *m_regions[call.regions[truthy(arg(0)) ? 0 : 1]];
+    for (size_t k = 1; k < numIn; ++k) branch.setInput(static_cast<int>(k - 1), arg(k));
+    branch.run();
+    for (int o = 0; o < call.numOutputs; ++o) copyInto(arg(numIn + o), branch.outputView(o));
+    return;
+  }
+  // Loop: the output slots hold the carried values between iterations.
+  GraphExecutor& body = *m_regions[call.regions[0]];
+  const int carried = call.numOutputs;
+  const int64_t trip = arg(0).data<int64_t>()[0];
+  bool cond = truthy(arg(1));
+  for (int v = 0; v < carried; ++v) copyInto(arg(numIn + v), arg(2 + v));
+  for (size_t k = 2 + carried; k < numIn; ++k) body.setInput(static_cast<int>(k - 1), arg(k));
+  Tensor& counter = body.m_slotTensors[body.m_plan.inputs[0]];
+  for (int64_t i = 0; i < trip && cond; ++i) {
+    counter.data<int64_t>()[0] = i;
+    for (int v = 0; v < carried; ++v) body.setInput(1 + v, arg(numIn + v));
+    body.m_inputBound[0] = true;
+    body.run();
+    cond = truthy(body.outputView(0));
+    for (int v = 0; v < carried; ++v) copyInto(arg(numIn + v), body.outputView(1 + v));
+  }
 }
 
 void GraphExecutor::setInput(int index, const Tensor& tensor) {
@@ -145,7 +207,33 @@ void GraphExecutor::run() {
     for (size_t c = 0; c < m_fns.size(); ++c) callWatched(c);
     return;
   }
-  for (size_t c = 0; c < m_fns.size(); ++c) m_fns[c](m_callArgs[c].data());
+  if (m_timing) return runTimed();
+  for (size_t c = 0; c < m_fns.size(); ++c) {
+    if (m_fns[c]) m_fns[c](m_callArgs[c].data());
+    else runControl(c);
+  }
+}
+
+void GraphExecutor::runTimed() {
+  for (size_t c = 0; c < m_fns.size(); ++c) {
+    auto start = std::chrono::steady_clock::now();
+    if (m_fns[c]) m_fns[c](m_callArgs[c].data());
+    else runControl(c);
+    m_totals.us[c] += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    ++m_totals.runs[c];
+  }
+}
+
+void GraphExecutor::setCallTiming(bool on) {
+  m_timing = on;
+  if (on && m_totals.us.size() != m_fns.size()) resetCallTotals();
+  for (auto& region : m_regions) region->setCallTiming(on);
+}
+
+void GraphExecutor::resetCallTotals() {
+  m_totals.us.assign(m_fns.size(), 0.0);
+  m_totals.runs.assign(m_fns.size(), 0);
+  for (auto& region : m_regions) region->resetCallTotals();
 }
 
 void GraphExecutor::runCall(int index) {
@@ -154,7 +242,13 @@ void GraphExecutor::runCall(int index) {
     callWatched(static_cast<size_t>(index));
     return;
   }
-  m_fns.at(index)(m_callArgs.at(index).data());
+  if (m_fns.at(index)) m_fns[index](m_callArgs[index].data());
+  else runControl(static_cast<size_t>(index));
+}
+
+const Tensor& GraphExecutor::outputView(int index) const {
+  if (index < 0 || index >= numOutputs()) throw Error("output index out of range");
+  return m_slotTensors[m_plan.outputs[index]];
 }
 
 Tensor GraphExecutor::output(int index) const {

@@ -1,5 +1,5 @@
 // Runs a GraphPlan: binds inputs, calls each kernel in order on planned storage, and exposes the
-// outputs. Storage is allocated once at construction and reused across runs; outputs returned by
+// outputs. If/Loop calls run their sub-plans on executors of their own, created with this one. Storage is allocated once at construction and reused across runs; outputs returned by
 // output() are copies, so they stay valid after the next run.
 #pragma once
 
@@ -40,9 +40,25 @@ class GraphExecutor {
   /// Runs only call `index` (the debug executor times calls one by one).
   void runCall(int index);
   Tensor output(int index) const;
+  /// Output `index` in place: valid until the next run.
+  const Tensor& outputView(int index) const;
 
   const GraphPlan& plan() const { return m_plan; }
   const MemoryPlan& memoryPlan() const { return m_memory; }
+
+  /// The executors of the sub-plans of If/Loop calls, by GraphPlan::regions index.
+  const std::vector<std::unique_ptr<GraphExecutor>>& regions() const { return m_regions; }
+  /// Time spent in each call and how often it ran, since resetCallTotals(); kept only while
+  /// call timing is on (the debug executor turns it on for the sub-plans, to split an If/Loop
+  /// call's time among the calls inside it).
+  struct CallTotals {
+    std::vector<double> us;
+    std::vector<int64_t> runs;
+  };
+  /// Turns call timing on or off here and in every sub-plan below.
+  void setCallTiming(bool on);
+  void resetCallTotals();
+  const CallTotals& callTotals() const { return m_totals; }
 
  private:
   GraphPlan m_plan;
@@ -54,8 +70,15 @@ class GraphExecutor {
   std::vector<bool> m_inputBound;
   std::vector<char> m_fault;  // per call, under the kernel watch: 0 none, 'c' crash, 's' stack, 'h' hang
   bool m_watched = false;
+  std::vector<std::unique_ptr<GraphExecutor>> m_regions;  // one per GraphPlan::regions entry
+  bool m_timing = false;
+  CallTotals m_totals;
+
+  void runTimed();
 
   void callWatched(size_t index);
+  /// Runs If/Loop call `index` on its sub-plans' executors.
+  void runControl(size_t index);
 };
 
 }  // namespace kiln::runtime

@@ -21,11 +21,19 @@ struct TensorSlot {
   int index = -1;  // input position for Input, constants[] index for Constant
 };
 
+/// What a call does: run a compiled kernel, or run sub-plans (control flow, core/ir/graph.h):
+///   If    args (cond, x..., outputs...): runs regions[0] (cond nonzero) or regions[1] on x...
+///   Loop  args (trip, cond, v..., x..., outputs...), numOutputs carried values v: runs
+///         regions[0] on (i, v, x...) → (cond, v') while i < trip and cond is nonzero
+enum class CallKind { Kernel, If, Loop };
+
 struct KernelCall {
-  std::string kernel;      // symbol of the compiled kernel
+  std::string kernel;      // symbol of the compiled kernel (Kernel calls only)
   std::vector<int> args;   // slot ids: inputs then outputs, in the kernel's parameter order
   int numOutputs = 1;      // the last numOutputs args are written by the call
   std::string node;        // the graph node (or fused function) this call computes
+  CallKind kind = CallKind::Kernel;
+  std::vector<int> regions = {};  // If/Loop: indices into GraphPlan::regions
 };
 
 struct GraphPlan {
@@ -34,6 +42,9 @@ struct GraphPlan {
   std::vector<int> inputs;   // slot ids, forward-argument order
   std::vector<int> outputs;  // slot ids, flattened output order
   std::vector<Tensor> constants;
+  /// The sub-plans of If/Loop calls, each with slots of its own; their kernels live in the same
+  /// library as the plan's.
+  std::vector<GraphPlan> regions;
 };
 
 /// Resolves kernel symbols to callable functions.

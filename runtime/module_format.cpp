@@ -358,6 +358,9 @@ std::string newModuleSignature() {
 }
 
 void saveModule(const std::string& dir, const GraphPlan& plan, const ModuleInfo& info) {
+  if (!plan.regions.empty())
+    throw Error("this model has control flow (if/loop), which exported modules cannot hold yet; run it with `kiln run`",
+                ErrorKind::Unsupported);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw Error(dir + ": cannot create the module directory", ErrorKind::Io);

@@ -26,7 +26,7 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 targets=(kiln kiln_run_model test_runtime test_core test_codegen test_tune test_importers test_profiler
   test_cli test_e2e_models test_e2e_import test_e2e_profile test_export test_tune_cli test_profile_cli
   test_fuzz_regress test_fuzz_source_map test_bad_input test_durability test_compare test_user_models
-  test_e2e_padding test_e2e_recurrent test_e2e_torch_export test_cross_aarch64 test_wasm test_slurm_tune)
+  test_e2e_padding test_e2e_recurrent test_e2e_control_flow test_e2e_torch_export test_cross_aarch64 test_wasm test_slurm_tune)
 start=$(date +%s)
 cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs" --target "${targets[@]}"

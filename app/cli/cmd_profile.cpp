@@ -48,7 +48,7 @@ void printRows(const std::vector<profiler::OpRecord>& rows, int top, bool groupe
   int shown = 0;
   for (const auto& op : rows) {
     if (top > 0 && shown++ >= top) break;
-    cum += op.percent;
+    if (op.parent < 0) cum += op.percent;  // a call inside an if/loop is part of that call's time
     std::printf("%4s %-44s %-22s %10.1f %6.1f %6.1f %6d %8.2f %9.2f  %s\n",
                 grouped ? "" : std::to_string(op.index).c_str(), clip(op.name, 44).c_str(),
                 clip(opsText(op.ops), 22).c_str(), op.timeUs, op.percent, cum, op.calls, op.gflops(),

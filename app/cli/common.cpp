@@ -31,7 +31,7 @@ std::string exitCodeHelp() {
          "   2 usage: bad flags/arguments   7 generated code crashed or hung (isolated worker)\n"
          "   3 not a model / corrupt file   8 unknown target, CPU or feature\n"
          "   4 unsupported operator or      9 exported module of another version or machine:\n"
-         "     data-dependent control flow    recompile it\n"
+         "     construct (shapes by data)     recompile it\n"
          "   5 bad inputs (count, shape,   10 session store: not a Kiln database, corrupt, or\n"
          "     dtype, .npy, records file)     newer than this Kiln (left untouched)\n"
          "                                 70 internal error (a bug in Kiln)";

@@ -8,7 +8,8 @@
 //      and integer arithmetic). They belong to no segment: every segment that needs one of their
 //      values gets its own clone (a Kiln import folds it again; libtorch evaluates it cheaply).
 //    - Kiln: nodes mapped onto Kiln operators, and structural nodes over tensors (lists, tuples);
-//      a prim::If the importer resolves at import time whose branch has no unsupported node.
+//      a prim::If or prim::Loop none of whose nested nodes is unsupported (a branch taken or a
+//      loop unrolled at import time, or an if/loop node with sub-graphs).
 //    - Torch: everything else, with the importer's message as the reason.
 // 2. Segment: nodes are visited in graph (topological) order; a node's lower bound is, over its
 //    effective producers (through Neutral nodes), the producer's segment if it has the same kind

@@ -77,7 +77,8 @@ ValueId Graph::addConstant(const std::string& name, runtime::Tensor data) {
 }
 
 std::vector<ValueId> Graph::addNode(const std::string& op, std::vector<ValueId> inputs, Attrs attrs,
-                                    const std::string& location, const std::string& outputName) {
+                                    const std::string& location, const std::string& outputName,
+                                    std::vector<Region> regions) {
   std::string where = location.empty() ? "" : " (" + location + ")";
   const OpDef* def = findOp(op);
   if (!def) throw Error("operator '" + op + "' is not supported" + where, ErrorKind::Unsupported);
@@ -94,7 +95,7 @@ std::vector<ValueId> Graph::addNode(const std::string& op, std::vector<ValueId> 
   }
   std::vector<TensorType> outTypes;
   try {
-    outTypes = def->infer(inTypes, attrs);
+    outTypes = inferTypes(*def, inTypes, attrs, regions);
   } catch (const InternalError&) {
     throw;
   } catch (const Error& e) {
@@ -105,6 +106,7 @@ std::vector<ValueId> Graph::addNode(const std::string& op, std::vector<ValueId> 
   node.inputs = std::move(inputs);
   node.attrs = std::move(attrs);
   node.location = location;
+  node.regions = std::move(regions);
   NodeId nodeId = static_cast<NodeId>(m_nodes.size());
   for (size_t i = 0; i < outTypes.size(); ++i) {
     ValueId out = newValue(outputName.empty() ? op : outputName, outTypes[i]);
@@ -124,6 +126,24 @@ ValueId Graph::add(const std::string& op, std::vector<ValueId> inputs, Attrs att
 }
 
 void Graph::setOutputs(std::vector<ValueId> outputs) { m_outputs = std::move(outputs); }
+
+void Graph::setRegions(NodeId node, std::vector<Region> regions) {
+  Node& n = m_nodes.at(node);
+  const OpDef* def = findOp(n.op);
+  KILN_ASSERT(def && def->regions > 0, "setRegions: " + n.op + " has no sub-graphs");
+  std::vector<TensorType> inTypes;
+  for (ValueId v : n.inputs) inTypes.push_back(m_values[v].type);
+  std::vector<TensorType> outTypes;
+  try {
+    outTypes = inferTypes(*def, inTypes, n.attrs, regions);
+  } catch (const Error& e) {
+    throw InternalError("setRegions: " + n.op + ": " + e.what());
+  }
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    KILN_ASSERT(i < outTypes.size() && outTypes[i] == m_values[n.outputs[i]].type,
+                "setRegions: the new sub-graphs of " + n.op + " change its output types");
+  n.regions = std::move(regions);
+}
 
 int Graph::addGroup(const std::string& name, NodeId first, NodeId end) {
   KILN_ASSERT(!name.empty(), "a fused group needs a name");
@@ -159,8 +179,10 @@ bool Graph::operator==(const Graph& other) const {
     const Node& a = m_nodes[i];
     const Node& b = other.m_nodes[i];
     if (a.op != b.op || a.inputs != b.inputs || a.outputs != b.outputs || !(a.attrs == b.attrs) ||
-        a.group != b.group)
+        a.group != b.group || a.regions.size() != b.regions.size())
       return false;
+    for (size_t r = 0; r < a.regions.size(); ++r)
+      if (a.regions[r] != b.regions[r] && !(*a.regions[r] == *b.regions[r])) return false;
   }
   return m_groups == other.m_groups;
 }

@@ -10,6 +10,16 @@
 // - Attributes are a sorted name → value map; integers also encode booleans.
 // - Op names are Kiln's own canonical operators ("conv2d", "add", ...), not aten:: names; the
 //   registry lists them with their attributes.
+// - Control flow: an `if` or `loop` node carries sub-graphs (regions), each a Graph of its own
+//   with its own value names. A region reads only its inputs: the values of the enclosing graph
+//   it uses are passed to the node as operands and bound to the region's inputs in order.
+//     if(cond, x...)              regions (then, else): inputs the types of x..., outputs of equal
+//                                 types in both; cond is one element of any dtype (nonzero: then)
+//     loop(trip, cond, v..., x...) {carried=N}  region (body): inputs (i i64[], v..., x...),
+//                                 outputs (cond, v'...) with v' of v's types; runs while i < trip
+//                                 and cond is nonzero, and returns the last v (TorchScript's
+//                                 prim::Loop with static shapes)
+//   Regions are immutable once built and shared between copies of the node.
 // - Fused groups (from the fuse-ops pass, core/passes/fuse_ops.h) annotate runs of consecutive
 //   nodes that lower to one kernel, a "fused primitive function". Only the group's last node (its
 //   root) may have outputs used outside the group or returned; the others feed the group only.
@@ -20,6 +30,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -70,6 +81,10 @@ class Attrs {
 using ValueId = int32_t;
 using NodeId = int32_t;
 
+class Graph;
+/// A sub-graph of an `if` or `loop` node (see above).
+using Region = std::shared_ptr<const Graph>;
+
 struct Value {
   std::string name;          // unique within the graph, printed as %name
   TensorType type;
@@ -87,6 +102,7 @@ struct Node {
   Attrs attrs;
   std::string location;  // source location, e.g. "model.py:42" (may be empty)
   int group = -1;        // index into Graph::groups(), -1 when not fused
+  std::vector<Region> regions;  // if: then, else; loop: body; empty for every other op
 };
 
 /// A fused primitive function: nodes [first, end) of the graph, lowered as one kernel.
@@ -106,12 +122,17 @@ class Graph {
   /// Adds a node, checking its inputs and inferring output types via the operator registry.
   /// Throws kiln::Error (Unsupported) for an unknown op and (InvalidModel) for type errors,
   /// mentioning `location` when given.
+  /// `regions`: the sub-graphs of an if/loop node (see above).
   std::vector<ValueId> addNode(const std::string& op, std::vector<ValueId> inputs, Attrs attrs = {},
-                               const std::string& location = {}, const std::string& outputName = {});
+                               const std::string& location = {}, const std::string& outputName = {},
+                               std::vector<Region> regions = {});
   /// Single-output convenience.
   ValueId add(const std::string& op, std::vector<ValueId> inputs, Attrs attrs = {},
               const std::string& location = {});
   void setOutputs(std::vector<ValueId> outputs);
+  /// Replaces the sub-graphs of if/loop node `node` (with optimized ones, say). InternalError
+  /// unless they infer the node's recorded output types.
+  void setRegions(NodeId node, std::vector<Region> regions);
   /// Marks nodes [first, end) as one fused group and returns its index. Throws InternalError
   /// when the range is empty or out of range, a node is already grouped, or the name is taken.
   /// (That only the root's outputs escape is checked by the verifier, core/passes/verifier.h.)
@@ -129,7 +150,8 @@ class Graph {
   /// A fresh value name with the given stem ("x" → "x", "x_1", ...).
   std::string uniqueName(const std::string& stem);
 
-  /// Structural equality: same inputs, nodes, attributes, types, outputs, constant data.
+  /// Structural equality: same inputs, nodes, attributes, types, outputs, constant data, and
+  /// regions equal in turn.
   bool operator==(const Graph& other) const;
 
  private:

@@ -493,11 +493,80 @@ Types inferQnnConv2dNchwc(const Types& in, const Attrs& attrs) {
   return {TensorType{DType::UInt8, {x[0], oc / outBlock, oh, ow, outBlock}}};
 }
 
+// ---- control flow (core/ir/graph.h) ------------------------------------------------------------
+
+std::string typeList(const std::vector<TensorType>& types) {
+  std::string s = "(";
+  for (size_t i = 0; i < types.size(); ++i) s += (i ? ", " : "") + types[i].str();
+  return s + ")";
+}
+
+std::vector<TensorType> regionInputTypes(const Graph& g) {
+  std::vector<TensorType> out;
+  for (ValueId v : g.inputs()) out.push_back(g.type(v));
+  return out;
+}
+
+std::vector<TensorType> regionOutputTypes(const Graph& g) {
+  std::vector<TensorType> out;
+  for (ValueId v : g.outputs()) out.push_back(g.type(v));
+  return out;
+}
+
+void requireOneElement(const TensorType& t, const char* what) {
+  if (t.numel() != 1) fail(std::string(what) + " must hold one element, got " + t.str());
+}
+
+std::vector<TensorType> inferIf(const std::vector<TensorType>& in, const Attrs&, const std::vector<Region>& regions) {
+  requireOneElement(in[0], "the condition");
+  std::vector<TensorType> operands(in.begin() + 1, in.end());
+  const char* names[] = {"then", "else"};
+  for (int r = 0; r < 2; ++r)
+    if (regionInputTypes(*regions[r]) != operands)
+      fail(std::string("the ") + names[r] + " branch takes " + typeList(regionInputTypes(*regions[r])) +
+           ", the node passes " + typeList(operands));
+  std::vector<TensorType> out = regionOutputTypes(*regions[0]);
+  if (out.empty()) fail("the branches return nothing");
+  if (regionOutputTypes(*regions[1]) != out)
+    fail("the then branch returns " + typeList(out) + ", the else branch " + typeList(regionOutputTypes(*regions[1])));
+  return out;
+}
+
+std::vector<TensorType> inferLoop(const std::vector<TensorType>& in, const Attrs& attrs, const std::vector<Region>& regions) {
+  int64_t carried = attrs.getInt("carried", -1);
+  if (carried < 1 || carried > static_cast<int64_t>(in.size()) - 2)
+    fail("carried=" + std::to_string(carried) + " must count 1 to " + std::to_string(in.size() - 2) + " operands");
+  if (in[0].dtype != DType::Int64) fail("the trip count must be i64, got " + in[0].str());
+  requireOneElement(in[0], "the trip count");
+  requireOneElement(in[1], "the condition");
+  std::vector<TensorType> state(in.begin() + 2, in.begin() + 2 + carried);
+  std::vector<TensorType> bodyIn{TensorType{DType::Int64, {}}};
+  bodyIn.insert(bodyIn.end(), in.begin() + 2, in.end());
+  const Graph& body = *regions[0];
+  if (regionInputTypes(body) != bodyIn)
+    fail("the body takes " + typeList(regionInputTypes(body)) + ", expected " + typeList(bodyIn));
+  std::vector<TensorType> bodyOut = regionOutputTypes(body);
+  if (bodyOut.size() != state.size() + 1 || bodyOut[0].numel() != 1 ||
+      !std::equal(state.begin(), state.end(), bodyOut.begin() + 1))
+    fail("the body returns " + typeList(bodyOut) + ", expected a condition and " + typeList(state) +
+         " (carried values keep their types)");
+  return state;
+}
+
 struct Registry {
   std::map<std::string, OpDef, std::less<>> ops;
   void add(std::string name, std::string summary, int minIn, int maxIn, OpPattern pattern,
            decltype(OpDef::infer) infer) {
     OpDef def{name, std::move(summary), minIn, maxIn, pattern, std::move(infer)};
+    ops.emplace(std::move(name), std::move(def));
+  }
+  void addWithRegions(std::string name, std::string summary, int minIn, int maxIn, int regions,
+                      decltype(OpDef::inferWithRegions) infer) {
+    OpDef def{name, std::move(summary), minIn, maxIn, OpPattern::Opaque,
+              [name](const std::vector<TensorType>&, const Attrs&) -> std::vector<TensorType> {
+                fail(name + " needs its sub-graphs to infer types");
+              },
+              regions, std::move(infer)};
     ops.emplace(std::move(name), std::move(def));
   }
 };
@@ -515,7 +584,7 @@ const Registry& registry() {
     for (const char* u : {"relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp", "log",
                           "sqrt", "rsqrt", "neg", "abs", "erf", "gelu", "leaky_relu", "clamp", "copy"})
       r->add(u, std::string("elementwise ") + u, 1, 1, P::ElemWise, inferUnary);
-    for (const char* b : {"add", "sub", "mul", "div", "maximum", "minimum", "pow"})
+    for (const char* b : {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder"})
       r->add(b, std::string("broadcasting ") + b, 2, 2, P::Broadcast, inferBinary);
     r->add("reshape", "same elements, new static shape", 1, 1, P::Injective, inferReshape);
     r->add("transpose", "permute axes", 1, 1, P::Injective, inferTranspose);
@@ -564,12 +633,23 @@ const Registry& registry() {
     r->add("qnn.dense", "u8 × i8 dense layer, i32 accumulation, per-channel requantization to u8", 4, 4, P::Opaque,
            inferQnnDense);
     r->add("qnn.add", "sum of two u8 tensors requantized to u8", 2, 2, P::Opaque, inferQnnAdd);
+    r->addWithRegions("if", "runs its then or else sub-graph on the condition", 1, 1 << 16, 2, inferIf);
+    r->addWithRegions("loop", "runs its body sub-graph while i < trip and the condition holds, carrying values", 3,
+                      1 << 16, 1, inferLoop);
     return r;
   }();
   return *reg;
 }
 
 }  // namespace
+
+std::vector<TensorType> inferTypes(const OpDef& def, const std::vector<TensorType>& inputs, const Attrs& attrs,
+                                   const std::vector<Region>& regions) {
+  if (static_cast<int>(regions.size()) != def.regions)
+    fail("expected " + std::to_string(def.regions) + " sub-graphs, got " + std::to_string(regions.size()));
+  for (const Region& r : regions) KILN_ASSERT(r, def.name + ": null sub-graph");
+  return def.regions ? def.inferWithRegions(inputs, attrs, regions) : def.infer(inputs, attrs);
+}
 
 const OpDef* findOp(std::string_view name) {
   const auto& ops = registry().ops;

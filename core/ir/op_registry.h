@@ -9,7 +9,7 @@
 //   matmul(a, b)             numpy-style matmul with batch broadcasting (rank ≥ 1)
 //   unary: relu sigmoid tanh silu hardswish hardsigmoid exp log sqrt rsqrt neg abs erf
 //          gelu(approximate="none"|"tanh")  leaky_relu(alpha)  clamp(min, max)
-//   binary with numpy broadcasting: add sub mul div maximum minimum pow
+//   binary with numpy broadcasting: add sub mul div maximum minimum pow remainder (the divisor's sign)
 //   reshape(shape)  transpose(perm)  concat(axis)  copy()
 //   max_pool2d / avg_pool2d(kernel, stride, padding, dilation, ceil_mode[, count_include_pad])
 //   adaptive_avg_pool2d(output_size=[oh,ow])
@@ -32,6 +32,7 @@
 //                                after axis d, ONNX's order; negative ones crop) mode="constant"
 //                                (value) | "reflect" (mirror without the edge; pads < the axis size)
 //                                | "replicate" (repeat the edge) | "circular" (wrap around)
+// Control flow (sub-graphs; core/ir/graph.h): if(cond, x...) and loop(trip, cond, v..., x...) carried
 // Packed layouts (introduced by the O3 alter-layout pass, core/passes/alter_layout.h):
 //   layout_transform(x)      src="NCHW"|"NCHW<x>c" dst="NCHW"|"NCHW<y>c"
 //   conv2d_nchwc(x, w[, b])  x [N,C/x,H,W,x], w [O/y,C/x,KH,KW,x,y] (depthwise: [O/y,1,KH,KW,1,y]),
@@ -79,7 +80,16 @@ struct OpDef {
   OpPattern pattern = OpPattern::Opaque;
   /// Throws kiln::Error with a short message (the caller adds the location).
   std::function<std::vector<TensorType>(const std::vector<TensorType>&, const Attrs&)> infer;
+  /// Operators with sub-graphs (if: 2, loop: 1) infer their types from them instead.
+  int regions = 0;
+  std::function<std::vector<TensorType>(const std::vector<TensorType>&, const Attrs&, const std::vector<Region>&)>
+      inferWithRegions;
 };
+
+/// The output types of `def` applied to `inputs`, `attrs` and `regions` (which must number
+/// def.regions). Throws kiln::Error with a short message.
+std::vector<TensorType> inferTypes(const OpDef& def, const std::vector<TensorType>& inputs, const Attrs& attrs,
+                                   const std::vector<Region>& regions = {});
 
 /// nullptr when unknown.
 const OpDef* findOp(std::string_view name);

@@ -16,6 +16,20 @@ class Parser {
   Parser(std::string_view text, std::string file) : m_text(text), m_file(std::move(file)) {}
 
   Graph parse() {
+    Graph graph = parseGraphBlock();
+    skipSpace();
+    if (m_pos != m_text.size()) error("unexpected text after the graph");
+    return graph;
+  }
+
+ private:
+  /// graph(inputs) { statements return outputs }: a whole graph, or a region of a node. A region
+  /// has names of its own: it sees none of the enclosing graph's values.
+  Graph parseGraphBlock() {
+    Graph outerGraph = std::move(m_graph);
+    std::map<std::string, ValueId> outerNames = std::move(m_names);
+    m_graph = Graph();
+    m_names.clear();
     expectWord("graph");
     expect('(');
     skipSpace();
@@ -47,13 +61,13 @@ class Parser {
       while (accept(','));
     }
     expect('}');
-    skipSpace();
-    if (m_pos != m_text.size()) error("unexpected text after the graph");
     m_graph.setOutputs(outputs);
-    return std::move(m_graph);
+    Graph graph = std::move(m_graph);
+    m_graph = std::move(outerGraph);
+    m_names = std::move(outerNames);
+    return graph;
   }
 
- private:
   [[noreturn]] void error(const std::string& msg) const { errorAt(m_pos, msg); }
   [[noreturn]] void errorAt(size_t pos, const std::string& msg) const {
     int line = 1, col = 1;
@@ -329,9 +343,13 @@ class Parser {
       location = parseString();
       expect(')');
     }
+    std::vector<Region> regions;
+    if (accept('{')) {
+      while (!accept('}')) regions.push_back(std::make_shared<const Graph>(parseGraphBlock()));
+    }
     std::vector<ValueId> outs;
     try {
-      outs = m_graph.addNode(op, inputs, attrs, location, names[0]);
+      outs = m_graph.addNode(op, inputs, attrs, location, names[0], std::move(regions));
     } catch (const Error& e) {
       errorAt(opStart, e.what());
     }

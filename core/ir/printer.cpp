@@ -119,6 +119,15 @@ std::string printGraph(const Graph& graph, const PrintOptions& options) {
     os << " : ";
     for (size_t i = 0; i < n.outputs.size(); ++i) os << (i ? ", " : "") << graph.type(n.outputs[i]).str();
     if (options.locations && !n.location.empty()) os << " loc(" << quote(n.location) << ")";
+    if (!n.regions.empty()) {
+      // Sub-graphs print as nested graphs, indented under their node.
+      os << " {\n";
+      for (const Region& r : n.regions) {
+        std::istringstream lines(printGraph(*r, options));
+        for (std::string line; std::getline(lines, line);) os << indent() << "  " << line << "\n";
+      }
+      os << indent() << "}";
+    }
     os << "\n";
     if (n.group >= 0 && v.producer == graph.groups()[n.group].root()) {
       os << "  }\n";

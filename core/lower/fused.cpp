@@ -50,7 +50,7 @@ bool isUnaryElement(const std::string& op) {
 }
 
 bool isBinaryElement(const std::string& op) {
-  static const std::set<std::string> ops = {"add", "sub", "mul", "div", "maximum", "minimum", "pow"};
+  static const std::set<std::string> ops = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder"};
   return ops.count(op) != 0;
 }
 

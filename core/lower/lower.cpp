@@ -39,7 +39,7 @@ const std::map<std::string, OpLowering, std::less<>>& lowerings() {
     for (const char* u : {"relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp", "log", "sqrt",
                           "rsqrt", "neg", "abs", "erf", "gelu", "leaky_relu", "clamp"})
       (*t)[u] = lowerUnary;
-    for (const char* b : {"add", "sub", "mul", "div", "maximum", "minimum", "pow"}) (*t)[b] = lowerBinary;
+    for (const char* b : {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder"}) (*t)[b] = lowerBinary;
     (*t)["copy"] = lowerCopy;
     (*t)["reshape"] = lowerCopy;
     (*t)["transpose"] = lowerTranspose;
@@ -182,12 +182,16 @@ std::string nodeLabel(const Graph& graph, const Node& node) {
 /// Builds the plan and the deduplicated kernels.
 class GraphLowering {
  public:
-  GraphLowering(const Graph& graph, const LowerOptions& options) : m_graph(graph), m_options(options) {}
+  GraphLowering(const Graph& graph, const LowerOptions& options) : m_graph(graph), m_options(options), m_root(this) {}
 
   LoweredModule run() {
     createSlots();
     for (NodeId id = 0; id < static_cast<NodeId>(m_graph.nodes().size()); ++id) {
       const Node& node = m_graph.node(id);
+      if (!node.regions.empty()) {
+        m_module.plan.calls.push_back(controlCall(id));
+        continue;
+      }
       if (node.group >= 0) {
         if (id == m_graph.groups()[node.group].root()) m_module.plan.calls.push_back(groupCall(node.group));
         continue;
@@ -197,7 +201,7 @@ class GraphLowering {
       for (ValueId v : node.inputs) call.args.push_back(m_slotOf.at(v));
       for (ValueId v : node.outputs) call.args.push_back(m_slotOf.at(v));
       call.numOutputs = static_cast<int>(node.outputs.size());
-      call.node = nodeLabel(m_graph, node);
+      call.node = m_labelPrefix + nodeLabel(m_graph, node);
       m_module.plan.calls.push_back(std::move(call));
     }
     planOutputs();
@@ -205,6 +209,42 @@ class GraphLowering {
   }
 
  private:
+  /// A region of an if/loop node, lowered into a sub-plan whose kernels join the root's.
+  GraphLowering(const Graph& graph, GraphLowering* root, std::string labelPrefix)
+      : m_graph(graph), m_options(root->m_options), m_root(root), m_labelPrefix(std::move(labelPrefix)) {}
+
+  // An if/loop node: its operands, then its outputs; each region becomes a sub-plan.
+  runtime::KernelCall controlCall(NodeId id) {
+    const Node& node = m_graph.node(id);
+    runtime::KernelCall call;
+    call.kind = node.op == "if" ? runtime::CallKind::If : runtime::CallKind::Loop;
+    for (ValueId v : node.inputs) call.args.push_back(m_slotOf.at(v));
+    for (ValueId v : node.outputs) call.args.push_back(m_slotOf.at(v));
+    call.numOutputs = static_cast<int>(node.outputs.size());
+    call.node = m_labelPrefix + nodeLabel(m_graph, node);
+    static const char* const kIfNames[] = {"then", "else"};
+    for (size_t r = 0; r < node.regions.size(); ++r) {
+      std::string region = call.kind == runtime::CallKind::If ? kIfNames[r] : "body";
+      std::string prefix = m_labelPrefix + "%" + m_graph.value(node.outputs[0]).name + "." + region + " | ";
+      LoweredModule sub = GraphLowering(*node.regions[r], m_root, prefix).run();
+      KILN_ASSERT(sub.funcs.empty(), "a region's kernels belong to the root module");
+      call.regions.push_back(static_cast<int>(m_module.plan.regions.size()));
+      m_module.plan.regions.push_back(std::move(sub.plan));
+    }
+    return call;
+  }
+
+  /// Kernels are shared by the whole module: a region's calls reuse the enclosing graph's.
+  std::vector<tir::PrimFunc>& funcs() { return m_root->m_module.funcs; }
+  std::map<std::string, std::string>& funcByKey() { return m_root->m_funcByKey; }
+
+  /// `name`, or name_2, name_3, ... when a kernel already has it (groups of different regions
+  /// may share a name).
+  std::string freshKernelName(const std::string& name) {
+    std::string fresh = name;
+    for (int i = 2; !m_root->m_kernelNames.insert(fresh).second; ++i) fresh = name + "_" + std::to_string(i);
+    return fresh;
+  }
   int addSlot(const Value& v, runtime::SlotKind kind, int index) {
     m_module.plan.slots.push_back(runtime::TensorSlot{v.name, v.type.dtype, v.type.shape, kind, index});
     return static_cast<int>(m_module.plan.slots.size() - 1);
@@ -221,18 +261,19 @@ class GraphLowering {
     call.numOutputs = static_cast<int>(root.outputs.size());
     call.node = nodeLabel(m_graph, root);
     call.node.replace(call.node.find(" = ") + 3, root.op.size(), "@" + g.name);
+    call.node = m_labelPrefix + call.node;
     return call;
   }
 
   std::string kernelForGroup(int group) {
     std::string key = groupWorkloadKey(m_graph, group);
-    auto it = m_funcByKey.find(key);
-    if (it != m_funcByKey.end()) return it->second;
-    std::string name = m_graph.groups()[group].name;
+    auto it = funcByKey().find(key);
+    if (it != funcByKey().end()) return it->second;
+    std::string name = freshKernelName(m_graph.groups()[group].name);
     tir::PrimFunc func = lowerGroup(m_graph, group, name, m_options);
     func.body = simplify(vectorizeInnermostLoops(func.body, m_options.vectorLanes));
-    m_module.funcs.push_back(std::move(func));
-    m_funcByKey.emplace(key, name);
+    funcs().push_back(std::move(func));
+    funcByKey().emplace(key, name);
     return name;
   }
 
@@ -283,7 +324,7 @@ class GraphLowering {
       call.kernel = kernelFor(app);
       call.args = {m_slotOf[id], slot};
       call.numOutputs = 1;
-      call.node = "%" + copyValue.name + " = copy (output " + std::to_string(i) + ")";
+      call.node = m_labelPrefix + "%" + copyValue.name + " = copy (output " + std::to_string(i) + ")";
       plan.calls.push_back(std::move(call));
       plan.outputs.push_back(slot);
     }
@@ -292,20 +333,23 @@ class GraphLowering {
   // The kernel computing `app`, lowered on first use of its workload key.
   std::string kernelFor(const OpApplication& app) {
     std::string key = makeKey(app.op, app.attrs, app.inTypes, app.outTypes);
-    auto it = m_funcByKey.find(key);
-    if (it != m_funcByKey.end()) return it->second;
-    std::string name = app.op + "_" + std::to_string(m_opCount[app.op]++);
-    m_module.funcs.push_back(lowerApplication(app, name, m_options));
-    m_funcByKey.emplace(key, name);
+    auto it = funcByKey().find(key);
+    if (it != funcByKey().end()) return it->second;
+    std::string name = freshKernelName(app.op + "_" + std::to_string(m_root->m_opCount[app.op]++));
+    funcs().push_back(lowerApplication(app, name, m_options));
+    funcByKey().emplace(key, name);
     return name;
   }
 
   const Graph& m_graph;
   LowerOptions m_options;
-  LoweredModule m_module;
+  GraphLowering* m_root;        // owner of the kernels (itself, for the whole graph)
+  std::string m_labelPrefix;    // "%y.body | " inside a region: profiles say where a call runs
+  LoweredModule m_module;       // the kernels (root only) and this graph's plan
   std::vector<int> m_slotOf;
-  std::map<std::string, std::string> m_funcByKey;
-  std::map<std::string, int> m_opCount;
+  std::map<std::string, std::string> m_funcByKey;  // root only
+  std::map<std::string, int> m_opCount;            // root only
+  std::set<std::string> m_kernelNames;             // root only
 };
 
 }  // namespace

@@ -98,6 +98,13 @@ Expr binaryExpr(const std::string& op, const Expr& a, const Expr& b) {
   if (op == "maximum") return max(a, b);
   if (op == "minimum") return min(a, b);
   if (op == "pow") return call("pow", {a, b});
+  // PyTorch's remainder takes the divisor's sign: the C remainder shifted into its range. An
+  // integer divisor of 0 (an error in PyTorch) gives 0 here instead of a trap.
+  if (op == "remainder") {
+    if (a.type().isFloat()) return ((a % b) + b) % b;
+    Expr divisor = select(eq(b, 0), 1, b);
+    return select(eq(b, 0), 0, ((a % divisor) + divisor) % divisor);
+  }
   KILN_ASSERT(false, "lowerBinary called for '" + op + "'");
   return a;
 }

@@ -106,7 +106,8 @@ std::string lowerCase(std::string s) {
 }
 
 bool isBinaryBroadcast(const std::string& op) {
-  return op == "add" || op == "sub" || op == "mul" || op == "div" || op == "maximum" || op == "minimum" || op == "pow";
+  return op == "add" || op == "sub" || op == "mul" || op == "div" || op == "maximum" || op == "minimum" || op == "pow" ||
+         op == "remainder";
 }
 
 /// An integer-pair attribute ([v] means [v, v]).

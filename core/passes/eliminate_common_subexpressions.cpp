@@ -37,6 +37,7 @@ std::string nodeKey(const Node& node, const std::vector<ValueId>& mappedInputs) 
   for (ValueId v : mappedInputs) key += std::to_string(v) + ",";
   key += ")";
   for (const auto& [name, value] : node.attrs.values()) key += name + "=" + printAttrValue(value) + ";";
+  for (const Region& r : node.regions) key += "region@" + std::to_string(reinterpret_cast<uintptr_t>(r.get())) + ";";
   return key;
 }
 

@@ -35,7 +35,7 @@ std::vector<ValueId> GraphRewriter::copyNode(NodeId n) {
   std::vector<ValueId> inputs;
   for (ValueId v : node.inputs) inputs.push_back(map(v));
   std::vector<ValueId> outs = m_target.addNode(node.op, std::move(inputs), node.attrs, node.location,
-                                               m_source.value(node.outputs[0]).name);
+                                               m_source.value(node.outputs[0]).name, node.regions);
   KILN_ASSERT(outs.size() == node.outputs.size(), "GraphRewriter: " + node.op + " changed its output count");
   for (size_t i = 0; i < outs.size(); ++i) m_map[node.outputs[i]] = outs[i];
   return outs;

@@ -100,11 +100,15 @@ class Verifier {
     }
     std::vector<TensorType> inferred;
     try {
-      inferred = def->infer(inTypes, node.attrs);
+      inferred = inferTypes(*def, inTypes, node.attrs, node.regions);
     } catch (const Error& e) {
       problem(nodeName(n) + ": type inference fails: " + e.what());
       return;
     }
+    for (size_t r = 0; r < node.regions.size(); ++r)
+      if (node.regions[r])
+        for (const std::string& p : Verifier(*node.regions[r]).run())
+          problem(nodeName(n) + ", region " + std::to_string(r) + ": " + p);
     if (inferred.size() != node.outputs.size()) {
       problem(nodeName(n) + ": infers " + std::to_string(inferred.size()) + " outputs, has " +
               std::to_string(node.outputs.size()));

@@ -7,7 +7,8 @@
 //   value names are unique; graph outputs are valid values;
 // - topological order: every node input is a graph input, a constant or an earlier node's output;
 // - types: re-running the operator registry's inference on each node's input types and
-//   attributes gives exactly the recorded output types;
+//   attributes (and sub-graphs) gives exactly the recorded output types;
+// - sub-graphs of if/loop nodes: each valid in turn;
 // - fused groups: contiguous node ranges that agree with Node::group, unique names, and only the
 //   root (last node) has outputs used outside the group or returned by the graph.
 #pragma once

@@ -525,6 +525,22 @@ void dataDependent(Ctx& c, N n) {
   Ctx::fail(n, "reads the value of a tensor computed by the model (data-dependent), which is not supported");
 }
 
+/// aten::Bool / Int / Float / item of a one-element tensor the model computes: the number stays a
+/// rank-0 tensor in the graph, which control flow (if/loop conditions, trip counts, carried
+/// values) and tensor arithmetic can use; an operator that needs it at compile time (a shape, a
+/// size) says so itself.
+void scalarOfTensor(Ctx& c, N n) {
+  if (!c.isGraphTensor(n, 0) || c.type(c.tensor(n, 0)).numel() != 1) return dataDependent(c, n);
+  ValueId x = c.tensor(n, 0);
+  if (c.type(x).rank() != 0) x = c.emit(n, "reshape", {x}, {{"shape", std::vector<int64_t>{}}});
+  std::string kind = n->kind().toUnqualString();
+  const char* dtype = kind == "Bool" ? "bool" : kind == "Int" || kind == "IntImplicit" ? "i64"
+                      : kind == "Float" || kind == "FloatImplicit" ? "f32" : nullptr;
+  if (dtype && runtime::dtypeName(c.type(x).dtype) != std::string_view(dtype))
+    x = c.emit(n, "cast", {x}, {{"dtype", std::string(dtype)}});
+  c.setOutput(n, x);
+}
+
 // --- the table -------------------------------------------------------------------------------
 
 Table buildTable() {
@@ -563,6 +579,7 @@ Table buildTable() {
   reg(t, "true_divide", div, true);
   reg(t, "maximum", binaryOp("maximum"));
   reg(t, "minimum", binaryOp("minimum"));
+  reg(t, "remainder", binaryOp("remainder"));
   reg(t, "pow", binaryOp("pow"), true);
 
   reg(t, "flatten", flatten);
@@ -599,8 +616,9 @@ Table buildTable() {
   reg(t, "softmax", softmax);
   reg(t, "_softmax", softmax);
 
-  for (const char* op : {"Int", "Float", "Bool", "item", "ScalarImplicit", "IntImplicit", "FloatImplicit", "tolist"})
-    reg(t, op, dataDependent);
+  for (const char* op : {"Int", "Float", "Bool", "item", "ScalarImplicit", "IntImplicit", "FloatImplicit"})
+    reg(t, op, scalarOfTensor);
+  reg(t, "tolist", dataDependent);
   registerIndexingOps(t);
   registerModelOps(t);
   registerPaddingOps(t);
@@ -648,8 +666,8 @@ const OpHandler* findOpHandler(const std::string& kind) {
 }
 
 std::vector<std::string> handledKinds() {
-  // Scalar conversions are only handled when the walker can fold them (constant inputs); their
-  // handler just explains why a computed tensor cannot be read.
+  // Scalar conversions are folded when their input is constant, and kept as rank-0 tensors
+  // (for control flow) when it is computed: not operators of their own in a model's listing.
   static const std::set<std::string> foldOnly = {"aten::Int",          "aten::Float",        "aten::Bool",
                                                  "aten::item",         "aten::ScalarImplicit", "aten::IntImplicit",
                                                  "aten::FloatImplicit", "aten::tolist"};

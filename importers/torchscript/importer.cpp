@@ -45,7 +45,11 @@ namespace jit = torch::jit;
 
 constexpr const char* kSpecFile = "kiln.json";
 constexpr const char* kControlFlowHint =
-    "data-dependent control flow (trace the model with torch.jit.trace instead)";
+    "a condition Kiln cannot compute (trace the model with torch.jit.trace instead)";
+/// Appended to the error of an if/loop node that cannot be built (its shapes depend on the data).
+constexpr const char* kShapeHint =
+    "; control flow whose shapes depend on the data cannot be compiled (trace the model with torch.jit.trace "
+    "instead)";
 
 using ts::firstLine;
 using ts::requireFile;
@@ -151,6 +155,11 @@ class Walker {
   bool visitSequence(const jit::Node* node);
   bool visitShapeQuery(const jit::Node* node);
   bool visitControl(const jit::Node* node);
+  void visitIf(const jit::Node* node);
+  void visitLoop(const jit::Node* node);
+  bool unrollLoop(const jit::Node* node);
+  core::Region importRegion(const jit::Block* block, const std::vector<const jit::Value*>& captured,
+                            const std::vector<core::TensorType>& firstTypes, std::vector<ValueId>& operands);
   bool tryFold(const jit::Node* node);
   bool visitViewWrite(const jit::Node* node);
   void visitOp(const jit::Node* node);
@@ -162,41 +171,66 @@ class Walker {
   std::shared_ptr<jit::Graph> m_graph;
   std::unique_ptr<jit::AliasDb> m_aliasDb;
   SurveyState* m_survey = nullptr;
+  bool m_inRegion = false;  // walking a sub-graph of an if/loop: survey node ids would not name top-level nodes
 };
 
-/// The prim::If whose condition, or the prim::Loop whose trip count or condition, is computed
-/// from `node`'s outputs through scalar arithmetic only; nullptr when there is none.
-const jit::Node* controlFlowFedBy(const jit::Node* node) {
-  std::vector<const jit::Value*> work(node->outputs().begin(), node->outputs().end());
-  std::set<const jit::Value*> seen(work.begin(), work.end());
-  while (!work.empty()) {
-    const jit::Value* v = work.back();
-    work.pop_back();
-    for (const jit::Use& use : v->uses()) {
-      const jit::Node* user = use.user;
-      if (user->kind() == c10::prim::If && use.offset == 0) return user;
-      if (user->kind() == c10::prim::Loop && use.offset <= 1) return user;
-      if (!user->blocks().empty()) continue;
-      for (const jit::Value* out : user->outputs()) {
-        if (!containsTensor(out->type()) && seen.insert(out).second) work.push_back(out);
-      }
-    }
+/// The values a block (and the blocks inside it) reads but does not define, in order of first use.
+void collectCaptured(const jit::Block* block, std::set<const jit::Value*> defined,
+                     std::vector<const jit::Value*>& captured, std::set<const jit::Value*>& seen) {
+  for (const jit::Value* v : block->inputs()) defined.insert(v);
+  auto use = [&](const jit::Value* v) {
+    if (!defined.count(v) && seen.insert(v).second) captured.push_back(v);
+  };
+  for (const jit::Node* n : block->nodes()) {
+    for (const jit::Value* v : n->inputs()) use(v);
+    for (const jit::Block* b : n->blocks()) collectCaptured(b, defined, captured, seen);
+    for (const jit::Value* v : n->outputs()) defined.insert(v);
   }
-  return nullptr;
+  for (const jit::Value* v : block->outputs()) use(v);
 }
+
+/// `item` of the enclosing graph as seen inside a region: its graph tensors become region inputs
+/// (each once; `operands` collects the enclosing values passed in), constants stay constants.
+Item captureItem(const Item& item, core::Graph& region, const core::Graph& outer, std::vector<ValueId>& operands,
+                 std::map<ValueId, ValueId>& inputOf) {
+  switch (item.kind) {
+    case Item::Kind::Tensor: {
+      auto it = inputOf.find(item.tensor);
+      if (it != inputOf.end()) return Item::ofTensor(it->second);
+      ValueId in = region.addInput(outer.value(item.tensor).name, outer.type(item.tensor));
+      operands.push_back(item.tensor);
+      inputOf.emplace(item.tensor, in);
+      return Item::ofTensor(in);
+    }
+    case Item::Kind::List:
+    case Item::Kind::Tuple: {
+      std::vector<Item> elements;
+      for (const Item& e : item.elements) elements.push_back(captureItem(e, region, outer, operands, inputOf));
+      return Item::ofSequence(std::move(elements), item.kind == Item::Kind::Tuple);
+    }
+    case Item::Kind::Constant: break;
+  }
+  return item;
+}
+
+/// A region output: a graph tensor, or a constant (tensor or number) materialized in the region.
+ValueId regionTensor(ImportContext& ctx, const Item& item, const jit::Node* node) {
+  if (item.isTensor()) return item.tensor;
+  if (item.isConstant()) {
+    const c10::IValue& v = item.constant;
+    if (v.isTensor()) return ctx.constant(v.toTensor(), "branch_const");
+    if (v.isBool()) return ctx.scalarConstant(v.toBool() ? 1 : 0, runtime::DType::Bool);
+    if (v.isInt()) return ctx.constant(at::scalar_tensor(c10::Scalar(v.toInt()), at::kLong), "int_const");  // exact
+    if (v.isDouble()) return ctx.scalarConstant(v.toDouble(), runtime::DType::Float32);
+  }
+  ImportContext::fail(node, "a value passed out of a branch or loop body must be a tensor or a number");
+}
+
+constexpr int64_t kMaxUnroll = 64;
 
 void Walker::visit(const jit::Node* node) {
   if (m_survey) return surveyNode(node);
-  try {
-    visitNode(node);
-  } catch (const InternalError&) {
-    throw;
-  } catch (const Error& e) {
-    // A tensor's value read for a branch or a trip count: name the control flow, where it is.
-    if (node->kind() == c10::prim::If || node->kind() == c10::prim::Loop) throw;
-    if (const jit::Node* control = controlFlowFedBy(node)) ImportContext::notSupported(control, kControlFlowHint);
-    throw;
-  }
+  visitNode(node);
 }
 
 Walker::Outcome Walker::visitNode(const jit::Node* node) {
@@ -212,7 +246,17 @@ Walker::Outcome Walker::visitNode(const jit::Node* node) {
   }
   if (visitShapeQuery(node)) return Outcome::Folded;
   if (visitSequence(node)) return Outcome::Structural;
-  if (visitControl(node)) return node->kind() == c10::prim::If ? Outcome::Folded : Outcome::Structural;
+  if (node->kind() == c10::prim::If) {
+    bool computed = m_ctx.input(node, 0).isTensor();
+    visitControl(node);
+    return computed ? Outcome::Mapped : Outcome::Folded;
+  }
+  if (node->kind() == c10::prim::Loop) {
+    if (unrollLoop(node)) return Outcome::Folded;
+    visitLoop(node);
+    return Outcome::Mapped;
+  }
+  if (visitControl(node)) return Outcome::Structural;
   if (tryFold(node)) return Outcome::Folded;
   if (visitViewWrite(node)) return Outcome::Mapped;
   visitOp(node);
@@ -241,7 +285,9 @@ void Walker::surveyNode(const jit::Node* node) {
     if (!listed) return;
     op.status = outcome == Outcome::Mapped ? OpStatus::Supported : OpStatus::Folded;
     for (auto n = before; n < static_cast<core::NodeId>(m_ctx.graph().nodes().size()); ++n) op.nodes.push_back(n);
-    if (kind == c10::prim::If) op.nodes.clear();  // its branch's nodes are listed themselves
+    // A branch taken at import time lists its nodes itself; nodes inside sub-graphs have no
+    // top-level id (their FLOPs are not counted in the share).
+    if ((kind == c10::prim::If && outcome != Outcome::Mapped) || m_inRegion) op.nodes.clear();
     m_survey->ops.push_back(std::move(op));
   } catch (const InternalError&) {
     throw;
@@ -383,12 +429,17 @@ bool Walker::visitShapeQuery(const jit::Node* node) {
   return true;
 }
 
-/// prim::If on a condition known at import time takes its branch; anything data-dependent
-/// (a computed condition, prim::Loop) is rejected.
+/// Control flow and structural nodes. prim::If on a condition known at import time takes its
+/// branch; on a computed condition it becomes an `if` node with both branches as sub-graphs.
+/// (prim::Loop: unrollLoop, else visitLoop.)
 bool Walker::visitControl(const jit::Node* node) {
   const c10::Symbol kind = node->kind();
   if (kind == c10::prim::If) {
     const Item& cond = m_ctx.input(node, 0);
+    if (cond.isTensor()) {
+      visitIf(node);
+      return true;
+    }
     if (!cond.isConstant() || !(cond.constant.isBool() || cond.constant.isInt()))
       ImportContext::notSupported(node, kControlFlowHint);
     const jit::Block* block = node->blocks()[m_ctx.toBool(node, 0) ? 0 : 1];
@@ -396,7 +447,6 @@ bool Walker::visitControl(const jit::Node* node) {
     for (size_t i = 0; i < node->outputs().size(); ++i) m_ctx.bind(node->output(i), m_ctx.item(block->outputs()[i]));
     return true;
   }
-  if (kind == c10::prim::Loop) ImportContext::notSupported(node, kControlFlowHint);
   if (kind == c10::prim::RaiseException)
     ImportContext::fail(node, "the model raises an exception for these input shapes", ErrorKind::InvalidInput);
   if (kind == c10::aten::warn || kind == c10::prim::Print) return true;
@@ -408,6 +458,150 @@ bool Walker::visitControl(const jit::Node* node) {
       kind == c10::prim::CallFunction)
     ImportContext::notSupported(node, "left in the graph after freezing and inlining");
   return false;
+}
+
+/// Builds the region of `block`: one input per type of `firstTypes` for the block's first inputs
+/// (a loop body's counter and carried values), then one per enclosing graph tensor among
+/// `captured` (appended to `operands`, the values the node passes in). Every block output is a
+/// region output.
+core::Region Walker::importRegion(const jit::Block* block, const std::vector<const jit::Value*>& captured,
+                                  const std::vector<core::TensorType>& firstTypes, std::vector<ValueId>& operands) {
+  auto region = std::make_shared<core::Graph>();
+  ImportContext sub(*region);
+  for (size_t i = 0; i < firstTypes.size(); ++i) {
+    const jit::Value* in = block->inputs()[i];
+    sub.bind(in, Item::ofTensor(region->addInput(in->debugNameBase(), firstTypes[i])));
+  }
+  std::map<ValueId, ValueId> inputOf;
+  for (const jit::Value* v : captured) sub.bind(v, captureItem(m_ctx.item(v), *region, m_ctx.graph(), operands, inputOf));
+  Walker walker(sub, m_graph, m_survey);
+  walker.m_inRegion = true;
+  walker.walk(block);
+  std::vector<ValueId> outputs;
+  for (const jit::Value* out : block->outputs()) outputs.push_back(regionTensor(sub, sub.item(out), block->owningNode()));
+  region->setOutputs(std::move(outputs));
+  return region;
+}
+
+/// prim::If on a computed condition: an `if` node over both branches, which take the same
+/// operands (every enclosing tensor either branch reads).
+void Walker::visitIf(const jit::Node* node) {
+  std::vector<const jit::Value*> captured;
+  std::set<const jit::Value*> seen;
+  for (const jit::Block* b : node->blocks()) collectCaptured(b, {}, captured, seen);
+  std::vector<ValueId> operands;
+  std::vector<core::Region> regions;
+  for (const jit::Block* b : node->blocks()) {
+    std::vector<ValueId> mine;
+    regions.push_back(importRegion(b, captured, {}, mine));
+    KILN_ASSERT(regions.size() == 1 || mine == operands, "prim::If: the branches' operands differ");
+    operands = std::move(mine);
+  }
+  std::vector<ValueId> inputs{m_ctx.input(node, 0).tensor};
+  inputs.insert(inputs.end(), operands.begin(), operands.end());
+  std::vector<ValueId> outs;
+  try {
+    outs = m_ctx.graph().addNode("if", inputs, {}, ImportContext::location(node),
+                                 node->outputs().empty() ? "if" : node->output(0)->debugNameBase(), regions);
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    ImportContext::fail(node, e.what() + std::string(kShapeHint));
+  }
+  for (size_t i = 0; i < outs.size(); ++i) m_ctx.bind(node->output(i), Item::ofTensor(outs[i]));
+}
+
+/// prim::Loop(trip, cond, v...) with block (i, v...) → (cond, v...): unrolled at import time when
+/// the trip count is a constant of at most kMaxUnroll and the condition is constant at every
+/// step. Returns false (and binds nothing) otherwise.
+bool Walker::unrollLoop(const jit::Node* node) {
+  const Item& trip = m_ctx.input(node, 0);
+  const Item& cond0 = m_ctx.input(node, 1);
+  if (!trip.isConstant() || !trip.constant.isInt() || !cond0.isConstant() || !cond0.constant.isBool()) return false;
+  if (trip.constant.toInt() > kMaxUnroll) return false;
+  // Dry run: the condition must be constant at every step (the body may compute it from tensors).
+  const jit::Block* body = node->blocks()[0];
+  const size_t carried = node->outputs().size();
+  std::vector<Item> state;
+  for (size_t v = 0; v < carried; ++v) state.push_back(m_ctx.input(node, 2 + v));
+  core::Graph& graph = m_ctx.graph();
+  // The condition may turn out computed after a few steps: check on a scratch graph first (the
+  // enclosing tensors the body reads are its inputs), so the real graph only grows when unrolling.
+  {
+    core::Graph scratch;
+    ImportContext probe(scratch);
+    std::vector<const jit::Value*> captured;
+    std::set<const jit::Value*> seen;
+    collectCaptured(body, {}, captured, seen);
+    std::vector<ValueId> operands;
+    std::map<ValueId, ValueId> inputOf;
+    std::vector<Item> probeState;
+    for (const Item& it : state) probeState.push_back(captureItem(it, scratch, graph, operands, inputOf));
+    for (const jit::Value* v : captured) probe.bind(v, captureItem(m_ctx.item(v), scratch, graph, operands, inputOf));
+    bool go = cond0.constant.toBool();
+    Walker walker(probe, m_graph, nullptr);
+    for (int64_t i = 0; i < trip.constant.toInt() && go; ++i) {
+      probe.bind(body->inputs()[0], Item::ofConstant(c10::IValue(i)));
+      for (size_t v = 0; v < carried; ++v) probe.bind(body->inputs()[1 + v], probeState[v]);
+      try {
+        walker.walk(body);
+      } catch (const InternalError&) {
+        throw;
+      } catch (const Error&) {
+        return false;  // the loop node reports what fails
+      }
+      const Item& c = probe.item(body->outputs()[0]);
+      if (!c.isConstant() || !c.constant.isBool()) return false;
+      go = c.constant.toBool();
+      for (size_t v = 0; v < carried; ++v) probeState[v] = probe.item(body->outputs()[1 + v]);
+    }
+  }
+  bool go = cond0.constant.toBool();
+  for (int64_t i = 0; i < trip.constant.toInt() && go; ++i) {
+    m_ctx.bind(body->inputs()[0], Item::ofConstant(c10::IValue(i)));
+    for (size_t v = 0; v < carried; ++v) m_ctx.bind(body->inputs()[1 + v], state[v]);
+    walk(body);
+    go = m_ctx.item(body->outputs()[0]).constant.toBool();
+    for (size_t v = 0; v < carried; ++v) state[v] = m_ctx.item(body->outputs()[1 + v]);
+  }
+  for (size_t v = 0; v < carried; ++v) m_ctx.bind(node->output(v), state[v]);
+  return true;
+}
+
+/// prim::Loop with a computed trip count or condition: a `loop` node. Carried numbers become
+/// rank-0 tensors; the body's iteration count is an i64 scalar input.
+void Walker::visitLoop(const jit::Node* node) {
+  const jit::Block* body = node->blocks()[0];
+  const size_t carried = node->outputs().size();
+  if (carried == 0) ImportContext::fail(node, "a loop that carries no value computes nothing Kiln keeps");
+  ValueId trip = regionTensor(m_ctx, m_ctx.input(node, 0), node);
+  if (m_ctx.type(trip).dtype != runtime::DType::Int64)
+    trip = m_ctx.emit(node, "cast", {trip}, {{"dtype", std::string("i64")}}, "trip");
+  ValueId cond = regionTensor(m_ctx, m_ctx.input(node, 1), node);
+  std::vector<ValueId> init;
+  std::vector<core::TensorType> types{core::TensorType{runtime::DType::Int64, {}}};
+  for (size_t v = 0; v < carried; ++v) {
+    init.push_back(regionTensor(m_ctx, m_ctx.input(node, 2 + v), node));
+    types.push_back(m_ctx.type(init.back()));
+  }
+  std::vector<const jit::Value*> captured;
+  std::set<const jit::Value*> seen;
+  collectCaptured(body, {}, captured, seen);
+  std::vector<ValueId> operands;
+  core::Region region = importRegion(body, captured, types, operands);
+  std::vector<ValueId> inputs{trip, cond};
+  inputs.insert(inputs.end(), init.begin(), init.end());
+  inputs.insert(inputs.end(), operands.begin(), operands.end());
+  std::vector<ValueId> outs;
+  try {
+    outs = m_ctx.graph().addNode("loop", inputs, {{"carried", static_cast<int64_t>(carried)}}, ImportContext::location(node),
+                                 node->output(0)->debugNameBase(), {region});
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    ImportContext::fail(node, e.what() + std::string(kShapeHint));
+  }
+  for (size_t i = 0; i < outs.size(); ++i) m_ctx.bind(node->output(i), Item::ofTensor(outs[i]));
 }
 
 /// Evaluates a node at import time with libtorch when all its inputs are constants: integer and

@@ -823,6 +823,8 @@ OPS += [
     # Integer and boolean outputs, which the end-to-end tests compare exactly.
     ("argmax_index", lambda: Unary(lambda m, x: x.argmax(-1)), [[3, 5, 7]]),
     ("compare_mask", lambda: Unary(lambda m, x: x > x.mean(-1, keepdim=True)), [[3, 5, 7]]),
+    ("remainder", lambda: Unary(lambda m, x: torch.remainder(x * 5.0, 1.5) + torch.remainder(x * 5.0, -1.25)
+                                + (x * 9.0).long().remainder(4).float()), [[3, 7]]),
     ("log_softmax", lambda: Unary(lambda m, x: F.log_softmax(x, dim=1) + F.log_softmax(x, 0)), [[4, 9, 3]]),
     ("softmax_dim0", lambda: Unary(lambda m, x: torch.softmax(x, dim=0)), [[5, 3, 4]]),
     ("layer_norm", lambda: Unary(lambda m, x: m.n(x), n=nn.LayerNorm(13)), [[3, 7, 13]]),
@@ -859,13 +861,50 @@ OPS += [
 ]
 
 
+class BranchOnValue(nn.Module):
+    """Scripted: a branch on a tensor's value (prim::If on aten::Bool), compiled as an `if` node."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            return torch.relu(self.a(x))
+        return torch.sigmoid(self.b(x)) - x
+
+
+class LoopOnValue(nn.Module):
+    """Scripted: a trip count read from a tensor (prim::Loop), compiled as a `loop` node."""
+
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(8, 8)
+
+    def forward(self, x):
+        n = int(x.abs().sum().item()) % 4 + 1
+        h = x
+        for _ in range(n):
+            h = torch.tanh(self.l(h)) + x * 0.5
+        return h
+
+
+# Ops whose control flow tracing would lose: saved with torch.jit.script instead.
+OPS += [
+    ("branch_on_value", BranchOnValue, [[2, 8]]),
+    ("loop_on_value", LoopOnValue, [[2, 8]]),
+]
+SCRIPTED_OPS = {"branch_on_value", "loop_on_value"}
+
+
 def export_op(name, factory, shapes, outdir):
     torch.manual_seed(SEED)
     mod = factory().eval()
     gen = torch.Generator().manual_seed(SEED + 1)
     example = tuple(torch.randn(*s, generator=gen) for s in shapes)
     with torch.no_grad():
-        traced = torch.jit.trace(mod, example)
+        traced = torch.jit.script(mod) if name in SCRIPTED_OPS else torch.jit.trace(mod, example)
     rel = f"ops/{name}.pt"
     path = os.path.join(outdir, rel)
     meta = _inputs_meta(shapes)
@@ -946,22 +985,23 @@ def _bad_unsupported_onnx(outdir, rel):
                       input_names=["x"])
 
 
-class DataDependentIf(nn.Module):
-    """Scripted: the branch taken depends on a tensor's value (prim::If on aten::Bool)."""
+class ShapeChangingIf(nn.Module):
+    """Scripted: a branch on a tensor's value whose two sides return different shapes (the shape
+    of the result depends on the data, which Kiln's static shapes cannot hold)."""
 
     def forward(self, x):
         if bool(x.sum() > 0):
-            return torch.relu(x)
+            return torch.relu(x[:, :4])
         return -x
 
 
-class DataDependentLoop(nn.Module):
-    """Scripted: the trip count depends on a tensor's value (prim::Loop)."""
+class GrowingLoop(nn.Module):
+    """Scripted: a trip count read from a tensor (prim::Loop) whose carried tensor grows each step."""
 
     def forward(self, x):
         n = int(x.abs().sum().item()) % 4
         for _ in range(n):
-            x = x * 0.5
+            x = torch.cat([x, x[:, :1] * 0.5], 1)
         return x
 
 
@@ -969,7 +1009,7 @@ def _bad_scripted(cls, marker):
     def write(outdir, rel):
         path = os.path.join(outdir, rel)
         _save(torch.jit.script(cls().eval()), path, _inputs_meta([[2, 8]]),
-              f"kiln bad fixture: scripted {cls.__name__} (data-dependent control flow)")
+              f"kiln bad fixture: scripted {cls.__name__} (control flow with data-dependent shapes)")
         kinds = {n.kind() for n in torch.jit.load(path).graph.nodes()}
         if marker not in kinds:
             raise SystemExit(f"error: {rel} lacks {marker}: {sorted(kinds)}")
@@ -984,8 +1024,8 @@ BAD = [
     ("not_a_model", "bad/not_a_model.pt", _bad_not_a_model, "not a TorchScript archive"),
     ("unsupported_op", "bad/unsupported_op.pt", _bad_unsupported, "aten::grid_sampler"),
     ("unsupported_onnx_op", "bad/unsupported_op.onnx", _bad_unsupported_onnx, "onnx::CumSum"),
-    ("control_flow_if", "bad/control_flow_if.pt", _bad_scripted(DataDependentIf, "prim::If"), "prim::If"),
-    ("control_flow_loop", "bad/control_flow_loop.pt", _bad_scripted(DataDependentLoop, "prim::Loop"), "prim::Loop"),
+    ("control_flow_if", "bad/control_flow_if.pt", _bad_scripted(ShapeChangingIf, "prim::If"), "prim::If"),
+    ("control_flow_loop", "bad/control_flow_loop.pt", _bad_scripted(GrowingLoop, "prim::Loop"), "prim::Loop"),
 ]
 
 

@@ -320,10 +320,10 @@ std::vector<BadModel> badModels() {
       {"missing file", at("no_such_model.pt"), code(ErrorKind::Io), {"no_such_model.pt: ", "no such file"}, s},
       {"unsupported op", model("bad/unsupported_op.pt"), unsupported,
        {"unsupported_op.pt: ", "aten::grid_sampler is not supported", ".py:"}, {1, 4, 8, 8}, true},
-      {"scripted if on a tensor value", model("bad/control_flow_if.pt"), unsupported,
-       {"control_flow_if.pt: ", "prim::If", "data-dependent control flow", "export_models.py:"}, {2, 8}, true},
-      {"scripted loop, data-dependent", model("bad/control_flow_loop.pt"), unsupported,
-       {"control_flow_loop.pt: ", "prim::Loop", "data-dependent control flow", "export_models.py:"}, {2, 8}},
+      {"scripted if whose branches' shapes differ", model("bad/control_flow_if.pt"), unsupported,
+       {"control_flow_if.pt: ", "prim::If", "shapes depend on the data", "export_models.py:"}, {2, 8}, true},
+      {"scripted loop whose carried tensor grows", model("bad/control_flow_loop.pt"), unsupported,
+       {"control_flow_loop.pt: ", "prim::Loop", "shapes depend on the data", "export_models.py:"}, {2, 8}},
   };
 }
 

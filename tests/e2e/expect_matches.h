@@ -1,7 +1,8 @@
 // Builds a model file through the façade as a user would (open, build at an opt level, run) and
 // checks its outputs against reference tensors (today's torch's, saved as .npy at build time):
 // every output within `tolerance` of its scale, and no output numerically dead. Shared by the
-// end-to-end tests of the importers (TorchScript, ONNX, torch.export).
+// end-to-end tests of the importers (TorchScript, ONNX, torch.export, recurrent layers, control
+// flow).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,26 @@
 #include "runtime/tensor_values.h"
 
 namespace kiln::testing_support {
+
+/// "" when every output matches within tol·(1 + |expected|), else the first difference.
+inline std::string firstDifference(const std::vector<runtime::Tensor>& actual,
+                                   const std::vector<runtime::Tensor>& expected, double tol) {
+  if (actual.size() != expected.size())
+    return std::to_string(actual.size()) + " outputs, expected " + std::to_string(expected.size());
+  for (size_t o = 0; o < actual.size(); ++o) {
+    if (actual[o].shape() != expected[o].shape())
+      return "output " + std::to_string(o) + " has shape " + runtime::shapeString(actual[o].shape()) + ", expected " +
+             runtime::shapeString(expected[o].shape());
+    for (int64_t i = 0; i < actual[o].numel(); ++i) {
+      double a = runtime::elementAsDouble(actual[o], i), e = runtime::elementAsDouble(expected[o], i);
+      if (std::fabs(a - e) <= tol * (1 + std::fabs(e))) continue;
+      std::ostringstream s;
+      s << "output " << o << " element " << i << ": " << a << ", expected " << e;
+      return s.str();
+    }
+  }
+  return "";
+}
 
 inline void expectBuildMatches(const std::string& path, const app::OpenOptions& open,
                                const std::vector<runtime::Tensor>& inputs,

@@ -16,6 +16,7 @@
 #include "app/facade.h"
 #include "profiler/torch_baseline.h"
 #include "runtime/tensor_values.h"
+#include "tests/e2e/expect_matches.h"
 #include "tests/e2e/process.h"
 
 using namespace kiln;
@@ -104,26 +105,6 @@ for name, (module, inputs) in cases.items():
 print(" ".join(cases))
 )";
 
-/// "" when every output matches within tol·(1 + |expected|), else the first difference.
-std::string compare(const std::vector<runtime::Tensor>& actual, const std::vector<runtime::Tensor>& expected,
-                    double tol) {
-  if (actual.size() != expected.size())
-    return std::to_string(actual.size()) + " outputs, expected " + std::to_string(expected.size());
-  for (size_t o = 0; o < actual.size(); ++o) {
-    if (actual[o].shape() != expected[o].shape())
-      return "output " + std::to_string(o) + " has shape " + runtime::shapeString(actual[o].shape()) + ", expected " +
-             runtime::shapeString(expected[o].shape());
-    for (int64_t i = 0; i < actual[o].numel(); ++i) {
-      double a = runtime::elementAsDouble(actual[o], i), e = runtime::elementAsDouble(expected[o], i);
-      if (std::fabs(a - e) <= tol * (1 + std::fabs(e))) continue;
-      std::ostringstream s;
-      s << "output " << o << " element " << i << ": " << a << ", expected " << e;
-      return s.str();
-    }
-  }
-  return "";
-}
-
 TEST(Recurrent, LstmGruAndRnnTracedByTodaysTorchMatchLibtorch) {
   if (!std::filesystem::exists(KILN_PYENV_PYTHON))
     GTEST_SKIP() << "Kiln's Python environment (" << KILN_PYENV_PYTHON << ") is missing: run scripts/install-deps.sh";
@@ -152,7 +133,7 @@ TEST(Recurrent, LstmGruAndRnnTracedByTodaysTorchMatchLibtorch) {
       ASSERT_TRUE(compiled) << "-O" << opt << ": " << compiled.error().message;
       auto outputs = app::run(*compiled.value(), inputs);
       ASSERT_TRUE(outputs) << "-O" << opt << ": " << outputs.error().message;
-      EXPECT_EQ(compare(outputs.value(), expected, 1e-4), "") << "-O" << opt;
+      EXPECT_EQ(testing_support::firstDifference(outputs.value(), expected, 1e-4), "") << "-O" << opt;
     }
   }
   EXPECT_EQ(cases, 6);

@@ -26,6 +26,16 @@ const char* kBlock = R"(graph(%x: f32[1,3,8,8]) {
 }
 )";
 
+/// Expects `text` to be refused with a message containing `needle`.
+void expectError(const std::string& text, const std::string& needle) {
+  try {
+    parseGraph(text);
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 
 TEST(GraphText, PrintParsePrintIsIdentity) {
@@ -57,14 +67,6 @@ TEST(GraphText, FullConstantsRoundTripExactly) {
 }
 
 TEST(GraphText, ParseErrorsCarryLineAndColumn) {
-  auto expectError = [](const std::string& text, const std::string& needle) {
-    try {
-      parseGraph(text);
-      ADD_FAILURE() << "accepted: " << text;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   expectError("graph(%x: f32[2]) {\n  %y = relu(%z) : f32[2]\n  return %y\n}", "line 2");
   expectError("graph(%x: f32[2]) {\n  %y = relu(%z) : f32[2]\n  return %y\n}", "undefined value %z");
   expectError("graph(%x: f99[2]) { return %x }", "unknown dtype");
@@ -119,4 +121,117 @@ TEST(OpRegistry, ListsEveryOpOnce) {
   for (size_t i = 1; i < ops.size(); ++i) EXPECT_LT(ops[i - 1]->name, ops[i]->name);
   EXPECT_NE(findOp("conv2d"), nullptr);
   EXPECT_EQ(findOp("aten::conv2d"), nullptr);
+}
+
+namespace {
+
+const char* kLoop = R"(graph(%x: f32[2,3], %n: i64[]) {
+  %go = constant bool[] [1]
+  %y, %y_1 = loop(%n, %go, %x, %n, %x) {carried=2} : f32[2,3], i64[] loc("model.py:7") {
+    graph(%i: i64[], %h: f32[2,3], %c: i64[], %x: f32[2,3]) {
+      %t = tanh(%h) : f32[2,3]
+      %s = add(%t, %x) : f32[2,3]
+      %one = constant i64[] [1]
+      %c1 = sub(%c, %one) : i64[]
+      %z = constant i64[] [0]
+      %more = greater(%c1, %z) : bool[]
+      %b = if(%more, %s) : f32[2,3] {
+        graph(%a: f32[2,3]) {
+          %r = relu(%a) : f32[2,3]
+          return %r
+        }
+        graph(%a: f32[2,3]) {
+          return %a
+        }
+      }
+      return %more, %b, %c1
+    }
+  }
+  return %y, %y_1
+}
+)";
+
+}  // namespace
+
+TEST(GraphText, RegionsPrintNestedAndParseBack) {
+  Graph g = parseGraph(kLoop);
+  EXPECT_EQ(printGraph(g), kLoop);
+  EXPECT_TRUE(parseGraph(printGraph(g)) == g);
+  ASSERT_EQ(g.nodes().size(), 1u);
+  const Node& loop = g.node(0);
+  ASSERT_EQ(loop.regions.size(), 1u);
+  EXPECT_EQ(loop.regions[0]->inputs().size(), 4u);
+  EXPECT_EQ(loop.regions[0]->node(4).op, "if");
+  EXPECT_EQ(loop.regions[0]->node(4).regions.size(), 2u);
+  // A region's names are its own: %x inside is not the enclosing graph's %x.
+  EXPECT_EQ(loop.regions[0]->value(loop.regions[0]->inputs()[3]).name, "x");
+  // Equality looks inside regions.
+  std::string changed = kLoop;
+  changed.replace(changed.find("relu(%a)"), 4, "tanh");
+  EXPECT_FALSE(parseGraph(changed) == g);
+}
+
+TEST(GraphText, RegionTypeErrorsNameTheBranchOrBody) {
+  // Branches returning different types.
+  expectError(R"(graph(%c: bool[], %x: f32[2]) {
+  %y = if(%c, %x) : f32[2] {
+    graph(%a: f32[2]) { return %a }
+    graph(%a: f32[2]) {
+      %s = sum(%a) {axes=[0], keepdims=0} : f32[]
+      return %s
+    }
+  }
+  return %y
+})", "the else branch (f32[])");
+  // A branch that takes other operands than the node passes.
+  expectError(R"(graph(%c: bool[], %x: f32[2]) {
+  %y = if(%c, %x) : f32[2] {
+    graph(%a: f32[3]) { return %a }
+    graph(%a: f32[2]) { return %a }
+  }
+  return %y
+})", "the then branch takes (f32[3])");
+  // A condition of several elements.
+  expectError(R"(graph(%c: bool[2], %x: f32[2]) {
+  %y = if(%c, %x) : f32[2] {
+    graph(%a: f32[2]) { return %a }
+    graph(%a: f32[2]) { return %a }
+  }
+  return %y
+})", "the condition must hold one element");
+  // A body whose carried value changes type.
+  expectError(R"(graph(%n: i64[], %x: f32[2]) {
+  %go = constant bool[] [1]
+  %y = loop(%n, %go, %x) {carried=1} : f32[2] {
+    graph(%i: i64[], %h: f32[2]) {
+      %s = sum(%h) {axes=[0], keepdims=0} : f32[]
+      return %go, %s
+    }
+  }
+  return %y
+})", "undefined value %go");
+  expectError(R"(graph(%n: i64[], %x: f32[2]) {
+  %go = constant bool[] [1]
+  %y = loop(%n, %go, %x) {carried=1} : f32[2] {
+    graph(%i: i64[], %h: f32[2]) {
+      %t = constant bool[] [1]
+      %s = sum(%h) {axes=[0], keepdims=0} : f32[]
+      return %t, %s
+    }
+  }
+  return %y
+})", "carried values keep their types");
+  // Without its regions.
+  expectError("graph(%c: bool[], %x: f32[2]) {\n  %y = if(%c, %x) : f32[2]\n  return %y\n}", "expected 2 sub-graphs");
+  // A trip count that is not i64.
+  expectError(R"(graph(%n: f32[], %x: f32[2]) {
+  %go = constant bool[] [1]
+  %y = loop(%n, %go, %x) {carried=1} : f32[2] {
+    graph(%i: i64[], %h: f32[2]) {
+      %t = constant bool[] [1]
+      return %t, %h
+    }
+  }
+  return %y
+})", "the trip count must be i64");
 }

@@ -1,5 +1,6 @@
 // Tests of lowerGraph (plan, dedupe, output copies), workload keys, parameter naming and the
 // printed form of a lowered function.
+#include <functional>
 #include <map>
 
 #include "core/ir/op_registry.h"
@@ -147,8 +148,69 @@ TEST(LowerGraph, SmallNetworkEndToEnd) {
 }
 
 TEST(LowerGraph, EveryRegisteredOpCanBeLowered) {
-  for (const OpDef* op : allOps()) EXPECT_TRUE(canLower(op->name)) << op->name;
+  for (const OpDef* op : allOps()) {
+    if (op->regions) continue;  // if/loop become sub-plans of the runtime plan, not kernels
+    EXPECT_TRUE(canLower(op->name)) << op->name;
+  }
   EXPECT_FALSE(canLower("grid_sampler"));
+}
+
+TEST(LowerGraph, ControlFlowBecomesCallsOfSubPlans) {
+  Graph g = parseGraph(R"(graph(%x: f32[4], %n: i64[]) {
+  %go = constant bool[] [1]
+  %t = tanh(%x) : f32[4]
+  %y = loop(%n, %go, %t) {carried=1} : f32[4] {
+    graph(%i: i64[], %h: f32[4]) {
+      %u = tanh(%h) : f32[4]
+      %s = sum(%u) {axes=[0], keepdims=0} : f32[]
+      %z = constant f32[] [0]
+      %c = greater(%s, %z) : bool[]
+      %v = if(%c, %u) : f32[4] {
+        graph(%a: f32[4]) {
+          %r = relu(%a) : f32[4]
+          return %r
+        }
+        graph(%a: f32[4]) {
+          return %a
+        }
+      }
+      return %c, %v
+    }
+  }
+  return %y
+})");
+  LoweredModule m = lowerGraph(g);
+  ASSERT_EQ(m.plan.calls.size(), 2u);
+  const runtime::KernelCall& loop = m.plan.calls[1];
+  EXPECT_EQ(loop.kind, runtime::CallKind::Loop);
+  EXPECT_TRUE(loop.kernel.empty());
+  EXPECT_EQ(loop.numOutputs, 1);
+  EXPECT_EQ(loop.args.size(), 4u);  // trip, cond, the initial value, the output
+  ASSERT_EQ(loop.regions, std::vector<int>{0});
+  ASSERT_EQ(m.plan.regions.size(), 1u);
+  const runtime::GraphPlan& body = m.plan.regions[0];
+  EXPECT_EQ(body.inputs.size(), 2u);
+  EXPECT_EQ(body.outputs.size(), 2u);
+  // The body's tanh shares the enclosing graph's kernel (same workload key); its if is a call of
+  // two sub-plans of the body's plan, and the else branch copies its input to its output.
+  EXPECT_EQ(body.calls[0].kernel, m.plan.calls[0].kernel);
+  const runtime::KernelCall& branch = body.calls.back();
+  EXPECT_EQ(branch.kind, runtime::CallKind::If);
+  ASSERT_EQ(branch.regions, (std::vector<int>{0, 1}));
+  ASSERT_EQ(body.regions.size(), 2u);
+  EXPECT_EQ(body.regions[1].calls.size(), 1u);
+  EXPECT_EQ(body.regions[1].calls[0].node.find("copy"), body.regions[1].calls[0].node.rfind("copy"));
+  // Labels say where a call runs; every kernel any plan calls is in the module, once.
+  EXPECT_EQ(body.calls[0].node.rfind("%y.body | %u = tanh", 0), 0u) << body.calls[0].node;
+  EXPECT_EQ(body.regions[0].calls[0].node.rfind("%y.body | %v.then | %r = relu", 0), 0u) << body.regions[0].calls[0].node;
+  std::map<std::string, int> defined;
+  for (const auto& f : m.funcs) ++defined[f.name];
+  std::function<void(const runtime::GraphPlan&)> check = [&](const runtime::GraphPlan& p) {
+    for (const auto& c : p.calls)
+      if (c.kind == runtime::CallKind::Kernel) EXPECT_EQ(defined[c.kernel], 1) << c.kernel;
+    for (const auto& r : p.regions) check(r);
+  };
+  check(m.plan);
 }
 
 TEST(LowerGraph, WorkloadKey) {

@@ -69,6 +69,7 @@ inline at::Tensor evalNode(const core::Node& n, const std::vector<at::Tensor>& i
   if (op == "maximum") return at::maximum(in[0], in[1]);
   if (op == "minimum") return at::minimum(in[0], in[1]);
   if (op == "pow") return at::pow(in[0], in[1]);
+  if (op == "remainder") return at::remainder(in[0], in[1]);
   if (op == "reshape") return in[0].reshape(ints("shape"));
   if (op == "transpose") return in[0].permute(ints("perm")).contiguous();
   if (op == "concat") return at::cat(in, a.getInt("axis"));
@@ -162,6 +163,29 @@ inline std::vector<at::Tensor> evalNodeOutputs(const core::Node& n, const std::v
   return {evalNode(n, in)};
 }
 
+inline std::vector<at::Tensor> evalWithTorch(const core::Graph& graph, const std::vector<at::Tensor>& inputs);
+
+/// if/loop nodes: their sub-graphs evaluated in turn (core/ir/graph.h's semantics).
+inline std::vector<at::Tensor> evalControlFlow(const core::Node& n, const std::vector<at::Tensor>& in) {
+  if (n.op == "if") {
+    std::vector<at::Tensor> operands(in.begin() + 1, in.end());
+    return evalWithTorch(*n.regions[in[0].item<double>() != 0 ? 0 : 1], operands);
+  }
+  const int64_t carried = n.attrs.getInt("carried");
+  const int64_t trip = in[0].item<int64_t>();
+  bool cond = in[1].item<double>() != 0;
+  std::vector<at::Tensor> state(in.begin() + 2, in.begin() + 2 + carried);
+  for (int64_t i = 0; i < trip && cond; ++i) {
+    std::vector<at::Tensor> args{at::scalar_tensor(i, at::kLong)};
+    args.insert(args.end(), state.begin(), state.end());
+    args.insert(args.end(), in.begin() + 2 + carried, in.end());
+    std::vector<at::Tensor> out = evalWithTorch(*n.regions[0], args);
+    cond = out[0].item<double>() != 0;
+    state.assign(out.begin() + 1, out.end());
+  }
+  return state;
+}
+
 /// Evaluates `graph` on `inputs` (graph-input order); returns the outputs.
 inline std::vector<at::Tensor> evalWithTorch(const core::Graph& graph, const std::vector<at::Tensor>& inputs) {
   torch::NoGradGuard noGrad;
@@ -174,7 +198,7 @@ inline std::vector<at::Tensor> evalWithTorch(const core::Graph& graph, const std
   for (const core::Node& n : graph.nodes()) {
     std::vector<at::Tensor> in;
     for (core::ValueId v : n.inputs) in.push_back(env.at(v));
-    std::vector<at::Tensor> outs = evalNodeOutputs(n, in);
+    std::vector<at::Tensor> outs = n.regions.empty() ? evalNodeOutputs(n, in) : evalControlFlow(n, in);
     for (size_t i = 0; i < outs.size(); ++i) {
       if (std::vector<int64_t>(outs[i].sizes().begin(), outs[i].sizes().end()) != graph.type(n.outputs[i]).shape)
         throw std::logic_error(n.op + ": Kiln's inferred shape differs from ATen's");

@@ -435,6 +435,20 @@ TEST(ImportBreadth, EinsumDiagonalsAndBadEquationsAreOneLine) {
   EXPECT_NE(what.find("operand 0 has rank 2"), std::string::npos) << what;
 }
 
+TEST(ImportBreadth, RemainderTakesTheDivisorsSign) {
+  // Floats of both signs by positive and negative divisors, and integers (a zero divisor is left
+  // out: PyTorch raises there).
+  auto m = check("Remainder",
+                 "def forward(self, x0, x1):\n"
+                 "  a = torch.remainder(x0 * 5.0, 1.5)\n"
+                 "  b = torch.remainder(x0 * 5.0, -1.25)\n"
+                 "  c = torch.remainder(x0 * 4.0, x1 + 3.0)\n"
+                 "  n = (x0 * 9.0).long()\n"
+                 "  return a, b, c, torch.remainder(n, 4), torch.remainder(n, -3), n % 5\n",
+                 {{"[3, 7]", f32}, {"[3, 7]", f32}});
+  EXPECT_GE(testing::opHistogram(m.graph)["remainder"], 6);
+}
+
 // --- the import doctor's survey --------------------------------------------------------------
 
 TEST(ImportSurvey, ContinuesPastUnsupportedNodesAndFlagsControlFlow) {
@@ -452,9 +466,9 @@ TEST(ImportSurvey, ContinuesPastUnsupportedNodesAndFlagsControlFlow) {
   std::map<std::string, OpStatus> status;
   for (const SurveyedOp& op : survey.ops) status[op.kind] = op.status;
   EXPECT_EQ(status["aten::relu"], OpStatus::Supported);
-  // bool(tensor) reads data; libtorch's value then decides the branch, so the walk goes on.
-  EXPECT_EQ(status["aten::Bool"], OpStatus::Unsupported);
-  EXPECT_EQ(status["prim::If"], OpStatus::Folded);
+  // bool(tensor) stays a rank-0 tensor, and the branch on it an `if` node with both branches.
+  EXPECT_EQ(status["aten::Bool"], OpStatus::Supported);
+  EXPECT_EQ(status["prim::If"], OpStatus::Supported);
   EXPECT_EQ(status["aten::cumsum"], OpStatus::Unsupported);
   EXPECT_EQ(status["aten::sigmoid"], OpStatus::Supported);  // after both: stand-ins kept it going
 }

@@ -172,20 +172,58 @@ TEST(ImporterInputs, NonTensorArgument) {
 
 // --- scripted constructs -------------------------------------------------------------------
 
-TEST(ImporterScripted, DataDependentLoopIsRejectedWithAHint) {
+TEST(ImporterScripted, LoopOverAShapeIsUnrolled) {
   std::string path = saveScripted("Loop",
                                   "def forward(self, x):\n"
                                   "  for i in range(x.size(0)):\n"
                                   "    x = x + 1.0\n"
                                   "  return x\n",
                                   spec("[3, 4]"));
+  ImportedModel model = importTorchScript(path);
+  EXPECT_EQ(testing::opHistogram(model.graph), (std::map<std::string, int>{{"add", 3}}));
+}
+
+TEST(ImporterScripted, LoopOverAComputedCountBecomesALoopNode) {
+  std::string path = saveScripted("ValueLoop",
+                                  "def forward(self, x):\n"
+                                  "  n = int(x.abs().sum())\n"
+                                  "  for i in range(n):\n"
+                                  "    x = x * 0.5\n"
+                                  "  return x\n",
+                                  spec("[3, 4]"));
+  ImportedModel model = importTorchScript(path);
+  auto ops = testing::opHistogram(model.graph);
+  EXPECT_EQ(ops["loop"], 1);
+  EXPECT_EQ(ops.count("mul"), 0u) << "the body's mul is inside the loop node";
+}
+
+TEST(ImporterScripted, ControlFlowWithDataDependentShapesIsRejectedWithAHint) {
+  std::string path = saveScripted("GrowIf",
+                                  "def forward(self, x):\n"
+                                  "  if bool(x.sum() > 0):\n"
+                                  "    return x[:, :2]\n"
+                                  "  return -x\n",
+                                  spec("[3, 4]"));
   Error e = errorOf([&] { importTorchScript(path); });
   EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-  EXPECT_EQ(std::string(e.what()).rfind("prim::Loop is not supported: data-dependent control flow (trace the model "
-                                        "with torch.jit.trace instead)",
-                                        0),
-            0u)
-      << e.what();
+  std::string what = e.what();
+  EXPECT_EQ(what.rfind("prim::If: if: the then branch returns (f32[3,2]), the else branch (f32[3,4])", 0), 0u) << what;
+  EXPECT_NE(what.find("shapes depend on the data"), std::string::npos) << what;
+  EXPECT_NE(what.find(":2)"), std::string::npos) << what;  // the line of the if
+  EXPECT_TRUE(oneLine(what));
+
+  path = saveScripted("GrowLoop",
+                      "def forward(self, x):\n"
+                      "  for i in range(int(x.abs().sum())):\n"
+                      "    x = torch.cat([x, x], 1)\n"
+                      "  return x\n",
+                      spec("[3, 4]"));
+  e = errorOf([&] { importTorchScript(path); });
+  EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+  what = e.what();
+  EXPECT_EQ(what.rfind("prim::Loop: loop: the body returns", 0), 0u) << what;
+  EXPECT_NE(what.find("carried values keep their types"), std::string::npos) << what;
+  EXPECT_TRUE(oneLine(what));
 }
 
 TEST(ImporterScripted, ShapeDependentIfIsResolvedAtImportTime) {
@@ -206,19 +244,22 @@ TEST(ImporterScripted, ShapeDependentIfIsResolvedAtImportTime) {
             (std::map<std::string, int>{{"sigmoid", 1}}));
 }
 
-TEST(ImporterScripted, DataDependentIfIsRejected) {
+TEST(ImporterScripted, DataDependentIfBecomesAnIfNode) {
   std::string path = saveScripted("DataIf",
                                   "def forward(self, x):\n"
                                   "  if bool(x.sum() > 0):\n"
                                   "    return x\n"
                                   "  return -x\n",
                                   spec("[3, 4]"));
-  Error e = errorOf([&] { importTorchScript(path); });
-  EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-  // The branch is named, with its line, not the aten::Bool that reads the tensor for it.
-  EXPECT_EQ(std::string(e.what()).rfind("prim::If is not supported: data-dependent control flow", 0), 0u) << e.what();
-  EXPECT_NE(std::string(e.what()).find(":2)"), std::string::npos) << e.what();
-  EXPECT_TRUE(oneLine(e.what()));
+  ImportedModel model = importTorchScript(path);
+  auto ops = testing::opHistogram(model.graph);
+  EXPECT_EQ(ops["if"], 1);
+  for (const core::Node& n : model.graph.nodes()) {
+    if (n.op != "if") continue;
+    ASSERT_EQ(n.regions.size(), 2u);
+    EXPECT_EQ(n.location.substr(n.location.size() - 2), ":2") << n.location;
+    EXPECT_EQ(testing::opHistogram(*n.regions[1]), (std::map<std::string, int>{{"neg", 1}}));
+  }
 }
 
 TEST(ImporterScripted, ShapeArithmeticFeedsReshape) {
