@@ -203,11 +203,11 @@ void GraphExecutor::run() {
   for (size_t i = 0; i < m_inputBound.size(); ++i) {
     if (!m_inputBound[i]) throw Error("input " + std::to_string(i) + " was not set");
   }
+  if (m_timing) return runTimed();
   if (m_watched) {
     for (size_t c = 0; c < m_fns.size(); ++c) callWatched(c);
     return;
   }
-  if (m_timing) return runTimed();
   for (size_t c = 0; c < m_fns.size(); ++c) {
     if (m_fns[c]) m_fns[c](m_callArgs[c].data());
     else runControl(c);
@@ -217,7 +217,8 @@ void GraphExecutor::run() {
 void GraphExecutor::runTimed() {
   for (size_t c = 0; c < m_fns.size(); ++c) {
     auto start = std::chrono::steady_clock::now();
-    if (m_fns[c]) m_fns[c](m_callArgs[c].data());
+    if (m_watched) callWatched(c);
+    else if (m_fns[c]) m_fns[c](m_callArgs[c].data());
     else runControl(c);
     m_totals.us[c] += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     ++m_totals.runs[c];

@@ -189,12 +189,18 @@ TEST_F(ControlFlow, ForLoopWithAConstantTripCountIsUnrolled) {
   });
 }
 
-TEST_F(ControlFlow, ProfileSplitsALoopsTimeAmongTheCallsInsideIt) {
+class ControlFlowProfile : public ControlFlow, public ::testing::WithParamInterface<bool> {};
+
+// In this process, and in an isolated measuring worker (`kiln profile`'s way, under the kernel
+// watch).
+TEST_P(ControlFlowProfile, SplitsALoopsTimeAmongTheCallsInsideIt) {
   app::ProfileOptions o;
   o.repeat = 5;
   o.minRepeatMs = 1;
   o.build.threads = 2;
   o.store.dbPath = m_dir + "/kiln.db";
+  o.isolate.enabled = GetParam();
+  o.isolate.workerCommand = KILN_BINARY;
   auto r = app::profile(m_dir + "/for_computed.pt", o);
   ASSERT_TRUE(r) << r.error().message;
   const profiler::ProfileRecord& p = r.value().profile;
@@ -215,6 +221,7 @@ TEST_F(ControlFlow, ProfileSplitsALoopsTimeAmongTheCallsInsideIt) {
     if (std::find(op.ops.begin(), op.ops.end(), "dense") != op.ops.end()) {
       denseRuns = op.calls;
       EXPECT_GT(op.flops, 0) << op.name;
+      EXPECT_GT(op.timeUs, 0) << op.name;
     }
     if (op.name.find(".then | ") == std::string::npos && op.name.find(".else | ") == std::string::npos)
       insideUs += op.timeUs;  // the body's own calls (the branch's are inside its if call)
@@ -231,6 +238,8 @@ TEST_F(ControlFlow, ProfileSplitsALoopsTimeAmongTheCallsInsideIt) {
   ASSERT_EQ(stored->profile.ops.size(), p.ops.size());
   for (size_t i = 0; i < p.ops.size(); ++i) EXPECT_EQ(stored->profile.ops[i].parent, p.ops[i].parent) << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(InProcessAndIsolated, ControlFlowProfile, ::testing::Bool());
 
 TEST_F(ControlFlow, ExportRefusesControlFlowInOneLine) {
   auto model = app::openModel(m_dir + "/while.pt");
