@@ -145,7 +145,10 @@ void ProfileView::rebuildChart() {
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.timeUs > b.timeUs; });
   int n = std::min<int>(m_topN->value(), static_cast<int>(ops.size()));
   double rest = 0;
-  for (size_t i = n; i < ops.size(); ++i) rest += ops[i].percent;
+  // A call inside an if/loop is part of its top-level call's share: "other calls" counts
+  // top-level rows only.
+  for (size_t i = n; i < ops.size(); ++i)
+    if (ops[i].parent < 0) rest += ops[i].percent;
 
   // Horizontal bars draw the first category at the bottom: add the largest last.
   auto* set = new QBarSet(tr("share of total"));
