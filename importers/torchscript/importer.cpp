@@ -157,6 +157,8 @@ class Walker {
   bool visitControl(const jit::Node* node);
   void visitIf(const jit::Node* node);
   void visitLoop(const jit::Node* node);
+  void emitControl(const jit::Node* node, const std::string& op, const std::vector<ValueId>& inputs, core::Attrs attrs,
+                   std::vector<core::Region> regions);
   bool unrollLoop(const jit::Node* node);
   core::Region importRegion(const jit::Block* block, const std::vector<const jit::Value*>& captured,
                             const std::vector<core::TensorType>& firstTypes, std::vector<ValueId>& operands);
@@ -483,6 +485,22 @@ core::Region Walker::importRegion(const jit::Block* block, const std::vector<con
   return region;
 }
 
+/// Adds the if/loop node for `node` and binds its outputs; a type error (branches or iterations
+/// of different shapes) names `node` with the hint to trace instead.
+void Walker::emitControl(const jit::Node* node, const std::string& op, const std::vector<ValueId>& inputs,
+                         core::Attrs attrs, std::vector<core::Region> regions) {
+  std::vector<ValueId> outs;
+  try {
+    outs = m_ctx.graph().addNode(op, inputs, std::move(attrs), ImportContext::location(node),
+                                 node->outputs().empty() ? op : node->output(0)->debugNameBase(), std::move(regions));
+  } catch (const InternalError&) {
+    throw;
+  } catch (const Error& e) {
+    ImportContext::fail(node, e.what() + std::string(kShapeHint));
+  }
+  for (size_t i = 0; i < outs.size(); ++i) m_ctx.bind(node->output(i), Item::ofTensor(outs[i]));
+}
+
 /// prim::If on a computed condition: an `if` node over both branches, which take the same
 /// operands (every enclosing tensor either branch reads).
 void Walker::visitIf(const jit::Node* node) {
@@ -499,16 +517,7 @@ void Walker::visitIf(const jit::Node* node) {
   }
   std::vector<ValueId> inputs{m_ctx.input(node, 0).tensor};
   inputs.insert(inputs.end(), operands.begin(), operands.end());
-  std::vector<ValueId> outs;
-  try {
-    outs = m_ctx.graph().addNode("if", inputs, {}, ImportContext::location(node),
-                                 node->outputs().empty() ? "if" : node->output(0)->debugNameBase(), regions);
-  } catch (const InternalError&) {
-    throw;
-  } catch (const Error& e) {
-    ImportContext::fail(node, e.what() + std::string(kShapeHint));
-  }
-  for (size_t i = 0; i < outs.size(); ++i) m_ctx.bind(node->output(i), Item::ofTensor(outs[i]));
+  emitControl(node, "if", inputs, {}, std::move(regions));
 }
 
 /// prim::Loop(trip, cond, v...) with block (i, v...) → (cond, v...): unrolled at import time when
@@ -592,16 +601,7 @@ void Walker::visitLoop(const jit::Node* node) {
   std::vector<ValueId> inputs{trip, cond};
   inputs.insert(inputs.end(), init.begin(), init.end());
   inputs.insert(inputs.end(), operands.begin(), operands.end());
-  std::vector<ValueId> outs;
-  try {
-    outs = m_ctx.graph().addNode("loop", inputs, {{"carried", static_cast<int64_t>(carried)}}, ImportContext::location(node),
-                                 node->output(0)->debugNameBase(), {region});
-  } catch (const InternalError&) {
-    throw;
-  } catch (const Error& e) {
-    ImportContext::fail(node, e.what() + std::string(kShapeHint));
-  }
-  for (size_t i = 0; i < outs.size(); ++i) m_ctx.bind(node->output(i), Item::ofTensor(outs[i]));
+  emitControl(node, "loop", inputs, {{"carried", static_cast<int64_t>(carried)}}, {region});
 }
 
 /// Evaluates a node at import time with libtorch when all its inputs are constants: integer and
