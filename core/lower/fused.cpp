@@ -489,7 +489,7 @@ FusedRole fusedRole(const std::string& op) {
   if (isUnaryElement(op) || isBinaryElement(op) || op == "copy" || op == "batch_norm" || op == "reshape" ||
       op == "transpose" || op == "concat" || op == "layout_transform" || op == "strided_slice")
     return FusedRole::Element;
-  if (op == "mean" || op == "sum") return FusedRole::Reduce;
+  if (op == "mean" || op == "sum" || op == "max" || op == "min") return FusedRole::Reduce;
   return FusedRole::None;
 }
 

@@ -23,7 +23,6 @@ Stmt lowerBroadcastTo(const OpContext& ctx);      // ops_indexing.cpp
 Stmt lowerWhere(const OpContext& ctx);            // ops_indexing.cpp
 Stmt lowerCompare(const OpContext& ctx);          // ops_indexing.cpp
 Stmt lowerCast(const OpContext& ctx);             // ops_indexing.cpp
-Stmt lowerMinMax(const OpContext& ctx);           // ops_select_reduce.cpp
 Stmt lowerArgMinMax(const OpContext& ctx);        // ops_select_reduce.cpp
 Stmt lowerTopk(const OpContext& ctx);             // ops_select_reduce.cpp
 Stmt lowerConvTranspose2d(const OpContext& ctx);  // ops_image.cpp
@@ -65,8 +64,8 @@ const std::map<std::string, OpLowering, std::less<>>& lowerings() {
     for (const char* c : {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
       (*t)[c] = lowerCompare;
     (*t)["cast"] = lowerCast;
-    (*t)["max"] = lowerMinMax;
-    (*t)["min"] = lowerMinMax;
+    (*t)["max"] = lowerReduce;
+    (*t)["min"] = lowerReduce;
     (*t)["argmax"] = lowerArgMinMax;
     (*t)["argmin"] = lowerArgMinMax;
     (*t)["topk"] = lowerTopk;

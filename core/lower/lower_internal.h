@@ -93,7 +93,7 @@ tir::Stmt lowerAdaptiveAvgPool2d(const OpContext& ctx);  // ops_pool.cpp
 tir::Stmt lowerCopy(const OpContext& ctx);           // ops_shape.cpp (copy, reshape)
 tir::Stmt lowerTranspose(const OpContext& ctx);      // ops_shape.cpp
 tir::Stmt lowerConcat(const OpContext& ctx);         // ops_shape.cpp
-tir::Stmt lowerReduce(const OpContext& ctx);         // ops_reduce.cpp (mean, sum)
+tir::Stmt lowerReduce(const OpContext& ctx);         // ops_reduce.cpp (mean, sum, max, min)
 tir::Stmt lowerSoftmax(const OpContext& ctx);        // ops_reduce.cpp
 tir::Stmt lowerConv2dNchwc(const OpContext& ctx);    // ops_conv_packed.cpp
 tir::Stmt lowerLayoutTransform(const OpContext& ctx);  // ops_conv_packed.cpp
@@ -194,6 +194,8 @@ tir::Stmt serialFor(const tir::Expr& var, int64_t min, int64_t extent, tir::Stmt
 tir::Expr literal(tir::Type t, double value);
 /// The lowest value of `t` (-inf for floats), the identity of max.
 tir::Expr lowestValue(tir::Type t);
+/// The highest value of `t` (+inf for floats), the identity of min.
+tir::Expr highestValue(tir::Type t);
 
 /// `count` as a literal of float type `t` (divisors of mean/avg).
 inline tir::Expr countLiteral(tir::Type t, int64_t count) { return literal(t, static_cast<double>(count)); }

@@ -150,6 +150,12 @@ Expr lowestValue(Type t) {
                                                  : -(int64_t{1} << (t.bits - 1)));
 }
 
+Expr highestValue(Type t) {
+  if (t.isFloat()) return FloatImm::make(t.element(), std::numeric_limits<double>::infinity());
+  if (t.code == Type::Code::UInt) return IntImm::make(t.element(), t.bits >= 64 ? -1 : (int64_t{1} << t.bits) - 1);
+  return IntImm::make(t.element(), t.bits >= 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (t.bits - 1)) - 1);
+}
+
 namespace {
 
 class ClashRenamer : public IRMutator {

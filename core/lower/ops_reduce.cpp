@@ -1,18 +1,20 @@
-// Lowerings of reductions: mean and sum over axes (keepdims or not), and softmax along an axis.
+// Lowerings of reductions: mean, sum, max and min over axes (keepdims or not), and softmax along
+// an axis.
 //
 // Reductions loop over the kept axes outside (in the output's memory order, parallel when large)
-// and over the reduced axes inside, accumulating into a local buffer. The output has the same
-// flat layout with or without keepdims, so the loop nest runs over the keepdims shape. When the
-// reduced axes are the trailing ones (a contiguous span per output: mean over H, W of NCHW, the
-// last axis of a sequence) the span is summed in vectors — a few independent vector accumulators,
-// combined and reduced across lanes at the end, then the scalar tail — which reassociates the
-// sum (within float rounding).
+// and over the reduced axes inside, accumulating into a local buffer started at the identity
+// (0; −inf / +inf for a float max / min, the type's extremes for integers). The output has the
+// same flat layout with or without keepdims, so the loop nest runs over the keepdims shape. When
+// the reduced axes are the trailing ones (a contiguous span per output: mean over H, W of NCHW,
+// the last axis of a sequence, a whole tensor reduced to one value) the span is combined in
+// vectors — a few independent vector accumulators, combined and reduced across lanes at the end,
+// then the scalar tail — which reassociates a sum (within float rounding; max / min are exact).
 //
-// In a fused group (fuse-ops, O2) a mean/sum root reads its input through OpContext::inputAt:
-// the element ops producing it (relu(add(x, y)), exp(x), ...) are evaluated at each position
-// the reduction reads, so the input never reaches memory. The vector path then needs the position
-// per axis: it stays in use when the prologue is flat (no broadcasting in the group) or only the
-// last axis is reduced; other fused reductions accumulate in scalars.
+// In a fused group (fuse-ops, O2) a reduction root reads its input through OpContext::inputAt:
+// the element ops producing it (relu(add(x, y)), exp(x), abs(x), ...) are evaluated at each
+// position the reduction reads, so the input never reaches memory. The vector path then needs the
+// position per axis: it stays in use when the prologue is flat (no broadcasting in the group) or
+// only the last axis is reduced; other fused reductions accumulate in scalars.
 //
 // softmax is numerically stable: m = max_l x[l]; e[l] = exp(x[l] − m) written to the output
 // while summing s; then y[l] = e[l] / s. Along a contiguous axis (the last) each pass runs in
@@ -35,35 +37,50 @@ int lanesFor(const OpContext& ctx) {
   return std::max(1, ctx.options.vectorLanes * 32 / std::max<int>(32, t.bits));
 }
 
-/// Σ x[k] for k in [0, span), vectorized (see the file comment); `load(k, lanes)` reads x[k]
-/// (a vector of x[k .. k + lanes) when lanes > 1). Returns the statements and the scalar sum,
+/// How a reduction combines: its identity and its pairwise combination (scalars or vectors).
+struct Reducer {
+  Expr identity;
+  Combine combine;
+};
+
+Reducer reducerFor(const std::string& op, Type t) {
+  if (op == "max") return {lowestValue(t), [](const Expr& a, const Expr& b) { return max(a, b); }};
+  if (op == "min") return {highestValue(t), [](const Expr& a, const Expr& b) { return min(a, b); }};
+  return {literal(t, 0), [](const Expr& a, const Expr& b) { return a + b; }};  // sum, mean
+}
+
+/// x[0] ⊕ ... ⊕ x[span − 1], vectorized (see the file comment); `load(k, lanes)` reads x[k]
+/// (a vector of x[k .. k + lanes) when lanes > 1). Returns the statements and the scalar result,
 /// readable after them; `locals` receives the local buffers to allocate.
-std::pair<Stmt, Expr> vectorSum(const std::function<Expr(const Expr&, int)>& load, int64_t span, int lanes, Type t,
-                                std::vector<Buffer>& locals) {
+std::pair<Stmt, Expr> vectorReduce(const std::function<Expr(const Expr&, int)>& load, int64_t span, int lanes, Type t,
+                                   const Reducer& reducer, std::vector<Buffer>& locals) {
+  const Combine& combine = reducer.combine;
   int64_t vecs = span / lanes;
   int accs = static_cast<int>(std::clamp<int64_t>(vecs, 1, 4));
   RegisterTile acc("acc", t, accs, lanes);
-  Buffer scratch = makeBuffer("lanes", t, {lanes}), sum = makeLocal("sum", t);
-  locals.insert(locals.end(), {acc.buffer(), scratch, sum});
+  Buffer scratch = makeBuffer("lanes", t, {lanes}), result = makeLocal("result", t);
+  locals.insert(locals.end(), {acc.buffer(), scratch, result});
   std::vector<Stmt> body;
-  for (int a = 0; a < accs; ++a) body.push_back(acc.set(a, splat(literal(t, 0), lanes)));
+  for (int a = 0; a < accs; ++a) body.push_back(acc.set(a, splat(reducer.identity, lanes)));
   int64_t rounds = vecs / accs;
   Expr r = Var::make("r");
   std::vector<Stmt> step;
-  for (int a = 0; a < accs; ++a) step.push_back(acc.set(a, acc.get(a) + load((r * accs + a) * lanes, lanes)));
+  for (int a = 0; a < accs; ++a)
+    step.push_back(acc.set(a, combine(acc.get(a), load((r * accs + a) * lanes, lanes))));
   body.push_back(serialFor(r, 0, rounds, Seq::make(std::move(step))));
   for (int64_t v = rounds * accs; v < vecs; ++v) {
     int a = static_cast<int>(v % accs);
-    body.push_back(acc.set(a, acc.get(a) + load(i64(v * lanes), lanes)));
+    body.push_back(acc.set(a, combine(acc.get(a), load(i64(v * lanes), lanes))));
   }
   Expr total = acc.get(0);
-  for (int a = 1; a < accs; ++a) total = total + acc.get(a);
-  auto [reduce, lanesSum] = horizontalSum(total, scratch);
+  for (int a = 1; a < accs; ++a) total = combine(total, acc.get(a));
+  auto [reduce, lanesResult] = horizontalReduce(total, scratch, combine);
   body.push_back(reduce);
-  body.push_back(storeLocal(sum, lanesSum));
+  body.push_back(storeLocal(result, lanesResult));
   Expr k = Var::make("k");
-  body.push_back(serialFor(k, vecs * lanes, span - vecs * lanes, storeLocal(sum, loadLocal(sum) + load(k, 1))));
-  return {Seq::make(std::move(body)), loadLocal(sum)};
+  body.push_back(
+      serialFor(k, vecs * lanes, span - vecs * lanes, storeLocal(result, combine(loadLocal(result), load(k, 1)))));
+  return {Seq::make(std::move(body)), loadLocal(result)};
 }
 
 }  // namespace
@@ -77,6 +94,7 @@ Stmt lowerReduce(const OpContext& ctx) {
   DType dtype = ctx.inTypes[0].dtype;
   if (dtype == DType::Bool) ctx.unsupported("dtype bool");
   if (isMean) ctx.requireFloat();
+  if ((ctx.op == "max" || ctx.op == "min") && ctx.inTypes[0].numel() == 0) ctx.unsupported("reducing an empty tensor");
   const Shape& xs = ctx.inTypes[0].shape;
   int64_t rank = static_cast<int64_t>(xs.size());
   ReductionAxes r = reductionAxes(ctx);
@@ -86,6 +104,7 @@ Stmt lowerReduce(const OpContext& ctx) {
   int64_t count = r.count;
 
   Type t = ctx.out[0]->elemType;
+  Reducer reducer = reducerFor(ctx.op, t);
   int lanes = lanesFor(ctx);
   bool trailing = !axes.empty() && *axes.begin() + static_cast<int64_t>(axes.size()) == rank;
   // A fused input is read per axis unless its prologue is flat: a vector then runs along the
@@ -113,18 +132,19 @@ Stmt lowerReduce(const OpContext& ctx) {
       return ctx.inputAt(index, offset);
     };
     std::vector<Buffer> locals;
-    auto [sumCode, sum] = vectorSum(load, count, lanes, t, locals);
-    Expr result = isMean ? sum / countLiteral(t, count) : sum;
-    return nest.wrap(Seq::make({sumCode, Store::make(ctx.out[0], nest[0], result)}), locals);
+    auto [reduceCode, value] = vectorReduce(load, count, lanes, t, reducer, locals);
+    Expr result = isMean ? value / countLiteral(t, count) : value;
+    return nest.wrap(Seq::make({reduceCode, Store::make(ctx.out[0], nest[0], result)}), locals);
   }
 
   LoopNest nest(keptShape, {}, wantParallel(ctx.outTypes[0].numel(), count));
   Buffer acc = makeLocal("acc", t);
   std::vector<Expr> index;
   for (int64_t d = 0, k = 0; d < rank; ++d) index.push_back(axes.count(d) ? r.vars[static_cast<size_t>(k++)] : nest[d]);
-  Stmt reduce = r.wrap(storeLocal(acc, loadLocal(acc) + ctx.inputAt(index, nest.offset(xStrides) + r.offset)));
+  Stmt reduce = r.wrap(
+      storeLocal(acc, reducer.combine(loadLocal(acc), ctx.inputAt(index, nest.offset(xStrides) + r.offset))));
   Expr result = isMean ? loadLocal(acc) / countLiteral(t, count) : loadLocal(acc);
-  Stmt body = Seq::make({storeLocal(acc, literal(t, 0)), reduce,
+  Stmt body = Seq::make({storeLocal(acc, reducer.identity), reduce,
                          Store::make(ctx.out[0], nest.offset(contiguousStrides(keptShape)), result)});
   return nest.wrap(body, {acc});
 }

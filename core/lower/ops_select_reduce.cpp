@@ -1,7 +1,7 @@
-// Lowerings of selecting reductions: max / min over axes, argmax / argmin along an axis, topk.
+// Lowerings of selecting reductions: argmax / argmin along an axis, topk (max / min over axes are
+// reductions like sum: ops_reduce.cpp).
 //
-// max / min loop over the kept axes outside (parallel when large) and the reduced axes inside,
-// into a local accumulator started at the identity (−inf / +inf for floats). argmax / argmin keep
+// argmax / argmin keep
 // the best value and its index; a later element replaces it only when strictly better, so the
 // first extreme wins (PyTorch's CPU result). topk selects k times per row: each pass finds the
 // best element not yet taken (strictly better, so ties resolve to the lower index) and marks it
@@ -18,12 +18,6 @@ using namespace tir;
 
 namespace {
 
-Expr highestValue(Type t) {
-  if (t.isFloat()) return FloatImm::make(t.element(), std::numeric_limits<double>::infinity());
-  if (t.code == Type::Code::UInt) return IntImm::make(t.element(), t.bits >= 64 ? -1 : (int64_t{1} << t.bits) - 1);
-  return IntImm::make(t.element(), t.bits >= 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (t.bits - 1)) - 1);
-}
-
 /// The rows of an axis: extents outer × len × inner around `axis`.
 struct AxisView {
   int64_t outer = 1, len = 1, inner = 1;
@@ -38,21 +32,6 @@ AxisView viewAround(const Shape& shape, int64_t axis) {
 }
 
 }  // namespace
-
-Stmt lowerMinMax(const OpContext& ctx) {
-  if (ctx.inTypes[0].dtype == DType::Bool) ctx.unsupported("dtype bool");
-  bool isMax = ctx.op == "max";
-  if (ctx.inTypes[0].numel() == 0) ctx.unsupported("reducing an empty tensor");
-  ReductionAxes r = reductionAxes(ctx);
-  Type t = ctx.out[0]->elemType;
-  LoopNest nest(r.keptShape, {}, wantParallel(ctx.outTypes[0].numel(), r.count));
-  Buffer acc = makeLocal("acc", t);
-  Expr x = Load::make(ctx.in[0], nest.offset(r.inputStrides) + r.offset);
-  Stmt reduce = r.wrap(storeLocal(acc, isMax ? max(loadLocal(acc), x) : min(loadLocal(acc), x)));
-  Stmt body = Seq::make({storeLocal(acc, isMax ? lowestValue(t) : highestValue(t)), reduce,
-                         Store::make(ctx.out[0], nest.offset(contiguousStrides(r.keptShape)), loadLocal(acc))});
-  return nest.wrap(body, {acc});
-}
 
 Stmt lowerArgMinMax(const OpContext& ctx) {
   if (ctx.inTypes[0].dtype == DType::Bool) ctx.unsupported("dtype bool");

@@ -3,7 +3,7 @@
 // JIT-compiled code, and must match the same graph lowered node by node. Shapes are odd on
 // purpose (reduced spans that leave a vector tail, spans shorter than a vector, one element), and
 // cover every path: flat prologues and per-axis ones (broadcast operands), trailing and leading
-// reduced axes, keepdims, a reduction of everything.
+// reduced axes, keepdims, a reduction of everything; sums and means, maxima and minima.
 #include <gtest/gtest.h>
 
 #include "core/ir/parser.h"
@@ -84,6 +84,26 @@ const ReduceCase kCases[] = {
   return %s
 })",
      1},
+    {"abs_max_to_a_scalar", R"(graph(%x: f32[61,67], %y: f32[61,67]) {
+  %d = sub(%x, %y) : f32[61,67]
+  %a = abs(%d) : f32[61,67]
+  %m = max(%a) {axes=[0,1], keepdims=0} : f32[]
+  return %m
+})",
+     1},
+    {"min_trailing_axis_per_axis", R"(graph(%x: f32[3,4,45], %b: f32[45]) {
+  %u = add(%x, %b) : f32[3,4,45]
+  %n = neg(%u) : f32[3,4,45]
+  %m = min(%n) {axes=[2], keepdims=1} : f32[3,4,1]
+  return %m
+})",
+     1},
+    {"max_leading_axis", R"(graph(%x: f32[9,5,3]) {
+  %t = tanh(%x) : f32[9,5,3]
+  %m = max(%t) {axes=[0], keepdims=0} : f32[5,3]
+  return %m
+})",
+     1},
     {"batch_norm_then_mean", R"(graph(%x: f32[2,4,3,19]) {
   %g = constant f32[4] [1, 0.5, 2, 1.5]
   %b = constant f32[4] [0, 0.1, -0.2, 0.3]
@@ -107,7 +127,7 @@ TEST_P(FusedReduce, MatchesUnfusedInInterpreterAndJit) {
   ASSERT_EQ(fused.groups().size(), c.groups);
   for (const FusedGroup& g : fused.groups()) {
     const std::string& op = fused.node(g.root()).op;
-    EXPECT_TRUE(op == "mean" || op == "sum") << g.name;
+    EXPECT_TRUE(op == "mean" || op == "sum" || op == "max" || op == "min") << g.name;
   }
   std::vector<runtime::Tensor> inputs;
   for (size_t i = 0; i < plain.inputs().size(); ++i)
