@@ -66,7 +66,7 @@ std::string workloadKey(const Graph& graph, NodeId node);
 // Its parameters are the group's inputs (groupInputs: values used inside but computed outside,
 // the anchor's inputs first) followed by the root's output. With an anchor (conv2d, dense, ...)
 // the anchor's own lowering runs with OpContext::epilogue set to the chain of elementwise and
-// broadcast ops after it; a reduction root (mean, sum) runs its own lowering with
+// broadcast ops after it; a reduction root (mean, sum, max, min) runs its own lowering with
 // OpContext::prologue evaluating its input from the element ops before it; otherwise one loop
 // nest over the root's output inlines every op's per-element expression (a concat root gets one
 // loop nest per input).
