@@ -37,7 +37,8 @@ std::pair<passes::Pipeline, passes::Pipeline> split(const passes::Pipeline& pipe
 OptimizedGraph runGraphPasses(Graph graph, const CompileOptions& options, const passes::Pipeline& pipeline);
 
 /// The sub-graphs of if/loop nodes go through the same graph passes, as graphs of their own
-/// (their inputs and output types stay; what the passes did is not reported per region).
+/// (their inputs and output types stay; what the passes did is not reported per region). They go
+/// first, so a branch or loop body that inline-control-flow inlines arrives optimized.
 void optimizeRegions(Graph& graph, const CompileOptions& options, const passes::Pipeline& pipeline) {
   for (NodeId n = 0; n < static_cast<NodeId>(graph.nodes().size()); ++n) {
     if (graph.node(n).regions.empty()) continue;
@@ -56,8 +57,8 @@ OptimizedGraph runGraphPasses(Graph graph, const CompileOptions& options, const 
   pm.cancel = options.cancel;
   pm.schedules = options.lower.schedules;
   OptimizedGraph o{std::move(graph), {}, passes::printPipeline(pipeline)};
-  o.passes = passes::PassManager(split(pipeline).first, pm).run(o.graph);
   optimizeRegions(o.graph, options, pipeline);
+  o.passes = passes::PassManager(split(pipeline).first, pm).run(o.graph);
   return o;
 }
 
@@ -67,7 +68,8 @@ std::string optLevelPipelineText(int optLevel, int vectorLanes, int winograd) {
   if (optLevel < 0 || optLevel > passes::kMaxOptLevel)
     throw Error("opt level must be 0-" + std::to_string(passes::kMaxOptLevel) + ", got " + std::to_string(optLevel),
                 ErrorKind::Usage);
-  const std::string o1 = "simplify-inference,fold-constants,eliminate-common-subexpressions,eliminate-dead-code";
+  const std::string o1 =
+      "simplify-inference,fold-constants,inline-control-flow,eliminate-common-subexpressions,eliminate-dead-code";
   if (optLevel == 0) return "";
   if (optLevel == 1) return o1;
   if (optLevel == 2) return o1 + ",fold-pad-into-conv,fuse-ops";

@@ -13,6 +13,7 @@
 #include "core/passes/pack_dense.h"
 #include "core/passes/fold_scale_axis.h"
 #include "core/passes/fuse_ops.h"
+#include "core/passes/inline_control_flow.h"
 #include "core/passes/merge_parallel.h"
 #include "core/passes/qnn_alter_layout.h"
 #include "core/passes/simplify_inference.h"
@@ -94,6 +95,14 @@ void registerPasses(Registry& r) {
             "fold larger results only when they do not outgrow their inputs"}},
           [](Graph& g, const PassOptions& o, PassCounters* c) {
             return foldConstants(g, FoldConstantsOptions{o.getInt("max-elements")}, c);
+          });
+  r.graph("inline-control-flow",
+          "an if on a constant becomes its branch; a loop whose every condition is known is unrolled",
+          1,
+          {{"max-trip", OptionType::Int, "64", "the most iterations a loop is unrolled for"},
+           {"max-nodes", OptionType::Int, "4096", "the most nodes one unrolled loop may add"}},
+          [](Graph& g, const PassOptions& o, PassCounters* c) {
+            return inlineControlFlow(g, InlineControlFlowOptions{o.getInt("max-trip"), o.getInt("max-nodes")}, c);
           });
   r.graph("fold-pad-into-conv",
           "zero constant pads of H and W feeding conv2d become the convolution's padding",

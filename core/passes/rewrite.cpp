@@ -49,6 +49,31 @@ std::string GraphRewriter::freshName(const std::string& stem) {
   return name;
 }
 
+std::vector<ValueId> GraphRewriter::inlineRegion(const Graph& region, const std::vector<ValueId>& args) {
+  KILN_ASSERT(args.size() == region.inputs().size(), "GraphRewriter::inlineRegion: wrong number of arguments");
+  std::vector<ValueId> map(region.values().size(), -1);
+  for (size_t i = 0; i < args.size(); ++i) map[region.inputs()[i]] = args[i];
+  auto mapped = [&](ValueId v) {
+    if (map[v] < 0) {
+      const Value& value = region.value(v);
+      KILN_ASSERT(value.isConstant(), "GraphRewriter::inlineRegion: %" + value.name + " is used before it is defined");
+      map[v] = addConstant(value.name, *value.constant);
+    }
+    return map[v];
+  };
+  for (const Node& node : region.nodes()) {
+    std::vector<ValueId> inputs;
+    for (ValueId v : node.inputs) inputs.push_back(mapped(v));
+    std::vector<ValueId> outs = m_target.addNode(node.op, std::move(inputs), node.attrs, node.location,
+                                                 freshName(region.value(node.outputs[0]).name), node.regions);
+    KILN_ASSERT(outs.size() == node.outputs.size(), "GraphRewriter: " + node.op + " changed its output count");
+    for (size_t i = 0; i < outs.size(); ++i) map[node.outputs[i]] = outs[i];
+  }
+  std::vector<ValueId> outputs;
+  for (ValueId v : region.outputs()) outputs.push_back(mapped(v));
+  return outputs;
+}
+
 ValueId GraphRewriter::addNode(const std::string& op, std::vector<ValueId> inputs, Attrs attrs,
                                const std::string& location, const std::string& stem) {
   std::vector<ValueId> outs =

@@ -43,6 +43,10 @@ class GraphRewriter {
   /// Source value `v` becomes the single output of a new node, under v's name.
   ValueId replaceWithNode(ValueId v, const std::string& op, std::vector<ValueId> inputs, Attrs attrs,
                           const std::string& location);
+  /// Adds the nodes of `region` (a sub-graph of an if/loop node) to the target with its inputs
+  /// bound to `args` (target values): its constants copied, its values under fresh names derived
+  /// from theirs, nested regions shared. Returns the target values of the region's outputs.
+  std::vector<ValueId> inlineRegion(const Graph& region, const std::vector<ValueId>& args);
   /// A name derived from `stem` that neither the source nor the target uses.
   std::string freshName(const std::string& stem);
 

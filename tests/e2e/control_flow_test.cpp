@@ -3,7 +3,8 @@
 // `if` / `loop` nodes with sub-graphs, compiled at -O0, -O2 and -O3 and run on inputs that take
 // each branch, against libtorch running the same file on the same inputs. A loop with a constant
 // trip count is unrolled at import instead. Skips with a message only when that environment is
-// missing (CI has it).
+// missing (CI has it). Paths known at compile time (tests/filecheck/inline_control_flow.kir) are
+// inlined by inline-control-flow from -O1 on and must compute what -O0's loops compute.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 
 #include "app/facade.h"
 #include "app/measure.h"
+#include "app/model_text.h"
 #include "profiler/store.h"
 #include "profiler/torch_baseline.h"
 #include "runtime/tensor_values.h"
@@ -252,6 +254,29 @@ TEST_F(ControlFlow, ExportRefusesControlFlowInOneLine) {
   EXPECT_NE(exported.error().message.find("control flow"), std::string::npos) << exported.error().message;
   EXPECT_EQ(exported.error().message.find('\n'), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir)) << "nothing is written";
+}
+
+TEST(ControlFlowPaths, KnownPathsAreInlinedAndComputeWhatTheLoopsCompute) {
+  auto model = app::openGraphText(std::string(KILN_SOURCE_DIR) + "/tests/filecheck/inline_control_flow.kir");
+  ASSERT_TRUE(model) << model.error().message;
+  std::vector<runtime::Tensor> inputs = {runtime::Tensor::zeros(runtime::DType::Float32, {4, 8})};
+  for (int64_t i = 0; i < 32; ++i) inputs[0].data<float>()[i] = 0.1f * static_cast<float>(i % 11) - 0.4f;
+  auto outputsAt = [&](int level) {
+    app::BuildOptions options;
+    options.optLevel = level;
+    options.threads = 1;
+    auto built = app::build(model.value(), options);
+    EXPECT_TRUE(built) << built.error().message;
+    auto out = app::run(*built.value(), inputs);
+    EXPECT_TRUE(out) << out.error().message;
+    return std::vector<float>(out.value()[0].data<float>(), out.value()[0].data<float>() + 32);
+  };
+  std::vector<float> loops = outputsAt(0);  // the executor runs every if and loop
+  for (int level : {1, 3}) {
+    std::vector<float> inlined = outputsAt(level);
+    for (size_t i = 0; i < loops.size(); ++i)
+      EXPECT_NEAR(inlined[i], loops[i], 1e-5 * (1 + std::fabs(loops[i]))) << "-O" << level << " element " << i;
+  }
 }
 
 }  // namespace

@@ -145,7 +145,7 @@ TEST(CompileDriver, RunsGraphPassesLoweringAndLoopIrPassesAsSteps) {
 TEST(Pipeline, DefaultPipelinesGrowWithTheLevel) {
   EXPECT_EQ(optLevelPipelineText(0), "");
   EXPECT_EQ(optLevelPipelineText(1),
-            "simplify-inference,fold-constants,eliminate-common-subexpressions,eliminate-dead-code");
+            "simplify-inference,fold-constants,inline-control-flow,eliminate-common-subexpressions,eliminate-dead-code");
   EXPECT_EQ(optLevelPipelineText(2), optLevelPipelineText(1) + ",fold-pad-into-conv,fuse-ops");
   std::string o3 = optLevelPipelineText(3);
   EXPECT_EQ(o3.rfind(optLevelPipelineText(1), 0), 0u);
