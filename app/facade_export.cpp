@@ -50,9 +50,10 @@ Result<ExportResult> exportModel(std::shared_ptr<const Model> model, const Build
                   ErrorKind::Usage);
     auto start = std::chrono::steady_clock::now();
     Lowered lowered = lowerFor(*model, options);
-    // Before anything is written: a module's graph.txt holds no sub-plans yet.
-    if (!lowered.module.plan.regions.empty())
-      throw Error("this model has control flow (if/loop), which exported modules cannot hold yet; run it with `kiln run`",
+    // Before anything is written: the WebAssembly runtime (web/kiln_runtime.mjs) runs no sub-plans.
+    if (!lowered.module.plan.regions.empty() && codegen::isWasmTarget(lowered.target))
+      throw Error("this model has control flow (if/loop), which the WebAssembly runtime cannot run yet; export it "
+                  "for a native target",
                   ErrorKind::Unsupported);
     prepareDirectory(outPath);
     const fs::path dir(outPath);

@@ -86,7 +86,7 @@ int kiln_set_num_threads(int32_t threads);
 const char* kiln_last_error(void);
 /* "f32", "i64", ...; "?" for an unknown value. */
 const char* kiln_dtype_name(KilnDType dtype);
-/* The runtime's module format version (modules of another version are refused). */
+/* The newest module format version this runtime reads (it reads versions 1 to this one). */
 int32_t kiln_module_format_version(void);
 
 #ifdef __cplusplus

@@ -68,6 +68,49 @@ void enableKernelWatch() { g_watch = true; }
 
 const char* watchedKernel() { return g_current.load(std::memory_order_relaxed); }
 
+void GraphExecutor::checkControlCall(const KernelCall& call) const {
+  auto fail = [&](const std::string& what) { throw Error("control call '" + call.node + "': " + what); };
+  size_t expected = call.kind == CallKind::If ? 2 : 1;
+  if (call.regions.size() != expected) fail("has a wrong region count");
+  for (int r : call.regions)
+    if (r < 0 || r >= static_cast<int>(m_regions.size())) fail("names a missing region");
+  // Every value crossing into or out of a sub-plan has the type of the slot on the other side
+  // (the executor copies whole tensors between them).
+  const size_t numIn = call.args.size() - static_cast<size_t>(call.numOutputs);
+  const size_t lead = call.kind == CallKind::If ? 1 : 2 + static_cast<size_t>(call.numOutputs);
+  if (numIn < lead) fail("has too few arguments");
+  auto slotOf = [&](size_t k) -> const TensorSlot& { return m_plan.slots.at(call.args[k]); };
+  auto same = [](const TensorSlot& a, const TensorSlot& b) { return a.dtype == b.dtype && a.shape == b.shape; };
+  if (numElements(slotOf(call.kind == CallKind::If ? 0 : 1).shape) < 1) fail("its condition is empty");
+  if (call.kind == CallKind::Loop && (slotOf(0).dtype != DType::Int64 || numElements(slotOf(0).shape) != 1))
+    fail("its trip count is not one i64");
+  for (int r : call.regions) {
+    const GraphPlan& sub = m_plan.regions[r];
+    auto inSlot = [&](size_t i) -> const TensorSlot& { return sub.slots.at(sub.inputs[i]); };
+    auto outSlot = [&](size_t i) -> const TensorSlot& { return sub.slots.at(sub.outputs[i]); };
+    if (call.kind == CallKind::If) {
+      if (sub.inputs.size() != numIn - 1 || sub.outputs.size() != static_cast<size_t>(call.numOutputs))
+        fail("its branches take or return another number of values");
+      for (size_t i = 0; i + 1 < numIn; ++i)
+        if (!same(inSlot(i), slotOf(1 + i))) fail("a branch input's type differs from its operand's");
+      for (int o = 0; o < call.numOutputs; ++o)
+        if (!same(outSlot(o), slotOf(numIn + o))) fail("a branch output's type differs from the call's");
+      continue;
+    }
+    // Loop body: (i, v..., x...) → (cond, v'...).
+    if (sub.inputs.size() != numIn - 1 || sub.outputs.size() != 1 + static_cast<size_t>(call.numOutputs))
+      fail("its body takes or returns another number of values");
+    if (inSlot(0).dtype != DType::Int64 || numElements(inSlot(0).shape) != 1) fail("its body's index is not one i64");
+    if (numElements(outSlot(0).shape) < 1) fail("its body's condition is empty");
+    for (int v = 0; v < call.numOutputs; ++v)
+      if (!same(inSlot(1 + v), slotOf(numIn + v)) || !same(outSlot(1 + v), slotOf(numIn + v)) ||
+          !same(slotOf(2 + v), slotOf(numIn + v)))
+        fail("a carried value changes its type");
+    for (size_t k = lead; k < numIn; ++k)
+      if (!same(inSlot(k - 1), slotOf(k))) fail("a body input's type differs from its operand's");
+  }
+}
+
 GraphExecutor::GraphExecutor(GraphPlan plan, std::shared_ptr<KernelLibrary> library)
     : m_plan(std::move(plan)), m_library(std::move(library)) {
   m_memory = planMemory(m_plan);
@@ -104,10 +147,7 @@ GraphExecutor::GraphExecutor(GraphPlan plan, std::shared_ptr<KernelLibrary> libr
       fn = m_library->lookup(call.kernel);
       if (!fn) throw Error("kernel '" + call.kernel + "' is missing from the compiled library");
     } else {
-      size_t expected = call.kind == CallKind::If ? 2 : 1;
-      if (call.regions.size() != expected) throw Error("control call '" + call.node + "' has a wrong region count");
-      for (int r : call.regions)
-        if (r < 0 || r >= static_cast<int>(m_regions.size())) throw Error("control call '" + call.node + "' names a missing region");
+      checkControlCall(call);
     }
     m_fns.push_back(fn);
     std::vector<void*> args;

@@ -79,6 +79,10 @@ class GraphExecutor {
   void callWatched(size_t index);
   /// Runs If/Loop call `index` on its sub-plans' executors.
   void runControl(size_t index);
+  /// Throws kiln::Error unless If/Loop call `call` fits its sub-plans (region count, argument
+  /// count, and the types of every value passed in or out); a plan read from a file is checked
+  /// here before anything runs.
+  void checkControlCall(const KernelCall& call) const;
 };
 
 }  // namespace kiln::runtime

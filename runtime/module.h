@@ -20,7 +20,7 @@
 // (bytes outside '!'..'~' and '%' itself as %XX; the empty string as a lone %), so every field
 // is one token; shapes are written [1,3,224,224] and dtypes by their short names (f32, i64, ...).
 //
-//   kiln-module 1                       always first: the format version (kModuleFormatVersion)
+//   kiln-module 1                       always first: the format version (1, or 2 with control flow)
 //   kiln-version 0.1.0
 //   target llvm -mcpu=skylake           the rest of the line
 //   triple x86_64-pc-linux-gnu
@@ -31,13 +31,22 @@
 //   params params.bin BYTES FNV1A64HEX  data size and checksum of params.bin after its header
 //   slot ID KIND INDEX DTYPE SHAPE NAME KIND: input | constant | intermediate
 //   call KERNEL NUM_OUTPUTS ARG,ARG,... NODE
+//   control if|loop NUM_OUTPUTS ARG,ARG,... NODE REGION,...   (version 2) an If/Loop call
 //   input SLOT                          forward-argument order
 //   output SLOT                         flattened output order
 //   constant ID DTYPE SHAPE OFFSET BYTES
+//   region ID                           (version 2) sub-plan ID of the plan being read: its own
+//   ...                                 slot, call, control, input, output, constant and region
+//   endregion                           records (numbered from 0), up to its endregion
 //   end
 //
-// Compatibility: a loader reads exactly its own format version; anything else is a kiln::Error
-// that says which version the module has and which this runtime reads. Loading also checks the
+// A control call's REGIONs index the `region` blocks of its own plan (graph_plan.h, CallKind);
+// every plan's constants live in the one params.bin.
+//
+// Compatibility: a loader reads format versions kModuleFormatMinVersion to kModuleFormatVersion;
+// anything else is a kiln::Error that says which version the module has and which this runtime
+// reads. The writer writes version 1 unless the plan has control flow, so such modules still load
+// in runtimes that read only version 1 (older ones, web/kiln_runtime.mjs). Loading also checks the
 // architecture (triple) and the CPU features against this machine, params.bin's size and
 // checksum, and the library's signature, so a module for another CPU gives an error, not SIGILL,
 // and files mixed from two exports are refused.
@@ -52,7 +61,10 @@
 
 namespace kiln::runtime {
 
-constexpr int kModuleFormatVersion = 1;
+/// The newest module format this runtime reads and writes (2: control flow), and the oldest it
+/// reads.
+constexpr int kModuleFormatVersion = 2;
+constexpr int kModuleFormatMinVersion = 1;
 
 inline constexpr const char* kModuleGraphFile = "graph.txt";
 inline constexpr const char* kModuleParamsFile = "params.bin";
@@ -62,7 +74,7 @@ inline constexpr const char* kModuleObjectFile = "kernels.o";
 inline constexpr const char* kModuleSignatureSymbol = "kiln_module_signature";
 
 struct ModuleInfo {
-  int formatVersion = kModuleFormatVersion;
+  int formatVersion = kModuleFormatVersion;  // as read (saveModule picks the version it writes)
   std::string kilnVersion;
   std::string target;                    // canonical target string ("llvm -mcpu=skylake")
   std::string triple;                    // "x86_64-pc-linux-gnu"

@@ -5,6 +5,9 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -192,40 +195,90 @@ struct ConstantEntry {
   int line;
 };
 
-struct ParsedGraph {
-  ModuleInfo info;
+/// A plan as read: its records, its constants' entries, and its sub-plans (`region` blocks).
+struct ParsedPlan {
   GraphPlan plan;
   std::vector<ConstantEntry> constants;
+  std::deque<ParsedPlan> regions;  // a deque: the reader keeps pointers to open ones
+};
+
+struct ParsedGraph {
+  ModuleInfo info;
+  ParsedPlan root;
   std::string paramsFile;
   size_t paramsBytes = 0;
   std::string paramsChecksum;
 };
 
 /// Reads the version line first so that a module of another format fails on that, not on
-/// whatever record it added.
-void checkVersion(const std::vector<std::string>& lines, const std::string& file, const std::string& dir) {
+/// whatever record it added. Returns the version.
+int checkVersion(const std::vector<std::string>& lines, const std::string& file, const std::string& dir) {
   if (lines.empty() || lines[0].rfind("kiln-module ", 0) != 0)
     throw Error(file + ": not a Kiln module (the first line must be 'kiln-module VERSION')", ErrorKind::InvalidModel);
   Line first(file, 1, lines[0]);
   if (first.size() != 2) first.fail("expected 'kiln-module VERSION'");
   int64_t version = first.integer(1);
-  if (version == kModuleFormatVersion) return;
+  if (version >= kModuleFormatMinVersion && version <= kModuleFormatVersion) return static_cast<int>(version);
   std::string writer;
   if (lines.size() > 1 && lines[1].rfind("kiln-version ", 0) == 0) writer = " (written by Kiln " + lines[1].substr(13) + ")";
   throw Error(dir + ": module format version " + std::to_string(version) + writer +
-                  ", this runtime reads version " + std::to_string(kModuleFormatVersion) +
+                  ", this runtime reads versions " + std::to_string(kModuleFormatMinVersion) + " to " +
+                  std::to_string(kModuleFormatVersion) +
                   "; recompile it with this Kiln (kiln compile MODEL -o DIR)",
               ErrorKind::IncompatibleModule);
 }
 
+std::optional<CallKind> controlKind(const std::string& name) {
+  if (name == "if") return CallKind::If;
+  if (name == "loop") return CallKind::Loop;
+  return std::nullopt;
+}
+
+/// Cross-references inside one plan, once its records (and sub-plans) are read: every slot's
+/// index means what its kind says, and control calls name sub-plans that exist.
+void checkPlan(const ParsedPlan& p, const std::string& file, const std::string& where) {
+  const GraphPlan& plan = p.plan;
+  for (size_t s = 0; s < plan.slots.size(); ++s) {
+    const TensorSlot& slot = plan.slots[s];
+    const std::string at = file + ": " + where + "slot " + std::to_string(s) + " ('" + slot.name + "')";
+    if (slot.kind == SlotKind::Constant) {
+      if (slot.index < 0 || slot.index >= static_cast<int>(p.constants.size()))
+        throw Error(at + " refers to a missing constant", ErrorKind::InvalidModel);
+      const ConstantEntry& c = p.constants[slot.index];
+      if (c.dtype != slot.dtype || c.shape != slot.shape)
+        throw Error(at + " does not match constant " + std::to_string(slot.index), ErrorKind::InvalidModel);
+    }
+    if (slot.kind == SlotKind::Input &&
+        (slot.index < 0 || slot.index >= static_cast<int>(plan.inputs.size()) || plan.inputs[slot.index] != static_cast<int>(s)))
+      throw Error(at + " is not listed as input " + std::to_string(slot.index), ErrorKind::InvalidModel);
+  }
+  for (const KernelCall& call : plan.calls)
+    for (int r : call.regions)
+      if (r >= static_cast<int>(p.regions.size()))
+        throw Error(file + ": " + where + "call '" + call.node + "' names region " + std::to_string(r) +
+                        ", which is not defined",
+                    ErrorKind::InvalidModel);
+}
+
 ParsedGraph parseGraph(const std::vector<std::string>& lines, const std::string& file, const std::string& dir) {
-  checkVersion(lines, file, dir);
   ParsedGraph g;
+  g.info.formatVersion = checkVersion(lines, file, dir);
+  // The plans being read: the module's, then each open `region` block inside it.
+  std::vector<ParsedPlan*> open = {&g.root};
+  std::string path;  // of the innermost open region: "region 0.1: "
   bool ended = false;
   for (size_t n = 1; n < lines.size() && !ended; ++n) {
     Line line(file, static_cast<int>(n + 1), lines[n]);
     if (line.size() == 0) continue;
     const std::string& k = line.keyword();
+    ParsedPlan& cur = *open.back();
+    GraphPlan& plan = cur.plan;
+    const bool header = k == "kiln-version" || k == "target" || k == "triple" || k == "cpu" || k == "features" ||
+                        k == "library" || k == "signature" || k == "params";
+    if (header && open.size() > 1) line.fail("'" + k + "' inside a region");
+    if ((k == "control" || k == "region" || k == "endregion") && g.info.formatVersion < 2)
+      line.fail("'" + k + "' needs module format version 2 (this file says version " +
+                std::to_string(g.info.formatVersion) + ")");
     if (k == "kiln-version") {
       line.expectFields(1);
       g.info.kilnVersion = line.at(1);
@@ -254,7 +307,7 @@ ParsedGraph parseGraph(const std::vector<std::string>& lines, const std::string&
       g.paramsChecksum = line.at(3);
     } else if (k == "slot") {
       line.expectFields(6);
-      if (line.integer(1) != static_cast<int64_t>(g.plan.slots.size())) line.fail("slots must be numbered in order");
+      if (line.integer(1) != static_cast<int64_t>(plan.slots.size())) line.fail("slots must be numbered in order");
       TensorSlot slot;
       const std::string& kind = line.at(2);
       if (kind == "input") slot.kind = SlotKind::Input;
@@ -265,34 +318,58 @@ ParsedGraph parseGraph(const std::vector<std::string>& lines, const std::string&
       slot.dtype = line.dtype(4);
       slot.shape = line.shape(5);
       slot.name = line.name(6);
-      g.plan.slots.push_back(std::move(slot));
-    } else if (k == "call") {
-      line.expectFields(4);
+      plan.slots.push_back(std::move(slot));
+    } else if (k == "call" || k == "control") {
+      const bool control = k == "control";
+      line.expectFields(control ? 5 : 4);
       KernelCall call;
-      call.kernel = line.name(1);
-      call.numOutputs = static_cast<int>(line.integer(2));
-      call.args = line.ints(3);
-      call.node = line.name(4);
+      size_t f = 1;
+      if (control) {
+        std::optional<CallKind> kind = controlKind(line.at(f++));
+        if (!kind) line.fail("unknown control kind '" + line.at(1) + "' (if or loop)");
+        call.kind = *kind;
+      } else {
+        call.kernel = line.name(f++);
+      }
+      call.numOutputs = static_cast<int>(line.integer(f++));
+      call.args = line.ints(f++);
+      call.node = line.name(f++);
+      if (control) call.regions = line.ints(f++);
       for (int a : call.args) {
-        if (a >= static_cast<int>(g.plan.slots.size())) line.fail("call argument " + std::to_string(a) + " is not a slot");
+        if (a >= static_cast<int>(plan.slots.size())) line.fail("call argument " + std::to_string(a) + " is not a slot");
       }
       if (call.numOutputs > static_cast<int>(call.args.size())) line.fail("more outputs than arguments");
-      g.plan.calls.push_back(std::move(call));
+      plan.calls.push_back(std::move(call));
     } else if (k == "input" || k == "output") {
       line.expectFields(1);
       int64_t slot = line.integer(1);
-      if (slot >= static_cast<int64_t>(g.plan.slots.size())) line.fail("slot " + std::to_string(slot) + " is not defined");
-      (k == "input" ? g.plan.inputs : g.plan.outputs).push_back(static_cast<int>(slot));
+      if (slot >= static_cast<int64_t>(plan.slots.size())) line.fail("slot " + std::to_string(slot) + " is not defined");
+      (k == "input" ? plan.inputs : plan.outputs).push_back(static_cast<int>(slot));
     } else if (k == "constant") {
       line.expectFields(5);
-      if (line.integer(1) != static_cast<int64_t>(g.constants.size())) line.fail("constants must be numbered in order");
+      if (line.integer(1) != static_cast<int64_t>(cur.constants.size())) line.fail("constants must be numbered in order");
       ConstantEntry c{line.dtype(2), line.shape(3), static_cast<size_t>(line.integer(4)),
                       static_cast<size_t>(line.integer(5)), static_cast<int>(n + 1)};
       if (c.bytes != static_cast<size_t>(numElements(c.shape)) * dtypeSize(c.dtype))
         line.fail("constant size does not match its shape and dtype");
       if (c.offset % kParamsAlign != 0) line.fail("constant offset is not 64-byte aligned");
-      g.constants.push_back(std::move(c));
+      cur.constants.push_back(std::move(c));
+    } else if (k == "region") {
+      line.expectFields(1);
+      if (line.integer(1) != static_cast<int64_t>(cur.regions.size())) line.fail("regions must be numbered in order");
+      if (open.size() > 64) line.fail("regions nested more than 64 deep");
+      path += (open.size() == 1 ? "" : ".") + std::to_string(cur.regions.size());
+      cur.regions.emplace_back();
+      open.push_back(&cur.regions.back());
+    } else if (k == "endregion") {
+      line.expectFields(0);
+      if (open.size() == 1) line.fail("'endregion' without 'region'");
+      checkPlan(cur, file, "region " + path + ": ");
+      open.pop_back();
+      size_t dot = path.rfind('.');
+      path.erase(dot == std::string::npos ? 0 : dot);
     } else if (k == "end") {
+      if (open.size() > 1) line.fail("'end' inside a region (a region is not closed)");
       ended = true;
     } else {
       line.fail("unknown record '" + k + "'");
@@ -300,21 +377,7 @@ ParsedGraph parseGraph(const std::vector<std::string>& lines, const std::string&
   }
   if (!ended) throw Error(file + ": truncated (no 'end' line)", ErrorKind::InvalidModel);
   if (g.paramsFile.empty()) throw Error(file + ": no 'params' record", ErrorKind::InvalidModel);
-  // Cross-references: every slot's index means what its kind says.
-  for (size_t s = 0; s < g.plan.slots.size(); ++s) {
-    const TensorSlot& slot = g.plan.slots[s];
-    const std::string where = file + ": slot " + std::to_string(s) + " ('" + slot.name + "')";
-    if (slot.kind == SlotKind::Constant) {
-      if (slot.index < 0 || slot.index >= static_cast<int>(g.constants.size()))
-        throw Error(where + " refers to a missing constant", ErrorKind::InvalidModel);
-      const ConstantEntry& c = g.constants[slot.index];
-      if (c.dtype != slot.dtype || c.shape != slot.shape)
-        throw Error(where + " does not match constant " + std::to_string(slot.index), ErrorKind::InvalidModel);
-    }
-    if (slot.kind == SlotKind::Input &&
-        (slot.index < 0 || slot.index >= static_cast<int>(g.plan.inputs.size()) || g.plan.inputs[slot.index] != static_cast<int>(s)))
-      throw Error(where + " is not listed as input " + std::to_string(slot.index), ErrorKind::InvalidModel);
-  }
+  checkPlan(g.root, file, "");
   return g;
 }
 
@@ -358,34 +421,40 @@ std::string newModuleSignature() {
 }
 
 void saveModule(const std::string& dir, const GraphPlan& plan, const ModuleInfo& info) {
-  if (!plan.regions.empty())
-    throw Error("this model has control flow (if/loop), which exported modules cannot hold yet; run it with `kiln run`",
-                ErrorKind::Unsupported);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw Error(dir + ": cannot create the module directory", ErrorKind::Io);
 
-  // params.bin: every constant at a 64-byte aligned offset of the data section.
+  // params.bin: every constant (the plan's, then each sub-plan's in order) at a 64-byte aligned
+  // offset of the data section.
+  std::vector<const Tensor*> constants;
+  std::function<void(const GraphPlan&)> collect = [&](const GraphPlan& p) {
+    for (const Tensor& c : p.constants) constants.push_back(&c);
+    for (const GraphPlan& r : p.regions) collect(r);
+  };
+  collect(plan);
   std::vector<size_t> offsets;
   size_t dataBytes = 0;
-  for (const Tensor& c : plan.constants) {
+  for (const Tensor* c : constants) {
     dataBytes = alignUp(dataBytes);
     offsets.push_back(dataBytes);
-    dataBytes += c.nbytes();
+    dataBytes += c->nbytes();
   }
   std::string params(kParamsHeaderBytes + dataBytes, '\0');
   std::memcpy(params.data(), kParamsMagic, sizeof kParamsMagic);
   const uint64_t size64 = dataBytes;
   std::memcpy(params.data() + 8, &size64, 8);
-  for (size_t i = 0; i < plan.constants.size(); ++i) {
-    const Tensor& c = plan.constants[i];
+  for (size_t i = 0; i < constants.size(); ++i) {
+    const Tensor& c = *constants[i];
     if (c.nbytes()) std::memcpy(params.data() + kParamsHeaderBytes + offsets[i], c.raw(), c.nbytes());
   }
   const auto* data = reinterpret_cast<const unsigned char*>(params.data()) + kParamsHeaderBytes;
   const std::string checksum = hex64(fnv1a64(data, dataBytes));
 
   std::ostringstream g;
-  g << "kiln-module " << kModuleFormatVersion << "\n";
+  // Version 1 when the plan has no control flow, so runtimes that read only version 1 (older
+  // ones, the WebAssembly runtime) still load it.
+  g << "kiln-module " << (plan.regions.empty() ? 1 : kModuleFormatVersion) << "\n";
   g << "kiln-version " << (info.kilnVersion.empty() ? "unknown" : info.kilnVersion) << "\n";
   g << "target " << info.target << "\n";
   g << "triple " << info.triple << "\n";
@@ -396,21 +465,36 @@ void saveModule(const std::string& dir, const GraphPlan& plan, const ModuleInfo&
   g << "library " << escape(info.library) << "\n";
   g << "signature " << info.signature << "\n";
   g << "params " << kModuleParamsFile << " " << dataBytes << " " << checksum << "\n";
-  for (size_t s = 0; s < plan.slots.size(); ++s) {
-    const TensorSlot& slot = plan.slots[s];
-    g << "slot " << s << " " << slotKindName(slot.kind) << " " << slot.index << " " << dtypeName(slot.dtype) << " "
-      << shapeString(slot.shape) << " " << escape(slot.name) << "\n";
-  }
-  for (const KernelCall& call : plan.calls)
-    g << "call " << escape(call.kernel) << " " << call.numOutputs << " " << joinInts(call.args) << " "
-      << escape(call.node) << "\n";
-  for (int in : plan.inputs) g << "input " << in << "\n";
-  for (int out : plan.outputs) g << "output " << out << "\n";
-  for (size_t i = 0; i < plan.constants.size(); ++i) {
-    const Tensor& c = plan.constants[i];
-    g << "constant " << i << " " << dtypeName(c.dtype()) << " " << shapeString(c.shape()) << " " << offsets[i] << " "
-      << c.nbytes() << "\n";
-  }
+  size_t nextConstant = 0;
+  std::function<void(const GraphPlan&)> write = [&](const GraphPlan& p) {
+    for (size_t s = 0; s < p.slots.size(); ++s) {
+      const TensorSlot& slot = p.slots[s];
+      g << "slot " << s << " " << slotKindName(slot.kind) << " " << slot.index << " " << dtypeName(slot.dtype) << " "
+        << shapeString(slot.shape) << " " << escape(slot.name) << "\n";
+    }
+    for (const KernelCall& call : p.calls) {
+      if (call.kind == CallKind::Kernel)
+        g << "call " << escape(call.kernel);
+      else
+        g << "control " << (call.kind == CallKind::If ? "if" : "loop");
+      g << " " << call.numOutputs << " " << joinInts(call.args) << " " << escape(call.node);
+      if (call.kind != CallKind::Kernel) g << " " << joinInts(call.regions);
+      g << "\n";
+    }
+    for (int in : p.inputs) g << "input " << in << "\n";
+    for (int out : p.outputs) g << "output " << out << "\n";
+    for (size_t i = 0; i < p.constants.size(); ++i, ++nextConstant) {
+      const Tensor& c = p.constants[i];
+      g << "constant " << i << " " << dtypeName(c.dtype()) << " " << shapeString(c.shape()) << " "
+        << offsets[nextConstant] << " " << c.nbytes() << "\n";
+    }
+    for (size_t r = 0; r < p.regions.size(); ++r) {
+      g << "region " << r << "\n";
+      write(p.regions[r]);
+      g << "endregion\n";
+    }
+  };
+  write(plan);
   g << "end\n";
 
   writeFile(fs::path(dir) / kModuleParamsFile, params);
@@ -429,13 +513,19 @@ ModuleContents readModule(const std::string& dir) {
 
   std::shared_ptr<Storage> params =
       readParams(fs::path(dir) / g.paramsFile, g.paramsBytes, g.paramsChecksum);
-  for (const ConstantEntry& c : g.constants) {
-    if (c.offset + c.bytes > g.paramsBytes)
-      throw Error(graphPath.string() + ":" + std::to_string(c.line) + ": constant lies outside params.bin",
-                  ErrorKind::InvalidModel);
-    g.plan.constants.push_back(Tensor::view(params, c.offset, c.dtype, c.shape));
-  }
-  return ModuleContents{std::move(g.info), std::move(g.plan)};
+  // Each plan's constants view params.bin; its sub-plans follow in order.
+  std::function<GraphPlan(ParsedPlan&)> finish = [&](ParsedPlan& p) {
+    for (const ConstantEntry& c : p.constants) {
+      if (c.offset + c.bytes > g.paramsBytes)
+        throw Error(graphPath.string() + ":" + std::to_string(c.line) + ": constant lies outside params.bin",
+                    ErrorKind::InvalidModel);
+      p.plan.constants.push_back(Tensor::view(params, c.offset, c.dtype, c.shape));
+    }
+    for (ParsedPlan& r : p.regions) p.plan.regions.push_back(finish(r));
+    return std::move(p.plan);
+  };
+  GraphPlan plan = finish(g.root);
+  return ModuleContents{std::move(g.info), std::move(plan)};
 }
 
 }  // namespace kiln::runtime

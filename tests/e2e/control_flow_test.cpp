@@ -19,6 +19,7 @@
 #include "app/facade.h"
 #include "app/measure.h"
 #include "app/model_text.h"
+#include "runtime/module.h"
 #include "profiler/store.h"
 #include "profiler/torch_baseline.h"
 #include "runtime/tensor_values.h"
@@ -243,15 +244,40 @@ TEST_P(ControlFlowProfile, SplitsALoopsTimeAmongTheCallsInsideIt) {
 
 INSTANTIATE_TEST_SUITE_P(InProcessAndIsolated, ControlFlowProfile, ::testing::Bool());
 
-TEST_F(ControlFlow, ExportRefusesControlFlowInOneLine) {
-  auto model = app::openModel(m_dir + "/while.pt");
+// An exported module holds the sub-plans (module format 2) and the runtime alone runs them: the
+// for over a computed count with an if inside, on inputs that take different trip counts and
+// branches, against libtorch.
+TEST_F(ControlFlow, ExportedModuleRunsTheLoopsInTheRuntime) {
+  const std::string path = m_dir + "/for_computed.pt";
+  auto model = app::openModel(path);
   ASSERT_TRUE(model) << model.error().message;
-  std::string dir = m_dir + "/while_module";
+  const std::string dir = m_dir + "/for_computed_module";
   std::filesystem::remove_all(dir);
   auto exported = app::exportModel(model.value(), app::BuildOptions{}, dir);
+  ASSERT_TRUE(exported) << exported.error().message;
+  auto module = app::loadModule(dir, 2);
+  ASSERT_TRUE(module) << module.error().message;
+  EXPECT_EQ(module.value()->info().formatVersion, 2);
+  profiler::TorchModel torchModel(path, profiler::TorchMode::Eager, 1);
+  for (const std::vector<runtime::Tensor>& inputs : inputSets("for_computed")) {
+    auto outputs = app::runModule(*module.value(), inputs);
+    ASSERT_TRUE(outputs) << outputs.error().message;
+    EXPECT_EQ(testing_support::firstDifference(outputs.value(), torchModel.run(inputs), 1e-4), "");
+  }
+}
+
+TEST_F(ControlFlow, WasmExportRefusesControlFlowInOneLine) {
+  auto model = app::openModel(m_dir + "/while.pt");
+  ASSERT_TRUE(model) << model.error().message;
+  std::string dir = m_dir + "/while_wasm";
+  std::filesystem::remove_all(dir);
+  app::BuildOptions options;
+  options.target = "llvm -mtriple=wasm32-unknown-unknown -mattr=+simd128";
+  auto exported = app::exportModel(model.value(), options, dir);
   ASSERT_FALSE(exported);
   EXPECT_EQ(exported.error().kind, ErrorKind::Unsupported);
   EXPECT_NE(exported.error().message.find("control flow"), std::string::npos) << exported.error().message;
+  EXPECT_NE(exported.error().message.find("WebAssembly"), std::string::npos) << exported.error().message;
   EXPECT_EQ(exported.error().message.find('\n'), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(dir)) << "nothing is written";
 }

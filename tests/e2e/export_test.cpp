@@ -131,7 +131,10 @@ TEST_P(ExportOps, RuntimeModuleMatchesInProcessBuild) {
   EXPECT_FALSE(fs::exists(fs::path(dir) / "kernels.o"));
 
   std::unique_ptr<runtime::Module> module = runtime::Module::load(dir);
-  EXPECT_EQ(module->info().formatVersion, runtime::kModuleFormatVersion);
+  // Version 2 only for control flow (its sub-plans as region blocks); version 1 otherwise.
+  const bool control = GetParam().find("_on_value") != std::string::npos;
+  EXPECT_EQ(runtime::readModule(dir).plan.regions.empty(), !control);
+  EXPECT_EQ(module->info().formatVersion, control ? 2 : 1);
   EXPECT_EQ(module->info().kilnVersion, app::version());
   EXPECT_EQ(difference(module->run(inputs), want), "");
   // A second run on the same module gives the same again (storage reuse is per run).
@@ -142,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, ExportOps,
                          ::testing::Values("conv_bn_relu", "residual_block", "se_block", "add_broadcast",
                                            "classifier_head", "cat_three", "softmax_last", "gelu",
                                            "max_pool2d_ceil", "matmul_3d", "mean_keepdim",
-                                           "adaptive_avg_pool2d_2x3"));
+                                           "adaptive_avg_pool2d_2x3", "branch_on_value", "loop_on_value"));
 
 class ExportNetworks : public ::testing::TestWithParam<int> {};
 
@@ -226,16 +229,21 @@ TEST(ExportCApi, LoadErrorsFillTheBuffer) {
   EXPECT_EQ(kiln_module_load(nullptr, &m, nullptr, 0), KILN_ERROR_USAGE);
 }
 
-TEST(ExportCApi, CExampleProgramMatchesInProcessBuild) {
-  auto model = open(modelPath("ops/conv_bn_relu.pt"));
+class ExportCExample : public ::testing::TestWithParam<std::string> {};
+
+// The C example (examples/run_model.c: the C API alone) on a plain model and on one whose module
+// holds a loop (sub-plans run by the runtime).
+TEST_P(ExportCExample, ProgramMatchesInProcessBuild) {
+  auto model = open(modelPath("ops/" + GetParam() + ".pt"));
   ASSERT_TRUE(model);
   const std::vector<runtime::Tensor> inputs = app::randomInputs(*model, 5);
   const std::vector<runtime::Tensor> want = inProcess(model, {}, inputs);
+  const std::string dir = tempRoot() + "/c_example_" + GetParam();
+  exportTo(model, dir);
   const std::string in = tempRoot() + "/c_example_in.raw", out = tempRoot() + "/c_example_out.raw";
   writeText(in, std::string(static_cast<const char*>(inputs[0].raw()), inputs[0].nbytes()));
 
-  Outcome o = runCommand(std::string(KILN_RUN_MODEL) + " " + sharedModule() + " --threads 2 --input " + in +
-                         " --output " + out);
+  Outcome o = runCommand(std::string(KILN_RUN_MODEL) + " " + dir + " --threads 2 --input " + in + " --output " + out);
   ASSERT_EQ(o.exitCode, 0) << o.err;
   EXPECT_NE(o.out.find("output 0:"), std::string::npos) << o.out;
   runtime::Tensor got = runtime::Tensor::zeros(want[0].dtype(), want[0].shape());
@@ -243,11 +251,14 @@ TEST(ExportCApi, CExampleProgramMatchesInProcessBuild) {
   ASSERT_EQ(bytes.size(), got.nbytes());
   std::memcpy(got.raw(), bytes.data(), bytes.size());
   EXPECT_EQ(difference({got}, want), "");
+}
 
-  // A broken module: one error line, the status as exit code.
+INSTANTIATE_TEST_SUITE_P(Models, ExportCExample, ::testing::Values("conv_bn_relu", "loop_on_value"));
+
+TEST(ExportCApi, CExampleProgramReportsABrokenModuleInOneLine) {
   const std::string broken = copyModule(sharedModule(), "c_example_broken");
   fs::remove(fs::path(broken) / "kernels.so");
-  o = runCommand(std::string(KILN_RUN_MODEL) + " " + broken);
+  Outcome o = runCommand(std::string(KILN_RUN_MODEL) + " " + broken);
   EXPECT_EQ(o.exitCode, KILN_ERROR_INVALID_MODEL);
   EXPECT_NE(o.err.find("kernels.so"), std::string::npos) << o.err;
 }
@@ -274,7 +285,7 @@ TEST(ExportErrors, OtherFormatVersionIsRefused) {
   writeText(fs::path(dir) / "graph.txt", graph);
   const std::string err = loadError(dir);
   EXPECT_NE(err.find("module format version 99"), std::string::npos) << err;
-  EXPECT_NE(err.find("reads version 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("reads versions 1 to 2"), std::string::npos) << err;
   EXPECT_NE(err.find("written by Kiln " + app::version()), std::string::npos) << err;
 
   KilnModule* m = nullptr;
@@ -443,6 +454,128 @@ TEST(ExportErrors, PlanRoundTripsWithOddNames) {
   EXPECT_EQ(difference(back.plan.constants, plan.constants), "");
 }
 
+TEST(ExportErrors, PlanWithRegionsRoundTrips) {
+  auto scalar = [](runtime::DType dtype, double value) {
+    runtime::Tensor t = runtime::Tensor::zeros(dtype, {});
+    if (dtype == runtime::DType::Int64) *t.data<int64_t>() = static_cast<int64_t>(value);
+    else *t.data<float>() = static_cast<float>(value);
+    return t;
+  };
+  using runtime::SlotKind;
+  // A loop whose body holds an if: sub-plans two deep, each with constants of its own.
+  runtime::GraphPlan branch;
+  branch.slots = {{"a", runtime::DType::Float32, {}, SlotKind::Input, 0},
+                  {"k", runtime::DType::Float32, {}, SlotKind::Constant, 0},
+                  {"r", runtime::DType::Float32, {}, SlotKind::Intermediate, -1}};
+  branch.calls = {{"k_mul", {0, 1, 2}, 1, "then | r"}};
+  branch.inputs = {0};
+  branch.outputs = {2};
+  branch.constants = {scalar(runtime::DType::Float32, 0.25)};
+  runtime::GraphPlan other = branch;
+  other.constants = {scalar(runtime::DType::Float32, -4)};
+  runtime::GraphPlan body;
+  body.slots = {{"i", runtime::DType::Int64, {}, SlotKind::Input, 0},
+                {"h", runtime::DType::Float32, {}, SlotKind::Input, 1},
+                {"go", runtime::DType::Float32, {}, SlotKind::Constant, 0},
+                {"y", runtime::DType::Float32, {}, SlotKind::Intermediate, -1}};
+  runtime::KernelCall inner{"", {2, 1, 3}, 1, "body | y = if"};
+  inner.kind = runtime::CallKind::If;
+  inner.regions = {0, 1};
+  body.calls = {inner};
+  body.inputs = {0, 1};
+  body.outputs = {2, 3};
+  body.constants = {scalar(runtime::DType::Float32, 1)};
+  body.regions = {branch, other};
+  runtime::GraphPlan plan;
+  plan.slots = {{"x", runtime::DType::Float32, {}, SlotKind::Input, 0},
+                {"trip", runtime::DType::Int64, {}, SlotKind::Constant, 0},
+                {"y", runtime::DType::Float32, {}, SlotKind::Intermediate, -1}};
+  runtime::KernelCall loop{"", {1, 0, 0, 2}, 1, "y = loop"};
+  loop.kind = runtime::CallKind::Loop;
+  loop.regions = {0};
+  plan.calls = {loop};
+  plan.inputs = {0};
+  plan.outputs = {2};
+  plan.constants = {scalar(runtime::DType::Int64, 3)};
+  plan.regions = {body};
+  runtime::ModuleInfo info;
+  info.target = "llvm";
+  info.triple = "x86_64-pc-linux-gnu";
+  info.cpu = "x86-64";
+  info.signature = runtime::newModuleSignature();
+  const std::string dir = tempRoot() + "/roundtrip_regions";
+  runtime::saveModule(dir, plan, info);
+  EXPECT_EQ(readText(fs::path(dir) / "graph.txt").rfind("kiln-module 2\n", 0), 0u);
+  runtime::ModuleContents back = runtime::readModule(dir);
+  EXPECT_EQ(back.info.formatVersion, 2);
+  ASSERT_EQ(back.plan.calls.size(), 1u);
+  EXPECT_EQ(back.plan.calls[0].kind, runtime::CallKind::Loop);
+  EXPECT_EQ(back.plan.calls[0].regions, std::vector<int>{0});
+  EXPECT_EQ(back.plan.calls[0].args, loop.args);
+  EXPECT_EQ(difference(back.plan.constants, plan.constants), "");
+  ASSERT_EQ(back.plan.regions.size(), 1u);
+  const runtime::GraphPlan& b = back.plan.regions[0];
+  EXPECT_EQ(b.inputs, body.inputs);
+  EXPECT_EQ(b.outputs, body.outputs);
+  ASSERT_EQ(b.calls.size(), 1u);
+  EXPECT_EQ(b.calls[0].kind, runtime::CallKind::If);
+  EXPECT_EQ(b.calls[0].regions, (std::vector<int>{0, 1}));
+  EXPECT_EQ(b.calls[0].node, "body | y = if");
+  EXPECT_EQ(difference(b.constants, body.constants), "");
+  ASSERT_EQ(b.regions.size(), 2u);
+  EXPECT_EQ(difference(b.regions[0].constants, branch.constants), "");
+  EXPECT_EQ(difference(b.regions[1].constants, other.constants), "");
+  EXPECT_EQ(b.regions[1].calls[0].kernel, "k_mul");
+}
+
+// A module with a loop, its graph.txt broken in each way a region can be: one line naming the
+// problem (the line, where it can), never a crash.
+TEST(ExportErrors, BrokenRegionsAreRefusedInOneLine) {
+  const std::string good = tempRoot() + "/loop_module";
+  exportTo(open(modelPath("ops/loop_on_value.pt")), good);
+  const std::string graph = readText(fs::path(good) / "graph.txt");
+  ASSERT_NE(graph.find("\nregion 0\n"), std::string::npos) << graph;
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string g = graph;
+    size_t at = g.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return at == std::string::npos ? g : g.replace(at, from.size(), to);
+  };
+  // The body's first slot (the index) turned into an f32: the loop call no longer fits its body.
+  size_t region = graph.find("\nregion 0\n");
+  std::string wrongIndex = graph;
+  size_t slot = wrongIndex.find("slot 0 input 0 i64", region);
+  ASSERT_NE(slot, std::string::npos);
+  wrongIndex.replace(slot, 18, "slot 0 input 0 f32");
+  const std::string loopLine = graph.substr(graph.find("\ncontrol loop") + 1);
+  const std::string loopRegions = loopLine.substr(0, loopLine.find('\n'));
+  struct Case {
+    const char* name;
+    std::string text;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"unclosed", replaced("endregion\n", ""), "'end' inside a region"},
+      {"stray endregion", replaced("\nregion 0\n", "\nendregion\nregion 0\n"), "'endregion' without 'region'"},
+      {"missing region", replaced(loopRegions, loopRegions.substr(0, loopRegions.rfind(' ')) + " 7"),
+       "names region 7, which is not defined"},
+      {"version 1", replaced("kiln-module 2", "kiln-module 1"), "needs module format version 2"},
+      {"header inside", replaced("\nregion 0\n", "\nregion 0\ncpu x\n"), "'cpu' inside a region"},
+      {"unknown kind", replaced("control loop", "control while"), "unknown control kind 'while'"},
+      {"index type", wrongIndex, "index is not one i64"},
+      {"carried shape", replaced("intermediate -1 f32 [2,8] h0", "intermediate -1 f32 [2,9] h0"),
+       "a carried value changes its type"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = copyModule(good, "broken_region");
+    writeText(fs::path(dir) / "graph.txt", c.text);
+    const std::string err = loadError(dir);
+    EXPECT_NE(err.find(c.expected), std::string::npos) << err;
+    EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+  }
+}
+
 // ---- cross-compilation ------------------------------------------------------------------------
 
 TEST(ExportCross, Aarch64ExportWritesAnObjectAndRefusesToLoadHere) {
@@ -510,7 +643,7 @@ TEST_P(ExportCrossRun, Aarch64ModuleRunsUnderQemuLikeTheHostBuild) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, ExportCrossRun,
                          ::testing::Values("conv_bn_relu", "residual_block", "se_block", "softmax_last",
-                                           "matmul_3d", "max_pool2d_ceil"));
+                                           "matmul_3d", "max_pool2d_ceil", "loop_on_value"));
 
 TEST(ExportCross, NewerCpuOfThisArchitectureIsRefusedBeforeRunning) {
   // Same architecture, so the host driver links it; but this CPU may lack the features.
