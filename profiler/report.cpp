@@ -15,9 +15,9 @@ namespace kiln::profiler {
 namespace {
 
 std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
+  std::string out(static_cast<size_t>(std::snprintf(nullptr, 0, format, v)), '\0');
+  std::snprintf(out.data(), out.size() + 1, format, v);
+  return out;
 }
 
 std::string esc(const std::string& s) { return xmlEscape(s); }

@@ -208,6 +208,9 @@ TEST_F(ReportTest, CompareShowsSpreadFlagsNaNAndFailures) {
       kiln.processMedianMs = {5.5, 8.5};
       kiln.processesDisagree = true;
       store.addMeasurement(run, 0, 0, kiln);
+      Measurement ort = add("onnxruntime", {4, 4, 4, 4, 4}, 0.5);
+      ort.outputBound = 1e-3;
+      store.addMeasurement(run, 0, 0, ort);
       Measurement compiled;
       compiled.backend = "torch-compile";
       compiled.status = Status::Timeout;
@@ -221,12 +224,15 @@ TEST_F(ReportTest, CompareShowsSpreadFlagsNaNAndFailures) {
   xmlDocPtr doc = xmlReadMemory(html.data(), static_cast<int>(html.size()), "report.html", "UTF-8",
                                 XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
   ASSERT_NE(doc, nullptr) << "the report is not well-formed XML";
-  EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']/h:tr[contains(@class, 'backend')]"), 3);
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']/h:tr[contains(@class, 'backend')]"), 4);
   EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']/h:tr[@class='backend disagree']"), 1);
-  EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']/h:tr/h:td[@class='warn']"), 1);
+  EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']/h:tr/h:td[@class='warn']"), 2);
   EXPECT_EQ(countXPath(doc, "//h:table[@class='compare']//h:th[.='IQR ms']"), 1);
   xmlFreeDoc(doc);
   EXPECT_NE(html.find("⚠ processes disagree: 5.50 / 8.50 ms"), std::string::npos);
+  // Outputs beyond their bound: the note, whole (it outgrew a fixed buffer once).
+  EXPECT_NE(html.find("✗ outputs differ from eager&#39;s (beyond 0.001): not the same computation"), std::string::npos)
+      << html;
   EXPECT_NE(html.find("<td class=\"num\">NaN</td>"), std::string::npos);
   EXPECT_NE(html.find("<td class=\"num\">11.0 / 12.0</td>"), std::string::npos);  // eager's processes
   EXPECT_NE(html.find("<td class=\"num\">11.0–13.0</td>"), std::string::npos);    // eager's IQR
