@@ -261,9 +261,12 @@ int densePackedLanes(const DensePackedShape& s, int lanes) {
 Knobs densePackedDefaultKnobs(const DensePackedShape& s, int lanes, int registers) {
   const int l = densePackedLanes(s, lanes);
   const int64_t vectors = s.panel / l;
-  // The most rows of {4, 3, 2, 1} dividing M, then the most of the panel's vectors that fit.
+  // The most rows of {4, 3, 2, 1} dividing M, then the most of the panel's vectors that fit. An M
+  // that neither 4 nor 3 divides (37 tokens, 2 × a prime) takes 4 rows and a tail loop for the
+  // last M mod 4: a 1- or 2-row tile reloads the weights for every row or two.
+  const bool tailRows = s.m >= 8 && s.m % 4 != 0 && s.m % 3 != 0;
   for (int64_t mi : {4, 3, 2, 1}) {
-    if (s.m % mi != 0) continue;
+    if (s.m % mi != 0 && !(tailRows && mi == 4)) continue;
     for (int64_t nv = vectors; nv >= 1; --nv) {
       Knobs k{{"mi", mi}, {"nv", nv}, {"po", 1}};
       if (vectors % nv == 0 && densePackedAnnotationFits(s, k, l, registers)) return k;

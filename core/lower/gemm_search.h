@@ -127,8 +127,8 @@ tir::Trace matmulTrace(const std::string& key, const Knobs& knobs, int lanes);
 // A fused epilogue is applied where the tile is written back
 // (the nest never reads y, so each element's last store is its result: ops_gemm.cpp). Every
 // dense_packed kernel is this sketch: untuned, with densePackedDefaultKnobs (mi = the largest of
-// 4, 3, 2, 1 dividing M, the panel's vectors, panels outermost: the tile of the hand-written
-// kernel it replaced). Parallel loops only where wantParallel(M·N, K) (lower_internal.h) says the
+// 4, 3, 2, 1 dividing M, or 4 with a tail when neither 4 nor 3 divides an M of 8 or more; the
+// panel's vectors, panels outermost). Parallel loops only where wantParallel(M·N, K) (lower_internal.h) says the
 // product is worth threads; scalar panels (lanes 1) unroll their columns instead of vectorizing.
 
 struct DensePackedShape {
