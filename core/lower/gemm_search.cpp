@@ -263,12 +263,14 @@ Knobs densePackedDefaultKnobs(const DensePackedShape& s, int lanes, int register
   const int64_t vectors = s.panel / l;
   // The most rows of {4, 3, 2, 1} dividing M, then the most of the panel's vectors that fit. An M
   // that neither 4 nor 3 divides (37 tokens, 2 × a prime) takes 4 rows and a tail loop for the
-  // last M mod 4: a 1- or 2-row tile reloads the weights for every row or two.
+  // last M mod 4 (a 1- or 2-row tile reloads the weights for every row or two), with row tiles
+  // outermost: their parallel loop is provably free of races without replaying the product,
+  // which a panel loop holding the tail rows is not.
   const bool tailRows = s.m >= 8 && s.m % 4 != 0 && s.m % 3 != 0;
   for (int64_t mi : {4, 3, 2, 1}) {
     if (s.m % mi != 0 && !(tailRows && mi == 4)) continue;
     for (int64_t nv = vectors; nv >= 1; --nv) {
-      Knobs k{{"mi", mi}, {"nv", nv}, {"po", 1}};
+      Knobs k{{"mi", mi}, {"nv", nv}, {"po", s.m % mi == 0 ? 1 : 0}};
       if (vectors % nv == 0 && densePackedAnnotationFits(s, k, l, registers)) return k;
     }
   }

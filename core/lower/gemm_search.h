@@ -75,7 +75,8 @@ tir::PrimFunc matmulPlainFunc(const std::string& key);
 /// The hand-written lowering's configuration (rows, cols), as it records it in attrs["schedule"]:
 /// the default point of a matmul key's space.
 Knobs matmulHandKnobs(const MatmulShape& s, const LowerOptions& options);
-/// Its row tile (the largest of 4, 3, 2, 1 dividing M) and column vectors per tile.
+/// Its row tile (the largest of 4, 3, 2, 1 dividing M; 4 with a tail loop when neither 4 nor 3
+/// divides an M of 8 or more) and column vectors per tile.
 int matmulHandRows(int64_t m);
 int matmulHandVectors(int rows, int budget);
 

@@ -27,7 +27,8 @@
 //
 // matmul, a [..., M, K] · b [..., K, N]: b is contiguous along N, so the tile vectorizes the
 // output columns: acc[r][v] += broadcast(a[m0 + r, k]) · b[k, n0 + v·L : +L], with the columns
-// of a row cut into full tiles in a loop and leftovers in narrower vectors. A product with one
+// of a row cut into full tiles in a loop and leftovers in narrower vectors; R rows per tile, and
+// the last M mod R rows in a loop of their own (matmulHandRows). A product with one
 // output column (b a vector) uses dense's K-vectorized dot product instead. That hand-written
 // schedule is the default; a tuned configuration of the matmul's key instead schedules the plain
 // nest of gemm_search.h with primitives (the record's trace, or the sketch of its knobs).
@@ -220,7 +221,12 @@ Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
 
 }  // namespace
 
-int matmulHandRows(int64_t m) { return largestDivisor(m, {4, 3, 2, 1}); }
+int matmulHandRows(int64_t m) {
+  // As dense_packed's default (densePackedDefaultKnobs): 4 rows and a tail when neither 4 nor 3
+  // divides an M of 8 or more (ViT's 197 tokens), else the most rows dividing M.
+  if (m >= 8 && m % 4 != 0 && m % 3 != 0) return 4;
+  return largestDivisor(m, {4, 3, 2, 1});
+}
 int matmulHandVectors(int rows, int budget) { return std::max(1, std::min(4, (budget - 1) / rows - 1)); }
 
 Knobs matmulHandKnobs(const MatmulShape& s, const LowerOptions& options) {
@@ -360,61 +366,60 @@ Stmt lowerMatmul(const OpContext& ctx) {
   int budget = accumulatorBudget(ctx.options);
   bool parallel = wantParallel(ctx.outTypes[0].numel(), k);
 
-  // The fused loop over (batch, m-tile); batch offsets of a, b and y from its batch index.
+  // The fused loop over (batch, m-tile) of R-row tiles, then (when R does not divide M) a loop
+  // over the batches for the last M mod R rows.
   GemmKnobs knobs;
   knobs.rows = matmulHandRows(mRows);
-  int64_t rowTiles = mRows / knobs.rows;
-  Expr f = Var::make("b_m");
-  Expr bIndex = rowTiles == 1 ? f : f / rowTiles, m0 = (rowTiles == 1 ? Expr(i64(0)) : f % rowTiles) * knobs.rows;
-  std::vector<Expr> bIdx = rowIndex(bIndex, batch.empty() ? Shape{1} : batch);
-  Expr aBatch = i64(0), bBatch = i64(0);
-  for (size_t d = 0; d < batchRank; ++d) {
-    if (aStrides[d]) aBatch = aBatch + bIdx[d] * aStrides[d];
-    if (bStrides[d]) bBatch = bBatch + bIdx[d] * bStrides[d];
-  }
-  Expr yBatch = bIndex * (mRows * n);
-  auto outIndex = [&](const Expr& row, const Expr& col) {
-    std::vector<Expr> idx = batch.empty() ? std::vector<Expr>{} : bIdx;
-    if (!aVec) idx.push_back(row);
-    if (!bVec) idx.push_back(col);
-    return idx;
-  };
-
-  Stmt body;
-  if (n == 1) {
-    knobs.cols = 1;
-    DotTile dot{ctx, ctx.in[0], ctx.in[1], k, lanes};
-    std::vector<Expr> aBase;
-    for (int r = 0; r < knobs.rows; ++r) aBase.push_back(aBatch + (m0 + r) * k);
-    body = dot.build(aBase, {bBatch}, [&](int r, int, Expr sum) {
-      Expr row = m0 + r;
-      return Store::make(ctx.out[0], yBatch + row, ctx.applyEpilogue(sum, outIndex(row, i64(0))));
-    });
-  } else {
+  knobs.cols = n == 1 ? 1 : matmulHandVectors(knobs.rows, budget);
+  const int64_t rowTiles = mRows / knobs.rows;
+  const int tailRows = static_cast<int>(mRows % knobs.rows);
+  // The product of `rows` rows from m0 in the batch of flat index bIndex.
+  auto rowBlock = [&](int rows, const Expr& bIndex, const Expr& m0) -> Stmt {
+    std::vector<Expr> bIdx = rowIndex(bIndex, batch.empty() ? Shape{1} : batch);
+    Expr aBatch = i64(0), bBatch = i64(0);
+    for (size_t d = 0; d < batchRank; ++d) {
+      if (aStrides[d]) aBatch = aBatch + bIdx[d] * aStrides[d];
+      if (bStrides[d]) bBatch = bBatch + bIdx[d] * bStrides[d];
+    }
+    Expr yBatch = bIndex * (mRows * n);
+    auto outIndex = [&](const Expr& row, const Expr& col) {
+      std::vector<Expr> idx = batch.empty() ? std::vector<Expr>{} : bIdx;
+      if (!aVec) idx.push_back(row);
+      if (!bVec) idx.push_back(col);
+      return idx;
+    };
+    if (n == 1) {
+      DotTile dot{ctx, ctx.in[0], ctx.in[1], k, lanes};
+      std::vector<Expr> aBase;
+      for (int r = 0; r < rows; ++r) aBase.push_back(aBatch + (m0 + r) * k);
+      return dot.build(aBase, {bBatch}, [&](int r, int, Expr sum) {
+        Expr row = m0 + r;
+        return Store::make(ctx.out[0], yBatch + row, ctx.applyEpilogue(sum, outIndex(row, i64(0))));
+      });
+    }
     // Column vectors of the row block: full tiles of `vecs` vectors in a loop, leftovers in
     // narrower vectors.
-    int vecs = matmulHandVectors(knobs.rows, budget);
-    knobs.cols = vecs;
+    const int vecs = knobs.cols;
     auto tile = [&](const Expr& n0, const std::vector<std::pair<int64_t, int>>& vectors) {
       int64_t width = 0;
       for (const auto& [off, l] : vectors) width = std::max<int64_t>(width, off + l);
-      Buffer acc = makeBuffer("acc", elem, {knobs.rows * width});
+      Buffer acc = makeBuffer("acc", elem, {rows * width});
       auto slot = [&](int r, int64_t off) { return i64(r * width + off); };
       std::vector<Stmt> init, stores;
-      for (int r = 0; r < knobs.rows; ++r)
+      for (int r = 0; r < rows; ++r)
         for (const auto& [off, l] : vectors) init.push_back(vstore(acc, slot(r, off), splat(literal(elem, 0), l)));
       Expr kk = Var::make("k");
       std::vector<Stmt> fmas;
       for (const auto& [off, l] : vectors) {
         Expr bv = Var::make("b" + std::to_string(off), elem.withLanes(static_cast<uint16_t>(l)));
         std::vector<Stmt> per;
-        for (int r = 0; r < knobs.rows; ++r) {
+        for (int r = 0; r < rows; ++r) {
           Expr av = Load::make(ctx.in[0], aBatch + (m0 + r) * k + kk);
           per.push_back(vstore(acc, slot(r, off), vload(acc, slot(r, off), l) + splat(av, l) * bv));
         }
         fmas.push_back(LetStmt::make(bv, vload(ctx.in[1], bBatch + kk * n + n0 + off, l), Seq::make(std::move(per))));
       }
-      for (int r = 0; r < knobs.rows; ++r)
+      for (int r = 0; r < rows; ++r)
         for (const auto& [off, l] : vectors) {
           Expr row = m0 + r, col = n0 + off;
           Expr value = ctx.applyEpilogue(vload(acc, slot(r, off), l), outIndex(row, vramp(col, l)));
@@ -443,10 +448,17 @@ Stmt lowerMatmul(const OpContext& ctx) {
         group.push_back({leftovers[j].first - origin, leftovers[j].second});
       parts.push_back(tile(i64(origin), group));
     }
-    body = Seq::make(std::move(parts));
-  }
+    return Seq::make(std::move(parts));
+  };
   ctx.schedule = knobs.str();
-  return For::make(f, i64(0), i64(batches * rowTiles), parallel ? ForKind::Parallel : ForKind::Serial, body);
+  const ForKind kind = parallel ? ForKind::Parallel : ForKind::Serial;
+  Expr f = Var::make("b_m");
+  Expr bIndex = rowTiles == 1 ? f : f / rowTiles, m0 = (rowTiles == 1 ? Expr(i64(0)) : f % rowTiles) * knobs.rows;
+  Stmt tiles = For::make(f, i64(0), i64(batches * rowTiles), kind, rowBlock(knobs.rows, bIndex, m0));
+  if (tailRows == 0) return tiles;
+  Expr t = Var::make("b_tail");
+  return Seq::make({tiles, For::make(t, i64(0), i64(batches), batches > 1 ? kind : ForKind::Serial,
+                                     rowBlock(tailRows, t, i64(rowTiles * knobs.rows)))});
 }
 
 }  // namespace kiln::core::lower

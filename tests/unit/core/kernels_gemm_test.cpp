@@ -109,6 +109,10 @@ TEST(KernelsMatmul, BatchedBroadcastAndTails) {
   checkMatmul({9}, {9, 70}, 16, true);             // vector · matrix
   checkMatmul({5, 33}, {33}, 8, true);             // matrix · vector: dot products
   checkMatmul({64, 128}, {128, 96}, 16, false);
+  // Row tails: 4-row tiles and a loop for the last M mod 4 rows (neither 4 nor 3 divides M).
+  checkMatmul({2, 1, 11, 9}, {3, 9, 21}, 8, true);  // 2 tiles + 3 rows, batches broadcast
+  checkMatmul({13, 20}, {20}, 8, true);             // 3 tiles + 1 row of dot products
+  checkMatmul({2, 197, 16}, {2, 16, 197}, 16, false);  // ViT attention scores: 49 tiles + 1 row
 }
 
 TEST(KernelsGemm, RandomShapesMatchReference) {
