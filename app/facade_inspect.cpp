@@ -35,68 +35,119 @@ std::string joinTitle(const std::vector<std::string>& ops) {
 // The runtime plan is the truth about what runs: one node per call, inputs and outputs around
 // them, an edge wherever a call reads a slot another call (or an input) wrote. Constants (weights)
 // are left out: they would triple the node count and say nothing about the dataflow.
-GraphDescription describeGraph(const core::Graph& graph, const runtime::GraphPlan& plan) {
-  GraphDescription d;
-  std::vector<int> producer(plan.slots.size(), -1);
-  for (int slot : plan.inputs) {
-    GraphNode n;
-    n.kind = GraphNodeKind::Input;
-    n.title = plan.slots[slot].name;
-    n.key = plan.slots[slot].name;
-    n.outputShape = slotShape(plan.slots[slot]);
-    producer[slot] = static_cast<int>(d.nodes.size());
-    d.nodes.push_back(std::move(n));
-  }
+// An if/loop call's sub-plans are described the same way, right after the call, each as a region
+// whose inputs the call binds (an edge from the call to each). Calls inside regions take the
+// profile's row numbers (GraphNode::call): after the top-level calls, depth-first.
+class GraphDescriber {
+ public:
+  explicit GraphDescriber(const runtime::GraphPlan& plan) : m_nextNested(static_cast<int>(plan.calls.size())) {}
 
-  std::map<std::string, core::ValueId> valueByName;
-  for (core::ValueId v = 0; v < static_cast<core::ValueId>(graph.values().size()); ++v)
-    valueByName.emplace(graph.value(v).name, v);
+  /// Describes `plan` (lowered from `graph`) into region `region` (-1: the top level).
+  void describe(const core::Graph& graph, const runtime::GraphPlan& plan, int region) {
+    std::vector<int> producer(plan.slots.size(), -1);
+    int control = region < 0 ? -1 : m_d.regions[region].node;
+    // A loop body's first input counts the iterations, its first output says whether to go on.
+    bool body = region >= 0 && m_d.regions[region].name == "body";
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      int slot = plan.inputs[i];
+      std::string title = plan.slots[slot].name + (body && i == 0 ? " (iteration)" : "");
+      producer[slot] = addBoundary(GraphNodeKind::Input, title, plan.slots[slot], region);
+      if (control >= 0) m_d.edges.push_back(GraphEdge{control, producer[slot], slotShape(plan.slots[slot])});
+    }
 
-  std::vector<profiler::CallCost> costs = profiler::describeCalls(graph, plan);
-  for (int c = 0; c < static_cast<int>(plan.calls.size()); ++c) {
-    const runtime::KernelCall& call = plan.calls[c];
-    GraphNode n;
-    n.call = c;
-    n.kernel = call.kernel;
-    n.function = call.node.empty() ? call.kernel : call.node;
-    n.ops = costs[c].ops;
-    n.key = costs[c].key;
-    n.inputShapes = costs[c].inputShapes;
-    n.outputShape = costs[c].outputShape;
-    n.flops = costs[c].flops;
-    n.bytes = costs[c].bytes;
-    n.title = n.ops.empty() ? call.kernel : joinTitle(n.ops);
-    int firstOut = static_cast<int>(call.args.size()) - call.numOutputs;
-    if (firstOut < static_cast<int>(call.args.size())) {
-      auto it = valueByName.find(plan.slots[call.args[firstOut]].name);
-      if (it != valueByName.end() && graph.value(it->second).producer >= 0) {
-        const core::Node& root = graph.node(graph.value(it->second).producer);
-        n.group = root.group;
-        n.location = root.location;
-        if (root.group >= 0) n.function = graph.groups()[root.group].name;
+    std::map<std::string, core::ValueId> valueByName;
+    for (core::ValueId v = 0; v < static_cast<core::ValueId>(graph.values().size()); ++v)
+      valueByName.emplace(graph.value(v).name, v);
+
+    std::vector<profiler::CallCost> costs = profiler::describeCalls(graph, plan);
+    for (int c = 0; c < static_cast<int>(plan.calls.size()); ++c) {
+      const runtime::KernelCall& call = plan.calls[c];
+      GraphNode n;
+      n.call = region < 0 ? c : m_nextNested++;
+      n.region = region;
+      n.kernel = call.kernel;
+      n.function = call.node.empty() ? call.kernel : call.node;
+      n.ops = costs[c].ops;
+      n.key = costs[c].key;
+      n.inputShapes = costs[c].inputShapes;
+      n.outputShape = costs[c].outputShape;
+      n.flops = costs[c].flops;
+      n.bytes = costs[c].bytes;
+      n.title = n.ops.empty() ? call.kernel : joinTitle(n.ops);
+      const core::Node* root = nullptr;
+      int firstOut = static_cast<int>(call.args.size()) - call.numOutputs;
+      if (firstOut < static_cast<int>(call.args.size())) {
+        auto it = valueByName.find(plan.slots[call.args[firstOut]].name);
+        if (it != valueByName.end() && graph.value(it->second).producer >= 0) {
+          root = &graph.node(graph.value(it->second).producer);
+          n.group = root->group;
+          n.location = root->location;
+          if (root->group >= 0) n.function = graph.groups()[root->group].name;
+        }
       }
+      int self = static_cast<int>(m_d.nodes.size());
+      for (int a = 0; a < firstOut; ++a) {
+        int slot = call.args[a];
+        bool again = std::find(call.args.begin(), call.args.begin() + a, slot) != call.args.begin() + a;
+        if (producer[slot] >= 0 && !again)
+          m_d.edges.push_back(GraphEdge{producer[slot], self, slotShape(plan.slots[slot])});
+      }
+      for (int a = firstOut; a < static_cast<int>(call.args.size()); ++a) producer[call.args[a]] = self;
+      m_d.nodes.push_back(std::move(n));
+      if (!call.regions.empty()) describeRegions(graph, plan, call, root, self, region);
     }
-    int self = static_cast<int>(d.nodes.size());
-    for (int a = 0; a < firstOut; ++a) {
-      int slot = call.args[a];
-      if (producer[slot] >= 0) d.edges.push_back(GraphEdge{producer[slot], self, slotShape(plan.slots[slot])});
+
+    for (size_t i = 0; i < plan.outputs.size(); ++i) {
+      int slot = plan.outputs[i];
+      std::string title = plan.outputs.size() == 1 ? "output" : "output " + std::to_string(i);
+      if (region >= 0) title = plan.slots[slot].name + (body && i == 0 ? " (condition)" : "");
+      int self = addBoundary(GraphNodeKind::Output, title, plan.slots[slot], region);
+      if (producer[slot] >= 0) m_d.edges.push_back(GraphEdge{producer[slot], self, m_d.nodes[self].outputShape});
     }
-    for (int a = firstOut; a < static_cast<int>(call.args.size()); ++a) producer[call.args[a]] = self;
-    d.nodes.push_back(std::move(n));
   }
 
-  for (size_t i = 0; i < plan.outputs.size(); ++i) {
-    int slot = plan.outputs[i];
-    GraphNode n;
-    n.kind = GraphNodeKind::Output;
-    n.title = plan.outputs.size() == 1 ? "output" : "output " + std::to_string(i);
-    n.key = plan.slots[slot].name;
-    n.outputShape = slotShape(plan.slots[slot]);
-    int self = static_cast<int>(d.nodes.size());
-    if (producer[slot] >= 0) d.edges.push_back(GraphEdge{producer[slot], self, n.outputShape});
-    d.nodes.push_back(std::move(n));
+  GraphDescription take() { return std::move(m_d); }
+
+ private:
+  // The sub-plans of if/loop call `call` (node `self`); `root` is its graph node, whose regions
+  // pair with the call's in order (as profiler::profileExecutor pairs them).
+  void describeRegions(const core::Graph& graph, const runtime::GraphPlan& plan, const runtime::KernelCall& call,
+                       const core::Node* root, int self, int region) {
+    KILN_ASSERT(root && root->regions.size() == call.regions.size(),
+                "if/loop call " + call.node + " has no graph node with its regions");
+    static const char* const kIfNames[] = {"then", "else"};
+    for (size_t r = 0; r < call.regions.size(); ++r) {
+      GraphRegion g;
+      g.node = self;
+      g.parent = region;
+      g.name = call.kind == runtime::CallKind::If ? kIfNames[r] : "body";
+      g.label = "%" + graph.value(root->outputs[0]).name + " " + root->op + " · " + g.name;
+      int index = static_cast<int>(m_d.regions.size());
+      m_d.regions.push_back(std::move(g));
+      m_d.nodes[self].regions.push_back(index);
+      describe(*root->regions[r], plan.regions.at(call.regions[r]), index);
+    }
   }
-  return d;
+
+  int addBoundary(GraphNodeKind kind, const std::string& title, const runtime::TensorSlot& slot, int region) {
+    GraphNode n;
+    n.kind = kind;
+    n.title = title;
+    n.key = slot.name;
+    n.outputShape = slotShape(slot);
+    n.region = region;
+    m_d.nodes.push_back(std::move(n));
+    return static_cast<int>(m_d.nodes.size()) - 1;
+  }
+
+  GraphDescription m_d;
+  int m_nextNested;  // the profile row of the next call inside a region
+};
+
+GraphDescription describeGraph(const core::Graph& graph, const runtime::GraphPlan& plan) {
+  GraphDescriber describer(plan);
+  describer.describe(graph, plan, -1);
+  return describer.take();
 }
 
 std::vector<std::string> splitLines(const std::string& text) {

@@ -33,19 +33,27 @@ std::vector<TargetChoice> targetChoices();
 
 enum class GraphNodeKind { Input, Call, Output };
 
+/// A node of the graph view. An if/loop call's regions (core/ir/graph.h "Control flow") are
+/// described like the graph itself, recursively: a region's inputs (kind Input, bound by the
+/// call), its calls and its outputs (kind Output) carry `region`, the region they are in.
 struct GraphNode {
   GraphNodeKind kind = GraphNodeKind::Call;
-  int call = -1;                 // plan call index (= profiler::OpRecord::index); -1 for inputs/outputs
+  /// The call's profiler::OpRecord::index, -1 for inputs/outputs: at top level the plan call
+  /// index; inside a region the profile row after the top-level calls, numbered depth-first as
+  /// runtime::DebugExecutor::nestedCalls() does (plan.calls.size() + k).
+  int call = -1;
   std::string title;             // "conv2d_nchwc + clamp", an input's or output's name
   std::string function;          // fused group name, or the node's label for an unfused operator
-  std::string kernel;            // the compiled kernel it runs (equal workloads share one)
+  std::string kernel;            // the compiled kernel it runs (equal workloads share one); empty for if/loop
   std::string key;               // output value name(s): matches profiler::OpRecord::key
   std::vector<std::string> ops;  // original operators inside, in order
   std::vector<std::string> inputShapes;
   std::string outputShape;
   std::string location;          // source location of the root operator, if known
   int group = -1;                // fused group index, -1 when not fused
-  double flops = 0, bytes = 0;   // per call
+  double flops = 0, bytes = 0;   // per call (one iteration inside a loop body)
+  int region = -1;               // index into GraphDescription::regions; -1 at top level
+  std::vector<int> regions;      // an if/loop call's own regions (then, else / body)
 };
 
 struct GraphEdge {
@@ -53,10 +61,23 @@ struct GraphEdge {
   std::string shape;     // "f32[1,32,112,112]"
 };
 
+/// One region of an if/loop call: the sub-plan it runs.
+struct GraphRegion {
+  int node = -1;      // the if/loop call's node (its enclosing control node)
+  int parent = -1;    // the region that node is in; -1 when it is at top level
+  std::string name;   // "then", "else", "body"
+  std::string label;  // "%x0 loop · body"
+};
+
 struct GraphDescription {
-  std::vector<GraphNode> nodes;  // inputs first, then calls in execution order, then outputs
+  /// Inputs first, then calls in execution order, then outputs. An if/loop call is followed by
+  /// its regions' nodes, region by region (inputs, calls, outputs; nested regions the same way).
+  std::vector<GraphNode> nodes;
+  /// Reads of a slot written by a call or input of the same (sub-)plan, and an edge from an
+  /// if/loop call to each input of its regions (the values it binds them to).
   std::vector<GraphEdge> edges;
-  int nodeOfCall(int call) const;  // -1 when absent
+  std::vector<GraphRegion> regions;  // in the order their nodes appear
+  int nodeOfCall(int call) const;    // -1 when absent
 };
 
 // ---- one build, inspected ----------------------------------------------------------------------
@@ -75,7 +96,7 @@ struct Inspection {
   std::string loweredText;    // IrStage::Lowered (every kernel)
   std::map<std::string, std::string> loopIrByKernel;
   std::vector<PassRun> passes;  // with irAfter for the passes that changed the graph
-  int numKernels = 0, numCalls = 0;
+  int numKernels = 0, numCalls = 0;  // numCalls: top-level plan calls (those inside regions not counted)
   double seconds = 0;
   std::shared_ptr<const InspectState> state;
 };

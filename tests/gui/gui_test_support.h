@@ -1,7 +1,9 @@
 // What the Workbench's tests share: the sample models' paths (KILN_MODELS_DIR, set by
-// tests/CMakeLists.txt) and synthetic compare rows for the models and views.
+// tests/CMakeLists.txt), a graph with nested control flow and synthetic compare rows for the
+// models and views.
 #pragma once
 
+#include <QFile>
 #include <QString>
 
 #include <string>
@@ -15,6 +17,44 @@ namespace kiln::testing_support {
 /// A sample model of the build: modelPath("ops/relu.pt").
 inline QString modelPath(const char* relative) {
   return QStringLiteral(KILN_MODELS_DIR "/") + QLatin1String(relative);
+}
+
+/// Graph text (`.kir`, opened by app::openGraphText) whose loop body holds an if, whose else
+/// region runs no call: the sample models have one level of control flow only.
+inline const char* kNestedControlFlow = R"(graph(%x: f32[2,3], %n: i64[]) {
+  %go = constant bool[] [1]
+  %y, %y_1 = loop(%n, %go, %x, %n, %x) {carried=2} : f32[2,3], i64[] {
+    graph(%i: i64[], %h: f32[2,3], %c: i64[], %x: f32[2,3]) {
+      %t = tanh(%h) : f32[2,3]
+      %s = add(%t, %x) : f32[2,3]
+      %one = constant i64[] [1]
+      %c1 = sub(%c, %one) : i64[]
+      %z = constant i64[] [0]
+      %more = greater(%c1, %z) : bool[]
+      %b = if(%more, %s) : f32[2,3] {
+        graph(%a: f32[2,3]) {
+          %r = relu(%a) : f32[2,3]
+          return %r
+        }
+        graph(%a: f32[2,3]) {
+          return %a
+        }
+      }
+      return %more, %b, %c1
+    }
+  }
+  %out = mul(%y, %y) : f32[2,3]
+  return %out, %y_1
+}
+)";
+
+/// Writes kNestedControlFlow to `dir`/nested.kir and returns its path.
+inline QString writeNestedControlFlow(const QString& dir) {
+  QString path = dir + QStringLiteral("/nested.kir");
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly)) return {};
+  f.write(kNestedControlFlow);
+  return path;
 }
 
 /// A backend that ran: its samples, its worker processes' medians and whether they disagree.

@@ -7,12 +7,16 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <set>
 #include <thread>
 
 #include "app/facade.h"
 #include "app/inspect.h"
+#include "app/measure.h"
+#include "app/model_text.h"
 #include "app/gui/compare_model.h"
 #include "app/gui/diff_model.h"
 #include "app/gui/format.h"
@@ -26,6 +30,54 @@
 using namespace kiln;
 using namespace kiln::gui;
 using namespace kiln::testing_support;
+
+namespace {
+
+bool isNestedCall(const app::GraphNode& n) { return n.kind == app::GraphNodeKind::Call && n.region >= 0; }
+
+/// What every description with regions must hold: each region hangs off an if/loop call (listed
+/// in its `regions`) and takes its inputs from that call; edges stay inside one region; every
+/// region output is computed inside it (a region returning a constant or its input copies it);
+/// calls inside regions are numbered after the top-level ones in node order (the profile's
+/// numbering) and run kernels the build has.
+void checkRegions(const app::Inspection& i) {
+  const app::GraphDescription& g = i.graph;
+  for (int r = 0; r < static_cast<int>(g.regions.size()); ++r) {
+    const app::GraphRegion& region = g.regions[r];
+    QVERIFY(region.node >= 0 && region.node < static_cast<int>(g.nodes.size()));
+    const app::GraphNode& control = g.nodes[region.node];
+    QVERIFY(control.kind == app::GraphNodeKind::Call && control.kernel.empty());
+    QVERIFY(std::count(control.regions.begin(), control.regions.end(), r) == 1);
+    QCOMPARE(region.parent, control.region);
+    QString suffix = QStringLiteral(" · ") + QString::fromStdString(region.name);
+    QVERIFY2(QString::fromStdString(region.label).endsWith(suffix), region.label.c_str());
+  }
+  auto inside = [&](int node, int region) { return g.nodes[node].region == region; };
+  for (const app::GraphEdge& e : g.edges) {
+    int region = g.nodes[e.to].region;
+    bool binds = region >= 0 && g.regions[region].node == e.from && g.nodes[e.to].kind == app::GraphNodeKind::Input;
+    QVERIFY2(binds || inside(e.from, region), qPrintable(QStringLiteral("edge %1 -> %2").arg(e.from).arg(e.to)));
+  }
+  int nextCall = i.numCalls;
+  for (int n = 0; n < static_cast<int>(g.nodes.size()); ++n) {
+    const app::GraphNode& node = g.nodes[n];
+    auto edgeInto = [&](auto pred) {
+      return std::any_of(g.edges.begin(), g.edges.end(),
+                         [&](const app::GraphEdge& e) { return e.to == n && pred(e); });
+    };
+    if (node.region >= 0 && node.kind == app::GraphNodeKind::Input)
+      QVERIFY(edgeInto([&](const app::GraphEdge& e) { return e.from == g.regions[node.region].node; }));
+    if (node.region >= 0 && node.kind == app::GraphNodeKind::Output)
+      QVERIFY(edgeInto([&](const app::GraphEdge& e) { return inside(e.from, node.region); }));
+    if (!isNestedCall(node)) continue;
+    QCOMPARE(node.call, nextCall++);
+    QCOMPARE(g.nodeOfCall(node.call), n);
+    if (!node.regions.empty()) continue;  // an if/loop inside a region: no kernel of its own
+    QVERIFY2(i.loopIrByKernel.count(node.kernel), node.kernel.c_str());
+  }
+}
+
+}  // namespace
 
 class ModelsTest : public QObject {
   Q_OBJECT
@@ -395,6 +447,120 @@ class ModelsTest : public QObject {
     auto targets = app::targetChoices();
     QVERIFY(targets.size() >= 3);
     QVERIFY(targets.front().host && targets.front().runnable);
+  }
+
+  // The calls inside an if/loop call are described in its regions, with the profile's row
+  // numbers: every row of a real profile, nested ones included, finds its node (heat colouring
+  // and click-to-details rely on it), under the right top-level call and in the right region.
+  void inspectDescribesRegions_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QStringList>("regions");
+    QTest::newRow("loop_on_value") << modelPath("ops/loop_on_value.pt") << QStringList{QStringLiteral("body")};
+    QTest::newRow("branch_on_value") << modelPath("ops/branch_on_value.pt")
+                                     << QStringList{QStringLiteral("then"), QStringLiteral("else")};
+  }
+  void inspectDescribesRegions() {
+    QFETCH(QString, model);
+    QFETCH(QStringList, regions);
+    auto opened = app::openModel(model.toStdString());
+    QVERIFY2(opened.ok(), opened.ok() ? "" : opened.error().message.c_str());
+    app::BuildOptions build;
+    build.threads = 1;
+    auto ins = app::inspect(opened.value(), build);
+    QVERIFY2(ins.ok(), ins.ok() ? "" : ins.error().message.c_str());
+    const app::Inspection& i = ins.value();
+    const app::GraphDescription& g = i.graph;
+    QStringList names;
+    for (const auto& r : g.regions) {
+      names << QString::fromStdString(r.name);
+      QCOMPARE(r.parent, -1);
+    }
+    QCOMPARE(names, regions);
+    checkRegions(i);
+    if (QTest::currentTestFailed()) return;
+    int topLevel = 0, nested = 0;
+    for (const auto& n : g.nodes) {
+      topLevel += n.kind == app::GraphNodeKind::Call && n.region < 0;
+      nested += isNestedCall(n);
+    }
+    QCOMPARE(topLevel, i.numCalls);
+    QVERIFY(nested >= static_cast<int>(regions.size()));
+    std::set<std::string> kernels;
+    for (const auto& n : g.nodes)
+      if (isNestedCall(n) && !n.kernel.empty()) kernels.insert(n.kernel);
+    for (const std::string& k : kernels) {
+      auto code = app::kernelCode(i, k);
+      QVERIFY2(code.ok() && !code.value().assembly.empty(), k.c_str());
+    }
+
+    app::ProfileOptions p;
+    p.build = build;
+    p.repeat = 3;
+    p.warmup = 1;
+    p.minRepeatMs = 0;
+    p.store.enabled = false;
+    auto profiled = app::profile(model.toStdString(), p);
+    QVERIFY2(profiled.ok(), profiled.ok() ? "" : profiled.error().message.c_str());
+    int nestedRows = 0;
+    for (const profiler::OpRecord& op : profiled.value().profile.ops) {
+      int node = g.nodeOfCall(op.index);
+      QVERIFY2(node >= 0, op.name.c_str());
+      const app::GraphNode& n = g.nodes[node];
+      QCOMPARE(n.key, op.key);
+      QCOMPARE(n.kernel, op.kernel);
+      if (op.parent < 0) {
+        QCOMPARE(n.region, -1);
+        continue;
+      }
+      ++nestedRows;
+      int top = node;
+      while (g.nodes[top].region >= 0) top = g.regions[g.nodes[top].region].node;
+      QCOMPARE(g.nodes[top].call, op.parent);
+      // The call's label says where it runs: "%x0.body | %less = less".
+      std::string where = "." + g.regions[n.region].name + " | ";
+      QVERIFY2(op.name.find(where) != std::string::npos, (op.name + " lacks " + where).c_str());
+    }
+    QCOMPARE(nestedRows, nested);
+  }
+
+  // A region inside a region (an if in a loop body) hangs off its if, inside the body; an else
+  // region that returns its input copies it (input → copy → output).
+  void inspectDescribesNestedRegions() {
+    QString path = writeNestedControlFlow(m_dir.path());
+    auto opened = app::openGraphText(path.toStdString());
+    QVERIFY2(opened.ok(), opened.ok() ? "" : opened.error().message.c_str());
+    auto ins = app::inspect(opened.value(), app::BuildOptions{});
+    QVERIFY2(ins.ok(), ins.ok() ? "" : ins.error().message.c_str());
+    const app::GraphDescription& g = ins.value().graph;
+    checkRegions(ins.value());
+    QCOMPARE(g.regions.size(), size_t(3));
+    QCOMPARE(g.regions[0].name, std::string("body"));
+    QCOMPARE(g.regions[0].label, std::string("%y loop · body"));
+    QCOMPARE(g.regions[1].name, std::string("then"));
+    QCOMPARE(g.regions[1].label, std::string("%b if · then"));
+    QCOMPARE(g.regions[2].name, std::string("else"));
+    QCOMPARE(g.regions[1].parent, 0);
+    QCOMPARE(g.regions[2].parent, 0);
+    QCOMPARE(g.nodes[g.regions[1].node].region, 0);
+    QCOMPARE(g.nodes[3].title, std::string("i (iteration)"));  // the body's inputs follow the loop
+    std::vector<std::string> elseNodes;
+    for (const auto& n : g.nodes)
+      if (n.region == 2) elseNodes.push_back(n.title);
+    QCOMPARE(elseNodes, (std::vector<std::string>{"a", "copy", "a_out0"}));
+    auto hasEdge = [&](int from, int to) {
+      return std::any_of(g.edges.begin(), g.edges.end(),
+                         [&](const app::GraphEdge& e) { return e.from == from && e.to == to; });
+    };
+    int elseInput = 0;
+    while (g.nodes[elseInput].region != 2) ++elseInput;
+    QVERIFY(hasEdge(g.regions[2].node, elseInput));
+    QVERIFY(hasEdge(elseInput, elseInput + 1));
+    QVERIFY(hasEdge(elseInput + 1, elseInput + 2));
+    // An operand read twice (the loop's %x, carried and captured) is one edge.
+    int fromX = 0;
+    for (const auto& e : g.edges) fromX += e.from == 0 && e.to == g.regions[0].node;
+    QCOMPARE(fromX, 1);
+    QVERIFY(g.nodes.back().kind == app::GraphNodeKind::Output && g.nodes.back().region < 0);
   }
 
   void lineDiff() {
