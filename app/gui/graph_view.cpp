@@ -27,6 +27,21 @@ QString nodeSubtitle(const app::GraphNode& n) { return qs(n.outputShape); }
 
 bool isCall(const app::GraphNode& n) { return n.kind == app::GraphNodeKind::Call; }
 
+/// An if/loop call: it runs its regions' calls, no kernel of its own.
+bool isControl(const app::GraphNode& n) { return !n.regions.empty(); }
+
+/// The calls directly inside `region`.
+int callsIn(const app::GraphDescription& g, int region) {
+  return static_cast<int>(std::count_if(g.nodes.begin(), g.nodes.end(),
+                                        [&](const app::GraphNode& n) { return isCall(n) && n.region == region; }));
+}
+
+/// An edge from an if/loop call to an input of one of its regions: a binding, drawn dashed.
+bool bindsRegionInput(const app::GraphDescription& g, const app::GraphEdge& e) {
+  int region = g.nodes[e.to].region;
+  return region >= 0 && g.regions[region].node == e.from;
+}
+
 }  // namespace
 
 std::vector<QSizeF> graphNodeSizes(const app::GraphDescription& graph, double charWidth, double lineHeight) {
@@ -110,6 +125,36 @@ class GraphNodeItem : public QGraphicsItem {
   QColor m_fill = Qt::white;
   QString m_note;
   bool m_matched = false;
+};
+
+// The box around one region of an if/loop call, labelled in its top-left corner (where Graphviz
+// left room for the label). Translucent, so a region inside another one is a shade darker.
+class GraphRegionItem : public QGraphicsItem {
+ public:
+  GraphRegionItem(const app::GraphRegion& region, const QRectF& rect) : m_label(qs(region.label)), m_rect(rect) {
+    setZValue(-2);  // below the edges and the nodes
+  }
+  QRectF rect() const { return m_rect; }
+  QRectF boundingRect() const override { return m_rect.adjusted(-2, -2, 2, 2); }
+
+  void paint(QPainter* p, const QStyleOptionGraphicsItem* option, QWidget*) override {
+    p->setRenderHint(QPainter::Antialiasing);
+    p->setPen(QPen(QColor(0x8c, 0x7c, 0xc4), 1.2, Qt::DashLine));
+    p->setBrush(QColor(0x6a, 0x5a, 0xcd, 20));
+    p->drawRoundedRect(m_rect, 8, 8);
+    if (option->levelOfDetailFromTransform(p->worldTransform()) < 0.35) return;
+    QFont bold = p->font();
+    bold.setBold(true);
+    p->setFont(bold);
+    p->setPen(QColor(0x4a, 0x3a, 0x8a));
+    QRectF text = m_rect.adjusted(10, 4, -10, 0);
+    p->drawText(text, Qt::AlignLeft | Qt::AlignTop,
+                QFontMetricsF(bold).elidedText(m_label, Qt::ElideRight, text.width()));
+  }
+
+ private:
+  QString m_label;
+  QRectF m_rect;
 };
 
 GraphCanvas::GraphCanvas(QWidget* parent) : QGraphicsView(parent) {
@@ -253,6 +298,7 @@ GraphView::GraphView(QWidget* parent) : QWidget(parent) {
 void GraphView::clear(const QString& message) {
   m_scene->clear();
   m_items.clear();
+  m_regions.clear();
   m_inspection.reset();
   m_selected = -1;
   m_searchHits.clear();
@@ -271,13 +317,20 @@ void GraphView::clear(const QString& message) {
 void GraphView::setGraph(std::shared_ptr<const app::Inspection> inspection, const GraphLayout& layout) {
   m_scene->clear();
   m_items.clear();
+  m_regions.clear();
   m_selected = -1;
   m_shownKernel.clear();
   m_inspection = std::move(inspection);
   const app::GraphDescription& g = m_inspection->graph;
   QPen edgePen(QColor(0x8a, 0x8a, 0x8a), 1.3);
+  QPen bindingPen(QColor(0x8c, 0x7c, 0xc4), 1.1, Qt::DashLine);
+  for (size_t r = 0; r < g.regions.size() && r < layout.regions.size(); ++r) {
+    auto* item = new GraphRegionItem(g.regions[r], layout.regions[r]);
+    m_scene->addItem(item);
+    m_regions.push_back(item);
+  }
   for (size_t e = 0; e < g.edges.size() && e < layout.edges.size(); ++e) {
-    auto* path = m_scene->addPath(layout.edges[e], edgePen);
+    auto* path = m_scene->addPath(layout.edges[e], bindsRegionInput(g, g.edges[e]) ? bindingPen : edgePen);
     path->setToolTip(qs(g.edges[e].shape));
     path->setZValue(-1);
     // Arrow head from the spline's end towards the tip Graphviz reserved for it.
@@ -301,9 +354,13 @@ void GraphView::setGraph(std::shared_ptr<const app::Inspection> inspection, cons
   recolor();
   m_canvas->fitAll();
   if (!m_search->text().isEmpty()) search(m_search->text());
-  m_details->setText(tr("<b>%1</b> — %2 calls, %3 kernels, target <tt>%4</tt>, -O%5<br><i>Click a node for details.</i>")
+  int nested = 0;
+  for (const app::GraphNode& n : g.nodes) nested += isCall(n) && n.region >= 0;
+  QString calls = tr("%n call(s)", nullptr, m_inspection->numCalls);
+  if (nested > 0) calls += tr(" (and %n inside if/loop regions)", nullptr, nested);
+  m_details->setText(tr("<b>%1</b> — %2, %3 kernels, target <tt>%4</tt>, -O%5<br><i>Click a node for details.</i>")
                          .arg(qs(m_inspection->model))
-                         .arg(m_inspection->numCalls)
+                         .arg(calls)
                          .arg(m_inspection->numKernels)
                          .arg(qs(m_inspection->targetString))
                          .arg(m_inspection->optLevel));
@@ -327,11 +384,26 @@ void GraphView::setColorMode(ColorMode mode) {
   recolor();
 }
 
-double GraphView::timeOfCall(int call) const {
-  if (!m_profile || call < 0) return -1;
+const profiler::OpRecord* GraphView::recordOfCall(int call) const {
+  if (!m_profile || call < 0) return nullptr;
   for (const auto& op : m_profile->ops)
-    if (op.index == call) return op.timeUs;
-  return -1;
+    if (op.index == call) return &op;
+  return nullptr;
+}
+
+double GraphView::timeOfCall(int call) const {
+  const profiler::OpRecord* op = recordOfCall(call);
+  return op ? op->timeUs : -1;
+}
+
+QRectF GraphView::nodeRect(int node) const {
+  if (node < 0 || node >= static_cast<int>(m_items.size())) return {};
+  return m_items[node]->sceneBoundingRect().adjusted(4, 4, -4, -4);  // the box without its selection margin
+}
+
+QRectF GraphView::regionRect(int region) const {
+  if (region < 0 || region >= static_cast<int>(m_regions.size())) return {};
+  return m_regions[region]->mapRectToScene(m_regions[region]->rect());
 }
 
 void GraphView::recolor() {
@@ -347,11 +419,18 @@ void GraphView::recolor() {
       continue;
     }
     double us = timeOfCall(n.call);
+    int inside = 0;
+    for (int r : n.regions) inside += callsIn(m_inspection->graph, r);
     item->setNote(us >= 0 ? formatUs(us) + (m_profile && m_profile->sumMs > 0
                                                 ? QStringLiteral("  (%1)").arg(formatPercent(us / (m_profile->sumMs * 10)))
                                                 : QString())
-                          : n.ops.size() > 1 ? tr("%1 ops fused").arg(n.ops.size())
-                                             : qs(n.kernel));
+                  : isControl(n)     ? tr("%n call(s) inside", nullptr, inside)
+                  : n.ops.size() > 1 ? tr("%1 ops fused").arg(n.ops.size())
+                                     : qs(n.kernel));
+    if (isControl(n) && m_mode != ColorMode::Heat) {
+      item->setFill(QColor(0xe4, 0xdf, 0xf5));  // the colour of the region boxes, a shade deeper
+      continue;
+    }
     switch (m_mode) {
       case ColorMode::Kernel:
         item->setFill(groupColor(kernelIndex.emplace(n.kernel, static_cast<int>(kernelIndex.size())).first->second));
@@ -369,7 +448,9 @@ void GraphView::recolor() {
     case ColorMode::Kernel:
       m_legend->setText(tr("One colour per compiled kernel: %1 kernels for %2 calls. Ctrl+wheel zooms, drag pans.")
                             .arg(kernelIndex.size())
-                            .arg(m_inspection->numCalls));
+                            .arg(std::count_if(m_items.begin(), m_items.end(), [](const GraphNodeItem* item) {
+                              return isCall(item->node()) && !isControl(item->node());
+                            })));
       break;
     case ColorMode::OpKind:
       m_legend->setText(tr("One colour per anchor operator (%1 kinds).").arg(opIndex.size()));
@@ -415,28 +496,40 @@ void GraphView::selectNode(int node) {
 }
 
 void GraphView::showDetails(int index) {
-  const app::GraphNode& n = m_inspection->graph.nodes[index];
+  const app::GraphDescription& g = m_inspection->graph;
+  const app::GraphNode& n = g.nodes[index];
   if (isCall(n)) emit callSelected(n.call);
   QString html = QStringLiteral("<h3 style='margin:0'>%1</h3><table cellspacing=2>").arg(qs(n.title).toHtmlEscaped());
   auto row = [&html](const QString& k, const QString& v) {
     html += QStringLiteral("<tr><td style='color:#666;padding-right:8px'>%1</td><td>%2</td></tr>").arg(k, v);
   };
+  if (n.region >= 0) row(tr("Runs in"), qs(g.regions[n.region].label).toHtmlEscaped());
   if (isCall(n)) {
     row(tr("Function"), QStringLiteral("<tt>%1</tt>").arg(qs(n.function).toHtmlEscaped()));
-    row(tr("Kernel"), QStringLiteral("<tt>%1</tt>").arg(qs(n.kernel)));
+    if (!isControl(n)) row(tr("Kernel"), QStringLiteral("<tt>%1</tt>").arg(qs(n.kernel)));
     row(tr("Operators"), joinOps(n.ops, QStringLiteral(", ")));
     QStringList ins;
     for (const auto& s : n.inputShapes) ins << qs(s);
     row(tr("Inputs"), ins.join(QStringLiteral("<br>")));
   }
+  if (isControl(n)) {
+    QStringList regions;
+    for (int r : n.regions) regions << tr("%1: %n call(s)", nullptr, callsIn(g, r)).arg(qs(g.regions[r].name));
+    row(tr("Regions"), regions.join(QStringLiteral(", ")));
+  }
   row(tr("Output"), qs(n.outputShape));
   if (!n.location.empty()) row(tr("Source"), qs(n.location));
-  if (n.flops > 0) row(tr("Work"), formatFlops(n.flops) + QStringLiteral(", ") + formatBytes(n.bytes));
-  double us = timeOfCall(n.call);
-  if (us >= 0) {
-    QString t = formatUs(us);
-    if (m_profile->sumMs > 0) t += QStringLiteral(" — %1 of all calls").arg(formatPercent(us / (m_profile->sumMs * 10)));
-    if (n.flops > 0 && us > 0) t += QStringLiteral(" — %1 GFLOP/s").arg(n.flops / (us * 1e3), 0, 'f', 1);
+  if (n.flops > 0)
+    row(tr("Work"), formatFlops(n.flops) + QStringLiteral(", ") + formatBytes(n.bytes) +
+                        (n.region >= 0 ? tr(" per run") : QString()));
+  // A call inside a region is timed over all its runs in an inference (a loop body's
+  // iterations, none for the branch not taken): its record's FLOPs count them all.
+  if (const profiler::OpRecord* op = recordOfCall(n.call)) {
+    QString t = formatUs(op->timeUs);
+    if (m_profile->sumMs > 0)
+      t += QStringLiteral(" — %1 of all calls").arg(formatPercent(op->timeUs / (m_profile->sumMs * 10)));
+    if (op->gflops() > 0) t += QStringLiteral(" — %1 GFLOP/s").arg(op->gflops(), 0, 'f', 1);
+    if (n.region >= 0) t += QStringLiteral(" — ") + tr("%n run(s) per inference", nullptr, op->calls);
     row(tr("Median"), t);
   } else if (isCall(n)) {
     row(tr("Median"), tr("<i>not profiled yet</i>"));
@@ -444,8 +537,12 @@ void GraphView::showDetails(int index) {
   html += QStringLiteral("</table>");
   m_details->setText(html);
 
-  if (!isCall(n)) {
-    for (CodeView* v : {m_loopIr, m_llvmIr, m_asm}) v->setPlaceholder(tr("Graph inputs and outputs have no kernel."));
+  if (!isCall(n) || isControl(n)) {
+    QString why = isControl(n) ? tr("An if/loop call runs no kernel of its own: click a call inside its regions.")
+                  : n.region >= 0 ? tr("Region inputs and outputs have no kernel.")
+                                  : tr("Graph inputs and outputs have no kernel.");
+    for (CodeView* v : {m_loopIr, m_llvmIr, m_asm}) v->setPlaceholder(why);
+    m_shownKernel.clear();
     return;
   }
   auto loop = m_inspection->loopIrByKernel.find(n.kernel);

@@ -1,5 +1,6 @@
 // The Graph view: the fused graph as the runtime runs it (one box per kernel call), laid out by
-// Graphviz (graph_layout.h) and drawn in a QGraphicsScene. Ctrl+wheel or +/- zoom, drag pans,
+// Graphviz (graph_layout.h) and drawn in a QGraphicsScene; the calls inside an if/loop call sit in
+// a labelled box per region ("%x0 loop · body") below it. Ctrl+wheel or +/- zoom, drag pans,
 // the search field finds nodes by operator, function or kernel; boxes are coloured by fused
 // kernel or by measured time (heat). Clicking a node shows its ops, shapes and time, and its
 // kernel's loop IR, LLVM IR and assembly (fetched on demand through kernelCodeRequested).
@@ -23,6 +24,7 @@ namespace kiln::gui {
 
 class CodeView;
 class GraphNodeItem;
+class GraphRegionItem;
 
 /// Box sizes (points) for the layout, from the text each node will show.
 std::vector<QSizeF> graphNodeSizes(const app::GraphDescription& graph, double charWidth, double lineHeight);
@@ -56,9 +58,14 @@ class GraphView : public QWidget {
   /// Highlights nodes matching `text`, centres the next one; returns the number of matches.
   int search(const QString& text);
   int nodeCount() const { return static_cast<int>(m_items.size()); }
+  int regionCount() const { return static_cast<int>(m_regions.size()); }
+  /// Where node `node` and region `region` (GraphDescription indices) are drawn, in the scene.
+  QRectF nodeRect(int node) const;
+  QRectF regionRect(int region) const;
   int selectedNode() const { return m_selected; }
   GraphCanvas* canvas() const { return m_canvas; }
   QTabWidget* codeTabs() const { return m_codeTabs; }
+  QLabel* details() const { return m_details; }
 
  signals:
   void kernelCodeRequested(const QString& kernel);
@@ -68,6 +75,7 @@ class GraphView : public QWidget {
   void selectNode(int node);
   void recolor();
   void showDetails(int node);
+  const profiler::OpRecord* recordOfCall(int call) const;
   double timeOfCall(int call) const;
 
   GraphCanvas* m_canvas;
@@ -84,6 +92,7 @@ class GraphView : public QWidget {
   std::shared_ptr<const app::Inspection> m_inspection;
   std::optional<profiler::ProfileRecord> m_profile;
   std::vector<GraphNodeItem*> m_items;
+  std::vector<GraphRegionItem*> m_regions;
   std::vector<int> m_searchHits;
   int m_searchCursor = -1;
   int m_selected = -1;

@@ -1,18 +1,24 @@
 // The Compare and Batch sweep views on synthetic results (offscreen, no measuring): the spread,
 // the flag of a backend or point whose worker processes disagree, NaN output differences and the
-// log-scale toggle. With KILN_GUI_SCREENSHOT_DIR set, each view is also saved as a PNG for a
-// person to look at.
+// log-scale toggle; the Graph view on real inspections with control flow (a box per region
+// around its calls, click, search, heat from a real profile). With KILN_GUI_SCREENSHOT_DIR set,
+// each view is also saved as a PNG for a person to look at.
 #include <QAreaSeries>
 #include <QChart>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QScatterSeries>
+#include <QTemporaryDir>
 #include <QValueAxis>
 #include <QtTest>
 
 #include <cmath>
 
 #include "app/gui/compare_view.h"
+#include "app/gui/graph_view.h"
+#include "app/gui/text_view.h"
+#include "app/measure.h"
+#include "app/model_text.h"
 #include "app/gui/roofline_view.h"
 #include "app/gui/sweep_view.h"
 #include "tests/gui/gui_test_support.h"
@@ -86,6 +92,25 @@ profiler::ProfileRecord rooflineProfile(double speedup) {
   }
   for (auto& op : p.ops) op.percent = 100 * op.timeUs / (p.sumMs * 1000);
   return p;
+}
+
+/// Opens a sample model (.pt) or graph text (.kir) and inspects it as the Workbench does.
+std::shared_ptr<const app::Inspection> inspectForView(const QString& path) {
+  auto model = path.endsWith(QStringLiteral(".kir")) ? app::openGraphText(path.toStdString())
+                                                     : app::openModel(path.toStdString());
+  if (!model.ok()) return nullptr;
+  app::BuildOptions o;
+  o.threads = 1;
+  auto inspected = app::inspect(model.value(), o);
+  if (!inspected.ok()) return nullptr;
+  return std::make_shared<const app::Inspection>(std::move(inspected.value()));
+}
+
+/// True when region `inner` is `outer` or lies inside it.
+bool regionWithin(const app::GraphDescription& g, int inner, int outer) {
+  for (int r = inner; r >= 0; r = g.regions[r].parent)
+    if (r == outer) return true;
+  return false;
 }
 
 }  // namespace
@@ -285,6 +310,132 @@ class ViewsTest : public QObject {
     QCOMPARE(activated.size(), 0);  // B need not be the profile on show: details only
     QCOMPARE(view.selectedCall(), view.points()[0].call);
     save(&view, "roofline-diff.png");
+  }
+
+  // The regions of if/loop calls as boxes: one per region, its calls and its inputs and outputs
+  // inside, nothing else overlapping it, below its call; an if's then and else side by side.
+  void graphViewDrawsRegions_data() {
+    QTest::addColumn<QString>("model");
+    QTest::newRow("loop_on_value") << modelPath("ops/loop_on_value.pt");
+    QTest::newRow("branch_on_value") << modelPath("ops/branch_on_value.pt");
+    QTest::newRow("nested") << QString();
+  }
+  void graphViewDrawsRegions() {
+    QFETCH(QString, model);
+    QTemporaryDir dir;
+    if (model.isEmpty()) model = writeNestedControlFlow(dir.path());
+    auto inspection = inspectForView(model);
+    QVERIFY(inspection);
+    const app::GraphDescription& g = inspection->graph;
+    QVERIFY(!g.regions.empty());
+    GraphView view;
+    view.resize(1400, 900);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    QFontMetricsF fm(view.font());
+    GraphLayout layout = layoutGraph(g, graphNodeSizes(g, fm.averageCharWidth() * 1.05, fm.height()));
+    QVERIFY2(layout.error.isEmpty(), qPrintable(layout.error));
+    view.setGraph(inspection, layout);
+    QCOMPARE(view.nodeCount(), static_cast<int>(g.nodes.size()));
+    QCOMPARE(view.regionCount(), static_cast<int>(g.regions.size()));
+
+    for (int r = 0; r < view.regionCount(); ++r) {
+      QRectF box = view.regionRect(r);
+      QVERIFY(!box.isEmpty());
+      // Its call sits above it; a region inside another lies inside that one's box.
+      QVERIFY(view.nodeRect(g.regions[r].node).bottom() < box.top());
+      if (g.regions[r].parent >= 0) QVERIFY(view.regionRect(g.regions[r].parent).contains(box));
+      for (int n = 0; n < view.nodeCount(); ++n) {
+        bool within = g.nodes[n].region >= 0 && regionWithin(g, g.nodes[n].region, r);
+        QVERIFY2(within ? box.contains(view.nodeRect(n)) : !box.intersects(view.nodeRect(n)),
+                 qPrintable(QStringLiteral("node %1 (%2), region %3 (%4)")
+                                .arg(n)
+                                .arg(QString::fromStdString(g.nodes[n].title))
+                                .arg(r)
+                                .arg(QString::fromStdString(g.regions[r].label))));
+      }
+      // Its label's line at the top is free of nodes.
+      QRectF label(box.left(), box.top(), box.width(), fm.height() + 4);
+      for (int n = 0; n < view.nodeCount(); ++n) QVERIFY(!label.intersects(view.nodeRect(n)));
+      // The regions of one if side by side, apart.
+      for (int other = r + 1; other < view.regionCount(); ++other)
+        if (g.regions[other].node == g.regions[r].node) QVERIFY(!box.intersects(view.regionRect(other)));
+    }
+
+    // A click on a call inside a region shows where it runs and asks for its kernel's code.
+    int nested = -1;
+    for (int n = 0; n < view.nodeCount() && nested < 0; ++n) {
+      const app::GraphNode& node = g.nodes[n];
+      if (node.kind == app::GraphNodeKind::Call && node.region >= 0 && !node.kernel.empty()) nested = n;
+    }
+    QVERIFY(nested >= 0);
+    const app::GraphNode& call = g.nodes[nested];
+    QSignalSpy kernelRequests(&view, &GraphView::kernelCodeRequested);
+    QSignalSpy selections(&view, &GraphView::callSelected);
+    view.canvas()->centerOn(view.nodeRect(nested).center());
+    QPoint where = view.canvas()->mapFromScene(view.nodeRect(nested).center());
+    QTest::mouseClick(view.canvas()->viewport(), Qt::LeftButton, {}, where);
+    QCOMPARE(view.selectedNode(), nested);
+    QCOMPARE(selections.size(), 1);
+    QCOMPARE(selections[0][0].toInt(), call.call);
+    QCOMPARE(kernelRequests.size(), 1);
+    QCOMPARE(kernelRequests[0][0].toString(), QString::fromStdString(call.kernel));
+    QVERIFY(view.details()->text().contains(QString::fromStdString(g.regions[call.region].label).toHtmlEscaped()));
+    auto* loopIr = qobject_cast<CodeView*>(view.codeTabs()->widget(0));
+    QVERIFY(loopIr && loopIr->text().contains(QString::fromStdString(call.kernel)));
+    save(&view, qPrintable(QStringLiteral("graph-%1.png").arg(QTest::currentDataTag())));
+    // The profile and roofline views select a call by its row number, nested ones too.
+    view.selectCall(-1);
+    view.selectCall(g.nodes[g.regions[0].node].call);
+    QCOMPARE(view.selectedNode(), g.regions[0].node);
+    view.selectCall(call.call);
+    QCOMPARE(view.selectedNode(), nested);
+
+    // Search finds the calls inside regions like any other.
+    QString text = QString::fromStdString(call.kernel);
+    int expected = 0;
+    for (const app::GraphNode& n : g.nodes)
+      for (const std::string& field : {n.title, n.function, n.kernel, n.key})
+        if (QString::fromStdString(field).contains(text, Qt::CaseInsensitive)) {
+          ++expected;
+          break;
+        }
+    QVERIFY(expected >= 1);
+    QCOMPARE(view.search(text), expected);
+  }
+
+  // Heat colouring and the details of a call inside a loop body come from its own profile row.
+  void graphViewShowsTheTimeOfNestedCalls() {
+    QString model = modelPath("ops/loop_on_value.pt");
+    auto inspection = inspectForView(model);
+    QVERIFY(inspection);
+    app::ProfileOptions p;
+    p.build.threads = 1;
+    p.repeat = 3;
+    p.warmup = 1;
+    p.minRepeatMs = 0;
+    p.store.enabled = false;
+    auto profiled = app::profile(model.toStdString(), p);
+    QVERIFY2(profiled.ok(), profiled.ok() ? "" : profiled.error().message.c_str());
+    GraphView view;
+    view.resize(1400, 900);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    QFontMetricsF fm(view.font());
+    const app::GraphDescription& g = inspection->graph;
+    view.setGraph(inspection, layoutGraph(g, graphNodeSizes(g, fm.averageCharWidth() * 1.05, fm.height())));
+    view.setProfile(profiled.value().profile);
+    int shown = 0;
+    for (const profiler::OpRecord& op : profiled.value().profile.ops) {
+      if (op.parent < 0) continue;
+      view.selectCall(op.index);
+      QVERIFY(view.selectedNode() >= 0);
+      QVERIFY2(view.details()->text().contains(QStringLiteral("per inference")), qPrintable(view.details()->text()));
+      QVERIFY(!view.details()->text().contains(QStringLiteral("not profiled")));
+      ++shown;
+    }
+    QVERIFY(shown > 0);
+    save(&view, "graph-heat.png");
   }
 };
 
