@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/facade.h"
+#include "app/measure.h"
 
 namespace kiln::testing_support {
 
@@ -47,6 +48,18 @@ inline const char* kNestedControlFlow = R"(graph(%x: f32[2,3], %n: i64[]) {
   return %out, %y_1
 }
 )";
+
+/// A quick in-process profile's options (3 repeats, nothing stored), for tests that need a real
+/// profile's rows rather than its figures.
+inline app::ProfileOptions quickProfileOptions(const app::BuildOptions& build = {}) {
+  app::ProfileOptions p;
+  p.build = build;
+  p.repeat = 3;
+  p.warmup = 1;
+  p.minRepeatMs = 0;
+  p.store.enabled = false;
+  return p;
+}
 
 /// Writes kNestedControlFlow to `dir`/nested.kir and returns its path.
 inline QString writeNestedControlFlow(const QString& dir) {

@@ -493,13 +493,7 @@ class ModelsTest : public QObject {
       QVERIFY2(code.ok() && !code.value().assembly.empty(), k.c_str());
     }
 
-    app::ProfileOptions p;
-    p.build = build;
-    p.repeat = 3;
-    p.warmup = 1;
-    p.minRepeatMs = 0;
-    p.store.enabled = false;
-    auto profiled = app::profile(model.toStdString(), p);
+    auto profiled = app::profile(model.toStdString(), quickProfileOptions(build));
     QVERIFY2(profiled.ok(), profiled.ok() ? "" : profiled.error().message.c_str());
     int nestedRows = 0;
     for (const profiler::OpRecord& op : profiled.value().profile.ops) {

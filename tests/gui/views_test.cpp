@@ -409,13 +409,9 @@ class ViewsTest : public QObject {
     QString model = modelPath("ops/loop_on_value.pt");
     auto inspection = inspectForView(model);
     QVERIFY(inspection);
-    app::ProfileOptions p;
-    p.build.threads = 1;
-    p.repeat = 3;
-    p.warmup = 1;
-    p.minRepeatMs = 0;
-    p.store.enabled = false;
-    auto profiled = app::profile(model.toStdString(), p);
+    app::BuildOptions build;
+    build.threads = 1;
+    auto profiled = app::profile(model.toStdString(), quickProfileOptions(build));
     QVERIFY2(profiled.ok(), profiled.ok() ? "" : profiled.error().message.c_str());
     GraphView view;
     view.resize(1400, 900);
