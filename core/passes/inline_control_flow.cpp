@@ -22,10 +22,12 @@ runtime::Tensor indexConstant(int64_t k) {
   return t;
 }
 
+/// A constant trip count, exactly (TorchScript's `while` has 2^63 − 1, which a double rounds up
+/// past the int64 range).
 std::optional<int64_t> knownInt(const Graph& graph, ValueId v) {
   const Value& value = graph.value(v);
-  if (!value.isConstant() || value.constant->numel() != 1) return std::nullopt;
-  return static_cast<int64_t>(runtime::elementAsDouble(*value.constant, 0));
+  if (!value.isConstant() || value.constant->numel() != 1 || value.type.dtype != DType::Int64) return std::nullopt;
+  return *value.constant->data<int64_t>();
 }
 
 /// How many times `loop` node `node` runs when every iteration's condition is known, else nullopt.
