@@ -252,6 +252,8 @@ PrimFunc densePackedPlainFunc(const std::string& key) {
   return f;
 }
 
+bool fourRowsWithATail(int64_t m) { return m >= 8 && m % 4 != 0 && m % 3 != 0; }
+
 int densePackedLanes(const DensePackedShape& s, int lanes) {
   int l = std::max(1, lanes);
   while (s.panel % l != 0) l /= 2;
@@ -266,7 +268,7 @@ Knobs densePackedDefaultKnobs(const DensePackedShape& s, int lanes, int register
   // last M mod 4 (a 1- or 2-row tile reloads the weights for every row or two), with row tiles
   // outermost: their parallel loop is provably free of races without replaying the product,
   // which a panel loop holding the tail rows is not.
-  const bool tailRows = s.m >= 8 && s.m % 4 != 0 && s.m % 3 != 0;
+  const bool tailRows = fourRowsWithATail(s.m);
   for (int64_t mi : {4, 3, 2, 1}) {
     if (s.m % mi != 0 && !(tailRows && mi == 4)) continue;
     for (int64_t nv = vectors; nv >= 1; --nv) {

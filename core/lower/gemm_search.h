@@ -78,6 +78,10 @@ Knobs matmulHandKnobs(const MatmulShape& s, const LowerOptions& options);
 /// Its row tile (the largest of 4, 3, 2, 1 dividing M; 4 with a tail loop when neither 4 nor 3
 /// divides an M of 8 or more) and column vectors per tile.
 int matmulHandRows(int64_t m);
+/// Whether M rows take 4-row tiles and a tail loop by default (dense_packed and the hand matmul):
+/// when neither 4 nor 3 divides an M of 8 or more, as 37 or 197 tokens (a 1- or 2-row tile
+/// reloads the weights for every row or two).
+bool fourRowsWithATail(int64_t m);
 int matmulHandVectors(int rows, int budget);
 
 /// The most multiply-adds the fused parallel loop (par 3) may hold: its legality check replays them.

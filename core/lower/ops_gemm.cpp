@@ -222,9 +222,7 @@ Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
 }  // namespace
 
 int matmulHandRows(int64_t m) {
-  // As dense_packed's default (densePackedDefaultKnobs): 4 rows and a tail when neither 4 nor 3
-  // divides an M of 8 or more (ViT's 197 tokens), else the most rows dividing M.
-  if (m >= 8 && m % 4 != 0 && m % 3 != 0) return 4;
+  if (fourRowsWithATail(m)) return 4;  // as dense_packed's default (ViT's 197 tokens)
   return largestDivisor(m, {4, 3, 2, 1});
 }
 int matmulHandVectors(int rows, int budget) { return std::max(1, std::min(4, (budget - 1) / rows - 1)); }
