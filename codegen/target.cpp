@@ -15,6 +15,7 @@
 
 #include "codegen/llvm/llvm_support.h"
 #include "runtime/error.h"
+#include "runtime/module.h"
 
 namespace kiln::codegen {
 namespace {
@@ -26,9 +27,24 @@ const std::string& hostTriple() {
   return triple;
 }
 
+/// The features CPUID reports but the operating system withholds, counted as absent: Linux hides
+/// RDSEED on Zen 5 (its erratum) while CPUID still sets it, and a module compiled with it would
+/// be refused by the runtime's check (/proc/cpuinfo) on the very machine that compiled it.
+const std::set<std::string>& withheldHostFeatures() {
+  static const std::set<std::string> withheld = [] {
+    std::vector<std::string> present;
+    for (const auto& entry : llvm::sys::getHostCPUFeatures())
+      if (entry.second) present.push_back(entry.first().str());
+    std::vector<std::string> missing = runtime::missingCpuFeatures(present);
+    return std::set<std::string>(missing.begin(), missing.end());
+  }();
+  return withheld;
+}
+
 /// The host's features as an LLVM feature string, sorted by name so it is deterministic
 /// (StringMap iterates in hash order). Absent features are listed as "-name" so that a CPU name
-/// whose model implies a feature the machine lacks (a VM hiding AVX-512) stays correct.
+/// whose model implies a feature the machine lacks (a VM hiding AVX-512, a withheld feature)
+/// stays correct.
 std::string detectHostFeatures() {
   auto features = llvm::sys::getHostCPUFeatures();
   std::vector<std::string> names;
@@ -37,7 +53,7 @@ std::string detectHostFeatures() {
   std::string out;
   for (const std::string& name : names) {
     if (!out.empty()) out += ',';
-    out += (features.lookup(name) ? "+" : "-") + name;
+    out += (features.lookup(name) && !withheldHostFeatures().count(name) ? "+" : "-") + name;
   }
   return out;
 }
@@ -67,7 +83,8 @@ bool supportedByHost(const llvm::Target* target, const std::string& triple, cons
   if (host.empty()) return true;  // LLVM cannot tell on this platform: trust the user
   auto sti = subtargetInfo(target, triple, cpu, features);
   for (const auto& entry : host) {
-    if (entry.second || !isKnownFeature(*sti, entry.first())) continue;
+    if ((entry.second && !withheldHostFeatures().count(entry.first().str())) || !isKnownFeature(*sti, entry.first()))
+      continue;
     if (sti->checkFeatures("+" + entry.first().str())) return false;
   }
   return true;

@@ -21,7 +21,10 @@ namespace {
 namespace fs = std::filesystem;
 
 /// LLVM feature name → the flag Linux prints for it in /proc/cpuinfo. Only instruction-set
-/// features: LLVM's tuning flags have no entry and are not checked.
+/// features: LLVM's tuning flags have no entry and are not checked. RDRAND and RDSEED are left
+/// out: compilers emit them only for their intrinsics, which kernels never call, and Linux hides
+/// them on CPUs with errata (RDSEED on Zen 5) whose CPUID still reports them, so checking them
+/// refused -mcpu=skylake modules on a machine that runs them.
 struct FeatureFlag {
   std::string_view llvm, cpuinfo;
 };
@@ -41,7 +44,6 @@ constexpr FeatureFlag kX86Flags[] = {
     {"aes", "aes"},             {"pclmul", "pclmulqdq"},
     {"sha", "sha_ni"},          {"vaes", "vaes"},
     {"vpclmulqdq", "vpclmulqdq"}, {"gfni", "gfni"},
-    {"rdrnd", "rdrand"},        {"rdseed", "rdseed"},
     {"avx512f", "avx512f"},     {"avx512cd", "avx512cd"},
     {"avx512bw", "avx512bw"},   {"avx512dq", "avx512dq"},
     {"avx512vl", "avx512vl"},   {"avx512ifma", "avx512ifma"},

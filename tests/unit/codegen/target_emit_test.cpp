@@ -1,7 +1,10 @@
 // Target strings, IR/assembly emission (host and cross), and JIT symbol lookup.
+#include <sstream>
+
 #include "codegen/llvm/jit.h"
 #include "codegen/target.h"
 #include "runtime/error.h"
+#include "runtime/module.h"
 #include "tests/unit/codegen/codegen_test_util.h"
 
 namespace kiln::codegen::testing {
@@ -44,6 +47,18 @@ TEST(Target, HostParsesAndPrintsAsLlvm) {
   Target again = Target::parse(t.str());
   EXPECT_EQ(again.cpu, t.cpu);
   EXPECT_EQ(again.features, t.features);
+}
+
+// The host target claims only features the runtime's loader finds here: CPUID's features less
+// those the OS withholds (/proc/cpuinfo), so a module exported for this machine loads on it.
+TEST(Target, HostFeaturesAreOnesTheLoaderFindsHere) {
+  Target t = Target::parse("llvm");
+  std::vector<std::string> enabled;
+  std::stringstream list(t.features);
+  for (std::string f; std::getline(list, f, ',');)
+    if (!f.empty() && f[0] == '+') enabled.push_back(f.substr(1));
+  ASSERT_FALSE(enabled.empty()) << t.features;
+  EXPECT_EQ(runtime::missingCpuFeatures(enabled), std::vector<std::string>{}) << t.features;
 }
 
 TEST(Target, NamedCpu) {
