@@ -520,7 +520,10 @@ bool shiftInvariant(const For* scope) {
 /// high part whose coefficients are all multiples of g (mixed radix, as a row index above a
 /// column block: y[i·N + p·P + j] with p the loop). Then iteration t's elements are t·c + low +
 /// a multiple of g; when g exceeds the span of t·c + low over the loop, two iterations that meet
-/// have equal high parts, and then equal t because the low part spans fewer than |c|.
+/// have equal high parts, and then equal t because the low part spans fewer than |c|. The
+/// constants of |c| or more may instead count as high coefficients (each is a multiple of the
+/// gcd that includes it): a tail loop's rows, y[(M − r + i)·N + p·P + j], sit far from the
+/// main rows' constant 0, which the low part alone cannot span. Either view proves it.
 bool disjointIterations(const For* loop) {
   const Var* lv = loop->var.as<Var>();
   struct Ranges : IRVisitor {
@@ -549,9 +552,14 @@ bool disjointIterations(const For* loop) {
   ranges.visitStmt(loop->body);
   if (!ranges.ok) return false;
   ranges.inner.insert(lv);
+  struct Parts {
+    int64_t lo = 0, hi = 0;  // the low part's span
+    int64_t radix = 0;       // gcd of the high part's coefficients (0: no high part)
+    void merge(const Parts& o) { lo = std::min(lo, o.lo), hi = std::max(hi, o.hi), radix = std::gcd(radix, o.radix); }
+  };
   struct Footprint {
-    int64_t coef = 0, lo = 0, hi = 0;
-    int64_t radix = 0;  // gcd of the high part's coefficients (0: no high part)
+    int64_t coef = 0;
+    Parts low, high;  // the constant in the low part; constants of |c| or more in the high part
     std::map<std::string, int64_t> outer;
     bool written = false;
   };
@@ -578,7 +586,7 @@ bool disjointIterations(const For* loop) {
         if (v == lv) continue;
         if (!v || !ranges->inner.count(v)) f.outer[text] = term.second;
         else if (f.coef != 0 && std::abs(term.second) >= std::abs(f.coef) && ranges->ranges.at(v).lo != ranges->ranges.at(v).hi)
-          f.radix = std::gcd(f.radix, std::abs(term.second));
+          f.low.radix = std::gcd(f.low.radix, std::abs(term.second));
         else innerPart.terms[text] = term;
       }
       std::optional<Interval> span = boundsOf(innerPart.toExpr(Type::i64()), ranges->ranges);
@@ -586,7 +594,12 @@ bool disjointIterations(const For* loop) {
         ok = false;
         return;
       }
-      f.lo = span->lo, f.hi = span->hi;
+      f.high = f.low;
+      f.low.lo = span->lo, f.low.hi = span->hi;
+      const int64_t constant = innerPart.constant;
+      const bool big = f.coef != 0 && std::abs(constant) >= std::abs(f.coef);
+      f.high.lo = span->lo - (big ? constant : 0), f.high.hi = span->hi - (big ? constant : 0);
+      if (big) f.high.radix = std::gcd(f.high.radix, std::abs(constant));
       auto [it, fresh] = buffers.emplace(buffer, f);
       if (fresh) return;
       Footprint& b = it->second;
@@ -594,8 +607,8 @@ bool disjointIterations(const For* loop) {
         ok = false;
         return;
       }
-      b.lo = std::min(b.lo, f.lo), b.hi = std::max(b.hi, f.hi);
-      b.radix = std::gcd(b.radix, f.radix);
+      b.low.merge(f.low);
+      b.high.merge(f.high);
       b.written = b.written || write;
     }
     using IRVisitor::visit;
@@ -613,12 +626,13 @@ bool disjointIterations(const For* loop) {
   accesses.visitStmt(loop->body);
   if (!accesses.ok) return false;
   const int64_t* extent = asConstInt(loop->extent);
-  for (const auto& [buffer, f] : accesses.buffers) {
-    if (!f.written) continue;
-    if (f.coef == 0 || std::abs(f.coef) <= f.hi - f.lo) return false;
+  auto proves = [&](int64_t coef, const Parts& p) {
+    if (coef == 0 || std::abs(coef) <= p.hi - p.lo) return false;
     // The high part must step over everything t·c + low reaches.
-    if (f.radix != 0 && (!extent || f.radix <= std::abs(f.coef) * (*extent - 1) + (f.hi - f.lo))) return false;
-  }
+    return p.radix == 0 || (extent && p.radix > std::abs(coef) * (*extent - 1) + (p.hi - p.lo));
+  };
+  for (const auto& [buffer, f] : accesses.buffers)
+    if (f.written && !proves(f.coef, f.low) && !proves(f.coef, f.high)) return false;
   return true;
 }
 
