@@ -141,7 +141,7 @@ bool winogradEligible(const ConvGeometry& g);
 int packedConvAlgo(const ConvGeometry& g, const LowerOptions& options);
 
 /// The transforms of Winograd F(m×m, 3×3) (m = 2 or 4; α = m + 2 input tile), built by
-/// Toom-Cook from the interpolation points 0, ±1 (m = 2) and 0, ±1, ±1/2 (m = 4), plus ∞:
+/// Toom-Cook from the interpolation points 0, ±1 (m = 2) and 0, ±1, 1/2, −2 (m = 4), plus ∞:
 ///   Y = Aᵀ [(G g Gᵀ) ⊙ (Bᵀ d B)] A  for a 3×3 filter g and an α×α input tile d.
 /// Aᵀ and Bᵀ hold only dyadic rationals (exact in f32); the 1/Π(pᵢ − pⱼ) scalings sit in G,
 /// which is applied at compile time in double precision. Row-major.

@@ -157,8 +157,10 @@ TEST(KernelsWinograd, RandomShapesMatchReference) {
 }
 
 // The rounding error on ResNet-18's 3×3 stride-1 layers, inputs U(−1, 1) and weights scaled by
-// 1/√(fan-in) so outputs are O(1), against a double-precision reference (the direct packed conv
-// for comparison). Printed for the record; bounded well below what a wrong kernel gives.
+// 1/√(fan-in) so outputs are O(1) (|y| ≤ 3.3), against a double-precision reference. Printed for
+// the record. F(2×2) stays below 2e-6; F(4×4) with the points 1/2, −2 below 1.4e-5, where ±1/2
+// gave 1.5e-5 to 3.2e-5: the bound 2e-5 keeps the better points (stacked layers add their
+// errors, and the deepest ResNets exceeded 1e-3 with ±1/2).
 TEST(KernelsWinograd, AccuracyOnResNet18Shapes) {
   LowerOptions options = optionsFor(16);
   struct Layer {
@@ -183,7 +185,7 @@ TEST(KernelsWinograd, AccuracyOnResNet18Shapes) {
           "[ accuracy ] F(%dx%d,3x3) c=o=%ld %ldx%ld: max|y|=%.2f max abs err=%.2e max rel err=%.2e\n", m, m,
           static_cast<long>(layer.c), static_cast<long>(layer.hw), static_cast<long>(layer.hw), maxRef,
           maxAbs, maxRel);
-      EXPECT_LT(maxAbs, 1e-4 * std::max(1.0, maxRef)) << "m=" << m << " c=" << layer.c;
+      EXPECT_LT(maxAbs, m == 2 ? 5e-6 : 2e-5) << "m=" << m << " c=" << layer.c;
     }
   }
 }
