@@ -15,13 +15,7 @@ double numel(const TensorType& t) { return static_cast<double>(t.numel()); }
 
 double typeBytes(const TensorType& t) { return numel(t) * static_cast<double>(runtime::dtypeSize(t.dtype)); }
 
-const std::set<std::string>& oneFlopOps() {
-  static const auto* s = new std::set<std::string>{
-      "relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp",        "log",
-      "sqrt", "rsqrt",   "neg",  "abs",  "erf",       "gelu",        "leaky_relu", "clamp",
-      "add",  "sub",     "mul",  "div",  "maximum",   "minimum",     "pow", "remainder"};
-  return *s;
-}
+bool oneFlopOp(const std::string& op) { return core::isUnaryElementwise(op) || core::isBinaryElementwise(op); }
 
 double windowSize(const core::Attrs& attrs) {
   if (!attrs.has("kernel")) return 1;
@@ -97,7 +91,7 @@ double opFlops(const std::string& op, const core::Attrs& attrs, const std::vecto
     return 2.0 * numel(y) * k + (op != "matmul" && in.size() > 2 ? numel(y) : 0);
   }
   if (op == "batch_norm") return 2.0 * numel(y);
-  if (oneFlopOps().count(op)) return numel(y);
+  if (oneFlopOp(op)) return numel(y);
   if (op == "max_pool2d" || op == "avg_pool2d") return numel(y) * windowSize(attrs);
   if (op == "adaptive_avg_pool2d" || op == "mean" || op == "sum") return in.empty() ? 0 : numel(in[0]);
   if (op == "softmax") return 5.0 * numel(y);

@@ -581,11 +581,9 @@ const Registry& registry() {
     r->add("dense_packed", "dense with w packed at compile time into column panels [N/P, K, P]", 2, 3,
            P::OutEWiseFusable, inferDensePacked);
     r->add("matmul", "numpy-style batched matrix product", 2, 2, P::OutEWiseFusable, inferMatmul);
-    for (const char* u : {"relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp", "log",
-                          "sqrt", "rsqrt", "neg", "abs", "erf", "gelu", "leaky_relu", "clamp", "copy"})
-      r->add(u, std::string("elementwise ") + u, 1, 1, P::ElemWise, inferUnary);
-    for (const char* b : {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder"})
-      r->add(b, std::string("broadcasting ") + b, 2, 2, P::Broadcast, inferBinary);
+    for (const std::string& u : unaryElementwiseOps()) r->add(u, "elementwise " + u, 1, 1, P::ElemWise, inferUnary);
+    r->add("copy", "elementwise copy", 1, 1, P::ElemWise, inferUnary);
+    for (const std::string& b : binaryElementwiseOps()) r->add(b, "broadcasting " + b, 2, 2, P::Broadcast, inferBinary);
     r->add("reshape", "same elements, new static shape", 1, 1, P::Injective, inferReshape);
     r->add("transpose", "permute axes", 1, 1, P::Injective, inferTranspose);
     r->add("concat", "concatenate along an axis", 1, 64, P::Injective, inferConcat);
@@ -649,6 +647,28 @@ std::vector<TensorType> inferTypes(const OpDef& def, const std::vector<TensorTyp
     fail("expected " + std::to_string(def.regions) + " sub-graphs, got " + std::to_string(regions.size()));
   for (const Region& r : regions) KILN_ASSERT(r, def.name + ": null sub-graph");
   return def.regions ? def.inferWithRegions(inputs, attrs, regions) : def.infer(inputs, attrs);
+}
+
+const std::vector<std::string>& unaryElementwiseOps() {
+  static const std::vector<std::string> ops = {"relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid",
+                                               "exp",  "log",     "sqrt", "rsqrt", "neg",      "abs",
+                                               "erf",  "gelu",    "leaky_relu", "clamp"};
+  return ops;
+}
+
+const std::vector<std::string>& binaryElementwiseOps() {
+  static const std::vector<std::string> ops = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder"};
+  return ops;
+}
+
+bool isUnaryElementwise(std::string_view op) {
+  const auto& ops = unaryElementwiseOps();
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+
+bool isBinaryElementwise(std::string_view op) {
+  const auto& ops = binaryElementwiseOps();
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
 }
 
 const OpDef* findOp(std::string_view name) {

@@ -93,6 +93,14 @@ std::vector<TensorType> inferTypes(const OpDef& def, const std::vector<TensorTyp
 
 /// nullptr when unknown.
 const OpDef* findOp(std::string_view name);
+
+/// The elementwise operators on one tensor (relu, exp, gelu, clamp, ...; not copy) and the
+/// broadcasting ones on two (add, sub, mul, div, maximum, minimum, pow, remainder): the one list
+/// that registration, fusion, lowering, layout and the cost model share.
+const std::vector<std::string>& unaryElementwiseOps();
+const std::vector<std::string>& binaryElementwiseOps();
+bool isUnaryElementwise(std::string_view op);
+bool isBinaryElementwise(std::string_view op);
 /// Every registered operator, sorted by name.
 std::vector<const OpDef*> allOps();
 

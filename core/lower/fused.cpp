@@ -42,18 +42,6 @@ using namespace tir;
 
 namespace {
 
-bool isUnaryElement(const std::string& op) {
-  static const std::set<std::string> ops = {
-      "relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp",        "log",
-      "sqrt", "rsqrt",   "neg",  "abs",  "erf",       "gelu",        "leaky_relu", "clamp"};
-  return ops.count(op) != 0;
-}
-
-bool isBinaryElement(const std::string& op) {
-  static const std::set<std::string> ops = {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder"};
-  return ops.count(op) != 0;
-}
-
 /// Where a value is read: one index Expr per axis of `shape` (the innermost may be a Ramp of
 /// `lanes` lanes). `nest`/`fromNest`, when set, say that axis d is the loop nest's axis
 /// fromNest[d] (-1: index 0), which lets loads use the nest's cheaper offsets.
@@ -120,8 +108,8 @@ class GroupEvaluator {
     OpContext ctx = nodeContext(m_graph, p);
     const std::string& op = node.op;
     if (op == "copy") return valueAt(node.inputs[0], idx, primary);
-    if (isUnaryElement(op)) return unaryExpr(ctx, valueAt(node.inputs[0], idx, primary));
-    if (isBinaryElement(op)) {
+    if (isUnaryElementwise(op)) return unaryExpr(ctx, valueAt(node.inputs[0], idx, primary));
+    if (isBinaryElementwise(op)) {
       Expr a = valueAt(node.inputs[0], broadcastTo(idx, m_graph.type(node.inputs[0]).shape), primary);
       Expr b = valueAt(node.inputs[1], broadcastTo(idx, m_graph.type(node.inputs[1]).shape), primary);
       return binaryExpr(op, a, b);
@@ -274,8 +262,8 @@ bool canUseFlat(const Graph& graph, const FusedGroup& group, NodeId end = -1) {
   for (NodeId n = group.first; n < (end < 0 ? group.end : end); ++n) {
     const Node& node = graph.node(n);
     int64_t numel = graph.type(node.outputs[0]).numel();
-    if (node.op == "copy" || node.op == "reshape" || isUnaryElement(node.op)) continue;
-    if (!isBinaryElement(node.op)) return false;
+    if (node.op == "copy" || node.op == "reshape" || isUnaryElementwise(node.op)) continue;
+    if (!isBinaryElementwise(node.op)) return false;
     for (ValueId v : node.inputs)
       if (graph.type(v).numel() != numel) return false;
   }
@@ -343,9 +331,9 @@ class GroupLowering {
       if (n == m_anchor) continue;
       OpContext ctx = nodeContext(m_graph, n);
       ctx.where = m_where;
-      if (isUnaryElement(ctx.op))
+      if (isUnaryElementwise(ctx.op))
         checkUnary(ctx);
-      else if (isBinaryElement(ctx.op))
+      else if (isBinaryElementwise(ctx.op))
         checkBinary(ctx);
       else if (ctx.op == "batch_norm")
         ctx.requireFloat();
@@ -486,7 +474,7 @@ FusedRole fusedRole(const std::string& op) {
   const OpDef* def = findOp(op);
   if (!def) return FusedRole::None;
   if (def->pattern == OpPattern::OutEWiseFusable) return canLower(op) ? FusedRole::Anchor : FusedRole::None;
-  if (isUnaryElement(op) || isBinaryElement(op) || op == "copy" || op == "batch_norm" || op == "reshape" ||
+  if (isUnaryElementwise(op) || isBinaryElementwise(op) || op == "copy" || op == "batch_norm" || op == "reshape" ||
       op == "transpose" || op == "concat" || op == "layout_transform" || op == "strided_slice")
     return FusedRole::Element;
   if (op == "mean" || op == "sum" || op == "max" || op == "min") return FusedRole::Reduce;

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "core/ir/op_registry.h"
 #include "core/ir/printer.h"
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule.h"
@@ -35,10 +36,8 @@ namespace {
 const std::map<std::string, OpLowering, std::less<>>& lowerings() {
   static const auto* table = [] {
     auto* t = new std::map<std::string, OpLowering, std::less<>>();
-    for (const char* u : {"relu", "sigmoid", "tanh", "silu", "hardswish", "hardsigmoid", "exp", "log", "sqrt",
-                          "rsqrt", "neg", "abs", "erf", "gelu", "leaky_relu", "clamp"})
-      (*t)[u] = lowerUnary;
-    for (const char* b : {"add", "sub", "mul", "div", "maximum", "minimum", "pow", "remainder"}) (*t)[b] = lowerBinary;
+    for (const std::string& u : unaryElementwiseOps()) (*t)[u] = lowerUnary;
+    for (const std::string& b : binaryElementwiseOps()) (*t)[b] = lowerBinary;
     (*t)["copy"] = lowerCopy;
     (*t)["reshape"] = lowerCopy;
     (*t)["transpose"] = lowerTranspose;

@@ -105,11 +105,6 @@ std::string lowerCase(std::string s) {
   return s;
 }
 
-bool isBinaryBroadcast(const std::string& op) {
-  return op == "add" || op == "sub" || op == "mul" || op == "div" || op == "maximum" || op == "minimum" || op == "pow" ||
-         op == "remainder";
-}
-
 /// An integer-pair attribute ([v] means [v, v]).
 std::vector<int64_t> pairOf(const Attrs& attrs, const std::string& name, int64_t fallback) {
   if (!attrs.has(name)) return {fallback, fallback};
@@ -219,7 +214,7 @@ class LayoutRewriter {
     if (node.inputs.empty() || !anyPacked(node)) return false;
     const OpDef* def = findOp(node.op);
     if (def && def->pattern == OpPattern::ElemWise && node.inputs.size() == 1) return keepPacked(node, {});
-    if (isBinaryBroadcast(node.op)) return rewriteBinary(node);
+    if (isBinaryElementwise(node.op)) return rewriteBinary(node);
     if (isPool(node.op) && packedOf(node.inputs[0])) return keepPacked(node, {});
     if (node.op == "concat") return rewriteConcat(node);
     return false;
