@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "runtime/error.h"
+#include "runtime/tensor_values.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::runtime {
@@ -174,20 +175,6 @@ void GraphExecutor::callWatched(size_t c) {
 
 namespace {
 
-/// A one-element condition: nonzero is true.
-bool truthy(const Tensor& t) {
-  switch (t.dtype()) {
-    case DType::Float32: return t.data<float>()[0] != 0;
-    case DType::Float64: return t.data<double>()[0] != 0;
-    case DType::Int64: return t.data<int64_t>()[0] != 0;
-    case DType::Int32: return t.data<int32_t>()[0] != 0;
-    case DType::Bool:
-    case DType::UInt8: return t.data<uint8_t>()[0] != 0;
-    case DType::Int8: return t.data<int8_t>()[0] != 0;
-  }
-  return false;
-}
-
 void copyInto(Tensor& dst, const Tensor& src) {
   if (src.nbytes()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
 }
@@ -199,7 +186,7 @@ void GraphExecutor::runControl(size_t c) {
   auto arg = [&](size_t k) -> Tensor& { return m_slotTensors[call.args[k]]; };
   const size_t numIn = call.args.size() - call.numOutputs;
   if (call.kind == CallKind::If) {
-    GraphExecutor& branch = *m_regions[call.regions[truthy(arg(0)) ? 0 : 1]];
+    GraphExecutor& branch = *m_regions[call.regions[elementIsTrue(arg(0)) ? 0 : 1]];
     for (size_t k = 1; k < numIn; ++k) branch.setInput(static_cast<int>(k - 1), arg(k));
     branch.run();
     for (int o = 0; o < call.numOutputs; ++o) copyInto(arg(numIn + o), branch.outputView(o));
@@ -209,7 +196,7 @@ void GraphExecutor::runControl(size_t c) {
   GraphExecutor& body = *m_regions[call.regions[0]];
   const int carried = call.numOutputs;
   const int64_t trip = arg(0).data<int64_t>()[0];
-  bool cond = truthy(arg(1));
+  bool cond = elementIsTrue(arg(1));
   for (int v = 0; v < carried; ++v) copyInto(arg(numIn + v), arg(2 + v));
   for (size_t k = 2 + carried; k < numIn; ++k) body.setInput(static_cast<int>(k - 1), arg(k));
   Tensor& counter = body.m_slotTensors[body.m_plan.inputs[0]];
@@ -218,7 +205,7 @@ void GraphExecutor::runControl(size_t c) {
     for (int v = 0; v < carried; ++v) body.setInput(1 + v, arg(numIn + v));
     body.m_inputBound[0] = true;
     body.run();
-    cond = truthy(body.outputView(0));
+    cond = elementIsTrue(body.outputView(0));
     for (int v = 0; v < carried; ++v) copyInto(arg(numIn + v), body.outputView(1 + v));
   }
 }

@@ -23,4 +23,8 @@ inline double elementAsDouble(const Tensor& t, int64_t i) {
   return 0;
 }
 
+/// Whether element `i` is true as a condition (an if's, a loop's): nonzero, NaN included. The
+/// executor running control flow and the pass inlining known branches share this rule.
+inline bool elementIsTrue(const Tensor& t, int64_t i = 0) { return elementAsDouble(t, i) != 0; }
+
 }  // namespace kiln::runtime

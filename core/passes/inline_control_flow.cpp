@@ -13,7 +13,7 @@ namespace {
 std::optional<bool> knownTruth(const Graph& graph, ValueId v) {
   const Value& value = graph.value(v);
   if (!value.isConstant() || value.constant->numel() != 1) return std::nullopt;
-  return runtime::elementAsDouble(*value.constant, 0) != 0;
+  return runtime::elementIsTrue(*value.constant);
 }
 
 runtime::Tensor indexConstant(int64_t k) {
