@@ -101,6 +101,7 @@ const std::vector<std::string>& unaryElementwiseOps();
 const std::vector<std::string>& binaryElementwiseOps();
 bool isUnaryElementwise(std::string_view op);
 bool isBinaryElementwise(std::string_view op);
+
 /// Every registered operator, sorted by name.
 std::vector<const OpDef*> allOps();
 
