@@ -269,7 +269,9 @@ def onnx_model(setup, inputs):
             warnings.simplefilter("ignore")
             if _is_script(module):
                 # torch.export (the dynamo exporter) cannot trace a ScriptModule: the TorchScript
-                # exporter of the same torch exports it.
+                # exporter of the same torch exports it, with Kiln's forms for ops it has none of.
+                import onnx_symbolics  # beside this file, which runs as a script
+                onnx_symbolics.register(torch, ONNX_OPSET)
                 torch.onnx.export(module, args, partial, dynamo=False, opset_version=ONNX_OPSET)
                 facts["onnx_exporter"] = "torch.onnx.export (TorchScript)"
             else:

@@ -268,6 +268,23 @@ TEST_F(Engines, ABackendThatCannotRunIsARowWithItsReason) {
   EXPECT_NE(bad.error().message.find("torchscript-optimized"), std::string::npos) << bad.error().message;
 }
 
+TEST_F(Engines, OnnxRowsRunATracedTransformerFastPath) {
+  // nn.TransformerEncoderLayer traced without gradients records its fused fast path
+  // (aten::_transformer_encoder_layer_fwd), which torch.onnx cannot export by itself: the worker
+  // gives it its composite form (python/kiln_workers/onnx_symbolics.py). Post-norm with ReLU and
+  // pre-norm with GELU, both against today's torch running the file.
+  for (const char* file : {"ops/transformer_layer.pt", "ops/transformer_layer_norm_first_gelu.pt"}) {
+    auto result = app::compare(modelPath(file), quick({"pytorch-eager", "onnxruntime", "openvino"}));
+    ASSERT_TRUE(result) << file << ": " << result.error().message;
+    for (const char* name : {"onnxruntime", "openvino"}) {
+      const app::BackendResult& b = row(result.value(), name);
+      ASSERT_TRUE(b.available) << file << " " << name << ": " << b.status << ": " << b.reason;
+      EXPECT_GE(b.maxAbsDiff, 0) << file << " " << name;
+      EXPECT_LT(b.maxAbsDiff, 1e-4) << file << " " << name;
+    }
+  }
+}
+
 TEST_F(Engines, SlowTorchCompileOfATorchvisionNetworkAgreesWithEager) {
   // A sample model names its torchvision architecture: today's torch rebuilds it with the file's
   // weights (eager, torch.compile) and exports it with the dynamo exporter for ONNX Runtime.
