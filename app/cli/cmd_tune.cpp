@@ -43,6 +43,27 @@ std::string gflops(double flops) {
   return buf;
 }
 
+/// Kernel names and tuning keys from --tasks, split at commas, except the commas inside a key
+/// ("conv2d_nchwc:n=1,c=64,...:f32"): a piece that starts "name=" continues the key before it.
+std::vector<std::string> splitTaskList(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const std::string& arg : args) {
+    size_t start = 0;
+    for (;;) {
+      size_t comma = arg.find(',', start);
+      std::string piece = arg.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      size_t eq = piece.find('='), colon = piece.find(':');
+      bool continues = !out.empty() && eq != std::string::npos && (colon == std::string::npos || colon > eq) &&
+                       out.back().find(':') != std::string::npos;
+      if (continues) out.back() += "," + piece;
+      else if (!piece.empty()) out.push_back(piece);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
 int listTasks(const TuneArgs& a) {
   auto tasks = app::tuneTasks(a.model, a.options);
   if (!tasks) return fail(tasks.error());
@@ -99,6 +120,7 @@ int tuneCommand(TuneArgs& a) {
   if (std::error_code ec; std::filesystem::exists(a.flags.records, ec))
     if (int rc = checkBuildFlags(a.flags, false)) return rc;
   app::TuneOptions& o = a.options;
+  o.onlyTasks = splitTaskList(o.onlyTasks);
   o.build = buildOptions(a.flags);
   // --records (a build flag) is the file this run resumes from and appends to; the tasks come
   // from the untuned build.
@@ -216,7 +238,7 @@ void registerTune(CLI::App& cli, Action& action) {
   cmd->add_option("--time-limit", o.timeLimitSeconds, "wall-clock limit of the whole run in seconds")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--batch-size", o.batchSize, "candidates compiled and measured per round")->check(CLI::PositiveNumber);
-  cmd->add_option("--tasks", o.onlyTasks, "tune only these kernels or tuning keys")->delimiter(',');
+  cmd->add_option("--tasks", o.onlyTasks, "tune only these kernels or tuning keys (comma- or space-separated)");
   cmd->add_option("--seed", o.seed, "random seed of the tuners");
   cmd->add_flag("--list-tasks", args->listTasks, "list the tasks and their space sizes, then stop");
   cmd->add_option("--confirm", o.confirmTop,

@@ -16,6 +16,10 @@
 #include "core/lower/lower.h"
 #include "core/tir/stmt.h"
 
+namespace kiln::core::tir {
+class Schedule;
+}
+
 namespace kiln::core::lower {
 
 /// Outputs with at least this many elements get a Parallel outermost loop.
@@ -221,5 +225,23 @@ struct ReductionAxes {
   tir::Stmt wrap(tir::Stmt body) const;
 };
 ReductionAxes reductionAxes(const OpContext& ctx);
+
+/// Unflattens row m of a [d0, ..., dr-1, N] output into index expressions.
+std::vector<tir::Expr> rowIndex(const tir::Expr& m, const Shape& leading);
+
+/// The kernel of `ctx.tuneKey` scheduled by primitives when options.schedules selects it: the
+/// record's trace replayed on `plain` (the op's plain nest over the kernel's buffers), or a sketch
+/// annotation (knobs with "mi") that `fits` accepts, applied by `sketch`. An undefined Stmt when
+/// no configuration selects one, so the caller's default takes over. A trace that does not
+/// replay, or fitting knobs a primitive refuses, throw one line naming the key. Sets
+/// ctx.schedule and ctx.trace.
+tir::Stmt tunedBySketch(const OpContext& ctx, tir::PrimFunc plain,
+                        const std::function<bool(const std::map<std::string, int64_t>&)>& fits,
+                        const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch);
+
+/// `nest` with the fused epilogue applied at every store of the output, for a nest that never
+/// reads the output back (else `nest` unchanged, and the fused lowering applies the epilogue in a
+/// pass of its own). The output is [leading..., n] row-major; vector stores stay within a row.
+tir::Stmt epilogueAtStores(const OpContext& ctx, const tir::Stmt& nest, const Shape& leading, int64_t n);
 
 }  // namespace kiln::core::lower

@@ -1,5 +1,6 @@
 // Loop-building helpers shared by the per-operator lowerings.
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -7,6 +8,7 @@
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule_config.h"
 #include "core/tir/functor.h"
+#include "core/tir/schedule.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -261,6 +263,81 @@ Stmt ReductionAxes::wrap(Stmt body) const {
     body = serialFor(vars[k], 0, inputShape[static_cast<size_t>(*it)], body);
   }
   return body;
+}
+
+std::vector<Expr> rowIndex(const Expr& m, const Shape& leading) {
+  std::vector<Expr> idx(leading.size());
+  Expr rest = m;
+  for (size_t d = leading.size(); d-- > 0;) {
+    idx[d] = d == 0 ? rest : rest % leading[d];
+    if (d > 0) rest = rest / leading[d];
+  }
+  return idx;
+}
+
+// Primitive-scheduled kernels of tuning records (lower_internal.h).
+
+Stmt tunedBySketch(const OpContext& ctx, PrimFunc plain, const std::function<bool(const Knobs&)>& fits,
+                   const std::function<void(Schedule&, const Knobs&)>& sketch) {
+  const ScheduleConfigs* configs = ctx.options.schedules.get();
+  if (!configs) return Stmt();
+  const std::string* traceText = configs->findTrace(ctx.tuneKey);
+  const Knobs* knobs = configs->find(ctx.tuneKey);
+  if (!traceText && (!knobs || !knobs->count("mi"))) return Stmt();
+  Schedule sched(std::move(plain));
+  if (traceText) {
+    try {
+      Trace trace = Trace::parse(*traceText);
+      for (const TraceStep& step : trace.steps()) sched.apply(step);
+    } catch (const Error& e) {
+      throw Error("tuning record of '" + ctx.tuneKey + "': its trace does not replay: " + e.what() + ctx.where,
+                  ErrorKind::InvalidInput);
+    }
+  } else {
+    if (!fits(*knobs)) return Stmt();
+    try {
+      sketch(sched, *knobs);
+    } catch (const Error& e) {
+      throw Error("tuned configuration '" + knobsText(*knobs) + "' of '" + ctx.tuneKey + "': " + e.what() + ctx.where,
+                  ErrorKind::InvalidInput);
+    }
+  }
+  ctx.schedule = knobs ? knobsText(*knobs) : "";
+  ctx.trace = sched.trace().str();
+  return sched.func().body;
+}
+
+Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leading, int64_t n) {
+  const BufferNode* y = ctx.out[0].get();
+  struct ReadsOutput : IRVisitor {
+    const BufferNode* y;
+    bool reads = false;
+    using IRVisitor::visit;
+    void visit(const Load* op) override {
+      reads = reads || op->buffer.get() == y;
+      IRVisitor::visit(op);
+    }
+  } check;
+  check.y = y;
+  check.visitStmt(nest);
+  if (check.reads) return nest;
+  struct AtStores : IRMutator {
+    const OpContext* ctx;
+    const Shape* leading;
+    int64_t n;
+    using IRMutator::visit;
+    Stmt visit(const Store* op, const Stmt& self) override {
+      if (op->buffer != ctx->out[0]) return IRMutator::visit(op, self);
+      const auto* ramp = op->index.as<Ramp>();
+      Expr flat = ramp ? ramp->base : op->index;
+      std::vector<Expr> index = rowIndex(flat / n, *leading);
+      Expr col = flat % n;
+      index.push_back(ramp ? Ramp::make(col, ramp->stride, ramp->lanes) : col);
+      return Store::make(op->buffer, op->index, ctx->applyEpilogue(op->value, index));
+    }
+  } apply;
+  apply.ctx = &ctx, apply.leading = &leading, apply.n = n;
+  return apply.mutate(nest);
 }
 
 }  // namespace kiln::core::lower

@@ -19,7 +19,9 @@
 // The inner step loads V weight vectors and B scalars for V·B FMAs. The weight vectors are
 // contiguous because of the packing; broadcasts come straight from memory (AVX-512 embedded
 // broadcast). 1×1 convolutions are the same tile without kh/kw loops: a packed GEMM; on narrow
-// rows (7×7) their spatial axes are flattened into one row so that the tiles stay full.
+// rows (7×7) their spatial axes are flattened into one row so that the tiles stay full. A
+// pointwise convolution whose tuning record is a sketch annotation or trace runs the sketch of
+// conv_search.h instead (the same tile, built by schedule primitives on a plain nest).
 //
 // Vector width (knob vec_lanes = w, schedule.h packedConvLaneChoices): by default w = L. With
 // w = L/2 every L-lane vector above is S = L/w vectors of w lanes — accumulators acc[v·S + s][b],
@@ -36,10 +38,12 @@
 // output's order.
 #include <algorithm>
 
+#include "core/lower/conv_search.h"
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
 #include "core/tir/functor.h"
+#include "core/tir/schedule.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -286,6 +290,24 @@ class PackedConvBuilder {
   RegisterTile m_acc{"acc", Type::f32(), 1, 1};
 };
 
+/// The sketch-scheduled kernel of a pointwise convolution's record (an undefined Stmt without
+/// one), its fused epilogue applied where the register tile is written back.
+Stmt tunedPointwiseConv(const OpContext& ctx, const PointwiseConvShape& s) {
+  const int registers = ctx.options.vectorRegisters;
+  PrimFunc plain;
+  plain.name = "conv2d_nchwc";
+  plain.params = {ctx.in[0], ctx.in[1]};
+  if (s.bias) plain.params.push_back(ctx.in[2]);
+  plain.params.push_back(ctx.out[0]);
+  plain.body = pointwiseConvPlainNest(s, ctx.in[0], ctx.in[1], s.bias ? ctx.in[2] : nullptr, ctx.out[0]);
+  Stmt nest = tunedBySketch(
+      ctx, std::move(plain), [&](const Knobs& k) { return pointwiseConvAnnotationFits(s, k, registers); },
+      [&](Schedule& sched, const Knobs& k) { applyPointwiseConvSketch(sched, s, k, registers); });
+  if (!nest.defined() || !ctx.epilogue) return nest;
+  const Shape& ys = ctx.outTypes[0].shape;
+  return epilogueAtStores(ctx, nest, Shape(ys.begin(), ys.end() - 1), ys.back());
+}
+
 }  // namespace
 
 Stmt lowerConv2dNchwc(const OpContext& ctx) {
@@ -310,6 +332,13 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   // Likewise a record for a Winograd algorithm (alter-layout did not transform this weight).
   if (tuned && (knob(*tuned, "oc_vecs", s.ocVecs) != s.ocVecs || knob(*tuned, "algo", 0) != 0)) tuned = nullptr;
   bool pointwise = s.kh == 1 && s.kw == 1 && stride == std::vector<int64_t>{1, 1} && pad == std::vector<int64_t>{0, 0};
+  // A pointwise convolution whose record is a sketch annotation or trace (conv_search.h).
+  if (!s.depthwise) {
+    if (auto shape = pointwiseConvShape(xs, ws, ys, stride, pad, ctx.attrs.getInt("groups", 1), ctx.in.size() == 3)) {
+      Stmt nest = tunedPointwiseConv(ctx, *shape);
+      if (nest.defined()) return nest;
+    }
+  }
   bool flatten = packedConvFlattens(s.kh, s.kw, stride, pad, s.ow, ctx.options);
   if (tuned) flatten = pointwise && knob(*tuned, "flatten", flatten) != 0;
   if (flatten) {

@@ -163,7 +163,7 @@ bool localOnlyIn(const PrimFunc& func, const LoopSite& loop, const BufferNode* b
 
 /// Whether reordering the perfect chain `chain` into `order` keeps every element's updates in
 /// their order: the chain's innermost body is one store, a reduction that starts from an initial
-/// value (initReduction) over a chain loop its index does not use; the index is injective in the
+/// value (initReduction) over chain loops its index does not use; the index is injective in the
 /// chain loops it uses; and the chain loops it does not use (an element's updates run in their
 /// lexicographic order) keep their relative order. Then every element sees the same updates in
 /// the same order, so the result is identical; nothing needs replaying.
@@ -173,14 +173,16 @@ bool updatesKeepTheirOrder(const std::vector<const For*>& chain, const std::vect
   std::optional<InitReduction> r = initReduction(store);
   if (!r) return false;
   std::set<const Var*> used = varsIn(store->index);
-  bool inChain = false;
+  size_t inChain = 0;  // the condition's loops found in the chain
   std::vector<const For*> free, moving;  // chain loops the index does not / does use
   for (const For* l : chain) {
     const Var* v = l->var.as<Var>();
-    inChain = inChain || v == r->loop;
+    inChain += r->firstOf(v).has_value();
     (used.count(v) ? moving : free).push_back(l);
   }
-  if (!inChain || used.count(r->loop) || !injectiveIn(store->index, moving)) return false;
+  if (inChain != r->firsts.size() || !injectiveIn(store->index, moving)) return false;
+  for (const auto& [v, first] : r->firsts)
+    if (used.count(v)) return false;
   std::vector<const For*> freeAfter;
   for (const For* l : order)
     if (!used.count(l->var.as<Var>())) freeAfter.push_back(l);

@@ -1003,6 +1003,12 @@ std::optional<std::pair<Expr, Expr>> reductionOperands(const Expr& e) {
   return std::nullopt;
 }
 
+std::optional<int64_t> InitReduction::firstOf(const Var* v) const {
+  for (const auto& [var, first] : firsts)
+    if (var == v) return first;
+  return std::nullopt;
+}
+
 std::optional<InitReduction> initReduction(const Store* store) {
   const Expr& v = store->value;
   std::optional<std::pair<Expr, Expr>> operands = reductionOperands(v);
@@ -1015,18 +1021,23 @@ std::optional<InitReduction> initReduction(const Store* store) {
     if (!s || loadsBuffer(rest, y) || loadsBuffer(s->trueValue, y) || loadsBuffer(store->index, y)) return std::nullopt;
     const auto* old = s->falseValue.as<Load>();
     if (!old || old->buffer.get() != y || print(old->index) != at) return std::nullopt;
-    const auto* eq = s->cond.as<EQ>();
-    if (!eq) return std::nullopt;
-    const Var* var = eq->a.as<Var>();
-    const int64_t* c = asConstInt(eq->b);
-    if (!var || !c) {
-      var = eq->b.as<Var>();
-      c = asConstInt(eq->a);
-    }
-    if (!var || !c) return std::nullopt;
     InitReduction r;
-    r.loop = var;
-    r.first = *c;
+    // v == c, c == v, or a conjunction of them over distinct variables.
+    std::function<bool(const Expr&)> conditions = [&](const Expr& cond) {
+      if (const auto* both = cond.as<And>()) return conditions(both->a) && conditions(both->b);
+      const auto* eq = cond.as<EQ>();
+      if (!eq) return false;
+      const Var* var = eq->a.as<Var>();
+      const int64_t* c = asConstInt(eq->b);
+      if (!var || !c) {
+        var = eq->b.as<Var>();
+        c = asConstInt(eq->a);
+      }
+      if (!var || !c || r.firstOf(var)) return false;
+      r.firsts.emplace_back(var, *c);
+      return true;
+    };
+    if (!conditions(s->cond)) return std::nullopt;
     r.init = s->trueValue;
     // The same operation with the select's operand replaced by the old value, operands in place.
     bool left = sel.get() == a.get();

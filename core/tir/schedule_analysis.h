@@ -107,12 +107,15 @@ std::optional<std::pair<Expr, Expr>> reductionOperands(const Expr& e);
 /// A store `y[f] = select(v == first, init, y[f]) op rest` (op one of + * min max, either operand
 /// order; init, rest and f free of y): a reduction over the loop of variable v whose first
 /// iteration starts from `init` instead of y's old value (how a plain nest writes "y = b + Σ"
-/// without a separate initializing nest).
+/// without a separate initializing nest). The condition may be a conjunction
+/// `v1 == first1 && v2 == first2 ...`: a reduction over several loops (a packed convolution's
+/// input-channel blocks and the channels of a block) that starts at their common first iteration.
 struct InitReduction {
-  const Var* loop = nullptr;
-  int64_t first = 0;
+  std::vector<std::pair<const Var*, int64_t>> firsts;  // each loop variable and its first value
   Expr init;   // the select's true value
   Expr reduced;  // the store's value with the select replaced by y[f]: the update after the first iteration
+  /// The first value of loop variable v in the condition, or nullopt when v is not in it.
+  std::optional<int64_t> firstOf(const Var* v) const;
 };
 std::optional<InitReduction> initReduction(const Store* store);
 

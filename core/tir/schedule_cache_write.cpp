@@ -152,9 +152,18 @@ void Schedule::cacheWrite(const std::string& loop) {
     std::set<const Var*> known;
     for (const Axis& a : axes) known.insert(a.loop->var.as<Var>());
     for (const auto& [var, value] : single) known.insert(var.as<Var>());
-    bool fits = init->loop == outer->var.as<Var>() && first && *first == init->first;
-    for (const For* f : chain)
+    // The loop is one of the condition's, and the others run inside it from their first value:
+    // then the condition holds exactly at an element's first update in the loop.
+    bool fits = first && init->firstOf(outer->var.as<Var>()) == *first;
+    size_t inside = 1;
+    for (const For* f : chain) {
+      if (std::optional<int64_t> v = init->firstOf(f->var.as<Var>())) {
+        fits = fits && asConstInt(f->min) && *asConstInt(f->min) == *v;
+        ++inside;
+      }
       if (varsIn(init->init).count(f->var.as<Var>()) && !known.count(f->var.as<Var>())) fits = false;
+    }
+    fits = fits && inside == init->firsts.size();
     if (!fits) init.reset();
   }
   Stmt staged = outer->body;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/lower/conv_search.h"
 #include "core/lower/gemm_search.h"
 #include "core/lower/schedule.h"
 #include "runtime/error.h"
@@ -92,6 +93,14 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
               }
             }
           }
+    // Pointwise: the sketch's annotations (conv_search.h) for every packing, after the builder's.
+    if (plan.pointwise && !plan.depthwise)
+      for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+        if (blocks % v != 0) continue;
+        std::optional<lower::PointwiseConvShape> s = lower::pointwiseConvShapeOfKey(key, v, options.vectorLanes);
+        if (!s) continue;
+        for (Knobs& k : lower::pointwiseConvAnnotations(*s, options.vectorRegisters)) space.add(std::move(k));
+      }
     // Winograd: register tiles of v vectors × b output tiles (the last block may be narrower, so
     // every b up to the tile count is distinct).
     for (int64_t m : {4, 2}) {
@@ -192,7 +201,11 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
   if (m_kind == "conv2d_nchwc") {
     ConvPlan plan = convPlan(m_params, m_options);
     const lower::ConvGeometry& g = plan.g;
-    int64_t v = k.at("oc_vecs"), b = k.at("ow_block"), flatten = k.at("flatten"), ocOuter = k.at("oc_outer");
+    // A sketch annotation (mi pixels × oc_vecs vectors, po: channel groups outermost) is a
+    // flattened tile of mi columns, unrolled by the whole block.
+    const bool sketch = k.count("mi") != 0;
+    int64_t v = k.at("oc_vecs"), b = sketch ? k.at("mi") : k.at("ow_block"), flatten = sketch ? 1 : k.at("flatten");
+    int64_t ocOuter = sketch ? k.at("po") : k.at("oc_outer");
     int64_t algo = knob(k, "algo", 0), unroll = knob(k, "unroll", 1);
     int64_t lanes = knob(k, "vec_lanes", plan.block), splits = plan.block / lanes;
     int64_t vectors = v * splits;  // accumulator vectors per column
@@ -236,7 +249,8 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          static_cast<float>(parallel / std::min(parallel, chunks)),  // iterations per chunk
          static_cast<float>(std::fmod(parallel, std::min(parallel, chunks))),
          static_cast<float>(lanes),    // vector width of the FMAs
-         static_cast<float>(splits)};  // vectors per output vector
+         static_cast<float>(splits),   // vectors per output vector
+         static_cast<float>(sketch)};  // scheduled by the sketch's primitives
     return f;
   }
   if (m_kind == "matmul") {

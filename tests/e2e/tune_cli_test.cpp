@@ -11,6 +11,7 @@
 #include <iterator>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -332,6 +333,59 @@ TEST(TuneCli, MatmulRecordsCarryTracesThatBuildAndMatchPyTorch) {
   EXPECT_EQ(std::count(ir.err.begin(), ir.err.end(), '\n'), 1) << ir.err;
   EXPECT_NE(ir.err.find("error: "), std::string::npos) << ir.err;
   EXPECT_NE(ir.err.find(traced["key"].get<std::string>() + "': its trace does not replay"), std::string::npos) << ir.err;
+}
+
+// A pointwise convolution's task named by its tuning key (commas and all), and a record of its
+// sketch (conv_search.h): the build packs the weights for the record's oc_vecs, runs the
+// sketch's kernel with its trace, and matches PyTorch on the whole network.
+TEST(TuneCli, PointwiseConvSketchRecordsBuildAndMatchPyTorch) {
+  std::string net = std::string(KILN_MODELS_DIR) + "/mobilenet_v2.pt";
+  Outcome list = kiln("tune " + net + " --list-tasks");
+  ASSERT_EQ(list.exitCode, 0) << list.err;
+  std::string key;
+  std::istringstream lines(list.out);
+  for (std::string line; std::getline(lines, line) && key.empty();) {
+    size_t at = line.find("conv2d_nchwc:");
+    if (at != std::string::npos && line.find("kh=1,kw=1,sh=1,sw=1,ph=0,pw=0") != std::string::npos &&
+        line.find(",g=1:") != std::string::npos)
+      key = line.substr(at);
+  }
+  ASSERT_FALSE(key.empty()) << list.out;
+  fs::path records = tempDir() / "pointwise.jsonl";
+  fs::remove(records);
+  Outcome o = kiln("tune " + net + " --tasks " + key + " --tuner random --trials 2 --confirm 0 --records " +
+                   records.string() + common());
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  std::vector<nlohmann::json> tuned = readLines(records);
+  ASSERT_FALSE(tuned.empty());
+  for (const auto& r : tuned) EXPECT_EQ(r["key"], key) << r.dump();
+
+  nlohmann::json sketch = tuned[0];
+  sketch["knobs"] = "mi=4,oc_vecs=1,po=1";
+  sketch.erase("trace");
+  fs::path one = tempDir() / "pointwise_one.jsonl";
+  {
+    std::ofstream out(one);
+    out << sketch.dump() << "\n";
+  }
+  Outcome ir = kiln("ir " + net + " --stage lowered --records " + one.string());
+  ASSERT_EQ(ir.exitCode, 0) << ir.err;
+  EXPECT_NE(ir.out.find("// schedule: mi=4,oc_vecs=1,po=1"), std::string::npos);
+  EXPECT_NE(ir.out.find("// trace: reorder(g, p, v)"), std::string::npos);
+  std::string json = (tempDir() / "pointwise_compare.json").string();
+  Outcome cmp = kiln("compare " + net + " --backends pytorch-eager,kiln --repeat 2 --records " + one.string() +
+                     " --no-store --threads 1 --json " + json);
+  ASSERT_EQ(cmp.exitCode, 0) << cmp.err;
+  std::ifstream cj(json);
+  nlohmann::json compared = nlohmann::json::parse(cj);
+  int checked = 0;
+  for (const auto& b : compared["backends"]) {
+    if (b["backend"] != "kiln") continue;
+    ASSERT_TRUE(b["max_abs_diff_vs_eager"].is_number()) << b.dump();
+    EXPECT_LE(b["max_abs_diff_vs_eager"].get<double>(), 1e-3) << b.dump();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 1) << compared.dump();
 }
 
 TEST(TuneCli, BadArgumentsGiveOneLineErrors) {

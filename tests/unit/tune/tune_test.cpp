@@ -163,7 +163,8 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
     std::vector<runtime::Tensor> expected = evalGraph(taskGraph(key), {x}, Engine::Interpreter, avx2());
     std::set<std::string> schedules;
     // Every configuration for the small dense space; for the convolutions a spread of them
-    // plus one of every (algo, oc_vecs, unroll, oc_outer) combination (the widest tile).
+    // plus one of every (algo, oc_vecs, unroll, oc_outer) combination (the widest tile), and of
+    // every (oc_vecs, po) of a pointwise convolution's sketch (the tallest tile).
     int64_t step = std::max<int64_t>(1, space.size() / 12);
     std::set<int64_t> indices;
     for (int64_t i = 0; i < space.size(); i += step) indices.insert(i);
@@ -171,9 +172,12 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
     for (int64_t i = 0; i < space.size(); ++i) {
       const Knobs& k = space.config(i);
       if (!k.count("oc_vecs")) break;
-      std::vector<int64_t> group{lower::knob(k, "algo", 0), k.at("oc_vecs"), k.at("unroll"), k.at("oc_outer")};
+      const bool sketch = k.count("mi") != 0;
+      std::vector<int64_t> group{lower::knob(k, "algo", 0), k.at("oc_vecs"), sketch ? -1 : k.at("unroll"),
+                                 sketch ? k.at("po") : k.at("oc_outer")};
+      const char* width = sketch ? "mi" : "ow_block";
       auto [it, fresh] = widest.emplace(group, i);
-      if (!fresh && space.config(it->second).at("ow_block") < k.at("ow_block")) it->second = i;
+      if (!fresh && space.config(it->second).at(width) < k.at(width)) it->second = i;
     }
     for (const auto& [group, i] : widest) indices.insert(i);
     for (int64_t i : indices) {
@@ -534,6 +538,7 @@ TEST(TuneSpace, VecLanesOnDirectConvsDefaultFirstInvalidExcluded) {
     int64_t lastFull = -1, firstHalf = -1, half = 0;
     for (int64_t i = 0; i < space.size(); ++i) {
       const Knobs& k = space.config(i);
+      if (k.count("mi")) continue;  // a pointwise convolution's sketch annotation: its own tile
       auto lanes = k.find("vec_lanes");
       if (lanes == k.end()) {
         EXPECT_TRUE(lower::packedConvTileFits(k.at("oc_vecs"), k.at("ow_block"), c.options, 1));

@@ -1,0 +1,153 @@
+// The plain nest of pointwise packed convolutions and its sketch rule; see conv_search.h.
+#include "core/lower/conv_search.h"
+
+#include "core/lower/lower_internal.h"
+#include "core/lower/schedule.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+
+using namespace tir;
+
+std::optional<PointwiseConvShape> pointwiseConvShape(const Shape& xs, const Shape& ws, const Shape& ys,
+                                                     const std::vector<int64_t>& stride,
+                                                     const std::vector<int64_t>& padding, int64_t groups, bool bias) {
+  if (xs.size() != 5 || ws.size() != 6 || ys.size() != 5 || groups != 1) return std::nullopt;
+  if (stride != std::vector<int64_t>{1, 1} || padding != std::vector<int64_t>{0, 0}) return std::nullopt;
+  if (ws[2] != 1 || ws[3] != 1 || ws[1] != xs[1] || ws[4] != xs[4]) return std::nullopt;
+  PointwiseConvShape s;
+  s.n = xs[0], s.cb = xs[1], s.ib = xs[4], s.pixels = xs[2] * xs[3];
+  s.lanes = ys[4], s.groups = ws[0];
+  if (s.lanes < 1 || ws[5] % s.lanes != 0) return std::nullopt;
+  s.vectors = ws[5] / s.lanes;
+  if (ys[0] != s.n || ys[1] != s.groups * s.vectors || ys[2] != xs[2] || ys[3] != xs[3]) return std::nullopt;
+  s.bias = bias;
+  return s;
+}
+
+Stmt pointwiseConvPlainNest(const PointwiseConvShape& s, const Buffer& x, const Buffer& w, const Buffer& b,
+                            const Buffer& y) {
+  Type elem = y->elemType;
+  Expr n = Var::make("n"), g = Var::make("g"), v = Var::make("v"), p = Var::make("p"), l = Var::make("l");
+  Expr c = Var::make("c"), i = Var::make("i");
+  Expr block = g * s.vectors + v;
+  Expr yOff = ((n * (s.groups * s.vectors) + block) * s.pixels + p) * s.lanes + l;
+  Expr xOff = ((n * s.cb + c) * s.pixels + p) * s.ib + i;
+  Expr wOff = ((g * s.cb + c) * s.ib + i) * (s.vectors * s.lanes) + v * s.lanes + l;
+  Expr start = b ? Load::make(b, block * s.lanes + l) : literal(elem, 0);
+  Expr first = EQ::make(c, i64(0)) && EQ::make(i, i64(0));
+  Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) + Load::make(x, xOff) * Load::make(w, wOff));
+  Stmt nest = serialFor(c, 0, s.cb, serialFor(i, 0, s.ib, update));
+  nest = serialFor(p, 0, s.pixels, serialFor(l, 0, s.lanes, nest));
+  return serialFor(n, 0, s.n, serialFor(g, 0, s.groups, serialFor(v, 0, s.vectors, nest)));
+}
+
+PrimFunc pointwiseConvPlainFunc(const PointwiseConvShape& s) {
+  Type elem = Type::f32();
+  Buffer x = makeBuffer("x", elem, {s.n, s.cb, s.pixels, s.ib});
+  Buffer w = makeBuffer("w", elem, {s.groups, s.cb, s.ib, s.vectors * s.lanes});
+  Buffer b = s.bias ? makeBuffer("b", elem, {s.groups * s.vectors * s.lanes}) : nullptr;
+  Buffer y = makeBuffer("y", elem, {s.n, s.groups * s.vectors, s.pixels, s.lanes});
+  PrimFunc f;
+  f.name = "conv2d_nchwc";
+  f.params = {x, w};
+  if (s.bias) f.params.push_back(b);
+  f.params.push_back(y);
+  f.numOutputs = 1;
+  f.body = pointwiseConvPlainNest(s, x, w, b, y);
+  return f;
+}
+
+bool pointwiseConvAnnotationFits(const PointwiseConvShape& s, const Knobs& knobs, int registers) {
+  int64_t mi = knob(knobs, "mi", 0), po = knob(knobs, "po", -1), v = knob(knobs, "oc_vecs", s.vectors);
+  if (v != s.vectors || mi < 1 || mi > s.pixels || s.lanes < 1) return false;
+  return (po == 0 || po == 1) && mi * s.vectors + s.vectors + 1 <= registers;
+}
+
+std::vector<Knobs> pointwiseConvAnnotations(const PointwiseConvShape& s, int registers) {
+  std::vector<Knobs> out;
+  for (int64_t po : {0, 1})
+    for (int64_t mi = 1; mi <= 16; ++mi) {
+      Knobs k{{"mi", mi}, {"po", po}, {"oc_vecs", s.vectors}};
+      if (pointwiseConvAnnotationFits(s, k, registers)) out.push_back(std::move(k));
+    }
+  return out;
+}
+
+void applyPointwiseConvSketch(Schedule& sched, const PointwiseConvShape& s, const Knobs& knobs, int registers) {
+  if (!pointwiseConvAnnotationFits(s, knobs, registers))
+    throw Error("conv2d_nchwc sketch: annotation '" + knobsText(knobs) + "' does not fit the shape",
+                ErrorKind::InvalidInput);
+  const int64_t mi = knobs.at("mi"), po = knobs.at("po");
+  const bool vectors = s.lanes > 1, tail = s.pixels % mi != 0;
+  if (po == 1)
+    sched.reorder({"g", "p", "v"});
+  else
+    sched.reorder({"p", "g", "v"});
+  auto [po_, pi] = sched.split("p", mi, TailStrategy::Loop);
+  if (po == 1)
+    sched.reorder({po_, "c", "i", pi, "v", "l"});
+  else
+    sched.reorder({po_, "g", "c", "i", pi, "v", "l"});
+  if (mi > 1) sched.unroll(pi);
+  if (s.vectors > 1) sched.unroll("v");
+  if (!vectors) sched.unroll("l");
+  sched.cacheWrite("c");
+  const bool parallel = wantParallel(s.n * s.pixels * s.groups * s.vectors * s.lanes, s.cb * s.ib);
+  const int64_t pixelTiles = s.pixels / mi;
+  if (parallel && po == 1 && !tail && pixelTiles >= 2)
+    sched.parallel(sched.fuse("g", po_));
+  else if (parallel && po == 1 && s.groups >= 2)
+    sched.parallel("g");
+  else if (parallel && po == 0 && pixelTiles >= 2)
+    sched.parallel(po_);
+  if (vectors) {
+    sched.vectorize("l");
+    sched.vectorize("l_r");
+    sched.vectorize("l_w");
+  }
+  if (!tail) return;
+  // The P mod mi last pixels (loop p_t; its inner loops renamed g_t (po = 0), v_t, l_t, c_t, i_t):
+  // one pixel by a whole weight block in registers.
+  if (po == 1)
+    sched.reorder({"c_t", "i_t", "v_t", "l_t"});
+  else
+    sched.reorder({"g_t", "c_t", "i_t", "v_t", "l_t"});
+  if (s.vectors > 1) sched.unroll("v_t");
+  if (!vectors) sched.unroll("l_t");
+  sched.cacheWrite("c_t");
+  if (parallel && po == 0 && s.groups >= 2) sched.parallel("g_t");
+  if (vectors) {
+    sched.vectorize("l_t");
+    sched.vectorize("l_t_r");
+    sched.vectorize("l_t_w");
+  }
+}
+
+std::optional<PointwiseConvShape> pointwiseConvShapeOfKey(const std::string& key, int64_t ocVecs, int lanes) {
+  TuneKeyParts parts = parseTuneKey(key);
+  if (parts.kind != "conv2d_nchwc") throw Error("tuning key '" + key + "' is not a conv2d_nchwc key", ErrorKind::InvalidInput);
+  const Knobs& p = parts.params;
+  if (knob(p, "kh", 1) != 1 || knob(p, "kw", 1) != 1 || knob(p, "sh", 1) != 1 || knob(p, "sw", 1) != 1 ||
+      knob(p, "ph", 0) != 0 || knob(p, "pw", 0) != 0 || knob(p, "g", 1) != 1)
+    return std::nullopt;
+  LowerOptions options;
+  options.vectorLanes = lanes;
+  const int64_t c = knob(p, "c", 1), o = knob(p, "o", 1), h = knob(p, "h", 1), w = knob(p, "w", 1);
+  const int64_t ib = channelBlock(c, options), block = channelBlock(o, options);
+  if (ocVecs < 1 || (o / block) % ocVecs != 0) return std::nullopt;
+  const int64_t n = knob(p, "n", 1);
+  // The buffers alter-layout gives the kernel, and the bias that batch-norm folding leaves.
+  return pointwiseConvShape({n, c / ib, h, w, ib}, {o / (block * ocVecs), c / ib, 1, 1, ib, block * ocVecs},
+                            {n, o / block, h, w, block}, {1, 1}, {0, 0}, 1, true);
+}
+
+Trace pointwiseConvTrace(const std::string& key, const Knobs& knobs, int lanes, int registers) {
+  std::optional<PointwiseConvShape> s = pointwiseConvShapeOfKey(key, knob(knobs, "oc_vecs", 1), lanes);
+  if (!s) throw Error("tuning key '" + key + "' has no sketch for '" + knobsText(knobs) + "'", ErrorKind::InvalidInput);
+  Schedule sched(pointwiseConvPlainFunc(*s));
+  applyPointwiseConvSketch(sched, *s, knobs, registers);
+  return sched.trace();
+}
+
+}  // namespace kiln::core::lower

@@ -1,0 +1,233 @@
+// The template-free schedule of pointwise packed convolutions (core/lower/conv_search.h): every
+// annotation the sketch offers applies, verifies, replays from its trace and computes the
+// convolution (tail pixels, several weight blocks, scalar and vector lanes, with and without a
+// bias); a record selects it in the model's lowering, with the fused epilogue at the tile's
+// stores, in the interpreter and as JIT code.
+#include "core/lower/conv_search.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/ir/parser.h"
+#include "core/lower/gemm_search.h"
+#include "core/lower/interpreter.h"
+#include "core/lower/lower.h"
+#include "core/tir/functor.h"
+#include "core/tir/printer.h"
+#include "core/tir/trace.h"
+#include "core/tir/verify.h"
+#include "runtime/error.h"
+#include "tests/unit/core/kernels_test_util.h"
+
+namespace kiln::core::lower {
+namespace {
+
+using namespace testing;
+using tir::PrimFunc;
+using tir::Schedule;
+using tir::Trace;
+
+/// y[n, g·V + v, p, l] = b[…] + Σ x[n, c, p, i] · w[g, c, i, v·L + l] in double precision.
+std::vector<float> reference(const PointwiseConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>* b) {
+  const int64_t blocks = s.groups * s.vectors, ob = s.vectors * s.lanes;
+  std::vector<float> y(static_cast<size_t>(s.n * blocks * s.pixels * s.lanes));
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t g = 0; g < s.groups; ++g)
+      for (int64_t v = 0; v < s.vectors; ++v)
+        for (int64_t p = 0; p < s.pixels; ++p)
+          for (int64_t l = 0; l < s.lanes; ++l) {
+            int64_t block = g * s.vectors + v;
+            double acc = b ? (*b)[static_cast<size_t>(block * s.lanes + l)] : 0.0;
+            for (int64_t c = 0; c < s.cb; ++c)
+              for (int64_t i = 0; i < s.ib; ++i)
+                acc += double(x[static_cast<size_t>(((n * s.cb + c) * s.pixels + p) * s.ib + i)]) *
+                       w[static_cast<size_t>(((g * s.cb + c) * s.ib + i) * ob + v * s.lanes + l)];
+            y[static_cast<size_t>(((n * blocks + block) * s.pixels + p) * s.lanes + l)] = static_cast<float>(acc);
+          }
+  return y;
+}
+
+std::vector<float> randomData(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-4 * (1 + std::fabs(want[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i];
+  return ::testing::AssertionSuccess();
+}
+
+TEST(PointwiseConvSearch, ShapesAreReadFromPointwiseKernelsOnly) {
+  Shape xs{2, 3, 4, 5, 8}, ws{2, 3, 1, 1, 8, 16}, ys{2, 4, 4, 5, 8};
+  auto s = pointwiseConvShape(xs, ws, ys, {1, 1}, {0, 0}, 1, true);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->pixels, 20);
+  EXPECT_EQ(s->vectors, 2);
+  EXPECT_EQ(s->groups, 2);
+  EXPECT_DOUBLE_EQ(s->flops(), 2.0 * 2 * 20 * 24 * 32);
+  EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {2, 2}, {0, 0}, 1, true));  // strided
+  EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {1, 1}, {1, 1}, 1, true));  // padded
+  EXPECT_FALSE(pointwiseConvShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, 1, true));  // 3×3
+  EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {1, 1}, {0, 0}, 3, true));  // grouped
+  EXPECT_FALSE(pointwiseConvShape(xs, ws, {2, 4, 4, 5, 6}, {1, 1}, {0, 0}, 1, true));  // 6 lanes into 16
+}
+
+TEST(PointwiseConvSearch, SketchTracesReplayVerifyAndAgree) {
+  std::mt19937 rng(23);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int checked = 0;
+  for (int t = 0; t < 10; ++t) {
+    PointwiseConvShape s;
+    s.lanes = t % 3 == 0 ? 1 : (t % 3 == 1 ? 4 : 8);
+    s.n = pick(1, 2), s.cb = pick(1, 3), s.ib = pick(0, 1) ? s.lanes : 4, s.pixels = pick(1, 23);
+    s.groups = pick(1, 3), s.vectors = pick(1, 3), s.bias = pick(0, 1) != 0;
+    PrimFunc plain = pointwiseConvPlainFunc(s);
+    std::vector<float> x = randomData(s.n * s.cb * s.pixels * s.ib, 10 + t);
+    std::vector<float> w = randomData(s.groups * s.cb * s.ib * s.vectors * s.lanes, 20 + t);
+    std::vector<float> b = randomData(s.groups * s.vectors * s.lanes, 30 + t);
+    std::vector<float> want = reference(s, x, w, s.bias ? &b : nullptr);
+    std::vector<Knobs> all = pointwiseConvAnnotations(s, 16);
+    ASSERT_FALSE(all.empty());
+    for (const Knobs& knobs : all) {
+      SCOPED_TRACE("shape " + std::to_string(t) + " " + knobsText(knobs));
+      Schedule sched(plain);
+      applyPointwiseConvSketch(sched, s, knobs, 16);
+      const PrimFunc& scheduled = sched.func();
+      ASSERT_EQ(tir::verifyPrimFunc(scheduled), std::vector<std::string>{});
+      Trace trace = Trace::parse(sched.trace().str());
+      EXPECT_EQ(tir::print(trace.apply(plain)), tir::print(scheduled));
+      std::string text = tir::print(scheduled);
+      EXPECT_NE(text.find("y_local"), std::string::npos) << text;
+      std::vector<float> y(want.size(), std::nanf(""));
+      std::vector<void*> args = {x.data(), w.data()};
+      if (s.bias) args.push_back(b.data());
+      args.push_back(y.data());
+      interpret(scheduled, args);
+      ASSERT_TRUE(close(y, want)) << text;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 100);
+  // Annotations that do not fit: a tile over the register budget, another packing, no order.
+  PointwiseConvShape s{1, 4, 8, 49, 2, 2, 8, true};
+  EXPECT_FALSE(pointwiseConvAnnotationFits(s, {{"mi", 7}, {"po", 1}, {"oc_vecs", 2}}, 16));  // 7·2 + 2 + 1 > 16
+  EXPECT_TRUE(pointwiseConvAnnotationFits(s, {{"mi", 7}, {"po", 1}, {"oc_vecs", 2}}, 32));
+  EXPECT_FALSE(pointwiseConvAnnotationFits(s, {{"mi", 4}, {"po", 1}, {"oc_vecs", 1}}, 32));
+  EXPECT_FALSE(pointwiseConvAnnotationFits(s, {{"mi", 4}, {"oc_vecs", 2}}, 32));
+  Schedule sched(pointwiseConvPlainFunc(s));
+  EXPECT_THROW(applyPointwiseConvSketch(sched, s, {{"mi", 7}, {"po", 1}}, 16), Error);
+}
+
+// The reduction starts where both of its loops (c, i) are at their first iteration. Staged at
+// the inner loop alone, that condition depends on the outer one: the copy-in reads the output
+// and the select stays, so the result is still the convolution.
+TEST(PointwiseConvSearch, AReductionOverTwoLoopsStagedInsideOneOfThem) {
+  PointwiseConvShape s{1, 3, 4, 5, 2, 1, 4, true};
+  std::vector<float> x = randomData(s.cb * s.pixels * s.ib, 1), w = randomData(s.groups * s.cb * s.ib * s.lanes, 2),
+                     b = randomData(s.groups * s.lanes, 3);
+  std::vector<float> want = reference(s, x, w, &b);
+  for (const char* loop : {"c", "i"}) {
+    SCOPED_TRACE(loop);
+    Schedule sched(pointwiseConvPlainFunc(s));
+    sched.cacheWrite(loop);
+    std::string text = tir::print(sched.func());
+    // Staged at c (both loops inside) the select is gone; at i it stays.
+    EXPECT_EQ(text.find("select") == std::string::npos, std::string(loop) == "c") << text;
+    std::vector<float> y(want.size(), 0.0f);
+    interpret(sched.func(), {x.data(), w.data(), b.data(), y.data()});
+    EXPECT_TRUE(close(y, want)) << text;
+  }
+}
+
+// A record with a sketch annotation makes the model's pointwise convolution the sketch, a fused
+// relu applied where the tile is written back; its trace alone rebuilds the same kernel; a record
+// for another packing keeps the hand-written builder.
+TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
+  Graph fused = parseGraph(
+      "graph(%x: f32[1,3,5,7,4], %w: f32[2,3,1,1,4,8], %b: f32[16]) {\n"
+      "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, out_layout=\"NCHW4c\"} : f32[1,4,5,7,4]\n"
+      "  %z = relu(%y) : f32[1,4,5,7,4]\n"
+      "  return %z\n"
+      "}\n");
+  fused.addGroup("g", 0, 2);
+  PointwiseConvShape s{1, 3, 4, 35, 2, 2, 4, true};
+  runtime::Tensor xt = randomTensor({1, 3, 5, 7, 4}, 1), wt = randomTensor({2, 3, 1, 1, 4, 8}, 2),
+                  bt = randomTensor({16}, 3);
+  std::vector<float> b = toVector(bt);
+  std::vector<float> want = reference(s, toVector(xt), toVector(wt), &b);
+  for (float& v : want) v = std::max(0.0f, v);
+  LowerOptions options;  // 8 lanes, 16 registers
+  const std::string key = lowerGraph(fused, options).funcs[0].attrs.at("tune_key");
+  EXPECT_EQ(key.rfind("conv2d_nchwc:", 0), 0u) << key;
+  for (const Knobs& knobs : {Knobs{{"mi", 5}, {"po", 1}, {"oc_vecs", 2}}, Knobs{{"mi", 4}, {"po", 0}, {"oc_vecs", 2}},
+                             Knobs{{"mi", 6}, {"po", 1}, {"oc_vecs", 2}}}) {
+    SCOPED_TRACE(knobsText(knobs));
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[key] = knobs;
+    options.schedules = configs;
+    LoweredModule module = lowerGraph(fused, options);
+    ASSERT_EQ(module.funcs.size(), 1u);
+    const PrimFunc& f = module.funcs[0];
+    EXPECT_EQ(f.attrs.at("schedule"), knobsText(knobs));
+    ASSERT_EQ(f.attrs.count("trace"), 1u);
+    EXPECT_NE(f.attrs.at("trace").find("cache_write(c)"), std::string::npos);
+    struct OutputReads : tir::IRVisitor {
+      const tir::BufferNode* out;
+      int loads = 0;
+      using tir::IRVisitor::visit;
+      void visit(const tir::Load* op) override {
+        loads += op->buffer.get() == out;
+        tir::IRVisitor::visit(op);
+      }
+    } reads;
+    reads.out = f.params.back().get();
+    reads.visitStmt(f.body);
+    EXPECT_EQ(reads.loads, 0) << tir::print(f);
+    for (Engine e : {Engine::Interpreter, Engine::Jit})
+      EXPECT_TRUE(allClose(evalModule(module, {xt, wt, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+    auto traced = std::make_shared<ScheduleConfigs>();
+    traced->traces[key] = f.attrs.at("trace");
+    options.schedules = traced;
+    EXPECT_EQ(tir::print(lowerGraph(fused, options).funcs[0]), tir::print(f));
+  }
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[key] = Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 1}};  // packed for one vector per block
+  options.schedules = configs;
+  PrimFunc builder = lowerGraph(fused, options).funcs[0];
+  EXPECT_NE(builder.attrs.at("schedule").find("ow_block"), std::string::npos) << builder.attrs.at("schedule");
+  EXPECT_EQ(builder.attrs.count("trace"), 0u);
+}
+
+// The tuner records the trace it builds from the key alone (sketchTrace, on alter-layout's
+// packing for the target); it is the trace the model's kernel replays.
+TEST(PointwiseConvSearch, TheKeysTraceIsTheKernels) {
+  Graph g = parseGraph(
+      "graph(%x: f32[1,2,5,7,8], %w: f32[1,2,1,1,8,16], %b: f32[16]) {\n"
+      "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, out_layout=\"NCHW8c\"} : f32[1,2,5,7,8]\n"
+      "  return %y\n"
+      "}\n");
+  LowerOptions options;  // 8 lanes, 16 registers
+  const std::string key = lowerGraph(g, options).funcs[0].attrs.at("tune_key");
+  for (const Knobs& knobs : {Knobs{{"mi", 5}, {"po", 1}, {"oc_vecs", 2}}, Knobs{{"mi", 4}, {"po", 0}, {"oc_vecs", 2}}}) {
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[key] = knobs;
+    options.schedules = configs;
+    EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.at("trace"), sketchTrace(key, knobs, 8, 16).str()) << knobsText(knobs);
+  }
+  EXPECT_FALSE(pointwiseConvShapeOfKey(key, 3, 8).has_value());  // 3 vectors do not divide 2 blocks
+  EXPECT_THROW(sketchTrace(key, {{"mi", 5}, {"po", 1}, {"oc_vecs", 3}}, 8, 16), Error);
+  EXPECT_THROW(sketchTrace("conv2d_nchwc:n=1,c=16,h=5,w=7,o=16,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32",
+                           {{"mi", 5}, {"po", 1}, {"oc_vecs", 2}}, 8, 16),
+               Error);
+}
+
+}  // namespace
+}  // namespace kiln::core::lower
