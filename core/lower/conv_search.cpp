@@ -64,6 +64,15 @@ bool pointwiseConvAnnotationFits(const PointwiseConvShape& s, const Knobs& knobs
   return (po == 0 || po == 1) && mi * s.vectors + s.vectors + 1 <= registers;
 }
 
+Knobs pointwiseConvDefaultKnobs(const PointwiseConvShape& s, int registers) {
+  int64_t tallest = 1;
+  while (tallest < 16 && tallest < s.pixels && (tallest + 1) * s.vectors + s.vectors + 1 <= registers) ++tallest;
+  int64_t mi = tallest;
+  while (mi > 1 && s.pixels % mi != 0) --mi;
+  if (mi == 1) mi = tallest;  // no divisor: the tallest tile and a tail loop
+  return {{"mi", mi}, {"po", 1}, {"oc_vecs", s.vectors}};
+}
+
 std::vector<Knobs> pointwiseConvAnnotations(const PointwiseConvShape& s, int registers) {
   std::vector<Knobs> out;
   for (int64_t po : {0, 1})

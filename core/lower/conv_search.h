@@ -68,6 +68,9 @@ tir::PrimFunc pointwiseConvPlainFunc(const PointwiseConvShape& s);
 /// Whether annotation `knobs` (mi, po, oc_vecs) is one the sketch takes for this shape with
 /// `registers` vector registers: oc_vecs the packing's V, mi·V + V + 1 registers.
 bool pointwiseConvAnnotationFits(const PointwiseConvShape& s, const Knobs& knobs, int registers);
+/// The sketch's plain choice for this shape: the tallest tile of at most 16 pixels that fits the
+/// registers and divides P (a tail loop when only 1 would), weight groups outermost.
+Knobs pointwiseConvDefaultKnobs(const PointwiseConvShape& s, int registers);
 /// Every annotation that fits, po and mi (1..16) ascending.
 std::vector<Knobs> pointwiseConvAnnotations(const PointwiseConvShape& s, int registers);
 /// Applies the sketch with annotation `knobs` to a Schedule over the plain nest; throws

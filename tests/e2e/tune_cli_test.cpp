@@ -279,6 +279,24 @@ TEST(TuneCli, BadRecordLinesAreSkippedAndCounted) {
 // sample is a task; its sketch candidates' records carry the schedule trace, a build from such a
 // record alone replays it (kiln ir shows it) and matches PyTorch eager, and a record whose trace
 // does not replay stops the build with one line naming the key.
+/// `kiln compare` of `model` built with `records` against PyTorch eager: within 1e-3.
+void expectKilnMatchesEager(const std::string& model, const fs::path& records) {
+  std::string json = (tempDir() / (records.stem().string() + "_compare.json")).string();
+  Outcome cmp = kiln("compare " + model + " --backends pytorch-eager,kiln --repeat 2 --records " + records.string() +
+                     " --no-store --threads 1 --json " + json);
+  ASSERT_EQ(cmp.exitCode, 0) << cmp.err;
+  std::ifstream in(json);
+  nlohmann::json compared = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& b : compared["backends"]) {
+    if (b["backend"] != "kiln") continue;
+    ASSERT_TRUE(b["max_abs_diff_vs_eager"].is_number()) << b.dump();
+    EXPECT_LE(b["max_abs_diff_vs_eager"].get<double>(), 1e-3) << b.dump();
+    ++checked;
+  }
+  EXPECT_EQ(checked, 1) << compared.dump();
+}
+
 TEST(TuneCli, MatmulRecordsCarryTracesThatBuildAndMatchPyTorch) {
   std::string bert = std::string(KILN_MODELS_DIR) + "/bert_encoder.pt";
   fs::path records = tempDir() / "matmul.jsonl";
@@ -308,20 +326,7 @@ TEST(TuneCli, MatmulRecordsCarryTracesThatBuildAndMatchPyTorch) {
   EXPECT_NE(ir.out.find("// schedule: " + traced["knobs"].get<std::string>()), std::string::npos);
   EXPECT_NE(ir.out.find("// trace: " + trace.substr(0, trace.find('\n'))), std::string::npos) << trace;
 
-  std::string json = (tempDir() / "matmul_compare.json").string();
-  Outcome cmp = kiln("compare " + bert + " --backends pytorch-eager,kiln --repeat 2 --records " + one.string() +
-                     " --no-store --threads 1 --json " + json);
-  ASSERT_EQ(cmp.exitCode, 0) << cmp.err;
-  std::ifstream cj(json);
-  nlohmann::json compared = nlohmann::json::parse(cj);
-  int checked = 0;
-  for (const auto& b : compared["backends"]) {
-    if (b["backend"] != "kiln") continue;
-    ASSERT_TRUE(b["max_abs_diff_vs_eager"].is_number()) << b.dump();
-    EXPECT_LE(b["max_abs_diff_vs_eager"].get<double>(), 1e-3) << b.dump();
-    ++checked;
-  }
-  EXPECT_EQ(checked, 1) << compared.dump();
+  expectKilnMatchesEager(bert, one);
 
   traced["trace"] = "split(nope; 4, 1)\n";
   {
@@ -372,20 +377,7 @@ TEST(TuneCli, PointwiseConvSketchRecordsBuildAndMatchPyTorch) {
   ASSERT_EQ(ir.exitCode, 0) << ir.err;
   EXPECT_NE(ir.out.find("// schedule: mi=4,oc_vecs=1,po=1"), std::string::npos);
   EXPECT_NE(ir.out.find("// trace: reorder(g, p, v)"), std::string::npos);
-  std::string json = (tempDir() / "pointwise_compare.json").string();
-  Outcome cmp = kiln("compare " + net + " --backends pytorch-eager,kiln --repeat 2 --records " + one.string() +
-                     " --no-store --threads 1 --json " + json);
-  ASSERT_EQ(cmp.exitCode, 0) << cmp.err;
-  std::ifstream cj(json);
-  nlohmann::json compared = nlohmann::json::parse(cj);
-  int checked = 0;
-  for (const auto& b : compared["backends"]) {
-    if (b["backend"] != "kiln") continue;
-    ASSERT_TRUE(b["max_abs_diff_vs_eager"].is_number()) << b.dump();
-    EXPECT_LE(b["max_abs_diff_vs_eager"].get<double>(), 1e-3) << b.dump();
-    ++checked;
-  }
-  EXPECT_EQ(checked, 1) << compared.dump();
+  expectKilnMatchesEager(net, one);
 }
 
 TEST(TuneCli, BadArgumentsGiveOneLineErrors) {

@@ -80,6 +80,21 @@ TEST(PointwiseConvSearch, ShapesAreReadFromPointwiseKernelsOnly) {
   EXPECT_FALSE(pointwiseConvShape(xs, ws, {2, 4, 4, 5, 6}, {1, 1}, {0, 0}, 1, true));  // 6 lanes into 16
 }
 
+TEST(PointwiseConvSearch, DefaultTilesDivideThePixelsOrTakeATail) {
+  auto mi = [](int64_t pixels, int64_t vectors, int registers) {
+    PointwiseConvShape s{1, 4, 16, pixels, 2, vectors, 16, true};
+    Knobs k = pointwiseConvDefaultKnobs(s, registers);
+    EXPECT_TRUE(pointwiseConvAnnotationFits(s, k, registers)) << knobsText(k);
+    EXPECT_EQ(k.at("po"), 1);
+    return k.at("mi");
+  };
+  EXPECT_EQ(mi(56 * 56, 2, 32), 14);
+  EXPECT_EQ(mi(7 * 7, 2, 32), 7);
+  EXPECT_EQ(mi(7 * 7, 4, 32), 6);   // 7 pixels of 4 vectors do not fit: 6 and a tail
+  EXPECT_EQ(mi(23, 1, 16), 14);     // a prime: the tallest tile (14 + 1 + 1 registers) and a tail
+  EXPECT_EQ(mi(3, 2, 32), 3);       // no taller than the row
+}
+
 TEST(PointwiseConvSearch, SketchTracesReplayVerifyAndAgree) {
   std::mt19937 rng(23);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -179,18 +194,7 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
     EXPECT_EQ(f.attrs.at("schedule"), knobsText(knobs));
     ASSERT_EQ(f.attrs.count("trace"), 1u);
     EXPECT_NE(f.attrs.at("trace").find("cache_write(c)"), std::string::npos);
-    struct OutputReads : tir::IRVisitor {
-      const tir::BufferNode* out;
-      int loads = 0;
-      using tir::IRVisitor::visit;
-      void visit(const tir::Load* op) override {
-        loads += op->buffer.get() == out;
-        tir::IRVisitor::visit(op);
-      }
-    } reads;
-    reads.out = f.params.back().get();
-    reads.visitStmt(f.body);
-    EXPECT_EQ(reads.loads, 0) << tir::print(f);
+    EXPECT_EQ(loadsOf(f, f.params.back()), 0) << tir::print(f);
     for (Engine e : {Engine::Interpreter, Engine::Jit})
       EXPECT_TRUE(allClose(evalModule(module, {xt, wt, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
     auto traced = std::make_shared<ScheduleConfigs>();

@@ -16,6 +16,7 @@
 #include "core/ir/graph.h"
 #include "core/lower/interpreter.h"
 #include "core/lower/lower.h"
+#include "core/tir/functor.h"
 #include "runtime/graph_executor.h"
 
 namespace kiln::core::lower::testing {
@@ -88,6 +89,22 @@ inline ::testing::AssertionResult allClose(const runtime::Tensor& actual, const 
   }
   if (bad == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << bad << " elements differ; " << first;
+}
+
+/// How many loads of `f` read buffer `buffer` (0: a kernel that never reads its output back).
+inline int loadsOf(const tir::PrimFunc& f, const tir::Buffer& buffer) {
+  struct Reads : tir::IRVisitor {
+    const tir::BufferNode* buffer;
+    int loads = 0;
+    using tir::IRVisitor::visit;
+    void visit(const tir::Load* op) override {
+      loads += op->buffer.get() == buffer;
+      tir::IRVisitor::visit(op);
+    }
+  } reads;
+  reads.buffer = buffer.get();
+  reads.visitStmt(f.body);
+  return reads.loads;
 }
 
 inline std::vector<float> toVector(const runtime::Tensor& t) {

@@ -615,18 +615,7 @@ TEST(DensePackedSearch, TunedLoweringRunsWithAnEpilogue) {
     ASSERT_EQ(f.attrs.count("trace"), 1u);
     EXPECT_NE(f.attrs.at("trace").find("cache_write(k)"), std::string::npos);
     // The relu is applied where the tile is written back: no pass reads the output again.
-    struct OutputReads : tir::IRVisitor {
-      const tir::BufferNode* out;
-      int loads = 0;
-      using tir::IRVisitor::visit;
-      void visit(const tir::Load* op) override {
-        loads += op->buffer.get() == out;
-        tir::IRVisitor::visit(op);
-      }
-    } reads;
-    reads.out = f.params.back().get();
-    reads.visitStmt(f.body);
-    EXPECT_EQ(reads.loads, 0) << tir::print(f);
+    EXPECT_EQ(loadsOf(f, f.params.back()), 0) << tir::print(f);
     for (Engine e : {Engine::Interpreter, Engine::Jit})
       EXPECT_TRUE(allClose(evalModule(module, {xt, wt, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
     // The record's trace alone gives the identical kernel.
