@@ -152,13 +152,15 @@ void Schedule::cacheWrite(const std::string& loop) {
     std::set<const Var*> known;
     for (const Axis& a : axes) known.insert(a.loop->var.as<Var>());
     for (const auto& [var, value] : single) known.insert(var.as<Var>());
-    // The loop is one of the condition's, and the others run inside it from their first value:
-    // then the condition holds exactly at an element's first update in the loop.
+    // The loop is one of the condition's, and the others run inside it from their first value
+    // without moving the element: then the condition holds exactly at an element's first update
+    // in the loop.
     bool fits = first && init->firstOf(outer->var.as<Var>()) == *first;
     size_t inside = 1;
+    std::set<const Var*> elementVars = varsIn(store->index);
     for (const For* f : chain) {
       if (std::optional<int64_t> v = init->firstOf(f->var.as<Var>())) {
-        fits = fits && asConstInt(f->min) && *asConstInt(f->min) == *v;
+        fits = fits && asConstInt(f->min) && *asConstInt(f->min) == *v && !elementVars.count(f->var.as<Var>());
         ++inside;
       }
       if (varsIn(init->init).count(f->var.as<Var>()) && !known.count(f->var.as<Var>())) fits = false;

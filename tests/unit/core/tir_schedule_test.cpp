@@ -509,6 +509,28 @@ TEST(TirSchedule, CacheWriteStagesARegisterTile) {
             "vectorize(j_i)\nvectorize(j_i_r)\nvectorize(j_i_w)\n");
 }
 
+// A reduction that starts at the first iteration of r and j, where j picks the element: only
+// y[0] starts from 7, the others from what y held. Staged at r, the start cannot be the copy-in's
+// value for every element, so the copy-in reads y and the select stays.
+TEST(TirSchedule, CacheWriteKeepsAStartThatDependsOnTheElement) {
+  Buffer y = makeBuffer("y", Type::f32(), {4}), x = makeBuffer("x", Type::f32(), {4});
+  Expr r = Var::make("r"), j = Var::make("j");
+  PrimFunc f;
+  f.name = "start";
+  f.params = {x, y};
+  Expr first = EQ::make(r, i64(0)) && EQ::make(j, i64(0));
+  f.body = For::make(r, i64(0), i64(2), ForKind::Serial,
+                     For::make(j, i64(0), i64(4), ForKind::Serial,
+                               Store::make(y, j, Select::make(first, FloatImm::make(Type::f32(), 7), Load::make(y, j)) +
+                                                     Load::make(x, j))));
+  Schedule s(f);
+  s.cacheWrite("r");
+  EXPECT_NE(print(s.func()).find("select"), std::string::npos) << print(s.func());
+  std::vector<float> xs{1, 2, 3, 4}, ys{10, 20, 30, 40};
+  lower::interpret(s.func(), {xs.data(), ys.data()});
+  EXPECT_EQ(ys, (std::vector<float>{9, 24, 36, 48}));  // 7 + 1 + 1; the others their own + 2x
+}
+
 TEST(TirSchedule, CacheWriteRejectsWhatItCannotStage) {
   Schedule s(gemmNest(4, 4, 3));
   // The loop's updates move with it: each iteration of i updates its own row.
