@@ -1,5 +1,5 @@
-// The template-free schedule of pointwise packed convolutions (conv2d_nchwc, 1×1, stride 1, no
-// padding, groups 1): a plain loop nest and the sketch rule whose annotations the tuner
+// The template-free schedule of pointwise packed convolutions (conv2d_nchwc, 1×1, no padding,
+// groups 1, any stride): a plain loop nest and the sketch rule whose annotations the tuner
 // searches, as core/lower/gemm_search.h has for the GEMMs. A configuration with "mi" is a sketch
 // annotation; without it the hand-written builder of ops_conv_packed.cpp stays the kernel.
 //
@@ -13,16 +13,19 @@
 //     y[n, g·V + v, p, l] = select(c = 0 ∧ i = 0, b[(g·V + v)·L + l] or 0, y[…])
 //                           + x[n, c, p, i] · w[g, c, i, v·L + l]
 //
-// The first step of the reduction starts from the bias, so no separate pass sets y.
+// The first step of the reduction starts from the bias, so no separate pass sets y. A strided
+// convolution (the ResNet downsampling layers) keeps its rows: loops r < OH and p < OW after v,
+// reading x[n, c, r·sh, p·sw, i].
 //
 // ## The sketch (annotation mi, po; oc_vecs fixed by the packing)
 //
-//   reorder(g, p, v)               pixels outside the block's vectors (po = 0: p, g, v)
+//   reorder(g, p, v)               pixels outside the block's vectors (po = 0: p, g, v;
+//                                  strided: g, r, p, v or r, p, g, v)
 //   split(p; mi, 1)                row tile of mi pixels, a tail loop for the P mod mi last ones
 //   reorder(p_o, c, i, p_i, v, l)  (po = 0: p_o, g, c, i, p_i, v, l) the tile innermost
 //   unroll(p_i) unroll(v)          the mi × V register tile of L-lane vectors
 //   cache_write(c)                 accumulated in a local buffer (registers) over the reduction
-//   parallel(fuse(g, p_o) | …)     the outer data-parallel loop
+//   parallel(fuse(g, p_o) | …)     the outer data-parallel loop (strided: fuse(g, r) or r)
 //   vectorize(l) (and l_r, l_w)    contiguous along l in y and w, a broadcast of x[n, c, p, i]
 //
 // po = 1 keeps a weight block's output channels outermost (its weights stay in cache while the
@@ -42,18 +45,22 @@ namespace kiln::core::lower {
 
 /// A pointwise packed convolution's sizes, read from its buffers.
 struct PointwiseConvShape {
-  int64_t n = 1, cb = 1, ib = 1;  // input [N, C/ib, P, ib]
-  int64_t pixels = 1;             // P = H·W
+  int64_t n = 1, cb = 1, ib = 1;  // input [N, C/ib, H, W, ib]
+  int64_t pixels = 1;             // the row the sketch tiles: P = H·W (stride 1), else OW
   int64_t groups = 1, vectors = 1, lanes = 1;  // weight blocks O/ob, V = ob / L, L
   bool bias = false;
+  int64_t rows = 1;                        // output rows OH of a strided convolution, else 1
+  int64_t strideH = 1, strideW = 1;        // a stride > 1 walks rows × columns (loops r, p)
+  int64_t inHeight = 1, inWidth = 1;       // H, W
+  bool rowed() const { return strideH != 1 || strideW != 1; }
   double flops() const {
-    return 2.0 * static_cast<double>(n * pixels) * static_cast<double>(cb * ib) *
+    return 2.0 * static_cast<double>(n * rows * pixels) * static_cast<double>(cb * ib) *
            static_cast<double>(groups * vectors * lanes);
   }
 };
 
-/// The shape of a conv2d_nchwc kernel when it is pointwise (1×1 weight, stride 1, no padding,
-/// groups 1, NCHW[x]c input and output); nullopt otherwise. `xs`, `ws`, `ys`: the input, packed
+/// The shape of a conv2d_nchwc kernel when it is pointwise (1×1 weight, no padding, groups 1,
+/// NCHW[x]c input and output, any stride); nullopt otherwise. `xs`, `ws`, `ys`: the input, packed
 /// weight and output shapes; `stride`, `padding`: the kernel's (height, width) pairs.
 std::optional<PointwiseConvShape> pointwiseConvShape(const Shape& xs, const Shape& ws, const Shape& ys,
                                                      const std::vector<int64_t>& stride,

@@ -26,7 +26,7 @@
 //             L/2 when that is ≥ 4 (8 = 256-bit vectors on AVX-512); each output vector is then
 //             L/vec_lanes accumulators, so the tile holds oc_vecs·(L/vec_lanes)·ow_block. The
 //             weight packing and the layouts do not change
-// A pointwise convolution (1×1, stride 1, no padding) may instead carry the annotation of its
+// A pointwise convolution (1×1, no padding, any stride) may instead carry the annotation of its
 // sketch (core/lower/conv_search.h): mi (pixels per register tile), po (weight groups outermost)
 // and oc_vecs (the packing, as above); its record stores the trace beside them.
 // Knobs of dense: rows (input rows per tile, dividing M) and cols (weight rows per tile).

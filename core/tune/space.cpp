@@ -93,8 +93,9 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
               }
             }
           }
-    // Pointwise: the sketch's annotations (conv_search.h) for every packing, after the builder's.
-    if (plan.pointwise && !plan.depthwise)
+    // 1×1 without padding (any stride): the sketch's annotations (conv_search.h) for every
+    // packing, after the builder's.
+    if (!plan.depthwise)
       for (int64_t v : {1, 2, 3, 4, 6, 8}) {
         if (blocks % v != 0) continue;
         std::optional<lower::PointwiseConvShape> s = lower::pointwiseConvShapeOfKey(key, v, options.vectorLanes);
@@ -201,10 +202,11 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
   if (m_kind == "conv2d_nchwc") {
     ConvPlan plan = convPlan(m_params, m_options);
     const lower::ConvGeometry& g = plan.g;
-    // A sketch annotation (mi pixels × oc_vecs vectors, po: channel groups outermost) is a
-    // flattened tile of mi columns, unrolled by the whole block.
+    // A sketch annotation (mi pixels × oc_vecs vectors, po: channel groups outermost) is a tile
+    // of mi columns (of the flattened pixels at stride 1), unrolled by the whole block.
     const bool sketch = k.count("mi") != 0;
-    int64_t v = k.at("oc_vecs"), b = sketch ? k.at("mi") : k.at("ow_block"), flatten = sketch ? 1 : k.at("flatten");
+    int64_t v = k.at("oc_vecs"), b = sketch ? k.at("mi") : k.at("ow_block");
+    int64_t flatten = sketch ? (plan.pointwise ? 1 : 0) : k.at("flatten");
     int64_t ocOuter = sketch ? k.at("po") : k.at("oc_outer");
     int64_t algo = knob(k, "algo", 0), unroll = knob(k, "unroll", 1);
     int64_t lanes = knob(k, "vec_lanes", plan.block), splits = plan.block / lanes;

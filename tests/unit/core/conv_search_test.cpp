@@ -19,6 +19,7 @@
 #include "core/tir/verify.h"
 #include "runtime/error.h"
 #include "tests/unit/core/kernels_test_util.h"
+#include "tests/unit/core/lower_test_util.h"
 
 namespace kiln::core::lower {
 namespace {
@@ -28,41 +29,28 @@ using tir::PrimFunc;
 using tir::Schedule;
 using tir::Trace;
 
-/// y[n, g·V + v, p, l] = b[…] + Σ x[n, c, p, i] · w[g, c, i, v·L + l] in double precision.
+/// y[n, g·V + v, q, l] = b[…] + Σ x[n, c, q', i] · w[g, c, i, v·L + l] in double precision, q the
+/// output pixel and q' the input pixel it reads (the same at stride 1).
 std::vector<float> reference(const PointwiseConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
                              const std::vector<float>* b) {
-  const int64_t blocks = s.groups * s.vectors, ob = s.vectors * s.lanes;
-  std::vector<float> y(static_cast<size_t>(s.n * blocks * s.pixels * s.lanes));
+  const int64_t blocks = s.groups * s.vectors, ob = s.vectors * s.lanes, outPixels = s.rows * s.pixels;
+  const int64_t inPixels = s.rowed() ? s.inHeight * s.inWidth : s.pixels;
+  std::vector<float> y(static_cast<size_t>(s.n * blocks * outPixels * s.lanes));
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t g = 0; g < s.groups; ++g)
       for (int64_t v = 0; v < s.vectors; ++v)
-        for (int64_t p = 0; p < s.pixels; ++p)
+        for (int64_t q = 0; q < outPixels; ++q)
           for (int64_t l = 0; l < s.lanes; ++l) {
             int64_t block = g * s.vectors + v;
+            int64_t from = s.rowed() ? (q / s.pixels) * s.strideH * s.inWidth + (q % s.pixels) * s.strideW : q;
             double acc = b ? (*b)[static_cast<size_t>(block * s.lanes + l)] : 0.0;
             for (int64_t c = 0; c < s.cb; ++c)
               for (int64_t i = 0; i < s.ib; ++i)
-                acc += double(x[static_cast<size_t>(((n * s.cb + c) * s.pixels + p) * s.ib + i)]) *
+                acc += double(x[static_cast<size_t>(((n * s.cb + c) * inPixels + from) * s.ib + i)]) *
                        w[static_cast<size_t>(((g * s.cb + c) * s.ib + i) * ob + v * s.lanes + l)];
-            y[static_cast<size_t>(((n * blocks + block) * s.pixels + p) * s.lanes + l)] = static_cast<float>(acc);
+            y[static_cast<size_t>(((n * blocks + block) * outPixels + q) * s.lanes + l)] = static_cast<float>(acc);
           }
   return y;
-}
-
-std::vector<float> randomData(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  for (size_t i = 0; i < got.size(); ++i)
-    if (!(std::fabs(got[i] - want[i]) <= 1e-4 * (1 + std::fabs(want[i]))))
-      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i];
-  return ::testing::AssertionSuccess();
 }
 
 TEST(PointwiseConvSearch, ShapesAreReadFromPointwiseKernelsOnly) {
@@ -73,7 +61,12 @@ TEST(PointwiseConvSearch, ShapesAreReadFromPointwiseKernelsOnly) {
   EXPECT_EQ(s->vectors, 2);
   EXPECT_EQ(s->groups, 2);
   EXPECT_DOUBLE_EQ(s->flops(), 2.0 * 2 * 20 * 24 * 32);
-  EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {2, 2}, {0, 0}, 1, true));  // strided
+  auto strided = pointwiseConvShape(xs, ws, {2, 4, 2, 3, 8}, {2, 2}, {0, 0}, 1, true);  // rows × columns
+  ASSERT_TRUE(strided.has_value());
+  EXPECT_TRUE(strided->rowed());
+  EXPECT_EQ(strided->rows, 2);
+  EXPECT_EQ(strided->pixels, 3);
+  EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {2, 2}, {0, 0}, 1, true));  // the output of another stride
   EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {1, 1}, {1, 1}, 1, true));  // padded
   EXPECT_FALSE(pointwiseConvShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, 1, true));  // 3×3
   EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {1, 1}, {0, 0}, 3, true));  // grouped
@@ -99,13 +92,20 @@ TEST(PointwiseConvSearch, SketchTracesReplayVerifyAndAgree) {
   std::mt19937 rng(23);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
   int checked = 0;
-  for (int t = 0; t < 10; ++t) {
-    PointwiseConvShape s;
-    s.lanes = t % 3 == 0 ? 1 : (t % 3 == 1 ? 4 : 8);
-    s.n = pick(1, 2), s.cb = pick(1, 3), s.ib = pick(0, 1) ? s.lanes : 4, s.pixels = pick(1, 23);
-    s.groups = pick(1, 3), s.vectors = pick(1, 3), s.bias = pick(0, 1) != 0;
+  for (int t = 0; t < 16; ++t) {
+    const int64_t lanes = t % 3 == 0 ? 1 : (t % 3 == 1 ? 4 : 8), cb = pick(1, 3), ib = pick(0, 1) ? lanes : 4;
+    const int64_t n = pick(1, 2), groups = pick(1, 3), vectors = pick(1, 3), height = pick(1, 7), width = pick(1, 9);
+    // Every other shape strided (1×2, 2×1 or 2×2).
+    const int64_t sh = t % 2 ? pick(1, 2) : 1, sw = t % 2 && sh == 1 ? 2 : (t % 2 ? pick(1, 2) : 1);
+    std::optional<PointwiseConvShape> shape =
+        pointwiseConvShape({n, cb, height, width, ib}, {groups, cb, 1, 1, ib, vectors * lanes},
+                           {n, groups * vectors, (height - 1) / sh + 1, (width - 1) / sw + 1, lanes}, {sh, sw}, {0, 0}, 1,
+                           pick(0, 1) != 0);
+    ASSERT_TRUE(shape.has_value());
+    const PointwiseConvShape& s = *shape;
+    EXPECT_EQ(s.rowed(), t % 2 == 1);
     PrimFunc plain = pointwiseConvPlainFunc(s);
-    std::vector<float> x = randomData(s.n * s.cb * s.pixels * s.ib, 10 + t);
+    std::vector<float> x = randomData(s.n * s.cb * height * width * s.ib, 10 + t);
     std::vector<float> w = randomData(s.groups * s.cb * s.ib * s.vectors * s.lanes, 20 + t);
     std::vector<float> b = randomData(s.groups * s.vectors * s.lanes, 30 + t);
     std::vector<float> want = reference(s, x, w, s.bias ? &b : nullptr);
@@ -185,22 +185,7 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
   for (const Knobs& knobs : {Knobs{{"mi", 5}, {"po", 1}, {"oc_vecs", 2}}, Knobs{{"mi", 4}, {"po", 0}, {"oc_vecs", 2}},
                              Knobs{{"mi", 6}, {"po", 1}, {"oc_vecs", 2}}}) {
     SCOPED_TRACE(knobsText(knobs));
-    auto configs = std::make_shared<ScheduleConfigs>();
-    configs->byKey[key] = knobs;
-    options.schedules = configs;
-    LoweredModule module = lowerGraph(fused, options);
-    ASSERT_EQ(module.funcs.size(), 1u);
-    const PrimFunc& f = module.funcs[0];
-    EXPECT_EQ(f.attrs.at("schedule"), knobsText(knobs));
-    ASSERT_EQ(f.attrs.count("trace"), 1u);
-    EXPECT_NE(f.attrs.at("trace").find("cache_write(c)"), std::string::npos);
-    EXPECT_EQ(loadsOf(f, f.params.back()), 0) << tir::print(f);
-    for (Engine e : {Engine::Interpreter, Engine::Jit})
-      EXPECT_TRUE(allClose(evalModule(module, {xt, wt, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
-    auto traced = std::make_shared<ScheduleConfigs>();
-    traced->traces[key] = f.attrs.at("trace");
-    options.schedules = traced;
-    EXPECT_EQ(tir::print(lowerGraph(fused, options).funcs[0]), tir::print(f));
+    expectSketchKernel(fused, options, key, knobs, "c", {xt, wt, bt}, want);
   }
   auto configs = std::make_shared<ScheduleConfigs>();
   configs->byKey[key] = Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 1}};  // packed for one vector per block
@@ -208,6 +193,35 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
   PrimFunc builder = lowerGraph(fused, options).funcs[0];
   EXPECT_NE(builder.attrs.at("schedule").find("ow_block"), std::string::npos) << builder.attrs.at("schedule");
   EXPECT_EQ(builder.attrs.count("trace"), 0u);
+}
+
+// A strided 1×1 convolution (ResNet's downsampling) keeps its rows; a record selects the sketch,
+// whose kernel computes the convolution in the interpreter and as JIT code and whose trace is the
+// one the tuner builds from the key.
+TEST(PointwiseConvSearch, StridedConvolutionsKeepTheirRows) {
+  Graph g = parseGraph(
+      "graph(%x: f32[1,2,5,7,8], %w: f32[1,2,1,1,8,16], %b: f32[16]) {\n"
+      "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, stride=[2,2], out_layout=\"NCHW8c\"} : f32[1,2,3,4,8]\n"
+      "  return %y\n"
+      "}\n");
+  auto s = pointwiseConvShape({1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, {1, 2, 3, 4, 8}, {2, 2}, {0, 0}, 1, true);
+  ASSERT_TRUE(s.has_value());
+  runtime::Tensor xt = randomTensor({1, 2, 5, 7, 8}, 4), wt = randomTensor({1, 2, 1, 1, 8, 16}, 5), bt = randomTensor({16}, 6);
+  std::vector<float> b = toVector(bt);
+  std::vector<float> want = reference(*s, toVector(xt), toVector(wt), &b);
+  LowerOptions options;  // 8 lanes, 16 registers
+  const std::string key = lowerGraph(g, options).funcs[0].attrs.at("tune_key");
+  EXPECT_NE(key.find("sh=2,sw=2"), std::string::npos) << key;
+  for (const Knobs& knobs : {Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}}, Knobs{{"mi", 3}, {"po", 0}, {"oc_vecs", 2}}}) {
+    SCOPED_TRACE(knobsText(knobs));
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[key] = knobs;
+    options.schedules = configs;
+    LoweredModule module = lowerGraph(g, options);
+    EXPECT_EQ(module.funcs[0].attrs.at("trace"), sketchTrace(key, knobs, 8, 16).str());
+    for (Engine e : {Engine::Interpreter, Engine::Jit})
+      EXPECT_TRUE(allClose(evalModule(module, {xt, wt, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+  }
 }
 
 // The tuner records the trace it builds from the key alone (sketchTrace, on alter-layout's

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,7 +18,9 @@
 #include "core/ir/graph.h"
 #include "core/lower/interpreter.h"
 #include "core/lower/lower.h"
+#include "core/lower/schedule_config.h"
 #include "core/tir/functor.h"
+#include "core/tir/printer.h"
 #include "runtime/graph_executor.h"
 
 namespace kiln::core::lower::testing {
@@ -27,6 +31,15 @@ inline runtime::Tensor randomTensor(const Shape& shape, uint32_t seed, float lo 
   std::uniform_real_distribution<float> dist(lo, hi);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
   return t;
+}
+
+/// |got − want| ≤ 1e-4·(1 + |want|) elementwise, NaN never close.
+inline ::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 1e-4 * (1 + std::fabs(want[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i];
+  return ::testing::AssertionSuccess();
 }
 
 enum class Engine { Interpreter, Jit };
@@ -105,6 +118,32 @@ inline int loadsOf(const tir::PrimFunc& f, const tir::Buffer& buffer) {
   reads.buffer = buffer.get();
   reads.visitStmt(f.body);
   return reads.loads;
+}
+
+/// A kernel scheduled by a sketch through a tuning record: lowers `graph` (one kernel) with
+/// `knobs` as the record of `key`, then checks its schedule and trace (staged in registers at
+/// `stagedLoop`), that it never reads its output back (a fused epilogue at the tile's stores),
+/// its outputs in the interpreter and as JIT code, and that the trace alone rebuilds it.
+inline void expectSketchKernel(const Graph& graph, LowerOptions options, const std::string& key,
+                               const std::map<std::string, int64_t>& knobs, const std::string& stagedLoop,
+                               const std::vector<runtime::Tensor>& inputs, const std::vector<float>& want) {
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[key] = knobs;
+  options.schedules = configs;
+  LoweredModule module = lowerGraph(graph, options);
+  ASSERT_EQ(module.funcs.size(), 1u);
+  const tir::PrimFunc& f = module.funcs[0];
+  EXPECT_EQ(f.attrs.at("tune_key"), key);
+  EXPECT_EQ(f.attrs.at("schedule"), knobsText(knobs));
+  ASSERT_EQ(f.attrs.count("trace"), 1u);
+  EXPECT_NE(f.attrs.at("trace").find("cache_write(" + stagedLoop + ")"), std::string::npos);
+  EXPECT_EQ(loadsOf(f, f.params.back()), 0) << tir::print(f);
+  for (Engine e : {Engine::Interpreter, Engine::Jit})
+    EXPECT_TRUE(allClose(evalModule(module, inputs, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+  auto traced = std::make_shared<ScheduleConfigs>();
+  traced->traces[key] = f.attrs.at("trace");
+  options.schedules = traced;
+  EXPECT_EQ(tir::print(lowerGraph(graph, options).funcs[0]), tir::print(f));
 }
 
 inline std::vector<float> toVector(const runtime::Tensor& t) {

@@ -21,6 +21,7 @@
 #include "core/tir/verify.h"
 #include "runtime/error.h"
 #include "tests/unit/core/kernels_test_util.h"
+#include "tests/unit/core/lower_test_util.h"
 
 namespace kiln::core::lower {
 namespace {
@@ -58,14 +59,6 @@ std::vector<float> reference(const MatmulShape& s, const std::vector<float>& a, 
   return y;
 }
 
-std::vector<float> randomData(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
 int64_t numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -77,14 +70,6 @@ std::vector<float> run(const PrimFunc& f, const MatmulShape& s, std::vector<floa
   std::vector<float> y(static_cast<size_t>(s.batches * s.m * s.n), std::nanf(""));
   interpret(f, {a.data(), b.data(), y.data()});
   return y;
-}
-
-::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << want.size();
-  for (size_t i = 0; i < got.size(); ++i)
-    if (!(std::fabs(got[i] - want[i]) <= 1e-4 * (1 + std::fabs(want[i]))))
-      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i];
-  return ::testing::AssertionSuccess();
 }
 
 /// A random matmul: 0-2 batch axes on each operand, some broadcast (size 1 or missing).
@@ -604,25 +589,8 @@ TEST(DensePackedSearch, TunedLoweringRunsWithAnEpilogue) {
   LowerOptions options;  // 8 lanes, 16 registers
   for (const Knobs& knobs : {Knobs{{"mi", 4}, {"nv", 2}, {"po", 1}}, Knobs{{"mi", 5}, {"nv", 1}, {"po", 0}}}) {
     SCOPED_TRACE(knobsText(knobs));
-    auto configs = std::make_shared<ScheduleConfigs>();
-    configs->byKey[key] = knobs;
-    options.schedules = configs;
-    LoweredModule module = lowerGraph(fused, options);
-    ASSERT_EQ(module.funcs.size(), 1u);
-    const PrimFunc& f = module.funcs[0];
-    EXPECT_EQ(f.attrs.at("tune_key"), key);
-    EXPECT_EQ(f.attrs.at("schedule"), knobsText(knobs));
-    ASSERT_EQ(f.attrs.count("trace"), 1u);
-    EXPECT_NE(f.attrs.at("trace").find("cache_write(k)"), std::string::npos);
     // The relu is applied where the tile is written back: no pass reads the output again.
-    EXPECT_EQ(loadsOf(f, f.params.back()), 0) << tir::print(f);
-    for (Engine e : {Engine::Interpreter, Engine::Jit})
-      EXPECT_TRUE(allClose(evalModule(module, {xt, wt, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
-    // The record's trace alone gives the identical kernel.
-    auto traced = std::make_shared<ScheduleConfigs>();
-    traced->traces[key] = f.attrs.at("trace");
-    options.schedules = traced;
-    EXPECT_EQ(tir::print(lowerGraph(fused, options).funcs[0]), tir::print(f));
+    expectSketchKernel(fused, options, key, knobs, "k", {xt, wt, bt}, want);
   }
   auto configs = std::make_shared<ScheduleConfigs>();
   configs->byKey[key] = Knobs{{"mi", 4}, {"nv", 3}, {"po", 1}};  // 24 lanes do not divide the panel
