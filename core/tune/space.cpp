@@ -100,7 +100,10 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
         if (blocks % v != 0) continue;
         std::optional<lower::PointwiseConvShape> s = lower::pointwiseConvShapeOfKey(key, v, options.vectorLanes);
         if (!s) continue;
-        for (Knobs& k : lower::pointwiseConvAnnotations(*s, options.vectorRegisters)) space.add(std::move(k));
+        space.m_seeds.push_back(space.size());
+        space.add(lower::pointwiseConvDefaultKnobs(*s, options.vectorRegisters));
+        for (Knobs& k : lower::pointwiseConvAnnotations(*s, options.vectorRegisters))
+          if (!space.m_index.count(k)) space.add(std::move(k));
       }
     // Winograd: register tiles of v vectors × b output tiles (the last block may be narrower, so
     // every b up to the tile count is distinct).

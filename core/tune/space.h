@@ -47,6 +47,11 @@ class ConfigSpace {
   /// width), then the task's shape. Same length for every task of one operator kind.
   std::vector<float> features(int64_t index) const;
   std::string kind() const { return m_kind; }
+  /// Configurations worth measuring right after the heuristic's: another schedule system's own
+  /// default (a pointwise convolution's sketch annotation, one per weight packing), so every
+  /// tuning run times it against the builder. The tune loop takes those that agree with the
+  /// heuristic's configuration on the knobs they share (its packing).
+  const std::vector<int64_t>& seeds() const { return m_seeds; }
 
  private:
   void add(lower::Knobs knobs);
@@ -61,6 +66,7 @@ class ConfigSpace {
   std::map<std::string, std::vector<int64_t>> m_values;
   /// Optional knobs: the value a configuration without them has (vec_lanes: the block).
   std::map<std::string, int64_t> m_defaults;
+  std::vector<int64_t> m_seeds;
 };
 
 }  // namespace kiln::core::tune

@@ -74,15 +74,27 @@ class TaskSearch {
   TuneTaskResult take() { return std::move(m_result); }
   double defaultGflops() const { return m_defaultMs > 0 ? m_task.flops / (m_defaultMs * 1e6) : 0; }
 
-  /// Proposes and measures one batch (the heuristic's configuration alone first: the baseline
-  /// every candidate is compared to); `measured` runs after each candidate. False when the tuner
+  /// Proposes and measures one batch (the heuristic's configuration first, the baseline every
+  /// candidate is compared to, with the space's seeds for its packing); `measured` runs after
+  /// each candidate. False when the tuner
   /// had nothing left to propose.
   bool measureBatch(const std::function<void()>& measured) {
     std::vector<int64_t> batch;
     if (!m_triedDefault) {
       m_triedDefault = true;
-      if (auto index = m_space.indexOf(lower::parseKnobs(m_task.defaultKnobs)); index && !m_tuner->visited(*index))
-        batch.push_back(*index);
+      lower::Knobs heuristic = lower::parseKnobs(m_task.defaultKnobs);
+      if (auto index = m_space.indexOf(heuristic); index && !m_tuner->visited(*index)) batch.push_back(*index);
+      // Then the space's seeds for the same packing (another schedule system's default).
+      for (int64_t seed : m_space.seeds()) {
+        bool agrees = true;
+        for (const auto& [name, value] : m_space.config(seed)) {
+          auto it = heuristic.find(name);
+          agrees = agrees && (it == heuristic.end() || it->second == value);
+        }
+        if (agrees && !m_tuner->visited(seed) && trials() + static_cast<int64_t>(batch.size()) < m_planned &&
+            std::find(batch.begin(), batch.end(), seed) == batch.end())
+          batch.push_back(seed);
+      }
     }
     if (batch.empty()) batch = m_tuner->propose(std::min(m_options.batchSize, m_planned - trials()));
     if (batch.empty()) return false;

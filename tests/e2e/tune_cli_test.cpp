@@ -340,9 +340,10 @@ TEST(TuneCli, MatmulRecordsCarryTracesThatBuildAndMatchPyTorch) {
   EXPECT_NE(ir.err.find(traced["key"].get<std::string>() + "': its trace does not replay"), std::string::npos) << ir.err;
 }
 
-// A pointwise convolution's task named by its tuning key (commas and all), and a record of its
-// sketch (conv_search.h): the build packs the weights for the record's oc_vecs, runs the
-// sketch's kernel with its trace, and matches PyTorch on the whole network.
+// A pointwise convolution's task named by its tuning key (commas and all) times the builder's
+// heuristic and then the sketch's default (conv_search.h); a record of a sketch annotation makes
+// the build pack the weights for its oc_vecs and run the sketch's kernel, which matches PyTorch
+// on the whole network.
 TEST(TuneCli, PointwiseConvSketchRecordsBuildAndMatchPyTorch) {
   std::string net = std::string(KILN_MODELS_DIR) + "/mobilenet_v2.pt";
   Outcome list = kiln("tune " + net + " --list-tasks");
@@ -362,8 +363,18 @@ TEST(TuneCli, PointwiseConvSketchRecordsBuildAndMatchPyTorch) {
                    records.string() + common());
   ASSERT_EQ(o.exitCode, 0) << o.err;
   std::vector<nlohmann::json> tuned = readLines(records);
-  ASSERT_FALSE(tuned.empty());
-  for (const auto& r : tuned) EXPECT_EQ(r["key"], key) << r.dump();
+  ASSERT_EQ(tuned.size(), 2u);
+  // The first batch: the builder's heuristic, then the sketch's default for the same packing,
+  // whose record carries its trace.
+  int sketches = 0;
+  for (const auto& r : tuned) {
+    EXPECT_EQ(r["key"], key) << r.dump();
+    EXPECT_EQ(r["error"], "") << r.dump();
+    bool sketch = r["knobs"].get<std::string>().find("mi=") != std::string::npos;
+    EXPECT_EQ(r.contains("trace"), sketch) << r.dump();
+    sketches += sketch;
+  }
+  EXPECT_EQ(sketches, 1);
 
   nlohmann::json sketch = tuned[0];
   sketch["knobs"] = "mi=4,oc_vecs=1,po=1";

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "../core/kernels_test_util.h"
+#include "core/lower/conv_search.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
 #include "core/passes/alter_layout.h"
@@ -191,6 +192,25 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
     EXPECT_GT(schedules.size(), 2u) << key;
     EXPECT_TRUE(space.indexOf(lower::parseKnobs(heuristic)).has_value()) << "heuristic outside the space: " << heuristic;
   }
+}
+
+// A pointwise convolution's space seeds the sketch's default annotation of every packing, so a
+// tuning run times it right after the builder's heuristic; other spaces have no seeds.
+TEST(TuneSpace, PointwiseSpacesSeedTheSketchDefault) {
+  ConfigSpace space = ConfigSpace::forKey(kPointwise, avx2());
+  ASSERT_FALSE(space.seeds().empty());
+  std::set<int64_t> packings;
+  for (int64_t seed : space.seeds()) {
+    const Knobs& k = space.config(seed);
+    ASSERT_EQ(k.count("mi"), 1u) << lower::knobsText(k);
+    packings.insert(k.at("oc_vecs"));
+    auto shape = lower::pointwiseConvShapeOfKey(kPointwise, k.at("oc_vecs"), avx2().vectorLanes);
+    ASSERT_TRUE(shape.has_value());
+    EXPECT_EQ(k, lower::pointwiseConvDefaultKnobs(*shape, avx2().vectorRegisters));
+  }
+  EXPECT_EQ(packings.size(), space.seeds().size());
+  EXPECT_TRUE(ConfigSpace::forKey(kConv, avx2()).seeds().empty());
+  EXPECT_TRUE(ConfigSpace::forKey(kDense, avx2()).seeds().empty());
 }
 
 TEST(TuneSpace, WinogradAndUnrollKnobsOnlyWhereTheyApply) {
