@@ -64,14 +64,7 @@ PrimFunc pointwiseConvPlainFunc(const PointwiseConvShape& s) {
   Buffer w = makeBuffer("w", elem, {s.groups, s.cb, s.ib, s.vectors * s.lanes});
   Buffer b = s.bias ? makeBuffer("b", elem, {s.groups * s.vectors * s.lanes}) : nullptr;
   Buffer y = makeBuffer("y", elem, {s.n, s.groups * s.vectors, s.rows * s.pixels, s.lanes});
-  PrimFunc f;
-  f.name = "conv2d_nchwc";
-  f.params = {x, w};
-  if (s.bias) f.params.push_back(b);
-  f.params.push_back(y);
-  f.numOutputs = 1;
-  f.body = pointwiseConvPlainNest(s, x, w, b, y);
-  return f;
+  return plainFunc("conv2d_nchwc", x, w, b, y, pointwiseConvPlainNest(s, x, w, b, y));
 }
 
 bool pointwiseConvAnnotationFits(const PointwiseConvShape& s, const Knobs& knobs, int registers) {

@@ -243,14 +243,7 @@ PrimFunc densePackedPlainFunc(const std::string& key) {
   Type elem = Type::f32();
   Buffer x = makeBuffer("x", elem, {s.m, s.k}), w = makeBuffer("w", elem, {s.n / s.panel, s.k, s.panel});
   Buffer b = s.bias ? makeBuffer("b", elem, {s.n}) : nullptr, y = makeBuffer("y", elem, {s.m, s.n});
-  PrimFunc f;
-  f.name = "dense_packed";
-  f.params = {x, w};
-  if (s.bias) f.params.push_back(b);
-  f.params.push_back(y);
-  f.numOutputs = 1;
-  f.body = densePackedPlainNest(s, x, w, b, y);
-  return f;
+  return plainFunc("dense_packed", x, w, b, y, densePackedPlainNest(s, x, w, b, y));
 }
 
 bool fourRowsWithATail(int64_t m) { return m >= 8 && m % 4 != 0 && m % 3 != 0; }

@@ -229,6 +229,11 @@ ReductionAxes reductionAxes(const OpContext& ctx);
 /// Unflattens row m of a [d0, ..., dr-1, N] output into index expressions.
 std::vector<tir::Expr> rowIndex(const tir::Expr& m, const Shape& leading);
 
+/// The function a sketch schedules: `body`, a plain nest over the input x, the packed weight w,
+/// the bias b (left out when null) and the output y, as parameters in that order.
+tir::PrimFunc plainFunc(std::string name, const tir::Buffer& x, const tir::Buffer& w, const tir::Buffer& b,
+                        const tir::Buffer& y, tir::Stmt body);
+
 /// The kernel of `ctx.tuneKey` scheduled by primitives when options.schedules selects it: the
 /// record's trace replayed on `plain` (the op's plain nest over the kernel's buffers), or a sketch
 /// annotation (knobs with "mi") that `fits` accepts, applied by `sketch`. An undefined Stmt when

@@ -277,6 +277,17 @@ std::vector<Expr> rowIndex(const Expr& m, const Shape& leading) {
 
 // Primitive-scheduled kernels of tuning records (lower_internal.h).
 
+PrimFunc plainFunc(std::string name, const Buffer& x, const Buffer& w, const Buffer& b, const Buffer& y, Stmt body) {
+  PrimFunc f;
+  f.name = std::move(name);
+  f.params = {x, w};
+  if (b) f.params.push_back(b);
+  f.params.push_back(y);
+  f.numOutputs = 1;
+  f.body = std::move(body);
+  return f;
+}
+
 Stmt tunedBySketch(const OpContext& ctx, PrimFunc plain, const std::function<bool(const Knobs&)>& fits,
                    const std::function<void(Schedule&, const Knobs&)>& sketch) {
   const ScheduleConfigs* configs = ctx.options.schedules.get();

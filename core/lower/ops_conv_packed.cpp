@@ -294,12 +294,9 @@ class PackedConvBuilder {
 /// one), its fused epilogue applied where the register tile is written back.
 Stmt tunedPointwiseConv(const OpContext& ctx, const PointwiseConvShape& s) {
   const int registers = ctx.options.vectorRegisters;
-  PrimFunc plain;
-  plain.name = "conv2d_nchwc";
-  plain.params = {ctx.in[0], ctx.in[1]};
-  if (s.bias) plain.params.push_back(ctx.in[2]);
-  plain.params.push_back(ctx.out[0]);
-  plain.body = pointwiseConvPlainNest(s, ctx.in[0], ctx.in[1], s.bias ? ctx.in[2] : nullptr, ctx.out[0]);
+  const Buffer b = s.bias ? ctx.in[2] : nullptr;
+  PrimFunc plain = plainFunc("conv2d_nchwc", ctx.in[0], ctx.in[1], b, ctx.out[0],
+                             pointwiseConvPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0]));
   Stmt nest = tunedBySketch(
       ctx, std::move(plain), [&](const Knobs& k) { return pointwiseConvAnnotationFits(s, k, registers); },
       [&](Schedule& sched, const Knobs& k) { applyPointwiseConvSketch(sched, s, k, registers); });

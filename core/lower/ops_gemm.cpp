@@ -220,12 +220,9 @@ Stmt lowerDensePacked(const OpContext& ctx) {
   for (int64_t d : leading) s.m *= d;
   const int lanes = densePackedLanes(s, laneCount(ctx));
   const int registers = ctx.options.vectorRegisters;
-  PrimFunc plain;
-  plain.name = "dense_packed";
-  plain.params = {ctx.in[0], ctx.in[1]};
-  if (s.bias) plain.params.push_back(ctx.in[2]);
-  plain.params.push_back(ctx.out[0]);
-  plain.body = densePackedPlainNest(s, ctx.in[0], ctx.in[1], s.bias ? ctx.in[2] : nullptr, ctx.out[0]);
+  const Buffer b = s.bias ? ctx.in[2] : nullptr;
+  PrimFunc plain = plainFunc("dense_packed", ctx.in[0], ctx.in[1], b, ctx.out[0],
+                             densePackedPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0]));
   auto sketch = [&](Schedule& sched, const Knobs& kn) { applyDensePackedSketch(sched, s, kn, lanes, registers); };
   ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
   Stmt nest;
