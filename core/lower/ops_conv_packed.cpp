@@ -20,7 +20,7 @@
 // contiguous because of the packing; broadcasts come straight from memory (AVX-512 embedded
 // broadcast). 1×1 convolutions are the same tile without kh/kw loops: a packed GEMM; on narrow
 // rows (7×7) their spatial axes are flattened into one row so that the tiles stay full. A
-// pointwise convolution whose tuning record is a sketch annotation or trace runs the sketch of
+// convolution (groups 1) whose tuning record is a sketch annotation or trace runs the sketch of
 // conv_search.h instead (the same tile, built by schedule primitives on a plain nest).
 //
 // Vector width (knob vec_lanes = w, schedule.h packedConvLaneChoices): by default w = L. With
@@ -290,16 +290,16 @@ class PackedConvBuilder {
   RegisterTile m_acc{"acc", Type::f32(), 1, 1};
 };
 
-/// The sketch-scheduled kernel of a pointwise convolution's record (an undefined Stmt without
-/// one), its fused epilogue applied where the register tile is written back.
-Stmt tunedPointwiseConv(const OpContext& ctx, const PointwiseConvShape& s) {
+/// The sketch-scheduled kernel of a convolution's record (an undefined Stmt without one), its
+/// fused epilogue applied where the register tile is written back.
+Stmt tunedSketchConv(const OpContext& ctx, const ConvSketchShape& s) {
   const int registers = ctx.options.vectorRegisters;
   const Buffer b = s.bias ? ctx.in[2] : nullptr;
   PrimFunc plain = plainFunc("conv2d_nchwc", ctx.in[0], ctx.in[1], b, ctx.out[0],
-                             pointwiseConvPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0]));
+                             convSketchPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0]));
   Stmt nest = tunedBySketch(
-      ctx, std::move(plain), [&](const Knobs& k) { return pointwiseConvAnnotationFits(s, k, registers); },
-      [&](Schedule& sched, const Knobs& k) { applyPointwiseConvSketch(sched, s, k, registers); });
+      ctx, std::move(plain), [&](const Knobs& k) { return convSketchAnnotationFits(s, k, registers); },
+      [&](Schedule& sched, const Knobs& k) { applyConvSketch(sched, s, k, registers); });
   if (!nest.defined() || !ctx.epilogue) return nest;
   const Shape& ys = ctx.outTypes[0].shape;
   return epilogueAtStores(ctx, nest, Shape(ys.begin(), ys.end() - 1), ys.back());
@@ -329,10 +329,10 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   // Likewise a record for a Winograd algorithm (alter-layout did not transform this weight).
   if (tuned && (knob(*tuned, "oc_vecs", s.ocVecs) != s.ocVecs || knob(*tuned, "algo", 0) != 0)) tuned = nullptr;
   bool pointwise = s.kh == 1 && s.kw == 1 && stride == std::vector<int64_t>{1, 1} && pad == std::vector<int64_t>{0, 0};
-  // A pointwise convolution whose record is a sketch annotation or trace (conv_search.h).
+  // A convolution whose record is a sketch annotation or trace (conv_search.h).
   if (!s.depthwise) {
-    if (auto shape = pointwiseConvShape(xs, ws, ys, stride, pad, ctx.attrs.getInt("groups", 1), ctx.in.size() == 3)) {
-      Stmt nest = tunedPointwiseConv(ctx, *shape);
+    if (auto shape = convSketchShape(xs, ws, ys, stride, pad, dil, ctx.attrs.getInt("groups", 1), ctx.in.size() == 3)) {
+      Stmt nest = tunedSketchConv(ctx, *shape);
       if (nest.defined()) return nest;
     }
   }

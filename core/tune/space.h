@@ -48,7 +48,7 @@ class ConfigSpace {
   std::vector<float> features(int64_t index) const;
   std::string kind() const { return m_kind; }
   /// Configurations worth measuring right after the heuristic's: another schedule system's own
-  /// default (a pointwise convolution's sketch annotation, one per weight packing), so every
+  /// default (a convolution's sketch annotation, one per weight packing), so every
   /// tuning run times it against the builder. The tune loop takes those that agree with the
   /// heuristic's configuration on the knobs they share (its packing).
   const std::vector<int64_t>& seeds() const { return m_seeds; }

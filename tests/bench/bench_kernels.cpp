@@ -1,5 +1,5 @@
 // Microbenchmarks of Kiln's generated kernels (Google Benchmark): GFLOP/s of conv2d in the packed
-// layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes, its pointwise
+// layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes, its ungrouped
 // ones also as the template-free sketch of core/lower/conv_search.h (conv_sketch), direct vs
 // Winograd F(2×2, 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective
 // GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000, and bert_encoder's dense
@@ -207,10 +207,10 @@ Compiled packedConv(const ConvShape& s, bool sketch = false) {
   double flops = 2.0 * s.oc * oh * ow * (s.c / s.groups) * s.k * s.k;
   lower::Knobs knobs;
   if (sketch) {
-    auto shape = lower::pointwiseConvShape({1, s.c / inBlock, s.h, s.w, inBlock}, g.type(wp).shape,
-                                           {1, s.oc / outBlock, oh, ow, outBlock}, stride, pad, s.groups, true);
-    if (!shape) std::fprintf(stderr, "%s: not a pointwise convolution, no sketch\n", s.name);
-    else knobs = lower::pointwiseConvDefaultKnobs(*shape, o.vectorRegisters);
+    auto shape = lower::convSketchShape({1, s.c / inBlock, s.h, s.w, inBlock}, g.type(wp).shape,
+                                        {1, s.oc / outBlock, oh, ow, outBlock}, stride, pad, {1, 1}, s.groups, true);
+    if (!shape) std::fprintf(stderr, "%s: a grouped convolution, no sketch\n", s.name);
+    else knobs = lower::convSketchDefaultKnobs(*shape, o.vectorRegisters);
     if (const char* text = std::getenv("KILN_BENCH_SKETCH_KNOBS")) {
       for (const auto& [name, value] : lower::parseKnobs(text)) knobs[name] = value;
     }
@@ -356,9 +356,9 @@ void registerAll() {
                 t);
     }
   }
-  // The pointwise ones again as the template-free sketch (conv_search.h), the builder's rows beside.
+  // The ungrouped ones again as the template-free sketch (conv_search.h), the builder's rows beside.
   for (const ConvShape& shape : resnet50Shapes()) {
-    if (shape.k != 1 || shape.pad != 0 || shape.groups != 1) continue;
+    if (shape.groups != 1) continue;
     for (int t : {1, 2}) {
       std::string suffix = std::string(shape.name) + "/threads:" + std::to_string(t);
       configure(benchmark::RegisterBenchmark(("conv_sketch/" + suffix).c_str(), [shape, t](benchmark::State& s) {

@@ -1,8 +1,8 @@
-// The template-free schedule of pointwise packed convolutions (core/lower/conv_search.h): every
+// The template-free schedule of direct packed convolutions (core/lower/conv_search.h): every
 // annotation the sketch offers applies, verifies, replays from its trace and computes the
-// convolution (tail pixels, several weight blocks, scalar and vector lanes, with and without a
-// bias); a record selects it in the model's lowering, with the fused epilogue at the tile's
-// stores, in the interpreter and as JIT code.
+// convolution (pointwise and windowed, strided, padded and dilated; tail pixels, several weight
+// blocks, scalar and vector lanes, with and without a bias); a record selects it in the model's
+// lowering, with the fused epilogue at the tile's stores, in the interpreter and as JIT code.
 #include "core/lower/conv_search.h"
 
 #include <gtest/gtest.h>
@@ -29,55 +29,105 @@ using tir::PrimFunc;
 using tir::Schedule;
 using tir::Trace;
 
-/// y[n, g·V + v, q, l] = b[…] + Σ x[n, c, q', i] · w[g, c, i, v·L + l] in double precision, q the
-/// output pixel and q' the input pixel it reads (the same at stride 1).
-std::vector<float> reference(const PointwiseConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
+/// y[n, g·V + v, r, q, l] = b[…] + Σ x[n, c, r·sh + kh·dh − ph, q·sw + kw·dw − pw, i] ·
+/// w[g, c, kh, kw, i, v·L + l] in double precision, reads outside the image being 0 (a flat
+/// pointwise shape is one row of its pixels).
+std::vector<float> reference(const ConvSketchShape& s, const std::vector<float>& x, const std::vector<float>& w,
                              const std::vector<float>* b) {
   const int64_t blocks = s.groups * s.vectors, ob = s.vectors * s.lanes, outPixels = s.rows * s.pixels;
-  const int64_t inPixels = s.rowed() ? s.inHeight * s.inWidth : s.pixels;
+  const int64_t height = s.rowed() ? s.inHeight : 1, width = s.rowed() ? s.inWidth : s.pixels;
   std::vector<float> y(static_cast<size_t>(s.n * blocks * outPixels * s.lanes));
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t g = 0; g < s.groups; ++g)
       for (int64_t v = 0; v < s.vectors; ++v)
-        for (int64_t q = 0; q < outPixels; ++q)
-          for (int64_t l = 0; l < s.lanes; ++l) {
-            int64_t block = g * s.vectors + v;
-            int64_t from = s.rowed() ? (q / s.pixels) * s.strideH * s.inWidth + (q % s.pixels) * s.strideW : q;
-            double acc = b ? (*b)[static_cast<size_t>(block * s.lanes + l)] : 0.0;
-            for (int64_t c = 0; c < s.cb; ++c)
-              for (int64_t i = 0; i < s.ib; ++i)
-                acc += double(x[static_cast<size_t>(((n * s.cb + c) * inPixels + from) * s.ib + i)]) *
-                       w[static_cast<size_t>(((g * s.cb + c) * s.ib + i) * ob + v * s.lanes + l)];
-            y[static_cast<size_t>(((n * blocks + block) * outPixels + q) * s.lanes + l)] = static_cast<float>(acc);
-          }
+        for (int64_t r = 0; r < s.rows; ++r)
+          for (int64_t q = 0; q < s.pixels; ++q)
+            for (int64_t l = 0; l < s.lanes; ++l) {
+              int64_t block = g * s.vectors + v;
+              double acc = b ? (*b)[static_cast<size_t>(block * s.lanes + l)] : 0.0;
+              for (int64_t c = 0; c < s.cb; ++c)
+                for (int64_t kh = 0; kh < s.kh; ++kh)
+                  for (int64_t kw = 0; kw < s.kw; ++kw) {
+                    int64_t row = r * s.strideH + kh * s.dilH - s.padH, col = q * s.strideW + kw * s.dilW - s.padW;
+                    if (row < 0 || row >= height || col < 0 || col >= width) continue;
+                    for (int64_t i = 0; i < s.ib; ++i)
+                      acc += double(x[static_cast<size_t>((((n * s.cb + c) * height + row) * width + col) * s.ib + i)]) *
+                             w[static_cast<size_t>(((((g * s.cb + c) * s.kh + kh) * s.kw + kw) * s.ib + i) * ob +
+                                                   v * s.lanes + l)];
+                  }
+              y[static_cast<size_t>(((n * blocks + block) * outPixels + r * s.pixels + q) * s.lanes + l)] =
+                  static_cast<float>(acc);
+            }
   return y;
 }
 
-TEST(PointwiseConvSearch, ShapesAreReadFromPointwiseKernelsOnly) {
+/// Every annotation of `s` (with `registers` vector registers) applies, verifies, replays from
+/// its trace and computes the convolution in the interpreter; returns how many were checked.
+int checkEveryAnnotation(const ConvSketchShape& s, int registers, uint32_t seed) {
+  PrimFunc plain = convSketchPlainFunc(s);
+  const int64_t inPixels = s.rowed() ? s.inHeight * s.inWidth : s.pixels;
+  std::vector<float> x = randomData(s.n * s.cb * inPixels * s.ib, seed);
+  std::vector<float> w = randomData(s.groups * s.cb * s.kh * s.kw * s.ib * s.vectors * s.lanes, seed + 1);
+  std::vector<float> b = randomData(s.groups * s.vectors * s.lanes, seed + 2);
+  std::vector<float> want = reference(s, x, w, s.bias ? &b : nullptr);
+  std::vector<Knobs> all = convSketchAnnotations(s, registers);
+  EXPECT_FALSE(all.empty());
+  int checked = 0;
+  for (const Knobs& knobs : all) {
+    SCOPED_TRACE(knobsText(knobs));
+    Schedule sched(plain);
+    applyConvSketch(sched, s, knobs, registers);
+    const PrimFunc& scheduled = sched.func();
+    EXPECT_EQ(tir::verifyPrimFunc(scheduled), std::vector<std::string>{});
+    Trace trace = Trace::parse(sched.trace().str());
+    EXPECT_EQ(tir::print(trace.apply(plain)), tir::print(scheduled));
+    std::string text = tir::print(scheduled);
+    EXPECT_NE(text.find("y_local"), std::string::npos) << text;
+    std::vector<float> y(want.size(), std::nanf(""));
+    std::vector<void*> args = {x.data(), w.data()};
+    if (s.bias) args.push_back(b.data());
+    args.push_back(y.data());
+    interpret(scheduled, args);
+    EXPECT_TRUE(close(y, want)) << text;
+    if (::testing::Test::HasFailure()) return checked;
+    ++checked;
+  }
+  return checked;
+}
+
+TEST(PointwiseConvSearch, ShapesAreReadFromUngroupedKernels) {
   Shape xs{2, 3, 4, 5, 8}, ws{2, 3, 1, 1, 8, 16}, ys{2, 4, 4, 5, 8};
-  auto s = pointwiseConvShape(xs, ws, ys, {1, 1}, {0, 0}, 1, true);
+  auto s = convSketchShape(xs, ws, ys, {1, 1}, {0, 0}, {1, 1}, 1, true);
   ASSERT_TRUE(s.has_value());
+  EXPECT_FALSE(s->rowed());  // one row of H·W pixels
   EXPECT_EQ(s->pixels, 20);
   EXPECT_EQ(s->vectors, 2);
   EXPECT_EQ(s->groups, 2);
   EXPECT_DOUBLE_EQ(s->flops(), 2.0 * 2 * 20 * 24 * 32);
-  auto strided = pointwiseConvShape(xs, ws, {2, 4, 2, 3, 8}, {2, 2}, {0, 0}, 1, true);  // rows × columns
+  auto strided = convSketchShape(xs, ws, {2, 4, 2, 3, 8}, {2, 2}, {0, 0}, {1, 1}, 1, true);  // rows × columns
   ASSERT_TRUE(strided.has_value());
   EXPECT_TRUE(strided->rowed());
   EXPECT_EQ(strided->rows, 2);
   EXPECT_EQ(strided->pixels, 3);
-  EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {2, 2}, {0, 0}, 1, true));  // the output of another stride
-  EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {1, 1}, {1, 1}, 1, true));  // padded
-  EXPECT_FALSE(pointwiseConvShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, 1, true));  // 3×3
-  EXPECT_FALSE(pointwiseConvShape(xs, ws, ys, {1, 1}, {0, 0}, 3, true));  // grouped
-  EXPECT_FALSE(pointwiseConvShape(xs, ws, {2, 4, 4, 5, 6}, {1, 1}, {0, 0}, 1, true));  // 6 lanes into 16
+  // A padded 3×3 window keeps its rows; its padded copy holds the rows and columns it reaches.
+  auto window = convSketchShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, {1, 1}, 1, true);
+  ASSERT_TRUE(window.has_value());
+  EXPECT_TRUE(window->rowed() && window->windowed() && window->padded());
+  EXPECT_EQ(window->paddedHeight(), 6);
+  EXPECT_EQ(window->paddedWidth(), 7);
+  EXPECT_DOUBLE_EQ(window->flops(), 2.0 * 2 * 20 * 24 * 9 * 32);
+  EXPECT_FALSE(convSketchShape(xs, ws, ys, {2, 2}, {0, 0}, {1, 1}, 1, true));  // the output of another stride
+  EXPECT_FALSE(convSketchShape(xs, ws, ys, {1, 1}, {1, 1}, {1, 1}, 1, true));  // padded 1×1: a larger output
+  EXPECT_FALSE(convSketchShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, {2, 2}, 1, true));  // dilated: smaller
+  EXPECT_FALSE(convSketchShape(xs, ws, ys, {1, 1}, {0, 0}, {1, 1}, 3, true));  // grouped
+  EXPECT_FALSE(convSketchShape(xs, ws, {2, 4, 4, 5, 6}, {1, 1}, {0, 0}, {1, 1}, 1, true));  // 6 lanes into 16
 }
 
 TEST(PointwiseConvSearch, DefaultTilesDivideThePixelsOrTakeATail) {
   auto mi = [](int64_t pixels, int64_t vectors, int registers) {
-    PointwiseConvShape s{1, 4, 16, pixels, 2, vectors, 16, true};
-    Knobs k = pointwiseConvDefaultKnobs(s, registers);
-    EXPECT_TRUE(pointwiseConvAnnotationFits(s, k, registers)) << knobsText(k);
+    ConvSketchShape s{1, 4, 16, pixels, 2, vectors, 16, true};
+    Knobs k = convSketchDefaultKnobs(s, registers);
+    EXPECT_TRUE(convSketchAnnotationFits(s, k, registers)) << knobsText(k);
     EXPECT_EQ(k.at("po"), 1);
     return k.at("mi");
   };
@@ -97,61 +147,38 @@ TEST(PointwiseConvSearch, SketchTracesReplayVerifyAndAgree) {
     const int64_t n = pick(1, 2), groups = pick(1, 3), vectors = pick(1, 3), height = pick(1, 7), width = pick(1, 9);
     // Every other shape strided (1×2, 2×1 or 2×2).
     const int64_t sh = t % 2 ? pick(1, 2) : 1, sw = t % 2 && sh == 1 ? 2 : (t % 2 ? pick(1, 2) : 1);
-    std::optional<PointwiseConvShape> shape =
-        pointwiseConvShape({n, cb, height, width, ib}, {groups, cb, 1, 1, ib, vectors * lanes},
-                           {n, groups * vectors, (height - 1) / sh + 1, (width - 1) / sw + 1, lanes}, {sh, sw}, {0, 0}, 1,
-                           pick(0, 1) != 0);
+    std::optional<ConvSketchShape> shape =
+        convSketchShape({n, cb, height, width, ib}, {groups, cb, 1, 1, ib, vectors * lanes},
+                        {n, groups * vectors, (height - 1) / sh + 1, (width - 1) / sw + 1, lanes}, {sh, sw}, {0, 0},
+                        {1, 1}, 1, pick(0, 1) != 0);
     ASSERT_TRUE(shape.has_value());
-    const PointwiseConvShape& s = *shape;
-    EXPECT_EQ(s.rowed(), t % 2 == 1);
-    PrimFunc plain = pointwiseConvPlainFunc(s);
-    std::vector<float> x = randomData(s.n * s.cb * height * width * s.ib, 10 + t);
-    std::vector<float> w = randomData(s.groups * s.cb * s.ib * s.vectors * s.lanes, 20 + t);
-    std::vector<float> b = randomData(s.groups * s.vectors * s.lanes, 30 + t);
-    std::vector<float> want = reference(s, x, w, s.bias ? &b : nullptr);
-    std::vector<Knobs> all = pointwiseConvAnnotations(s, 16);
-    ASSERT_FALSE(all.empty());
-    for (const Knobs& knobs : all) {
-      SCOPED_TRACE("shape " + std::to_string(t) + " " + knobsText(knobs));
-      Schedule sched(plain);
-      applyPointwiseConvSketch(sched, s, knobs, 16);
-      const PrimFunc& scheduled = sched.func();
-      ASSERT_EQ(tir::verifyPrimFunc(scheduled), std::vector<std::string>{});
-      Trace trace = Trace::parse(sched.trace().str());
-      EXPECT_EQ(tir::print(trace.apply(plain)), tir::print(scheduled));
-      std::string text = tir::print(scheduled);
-      EXPECT_NE(text.find("y_local"), std::string::npos) << text;
-      std::vector<float> y(want.size(), std::nanf(""));
-      std::vector<void*> args = {x.data(), w.data()};
-      if (s.bias) args.push_back(b.data());
-      args.push_back(y.data());
-      interpret(scheduled, args);
-      ASSERT_TRUE(close(y, want)) << text;
-      ++checked;
-    }
+    EXPECT_EQ(shape->rowed(), t % 2 == 1);
+    SCOPED_TRACE("shape " + std::to_string(t));
+    checked += checkEveryAnnotation(*shape, 16, static_cast<uint32_t>(10 + 3 * t));
+    if (HasFailure()) return;
   }
   EXPECT_GE(checked, 100);
   // Annotations that do not fit: a tile over the register budget, another packing, no order.
-  PointwiseConvShape s{1, 4, 8, 49, 2, 2, 8, true};
-  EXPECT_FALSE(pointwiseConvAnnotationFits(s, {{"mi", 7}, {"po", 1}, {"oc_vecs", 2}}, 16));  // 7·2 + 2 + 1 > 16
-  EXPECT_TRUE(pointwiseConvAnnotationFits(s, {{"mi", 7}, {"po", 1}, {"oc_vecs", 2}}, 32));
-  EXPECT_FALSE(pointwiseConvAnnotationFits(s, {{"mi", 4}, {"po", 1}, {"oc_vecs", 1}}, 32));
-  EXPECT_FALSE(pointwiseConvAnnotationFits(s, {{"mi", 4}, {"oc_vecs", 2}}, 32));
-  Schedule sched(pointwiseConvPlainFunc(s));
-  EXPECT_THROW(applyPointwiseConvSketch(sched, s, {{"mi", 7}, {"po", 1}}, 16), Error);
+  ConvSketchShape s{1, 4, 8, 49, 2, 2, 8, true};
+  EXPECT_FALSE(convSketchAnnotationFits(s, {{"mi", 7}, {"po", 1}, {"oc_vecs", 2}}, 16));  // 7·2 + 2 + 1 > 16
+  EXPECT_TRUE(convSketchAnnotationFits(s, {{"mi", 7}, {"po", 1}, {"oc_vecs", 2}}, 32));
+  EXPECT_FALSE(convSketchAnnotationFits(s, {{"mi", 4}, {"po", 1}, {"oc_vecs", 1}}, 32));
+  EXPECT_FALSE(convSketchAnnotationFits(s, {{"mi", 4}, {"oc_vecs", 2}}, 32));
+  Schedule sched(convSketchPlainFunc(s));
+  EXPECT_THROW(applyConvSketch(sched, s, {{"mi", 7}, {"po", 1}}, 16), Error);
 }
 
 // The reduction starts where both of its loops (c, i) are at their first iteration. Staged at
 // the inner loop alone, that condition depends on the outer one: the copy-in reads the output
 // and the select stays, so the result is still the convolution.
 TEST(PointwiseConvSearch, AReductionOverTwoLoopsStagedInsideOneOfThem) {
-  PointwiseConvShape s{1, 3, 4, 5, 2, 1, 4, true};
+  ConvSketchShape s{1, 3, 4, 5, 2, 1, 4, true};
   std::vector<float> x = randomData(s.cb * s.pixels * s.ib, 1), w = randomData(s.groups * s.cb * s.ib * s.lanes, 2),
                      b = randomData(s.groups * s.lanes, 3);
   std::vector<float> want = reference(s, x, w, &b);
   for (const char* loop : {"c", "i"}) {
     SCOPED_TRACE(loop);
-    Schedule sched(pointwiseConvPlainFunc(s));
+    Schedule sched(convSketchPlainFunc(s));
     sched.cacheWrite(loop);
     std::string text = tir::print(sched.func());
     // Staged at c (both loops inside) the select is gone; at i it stays.
@@ -173,7 +200,7 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
       "  return %z\n"
       "}\n");
   fused.addGroup("g", 0, 2);
-  PointwiseConvShape s{1, 3, 4, 35, 2, 2, 4, true};
+  ConvSketchShape s{1, 3, 4, 35, 2, 2, 4, true};
   runtime::Tensor xt = randomTensor({1, 3, 5, 7, 4}, 1), wt = randomTensor({2, 3, 1, 1, 4, 8}, 2),
                   bt = randomTensor({16}, 3);
   std::vector<float> b = toVector(bt);
@@ -204,7 +231,7 @@ TEST(PointwiseConvSearch, StridedConvolutionsKeepTheirRows) {
       "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, stride=[2,2], out_layout=\"NCHW8c\"} : f32[1,2,3,4,8]\n"
       "  return %y\n"
       "}\n");
-  auto s = pointwiseConvShape({1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, {1, 2, 3, 4, 8}, {2, 2}, {0, 0}, 1, true);
+  auto s = convSketchShape({1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, {1, 2, 3, 4, 8}, {2, 2}, {0, 0}, {1, 1}, 1, true);
   ASSERT_TRUE(s.has_value());
   runtime::Tensor xt = randomTensor({1, 2, 5, 7, 8}, 4), wt = randomTensor({1, 2, 1, 1, 8, 16}, 5), bt = randomTensor({16}, 6);
   std::vector<float> b = toVector(bt);
@@ -240,11 +267,98 @@ TEST(PointwiseConvSearch, TheKeysTraceIsTheKernels) {
     options.schedules = configs;
     EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.at("trace"), sketchTrace(key, knobs, 8, 16).str()) << knobsText(knobs);
   }
-  EXPECT_FALSE(pointwiseConvShapeOfKey(key, 3, 8).has_value());  // 3 vectors do not divide 2 blocks
+  EXPECT_FALSE(convSketchShapeOfKey(key, 3, 8).has_value());  // 3 vectors do not divide 2 blocks
   EXPECT_THROW(sketchTrace(key, {{"mi", 5}, {"po", 1}, {"oc_vecs", 3}}, 8, 16), Error);
-  EXPECT_THROW(sketchTrace("conv2d_nchwc:n=1,c=16,h=5,w=7,o=16,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32",
+  EXPECT_THROW(sketchTrace("conv2d_nchwc:n=1,c=16,h=5,w=7,o=16,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=2:f32",
                            {{"mi", 5}, {"po", 1}, {"oc_vecs", 2}}, 8, 16),
-               Error);
+               Error);  // grouped
+}
+
+// Windows (3×3, 7×7, 2×3, dilated), strides and padding on random shapes: every annotation's
+// kernel verifies, replays from its trace and computes the convolution, the padded ones reading
+// the zero-padded copy they make first.
+TEST(WindowConvSearch, SketchTracesReplayVerifyAndAgree) {
+  std::mt19937 rng(29);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int checked = 0, padded = 0;
+  for (int t = 0; t < 12; ++t) {
+    const int64_t lanes = t % 3 == 0 ? 1 : (t % 3 == 1 ? 4 : 8), cb = pick(1, 2), ib = t % 4 == 3 ? 3 : lanes;
+    const int64_t kh = t == 5 ? 7 : pick(1, 3), kw = t == 5 ? 7 : (kh == 1 ? pick(2, 3) : pick(1, 3));
+    const int64_t sh = pick(1, 2), sw = pick(1, 2), dh = t % 4 == 1 ? 2 : 1, dw = t % 4 == 1 ? pick(1, 2) : 1;
+    const int64_t ph = pick(0, kh / 2 + (t == 5 ? 1 : 0)), pw = pick(0, kw / 2);
+    const int64_t n = pick(1, 2), groups = pick(1, 2), vectors = pick(1, 3);
+    const int64_t height = (kh - 1) * dh + 1 + pick(0, 5), width = (kw - 1) * dw + 1 + pick(0, 7);
+    const int64_t oh = (height + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (width + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+    std::optional<ConvSketchShape> shape =
+        convSketchShape({n, cb, height, width, ib}, {groups, cb, kh, kw, ib, vectors * lanes},
+                        {n, groups * vectors, oh, ow, lanes}, {sh, sw}, {ph, pw}, {dh, dw}, 1, pick(0, 1) != 0);
+    ASSERT_TRUE(shape.has_value());
+    ASSERT_TRUE(shape->rowed());
+    padded += shape->padded();
+    SCOPED_TRACE("shape " + std::to_string(t) + ": " + std::to_string(kh) + "x" + std::to_string(kw) + " stride " +
+                 std::to_string(sh) + "," + std::to_string(sw) + " pad " + std::to_string(ph) + "," + std::to_string(pw));
+    checked += checkEveryAnnotation(*shape, 16, static_cast<uint32_t>(50 + 3 * t));
+    if (HasFailure()) return;
+  }
+  EXPECT_GE(checked, 60);
+  EXPECT_GE(padded, 6);
+}
+
+// A padded 3×3 convolution with a fused relu and a 7×7 stem at stride 2 on three input
+// channels: a record makes each the sketch, in the interpreter and as JIT code; the padded copy
+// runs first in the same kernel, and the trace is the one the tuner builds from the key.
+TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
+  Graph fused = parseGraph(
+      "graph(%x: f32[1,2,6,9,8], %w: f32[2,2,3,3,8,8], %b: f32[16]) {\n"
+      "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, padding=[1,1], out_layout=\"NCHW8c\"} : f32[1,2,6,9,8]\n"
+      "  %z = relu(%y) : f32[1,2,6,9,8]\n"
+      "  return %z\n"
+      "}\n");
+  fused.addGroup("g", 0, 2);
+  auto s = convSketchShape({1, 2, 6, 9, 8}, {2, 2, 3, 3, 8, 8}, {1, 2, 6, 9, 8}, {1, 1}, {1, 1}, {1, 1}, 1, true);
+  ASSERT_TRUE(s.has_value());
+  runtime::Tensor xt = randomTensor({1, 2, 6, 9, 8}, 7), wt = randomTensor({2, 2, 3, 3, 8, 8}, 8), bt = randomTensor({16}, 9);
+  std::vector<float> b = toVector(bt);
+  std::vector<float> want = reference(*s, toVector(xt), toVector(wt), &b);
+  for (float& v : want) v = std::max(0.0f, v);
+  LowerOptions options;  // 8 lanes, 16 registers
+  const std::string key = lowerGraph(fused, options).funcs[0].attrs.at("tune_key");
+  for (const Knobs& knobs : {Knobs{{"mi", 9}, {"po", 1}, {"oc_vecs", 1}}, Knobs{{"mi", 4}, {"po", 0}, {"oc_vecs", 1}}}) {
+    SCOPED_TRACE(knobsText(knobs));
+    expectSketchKernel(fused, options, key, knobs, "c", {xt, wt, bt}, want);
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[key] = knobs;
+    LowerOptions tuned = options;
+    tuned.schedules = configs;
+    const PrimFunc f = lowerGraph(fused, tuned).funcs[0];
+    EXPECT_EQ(f.attrs.at("trace"), sketchTrace(key, knobs, 8, 16).str());
+    EXPECT_NE(tir::print(f).find("xp"), std::string::npos) << tir::print(f);
+  }
+
+  Graph stem = parseGraph(
+      "graph(%x: f32[1,1,15,13,3], %w: f32[1,1,7,7,3,16], %b: f32[16]) {\n"
+      "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, stride=[2,2], padding=[3,3], out_layout=\"NCHW8c\"} : "
+      "f32[1,2,8,7,8]\n"
+      "  return %y\n"
+      "}\n");
+  auto t = convSketchShape({1, 1, 15, 13, 3}, {1, 1, 7, 7, 3, 16}, {1, 2, 8, 7, 8}, {2, 2}, {3, 3}, {1, 1}, 1, true);
+  ASSERT_TRUE(t.has_value());
+  runtime::Tensor sx = randomTensor({1, 1, 15, 13, 3}, 10), sw = randomTensor({1, 1, 7, 7, 3, 16}, 11),
+                  sb = randomTensor({16}, 12);
+  std::vector<float> sbias = toVector(sb);
+  std::vector<float> stemWant = reference(*t, toVector(sx), toVector(sw), &sbias);
+  const std::string stemKey = lowerGraph(stem, options).funcs[0].attrs.at("tune_key");
+  for (const Knobs& knobs : {Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}}, Knobs{{"mi", 3}, {"po", 0}, {"oc_vecs", 2}}}) {
+    SCOPED_TRACE(knobsText(knobs));
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[stemKey] = knobs;
+    LowerOptions tuned = options;
+    tuned.schedules = configs;
+    LoweredModule module = lowerGraph(stem, tuned);
+    EXPECT_NE(module.funcs[0].attrs.at("trace").find("kw"), std::string::npos);
+    for (Engine e : {Engine::Interpreter, Engine::Jit})
+      EXPECT_TRUE(allClose(evalModule(module, {sx, sw, sb}, e)[0], stemWant)) << (e == Engine::Jit ? "jit" : "interp");
+  }
 }
 
 }  // namespace

@@ -194,22 +194,29 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
   }
 }
 
-// A pointwise convolution's space seeds the sketch's default annotation of every packing, so a
-// tuning run times it right after the builder's heuristic; other spaces have no seeds.
-TEST(TuneSpace, PointwiseSpacesSeedTheSketchDefault) {
-  ConfigSpace space = ConfigSpace::forKey(kPointwise, avx2());
-  ASSERT_FALSE(space.seeds().empty());
-  std::set<int64_t> packings;
-  for (int64_t seed : space.seeds()) {
-    const Knobs& k = space.config(seed);
-    ASSERT_EQ(k.count("mi"), 1u) << lower::knobsText(k);
-    packings.insert(k.at("oc_vecs"));
-    auto shape = lower::pointwiseConvShapeOfKey(kPointwise, k.at("oc_vecs"), avx2().vectorLanes);
-    ASSERT_TRUE(shape.has_value());
-    EXPECT_EQ(k, lower::pointwiseConvDefaultKnobs(*shape, avx2().vectorRegisters));
+// A convolution's space (pointwise or windowed) seeds the sketch's default annotation of every
+// packing, so a tuning run times it right after the builder's heuristic; a depthwise convolution's
+// and other operators' spaces have no seeds.
+TEST(TuneSpace, ConvSpacesSeedTheSketchDefault) {
+  for (const std::string& key : {kPointwise, kConv}) {
+    SCOPED_TRACE(key);
+    ConfigSpace space = ConfigSpace::forKey(key, avx2());
+    ASSERT_FALSE(space.seeds().empty());
+    std::set<int64_t> packings;
+    for (int64_t seed : space.seeds()) {
+      const Knobs& k = space.config(seed);
+      ASSERT_EQ(k.count("mi"), 1u) << lower::knobsText(k);
+      packings.insert(k.at("oc_vecs"));
+      auto shape = lower::convSketchShapeOfKey(key, k.at("oc_vecs"), avx2().vectorLanes);
+      ASSERT_TRUE(shape.has_value());
+      EXPECT_EQ(k, lower::convSketchDefaultKnobs(*shape, avx2().vectorRegisters));
+    }
+    EXPECT_EQ(packings.size(), space.seeds().size());
   }
-  EXPECT_EQ(packings.size(), space.seeds().size());
-  EXPECT_TRUE(ConfigSpace::forKey(kConv, avx2()).seeds().empty());
+  EXPECT_TRUE(ConfigSpace::forKey("conv2d_nchwc:n=1,c=32,h=9,w=11,o=32,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=32:f32",
+                                  avx2())
+                  .seeds()
+                  .empty());
   EXPECT_TRUE(ConfigSpace::forKey(kDense, avx2()).seeds().empty());
 }
 
@@ -359,7 +366,8 @@ TEST(Tuners, ProposeEachConfigurationOnceAndExhaustTheSpace) {
   ConfigSpace space = ConfigSpace::forKey(kConv, avx2());
   auto cost = [&](int64_t i) {
     const Knobs& k = space.config(i);
-    return 1.0 + std::abs(static_cast<double>(k.at("ow_block") - 6)) + 0.5 * static_cast<double>(k.at("oc_vecs") != 2);
+    const int64_t tile = k.count("mi") ? k.at("mi") : k.at("ow_block");  // a sketch's or the builder's
+    return 1.0 + std::abs(static_cast<double>(tile - 6)) + 0.5 * static_cast<double>(k.at("oc_vecs") != 2);
   };
   for (const std::string& name : tunerNames()) {
     auto tuner = makeTuner(name, space, 7);
