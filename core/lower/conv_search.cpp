@@ -45,6 +45,14 @@ std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws,
 
 namespace {
 
+/// Accumulator vectors a tile may hold: the builder's budget (schedule.h accumulatorBudget), the
+/// weight vectors loaded one at a time between FMAs and the input broadcast from memory.
+int64_t tileBudget(int registers) {
+  LowerOptions options;
+  options.vectorRegisters = registers;
+  return accumulatorBudget(options);
+}
+
 /// xp = x zero-padded to the rows and columns the windows reach (see the file comment).
 Stmt paddedCopy(const ConvSketchShape& s, const Buffer& x, const Buffer& xp) {
   Expr n = Var::make("xn"), c = Var::make("xc"), h = Var::make("xh"), w = Var::make("xw"), i = Var::make("xi");
@@ -110,12 +118,12 @@ PrimFunc convSketchPlainFunc(const ConvSketchShape& s) {
 bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int registers) {
   int64_t mi = knob(knobs, "mi", 0), po = knob(knobs, "po", -1), v = knob(knobs, "oc_vecs", s.vectors);
   if (v != s.vectors || mi < 1 || mi > s.pixels || s.lanes < 1) return false;
-  return (po == 0 || po == 1) && mi * s.vectors + s.vectors + 1 <= registers;
+  return (po == 0 || po == 1) && mi * s.vectors <= tileBudget(registers);
 }
 
 Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers) {
   int64_t tallest = 1;
-  while (tallest < 16 && tallest < s.pixels && (tallest + 1) * s.vectors + s.vectors + 1 <= registers) ++tallest;
+  while (tallest < 16 && tallest < s.pixels && (tallest + 1) * s.vectors <= tileBudget(registers)) ++tallest;
   int64_t mi = tallest;
   while (mi > 1 && s.pixels % mi != 0) --mi;
   if (mi == 1) mi = tallest;  // no divisor: the tallest tile and a tail loop

@@ -95,7 +95,8 @@ tir::Stmt convSketchPlainNest(const ConvSketchShape& s, const tir::Buffer& x, co
 tir::PrimFunc convSketchPlainFunc(const ConvSketchShape& s);
 
 /// Whether annotation `knobs` (mi, po, oc_vecs) is one the sketch takes for this shape with
-/// `registers` vector registers: oc_vecs the packing's V, mi·V + V + 1 registers.
+/// `registers` vector registers: oc_vecs the packing's V, at most the builder's accumulator
+/// budget of mi·V vectors (schedule.h accumulatorBudget: 28 of 32 registers, 13 of 16).
 bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int registers);
 /// The sketch's plain choice for this shape: the tallest tile of at most 16 pixels that fits the
 /// registers and divides P (a tail loop when only 1 would), weight groups outermost.

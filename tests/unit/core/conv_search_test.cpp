@@ -133,8 +133,9 @@ TEST(PointwiseConvSearch, DefaultTilesDivideThePixelsOrTakeATail) {
   };
   EXPECT_EQ(mi(56 * 56, 2, 32), 14);
   EXPECT_EQ(mi(7 * 7, 2, 32), 7);
-  EXPECT_EQ(mi(7 * 7, 4, 32), 6);   // 7 pixels of 4 vectors do not fit: 6 and a tail
-  EXPECT_EQ(mi(23, 1, 16), 14);     // a prime: the tallest tile (14 + 1 + 1 registers) and a tail
+  EXPECT_EQ(mi(7 * 7, 4, 32), 7);   // 28 accumulators: the whole budget, as the builder's 4 × 7
+  EXPECT_EQ(mi(7 * 7, 4, 16), 3);   // 12 of 13
+  EXPECT_EQ(mi(23, 1, 16), 13);     // a prime: the tallest tile (13 accumulators) and a tail
   EXPECT_EQ(mi(3, 2, 32), 3);       // no taller than the row
 }
 
@@ -160,7 +161,7 @@ TEST(PointwiseConvSearch, SketchTracesReplayVerifyAndAgree) {
   EXPECT_GE(checked, 100);
   // Annotations that do not fit: a tile over the register budget, another packing, no order.
   ConvSketchShape s{1, 4, 8, 49, 2, 2, 8, true};
-  EXPECT_FALSE(convSketchAnnotationFits(s, {{"mi", 7}, {"po", 1}, {"oc_vecs", 2}}, 16));  // 7·2 + 2 + 1 > 16
+  EXPECT_FALSE(convSketchAnnotationFits(s, {{"mi", 7}, {"po", 1}, {"oc_vecs", 2}}, 16));  // 7·2 > 13
   EXPECT_TRUE(convSketchAnnotationFits(s, {{"mi", 7}, {"po", 1}, {"oc_vecs", 2}}, 32));
   EXPECT_FALSE(convSketchAnnotationFits(s, {{"mi", 4}, {"po", 1}, {"oc_vecs", 1}}, 32));
   EXPECT_FALSE(convSketchAnnotationFits(s, {{"mi", 4}, {"oc_vecs", 2}}, 32));
