@@ -58,6 +58,7 @@ PreparedTune prepareTune(const std::string& path, const TuneOptions& options) {
     throw Error("target '" + options.build.target + "' is for cross-compilation, candidates cannot run here",
                 ErrorKind::Usage);
   p.lower = core::lower::lowerOptionsFor(p.lowered.target.cpu, p.lowered.target.features);
+  p.lower.winograd = options.build.winograd;  // --winograd 0 or 2: no candidate the build would not run
   p.tasks = core::tune::extractTasks(p.lowered.module);
   std::set<std::string> kernels;
   for (const auto& f : p.lowered.module.funcs) kernels.insert(f.name);

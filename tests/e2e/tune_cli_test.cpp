@@ -408,6 +408,20 @@ TEST(TuneCli, BadArgumentsGiveOneLineErrors) {
   o = kiln("tune " + model() + " --list-tasks");
   ASSERT_EQ(o.exitCode, 0) << o.err;
   EXPECT_NE(o.out.find("conv2d_nchwc:n=1,c=8"), std::string::npos) << o.out;
+  // --winograd 0 leaves the Winograd candidates out of the space: fewer points to search.
+  Outcome direct = kiln("tune " + model() + " --list-tasks --winograd 0");
+  ASSERT_EQ(direct.exitCode, 0) << direct.err;
+  auto spaceOf = [](const std::string& listing) {
+    std::istringstream lines(listing);
+    std::string line, kernel, op;
+    std::getline(lines, line);  // the header
+    int64_t index = 0, calls = 0, space = 0;
+    double mflop = 0;
+    lines >> index >> kernel >> op >> calls >> mflop >> space;
+    return space;
+  };
+  EXPECT_GT(spaceOf(o.out), 0) << o.out;
+  EXPECT_LT(spaceOf(direct.out), spaceOf(o.out)) << direct.out;
 }
 
 }  // namespace
