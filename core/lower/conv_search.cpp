@@ -40,7 +40,36 @@ std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws,
     s.rows = 1, s.pixels = xs[2] * xs[3];
   }
   s.bias = bias;
+  // An output whose window lies wholly in the padding is the bias alone: the builder's case.
+  for (const std::vector<TapRun>& runs : {s.rowRuns(), s.columnRuns()})
+    for (const TapRun& run : runs)
+      if (run.hi <= run.lo) return std::nullopt;
   return s;
+}
+
+std::vector<TapRun> tapRuns(int64_t outputs, int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  auto floorDiv = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  std::vector<TapRun> runs;
+  for (int64_t o = 0; o < outputs; ++o) {
+    // Taps t with 0 <= o·stride + t·dil − pad <= in − 1.
+    const int64_t at = o * stride - pad;
+    const int64_t lo = std::max<int64_t>(0, -floorDiv(at, dil)), hi = std::min(k, floorDiv(in - 1 - at, dil) + 1);
+    if (!runs.empty() && runs.back().lo == lo && runs.back().hi == hi)
+      ++runs.back().count;
+    else
+      runs.push_back({o, 1, lo, hi});
+  }
+  return runs;
+}
+
+std::vector<TapRun> ConvSketchShape::rowRuns() const {
+  if (!regioned()) return {{0, rows, 0, 1}};
+  return tapRuns(rows, inHeight, kh, strideH, padH, dilH);
+}
+
+std::vector<TapRun> ConvSketchShape::columnRuns() const {
+  if (!regioned()) return {{0, pixels, 0, 1}};
+  return tapRuns(pixels, inWidth, kw, strideW, padW, dilW);
 }
 
 namespace {
@@ -53,56 +82,72 @@ int64_t tileBudget(int registers) {
   return accumulatorBudget(options);
 }
 
-/// xp = x zero-padded to the rows and columns the windows reach (see the file comment).
-Stmt paddedCopy(const ConvSketchShape& s, const Buffer& x, const Buffer& xp) {
-  Expr n = Var::make("xn"), c = Var::make("xc"), h = Var::make("xh"), w = Var::make("xw"), i = Var::make("xi");
-  const int64_t ph = s.paddedHeight(), pw = s.paddedWidth();
-  Expr row = h - s.padH, col = w - s.padW;
-  Expr inside = row >= i64(0) && row < i64(s.inHeight) && col >= i64(0) && col < i64(s.inWidth);
-  // The index is clamped into the image so the load is safe wherever the select discards it.
-  Expr r = max(min(row, i64(s.inHeight - 1)), i64(0)), q = max(min(col, i64(s.inWidth - 1)), i64(0));
-  Expr from = (((n * s.cb + c) * s.inHeight + r) * s.inWidth + q) * s.ib + i;
-  Expr to = (((n * s.cb + c) * ph + h) * pw + w) * s.ib + i;
-  Stmt copy = Store::make(xp, to, Select::make(inside, Load::make(x, from), literal(x->elemType, 0)));
-  return serialFor(n, 0, s.n,
-                   serialFor(c, 0, s.cb, serialFor(h, 0, ph, serialFor(w, 0, pw, serialFor(i, 0, s.ib, copy)))));
+/// A loop of the region of run A of rows and run B of columns: "p" → "p_1_2" (an axis of one run
+/// adds no index).
+struct RunNames {
+  bool rowSuffix = false, columnSuffix = false;
+  explicit RunNames(const ConvSketchShape& s)
+      : rowSuffix(s.rowRuns().size() > 1), columnSuffix(s.columnRuns().size() > 1) {}
+  std::string region(const std::string& base, size_t a, size_t b) const {
+    return base + (rowSuffix ? "_" + std::to_string(a) : "") + (columnSuffix ? "_" + std::to_string(b) : "");
+  }
+};
+
+/// The regioned nest (see the file comment): per weight group, a nest per region.
+Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, const Buffer& b, const Buffer& y) {
+  const RunNames names(s);
+  const std::vector<TapRun> rowRuns = s.rowRuns(), columnRuns = s.columnRuns();
+  Expr n = Var::make("n"), g = Var::make("g");
+  std::vector<Stmt> regions;
+  for (size_t a = 0; a < rowRuns.size(); ++a)
+    for (size_t bi = 0; bi < columnRuns.size(); ++bi) {
+      const TapRun &rows = rowRuns[a], &cols = columnRuns[bi];
+      auto var = [&](const char* base) { return Var::make(names.region(base, a, bi)); };
+      Expr r = var("r"), p = var("p"), v = var("v"), l = var("l"), c = var("c"), kh = var("kh"), kw = var("kw");
+      Expr i = var("i");
+      Expr row = r + rows.first, col = p + cols.first, th = kh + rows.lo, tw = kw + cols.lo;
+      Expr block = g * s.vectors + v;
+      Expr yOff = ((n * (s.groups * s.vectors) + block) * (s.rows * s.pixels) + row * s.pixels + col) * s.lanes + l;
+      Expr inRow = row * s.strideH + th * s.dilH - s.padH, inCol = col * s.strideW + tw * s.dilW - s.padW;
+      Expr xOff = (((n * s.cb + c) * s.inHeight + inRow) * s.inWidth + inCol) * s.ib + i;
+      Expr wOff = ((g * (s.cb * s.kh * s.kw) + (c * s.kh + th) * s.kw + tw) * s.ib + i) * (s.vectors * s.lanes) +
+                  v * s.lanes + l;
+      Expr start = b ? Load::make(b, block * s.lanes + l) : literal(y->elemType, 0);
+      Expr first = EQ::make(c, i64(0)) && EQ::make(kh, i64(0)) && EQ::make(kw, i64(0)) && EQ::make(i, i64(0));
+      Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) +
+                                             Load::make(x, xOff) * Load::make(w, wOff));
+      Stmt nest = serialFor(kh, 0, rows.hi - rows.lo, serialFor(kw, 0, cols.hi - cols.lo, serialFor(i, 0, s.ib, update)));
+      nest = serialFor(v, 0, s.vectors, serialFor(l, 0, s.lanes, serialFor(c, 0, s.cb, nest)));
+      regions.push_back(serialFor(r, 0, rows.count, serialFor(p, 0, cols.count, nest)));
+    }
+  return serialFor(n, 0, s.n, serialFor(g, 0, s.groups, Seq::make(std::move(regions))));
 }
 
 }  // namespace
 
 Stmt convSketchPlainNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, const Buffer& b,
                          const Buffer& y) {
+  if (s.regioned()) return regionedNest(s, x, w, b, y);
   Type elem = y->elemType;
   Expr n = Var::make("n"), g = Var::make("g"), v = Var::make("v"), r = Var::make("r"), p = Var::make("p");
-  Expr l = Var::make("l"), c = Var::make("c"), i = Var::make("i"), kh = Var::make("kh"), kw = Var::make("kw");
-  const bool rowed = s.rowed(), windowed = s.windowed();
-  // A padded convolution reads the padded copy, whose rows and columns start at the padding.
-  Buffer src = s.padded() ? makeBuffer("xp", x->elemType, {s.n, s.cb, s.paddedHeight(), s.paddedWidth(), s.ib}) : x;
-  const int64_t srcH = s.padded() ? s.paddedHeight() : s.inHeight, srcW = s.padded() ? s.paddedWidth() : s.inWidth;
+  Expr l = Var::make("l"), c = Var::make("c"), i = Var::make("i");
+  const bool rowed = s.rowed();
   Expr block = g * s.vectors + v;
-  // The output pixel and the input pixel it reads: flat (pointwise at stride 1: one row of H·W),
-  // or row r, column p and the window's tap kh, kw.
+  // The output pixel and the input pixel it reads: flat (stride 1: one row of H·W), or row r,
+  // column p of a strided one.
   Expr out = rowed ? r * s.pixels + p : p;
-  Expr inRow = r * s.strideH, inCol = p * s.strideW;
-  if (windowed) inRow = inRow + kh * s.dilH, inCol = inCol + kw * s.dilW;
-  Expr in = rowed ? inRow * srcW + inCol : p;
-  const int64_t outPixels = s.rows * s.pixels, inPixels = rowed ? srcH * srcW : s.pixels;
+  Expr in = rowed ? (r * s.strideH) * s.inWidth + p * s.strideW : p;
+  const int64_t outPixels = s.rows * s.pixels, inPixels = rowed ? s.inHeight * s.inWidth : s.pixels;
   Expr yOff = ((n * (s.groups * s.vectors) + block) * outPixels + out) * s.lanes + l;
   Expr xOff = ((n * s.cb + c) * inPixels + in) * s.ib + i;
-  Expr tap = windowed ? (c * s.kh + kh) * s.kw + kw : c;
-  Expr wOff = ((g * (s.cb * s.kh * s.kw) + tap) * s.ib + i) * (s.vectors * s.lanes) + v * s.lanes + l;
+  Expr wOff = ((g * s.cb + c) * s.ib + i) * (s.vectors * s.lanes) + v * s.lanes + l;
   Expr start = b ? Load::make(b, block * s.lanes + l) : literal(elem, 0);
   Expr first = EQ::make(c, i64(0)) && EQ::make(i, i64(0));
-  if (windowed) first = EQ::make(c, i64(0)) && EQ::make(kh, i64(0)) && EQ::make(kw, i64(0)) && EQ::make(i, i64(0));
-  Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) + Load::make(src, xOff) * Load::make(w, wOff));
-  Stmt reduce = serialFor(i, 0, s.ib, update);
-  if (windowed) reduce = serialFor(kh, 0, s.kh, serialFor(kw, 0, s.kw, reduce));
-  Stmt nest = serialFor(c, 0, s.cb, reduce);
+  Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) + Load::make(x, xOff) * Load::make(w, wOff));
+  Stmt nest = serialFor(c, 0, s.cb, serialFor(i, 0, s.ib, update));
   nest = serialFor(p, 0, s.pixels, serialFor(l, 0, s.lanes, nest));
   if (rowed) nest = serialFor(r, 0, s.rows, nest);
-  nest = serialFor(n, 0, s.n, serialFor(g, 0, s.groups, serialFor(v, 0, s.vectors, nest)));
-  if (!s.padded()) return nest;
-  return Allocate::make(src, Seq::make({paddedCopy(s, x, src), nest}));
+  return serialFor(n, 0, s.n, serialFor(g, 0, s.groups, serialFor(v, 0, s.vectors, nest)));
 }
 
 PrimFunc convSketchPlainFunc(const ConvSketchShape& s) {
@@ -140,44 +185,90 @@ std::vector<Knobs> convSketchAnnotations(const ConvSketchShape& s, int registers
   return out;
 }
 
+namespace {
+
+/// The sketch in every region of a regioned nest (see the file comment).
+void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, int64_t po) {
+  const RunNames names(s);
+  const std::vector<TapRun> rowRuns = s.rowRuns(), columnRuns = s.columnRuns();
+  const bool vectors = s.lanes > 1;
+  const bool parallel =
+      wantParallel(s.n * s.rows * s.pixels * s.groups * s.vectors * s.lanes, s.cb * s.ib * s.kh * s.kw);
+  const bool byGroups = parallel && po == 1 && s.groups >= 2;
+  std::vector<std::string> outerLoops, vectorLoops;
+  for (size_t a = 0; a < rowRuns.size(); ++a)
+    for (size_t b = 0; b < columnRuns.size(); ++b) {
+      auto loop = [&](const char* base, const char* suffix = "") { return names.region(base, a, b) + suffix; };
+      // The tile runs along the region's longer axis: the rows of a border column.
+      const int64_t rows = rowRuns[a].count, cols = columnRuns[b].count;
+      const bool alongRows = rows > cols;
+      const int64_t extent = alongRows ? rows : cols, tile = std::min(mi, extent), rest = extent % tile;
+      auto [to, ti] = sched.split(loop(alongRows ? "r" : "p"), tile, TailStrategy::Loop);
+      std::vector<std::string> order{alongRows ? loop("p") : to};
+      for (const char* base : {"c", "kh", "kw", "i"}) order.push_back(loop(base));
+      for (const std::string& inner : {ti, loop("v"), loop("l")}) order.push_back(inner);
+      if (alongRows) order.insert(order.begin(), to);
+      sched.reorder(order);
+      if (tile > 1) sched.unroll(ti);
+      if (s.vectors > 1) sched.unroll(loop("v"));
+      if (!vectors) sched.unroll(loop("l"));
+      sched.cacheWrite(loop("c"));
+      if ((alongRows ? extent / tile : rows) >= 2) outerLoops.push_back(alongRows ? to : loop("r"));
+      for (const char* suffix : {"", "_r", "_w"}) vectorLoops.push_back(loop("l", suffix));
+      if (rest == 0) continue;
+      // The rest of the axis (the split's tail loop) as a tile of its own.
+      const std::string tail = loop(alongRows ? "r" : "p", "_t");
+      std::vector<std::string> tailOrder;
+      if (alongRows) tailOrder.push_back(loop("p", "_t"));
+      for (const char* base : {"c", "kh", "kw", "i"}) tailOrder.push_back(loop(base, "_t"));
+      for (const std::string& inner : {tail, loop("v", "_t"), loop("l", "_t")}) tailOrder.push_back(inner);
+      sched.reorder(tailOrder);
+      if (rest > 1) sched.unroll(tail);
+      if (s.vectors > 1) sched.unroll(loop("v", "_t"));
+      if (!vectors) sched.unroll(loop("l", "_t"));
+      sched.cacheWrite(loop("c", "_t"));
+      for (const char* suffix : {"_t", "_t_r", "_t_w"}) vectorLoops.push_back(loop("l", suffix));
+    }
+  // Weight groups in parallel (po = 1: each worker keeps its groups' weights in cache), or each
+  // region's outer loop (its rows, or its row tiles).
+  if (byGroups) sched.parallel("g");
+  else if (parallel)
+    for (const std::string& outer : outerLoops) sched.parallel(outer);
+  if (vectors)
+    for (const std::string& loop : vectorLoops) sched.vectorize(loop);
+}
+
+}  // namespace
+
 void applyConvSketch(Schedule& sched, const ConvSketchShape& s, const Knobs& knobs, int registers) {
   if (!convSketchAnnotationFits(s, knobs, registers))
     throw Error("conv2d_nchwc sketch: annotation '" + knobsText(knobs) + "' does not fit the shape",
                 ErrorKind::InvalidInput);
   const int64_t mi = knobs.at("mi"), po = knobs.at("po");
+  if (s.regioned()) return applyRegionedSketch(sched, s, mi, po);
   const bool vectors = s.lanes > 1, tail = s.pixels % mi != 0, rowed = s.rowed();
   if (po == 1)
     sched.reorder(rowed ? std::vector<std::string>{"g", "r", "p", "v"} : std::vector<std::string>{"g", "p", "v"});
   else
     sched.reorder(rowed ? std::vector<std::string>{"r", "p", "g", "v"} : std::vector<std::string>{"p", "g", "v"});
   auto [po_, pi] = sched.split("p", mi, TailStrategy::Loop);
-  // The reduction (c, the window's taps, i) outside the register tile.
-  const std::vector<std::string> reduction =
-      s.windowed() ? std::vector<std::string>{"c", "kh", "kw", "i"} : std::vector<std::string>{"c", "i"};
-  auto tileOrder = [&](const std::string& suffix, std::vector<std::string> order) {
-    for (const std::string& loop : reduction) order.push_back(loop + suffix);
-    for (const char* loop : {"v", "l"}) order.push_back(loop + suffix);
-    return order;
-  };
-  std::vector<std::string> order = tileOrder("", po == 1 ? std::vector<std::string>{po_} : std::vector<std::string>{po_, "g"});
-  order.insert(order.end() - 2, pi);
-  sched.reorder(order);
+  if (po == 1)
+    sched.reorder({po_, "c", "i", pi, "v", "l"});
+  else
+    sched.reorder({po_, "g", "c", "i", pi, "v", "l"});
   if (mi > 1) sched.unroll(pi);
   if (s.vectors > 1) sched.unroll("v");
   if (!vectors) sched.unroll("l");
   sched.cacheWrite("c");
-  const bool parallel =
-      wantParallel(s.n * s.rows * s.pixels * s.groups * s.vectors * s.lanes, s.cb * s.ib * s.kh * s.kw);
+  const bool parallel = wantParallel(s.n * s.rows * s.pixels * s.groups * s.vectors * s.lanes, s.cb * s.ib);
   const int64_t pixelTiles = s.pixels / mi;
   if (rowed) {
-    // Rows: weight groups × output rows (po = 1) or the rows (po = 0) run in parallel. With a
+    // Strided: weight groups × output rows (po = 1) or the rows (po = 0) run in parallel. With a
     // tail loop the fused loop's iterations write y at two indices, which parallel's exact
-    // check would replay step by step (too many on large windows): the rows alone then.
+    // check replays step by step (too many on large layers): the rows alone then.
     if (parallel && po == 1 && !tail && s.groups * s.rows >= 2)
       sched.parallel(sched.fuse("g", "r"));
-    else if (parallel && po == 1 && s.rows >= 2)
-      sched.parallel("r");
-    else if (parallel && po == 0 && s.rows >= 2)
+    else if (parallel && s.rows >= 2)
       sched.parallel("r");
   } else if (parallel && po == 1 && !tail && pixelTiles >= 2) {
     sched.parallel(sched.fuse("g", po_));
@@ -191,25 +282,22 @@ void applyConvSketch(Schedule& sched, const ConvSketchShape& s, const Knobs& kno
     sched.vectorize("l_r");
     sched.vectorize("l_w");
   }
-  if (tail) {
-    // The P mod mi last pixels (loop p_t; its inner loops renamed g_t (po = 0), v_t, l_t, c_t,
-    // kh_t, kw_t, i_t): one pixel by a whole weight block in registers.
-    sched.reorder(tileOrder("_t", po == 1 ? std::vector<std::string>{} : std::vector<std::string>{"g_t"}));
-    if (s.vectors > 1) sched.unroll("v_t");
-    if (!vectors) sched.unroll("l_t");
-    sched.cacheWrite("c_t");
-    if (parallel && po == 0 && !rowed && s.groups >= 2) sched.parallel("g_t");
-    if (vectors) {
-      sched.vectorize("l_t");
-      sched.vectorize("l_t_r");
-      sched.vectorize("l_t_w");
-    }
+  if (!tail) return;
+  // The P mod mi last pixels (loop p_t; its inner loops renamed g_t (po = 0), v_t, l_t, c_t, i_t):
+  // one pixel by a whole weight block in registers.
+  if (po == 1)
+    sched.reorder({"c_t", "i_t", "v_t", "l_t"});
+  else
+    sched.reorder({"g_t", "c_t", "i_t", "v_t", "l_t"});
+  if (s.vectors > 1) sched.unroll("v_t");
+  if (!vectors) sched.unroll("l_t");
+  sched.cacheWrite("c_t");
+  if (parallel && po == 0 && !rowed && s.groups >= 2) sched.parallel("g_t");
+  if (vectors) {
+    sched.vectorize("l_t");
+    sched.vectorize("l_t_r");
+    sched.vectorize("l_t_w");
   }
-  if (!s.padded()) return;
-  // The padded copy: its rows in parallel, the channel block in vectors.
-  const int64_t copied = s.n * s.cb * s.paddedHeight() * s.paddedWidth() * s.ib;
-  if (wantParallel(copied) && s.n * s.cb * s.paddedHeight() >= 2) sched.parallel(sched.fuse(sched.fuse("xn", "xc"), "xh"));
-  if (s.ib > 1) sched.vectorize("xi");
 }
 
 std::optional<ConvSketchShape> convSketchShapeOfKey(const std::string& key, int64_t ocVecs, int lanes) {

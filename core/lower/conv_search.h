@@ -15,30 +15,42 @@
 //     y[n, g·V + v, p, l] = select(c = 0 ∧ i = 0, b[(g·V + v)·L + l] or 0, y[…])
 //                           + x[n, c, p, i] · w[g, c, i, v·L + l]
 //
-// The first step of the reduction starts from the bias, so no separate pass sets y. Every other
-// convolution keeps its rows: loops r < OH and p < OW after v, and a window adds the reduction
-// loops kh < KH and kw < KW after c, reading x[n, c, r·sh + kh·dh, p·sw + kw·dw, i] (the start
-// condition then also asks kh = kw = 0). A padded convolution reads a zero-padded copy xp of its
-// input instead, made by a first nest in the same kernel (a local buffer of the rows and columns
-// the windows reach, zero outside the image):
+// The first step of the reduction starts from the bias, so no separate pass sets y. A strided
+// 1×1 convolution keeps its rows: loops r < OH and p < OW after v, reading x[n, c, r·sh, p·sw, i].
 //
-//   for xn, xc, xh, xw, xi: xp[xn, xc, xh, xw, xi] = inside(xh − ph, xw − pw) ? x[…] : 0
+// A window or padding splits the output into regions (TapRun): runs of rows and runs of columns
+// whose windows reach the same taps inside the image — the interior, where every tap is inside,
+// and the border rows and columns, each with the taps that do not fall on padding. Every region
+// is a nest of its own whose tap loops cover exactly those taps, so no tap reads padding, no
+// multiply is spent on it, and no load needs a condition (the hand builder drops the same taps):
 //
-// so the convolution's nest holds no condition and its loads stay broadcasts from memory. (TVM's
-// x86 NCHWc convolutions stage their padded input the same way.)
+//   for n, g:
+//     for each run A of rows (rows r0 + r, taps kh0 + kh) and run B of columns (q0 + p, kw0 + kw):
+//       for r, p, v, l, c, kh, kw, i:             (every name with the suffix _A_B)
+//         y[n, g·V + v, r0 + r, q0 + p, l] = select(c = kh = kw = i = 0, b[…] or 0, y[…])
+//           + x[n, c, (r0 + r)·sh + (kh0 + kh)·dh − ph, (q0 + p)·sw + (kw0 + kw)·dw − pw, i]
+//             · w[g, c, kh0 + kh, kw0 + kw, i, v·L + l]
+//
+// An axis of one run adds no index to the names: a 3×3 with padding 1 has three runs of rows (the
+// first row, the interior, the last) and three of columns, the interior region's loops being
+// r_1_1, p_1_1, c_1_1, … .
 //
 // ## The sketch (annotation mi, po; oc_vecs fixed by the packing)
 //
-//   reorder(g, p, v)                   pixels outside the block's vectors (po = 0: p, g, v; with
-//                                      rows: g, r, p, v or r, p, g, v)
+//   reorder(g, p, v)                   pixels outside the block's vectors (po = 0: p, g, v;
+//                                      strided 1×1: g, r, p, v or r, p, g, v)
 //   split(p; mi, 1)                    row tile of mi pixels, a tail loop for the last ones
 //   reorder(p_o, c, [kh, kw,] i, p_i, v, l)
 //                                      (po = 0: p_o, g, c, …) the tile innermost
 //   unroll(p_i) unroll(v)              the mi × V register tile of L-lane vectors
 //   cache_write(c)                     accumulated in a local buffer (registers) over the reduction
-//   parallel(fuse(g, p_o) | …)         the outer data-parallel loop (rows: fuse(g, r) or r)
+//   parallel(fuse(g, p_o) | …)         the outer data-parallel loop (strided 1×1: fuse(g, r) or r)
 //   vectorize(l) (and l_r, l_w)        contiguous along l in y and w, a broadcast of x[…]
-//   padded: parallel(fuse(fuse(xn, xc), xh)), vectorize(xi)   the copy, row-parallel
+//
+// A regioned convolution takes the same steps in every region, along the region's longer axis
+// (the rows of a border column): a tile of min(mi, extent) pixels, the rest of the axis a second
+// tile of its own (the split's tail loop moved inside the reduction), no one-pixel loops. po = 1
+// runs the weight groups g in parallel; po = 0 each region's outer loop.
 //
 // po = 1 keeps a weight block's output channels outermost (its weights stay in cache while the
 // pixels stream by, the builder's oc_outer); po = 0 walks pixel tiles outermost.
@@ -55,6 +67,17 @@
 
 namespace kiln::core::lower {
 
+/// Consecutive outputs along one axis (rows or columns) whose windows read the same taps inside
+/// the image: outputs [first, first + count), taps [lo, hi) of the window.
+struct TapRun {
+  int64_t first = 0, count = 0, lo = 0, hi = 0;
+  bool operator==(const TapRun&) const = default;
+};
+
+/// The runs of `outputs` outputs of a window of `k` taps (stride, padding before, dilation) over
+/// `in` inputs, first to last; a run for every change of the taps that stay inside.
+std::vector<TapRun> tapRuns(int64_t outputs, int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil);
+
 /// A direct packed convolution's sizes, read from its buffers.
 struct ConvSketchShape {
   int64_t n = 1, cb = 1, ib = 1;  // input [N, C/ib, H, W, ib]
@@ -69,11 +92,13 @@ struct ConvSketchShape {
   int64_t dilH = 1, dilW = 1;
   bool windowed() const { return kh != 1 || kw != 1; }
   bool padded() const { return padH != 0 || padW != 0; }
+  /// Nested by runs of rows and columns whose taps inside the image agree (see the file comment).
+  bool regioned() const { return windowed() || padded(); }
   /// Rows × columns (loops r, p) rather than one flat row of pixels.
-  bool rowed() const { return strideH != 1 || strideW != 1 || windowed() || padded(); }
-  /// The padded copy's rows and columns: those the windows reach.
-  int64_t paddedHeight() const { return (rows - 1) * strideH + (kh - 1) * dilH + 1; }
-  int64_t paddedWidth() const { return (pixels - 1) * strideW + (kw - 1) * dilW + 1; }
+  bool rowed() const { return strideH != 1 || strideW != 1 || regioned(); }
+  /// The runs of output rows and of output columns (one run each without a window or padding).
+  std::vector<TapRun> rowRuns() const;
+  std::vector<TapRun> columnRuns() const;
   double flops() const {
     return 2.0 * static_cast<double>(n * rows * pixels) * static_cast<double>(cb * ib * kh * kw) *
            static_cast<double>(groups * vectors * lanes);

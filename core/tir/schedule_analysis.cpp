@@ -749,6 +749,21 @@ bool disjointFusedIterations(const For* loop) {
   return true;
 }
 
+/// Whether the iterations of the perfect chain of loops from `scope` down to `unit` (each loop's
+/// body exactly the next) provably touch disjoint elements: every loop of the chain has disjoint
+/// iterations (a single or a fused loop). Two distinct iterations of the chain first differ at
+/// some loop, within one iteration of the loops above it, so they touch disjoint elements. (No
+/// buffer is allocated between the loops of a perfect chain, so none is shared that a loop's own
+/// check took as private.)
+bool disjointChain(const For* scope, const For* unit) {
+  for (const For* loop = scope;;) {
+    if (!disjointIterations(loop) && !disjointFusedIterations(loop)) return false;
+    if (loop == unit) return true;
+    loop = loop->body.as<For>();
+    if (loop == nullptr) return false;
+  }
+}
+
 /// Replays integer control flow; see checkIterations.
 class Tracer {
  public:
@@ -987,7 +1002,7 @@ std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scop
   std::vector<const StmtNode*> path;
   KILN_ASSERT(findPath(func.body, scope, path), "checkIterations: the scope loop is not in the function");
   // Iterations that provably touch disjoint elements share none: nothing to replay.
-  if (scope == unit && (disjointIterations(scope) || disjointFusedIterations(scope))) return {};
+  if (disjointChain(scope, unit)) return {};
   Tracer tracer(scope, unit, what, budget);
   tracer.path.insert(path.begin(), path.end());
   tracer.scopeOnce = path.size() > 1 && shiftInvariant(scope);

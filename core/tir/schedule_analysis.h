@@ -139,10 +139,10 @@ struct BufferSharing {
 /// within each execution of `scope` separately. Buffers allocated inside `unit`'s body are
 /// private to an iteration and skipped. Throws kiln::Error (prefixed with `what`) when an index
 /// or loop bound depends on data, or when more than `budget` steps would be needed. Two exact
-/// shortcuts keep large nests within the budget: when `scope` is `unit` and its iterations
-/// provably touch disjoint elements (indices affine in the loop variables with one coefficient c
-/// of the checked loop per buffer and an inner footprint narrower than |c|) nothing is replayed
-/// and no buffer is returned; when every execution of `scope` touches the same pattern shifted by
+/// shortcuts keep large nests within the budget: when every loop from `scope` down to `unit` (a
+/// perfect chain) provably has iterations that touch disjoint elements (indices affine in the loop
+/// variables with one coefficient c of the checked loop per buffer and an inner footprint narrower
+/// than |c|) nothing is replayed and no buffer is returned; when every execution of `scope` touches the same pattern shifted by
 /// what the loops outside decide, only its first execution is replayed.
 std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scope, const For* unit,
                                            const std::string& what, int64_t budget = int64_t{1} << 23);

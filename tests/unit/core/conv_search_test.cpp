@@ -109,15 +109,21 @@ TEST(PointwiseConvSearch, ShapesAreReadFromUngroupedKernels) {
   EXPECT_TRUE(strided->rowed());
   EXPECT_EQ(strided->rows, 2);
   EXPECT_EQ(strided->pixels, 3);
-  // A padded 3×3 window keeps its rows; its padded copy holds the rows and columns it reaches.
+  // A padded 3×3 window keeps its rows, in runs: the first row (taps 1, 2), the interior, the last
+  // (taps 0, 1); likewise the columns.
   auto window = convSketchShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, {1, 1}, 1, true);
   ASSERT_TRUE(window.has_value());
-  EXPECT_TRUE(window->rowed() && window->windowed() && window->padded());
-  EXPECT_EQ(window->paddedHeight(), 6);
-  EXPECT_EQ(window->paddedWidth(), 7);
+  EXPECT_TRUE(window->rowed() && window->regioned());
+  EXPECT_EQ(window->rowRuns(), (std::vector<TapRun>{{0, 1, 1, 3}, {1, 2, 0, 3}, {3, 1, 0, 2}}));
+  EXPECT_EQ(window->columnRuns(), (std::vector<TapRun>{{0, 1, 1, 3}, {1, 3, 0, 3}, {4, 1, 0, 2}}));
   EXPECT_DOUBLE_EQ(window->flops(), 2.0 * 2 * 20 * 24 * 9 * 32);
+  EXPECT_EQ(s->rowRuns(), (std::vector<TapRun>{{0, 1, 0, 1}}));  // one run without a window
+  // Stride 2, dilation 2, padding 3 over 7 inputs: taps t with 0 <= 2o + 2t − 3 <= 6.
+  EXPECT_EQ(tapRuns(4, 7, 3, 2, 3, 2), (std::vector<TapRun>{{0, 1, 2, 3}, {1, 1, 1, 3}, {2, 1, 0, 3}, {3, 1, 0, 2}}));
   EXPECT_FALSE(convSketchShape(xs, ws, ys, {2, 2}, {0, 0}, {1, 1}, 1, true));  // the output of another stride
   EXPECT_FALSE(convSketchShape(xs, ws, ys, {1, 1}, {1, 1}, {1, 1}, 1, true));  // padded 1×1: a larger output
+  // A padded 1×1 whose border outputs see only padding (the bias alone): the builder's.
+  EXPECT_FALSE(convSketchShape(xs, ws, {2, 4, 6, 7, 8}, {1, 1}, {1, 1}, {1, 1}, 1, true));
   EXPECT_FALSE(convSketchShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, {2, 2}, 1, true));  // dilated: smaller
   EXPECT_FALSE(convSketchShape(xs, ws, ys, {1, 1}, {0, 0}, {1, 1}, 3, true));  // grouped
   EXPECT_FALSE(convSketchShape(xs, ws, {2, 4, 4, 5, 6}, {1, 1}, {0, 0}, {1, 1}, 1, true));  // 6 lanes into 16
@@ -276,8 +282,7 @@ TEST(PointwiseConvSearch, TheKeysTraceIsTheKernels) {
 }
 
 // Windows (3×3, 7×7, 2×3, dilated), strides and padding on random shapes: every annotation's
-// kernel verifies, replays from its trace and computes the convolution, the padded ones reading
-// the zero-padded copy they make first.
+// kernel verifies, replays from its trace and computes the convolution, region by region.
 TEST(WindowConvSearch, SketchTracesReplayVerifyAndAgree) {
   std::mt19937 rng(29);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
@@ -288,7 +293,7 @@ TEST(WindowConvSearch, SketchTracesReplayVerifyAndAgree) {
     const int64_t sh = pick(1, 2), sw = pick(1, 2), dh = t % 4 == 1 ? 2 : 1, dw = t % 4 == 1 ? pick(1, 2) : 1;
     const int64_t ph = pick(0, kh / 2 + (t == 5 ? 1 : 0)), pw = pick(0, kw / 2);
     const int64_t n = pick(1, 2), groups = pick(1, 2), vectors = pick(1, 3);
-    const int64_t height = (kh - 1) * dh + 1 + pick(0, 5), width = (kw - 1) * dw + 1 + pick(0, 7);
+    const int64_t height = (kh - 1) * dh + 1 + pick(0, 3), width = (kw - 1) * dw + 1 + pick(0, 5);
     const int64_t oh = (height + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (width + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
     std::optional<ConvSketchShape> shape =
         convSketchShape({n, cb, height, width, ib}, {groups, cb, kh, kw, ib, vectors * lanes},
@@ -306,8 +311,8 @@ TEST(WindowConvSearch, SketchTracesReplayVerifyAndAgree) {
 }
 
 // A padded 3×3 convolution with a fused relu and a 7×7 stem at stride 2 on three input
-// channels: a record makes each the sketch, in the interpreter and as JIT code; the padded copy
-// runs first in the same kernel, and the trace is the one the tuner builds from the key.
+// channels: a record makes each the sketch, in the interpreter and as JIT code; its regions read
+// no padding (no select is left), and the trace is the one the tuner builds from the key.
 TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
   Graph fused = parseGraph(
       "graph(%x: f32[1,2,6,9,8], %w: f32[2,2,3,3,8,8], %b: f32[16]) {\n"
@@ -326,14 +331,14 @@ TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
   const std::string key = lowerGraph(fused, options).funcs[0].attrs.at("tune_key");
   for (const Knobs& knobs : {Knobs{{"mi", 9}, {"po", 1}, {"oc_vecs", 1}}, Knobs{{"mi", 4}, {"po", 0}, {"oc_vecs", 1}}}) {
     SCOPED_TRACE(knobsText(knobs));
-    expectSketchKernel(fused, options, key, knobs, "c", {xt, wt, bt}, want);
+    expectSketchKernel(fused, options, key, knobs, "c_1_1", {xt, wt, bt}, want);
     auto configs = std::make_shared<ScheduleConfigs>();
     configs->byKey[key] = knobs;
     LowerOptions tuned = options;
     tuned.schedules = configs;
     const PrimFunc f = lowerGraph(fused, tuned).funcs[0];
     EXPECT_EQ(f.attrs.at("trace"), sketchTrace(key, knobs, 8, 16).str());
-    EXPECT_NE(tir::print(f).find("xp"), std::string::npos) << tir::print(f);
+    EXPECT_EQ(tir::print(f).find("select"), std::string::npos) << tir::print(f);
   }
 
   Graph stem = parseGraph(
@@ -356,7 +361,7 @@ TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
     LowerOptions tuned = options;
     tuned.schedules = configs;
     LoweredModule module = lowerGraph(stem, tuned);
-    EXPECT_NE(module.funcs[0].attrs.at("trace").find("kw"), std::string::npos);
+    EXPECT_NE(module.funcs[0].attrs.at("trace").find("kw_2_2"), std::string::npos);  // the interior
     for (Engine e : {Engine::Interpreter, Engine::Jit})
       EXPECT_TRUE(allClose(evalModule(module, {sx, sw, sb}, e)[0], stemWant)) << (e == Engine::Jit ? "jit" : "interp");
   }

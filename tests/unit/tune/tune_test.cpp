@@ -165,7 +165,7 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
     std::set<std::string> schedules;
     // Every configuration for the small dense space; for the convolutions a spread of them
     // plus one of every (algo, oc_vecs, unroll, oc_outer) combination (the widest tile), and of
-    // every (oc_vecs, po) of a pointwise convolution's sketch (the tallest tile).
+    // every (oc_vecs, po) of a convolution's sketch (the tallest tile).
     int64_t step = std::max<int64_t>(1, space.size() / 12);
     std::set<int64_t> indices;
     for (int64_t i = 0; i < space.size(); i += step) indices.insert(i);
