@@ -95,6 +95,38 @@ int checkEveryAnnotation(const ConvSketchShape& s, int registers, uint32_t seed)
   return checked;
 }
 
+/// A graph of one conv2d_nchwc with a bias: input, packed weight and output types (f32 shapes in
+/// the text form, "1,2,5,7,8") and its attributes besides groups=1.
+Graph oneConv(const std::string& x, const std::string& w, const std::string& y, const std::string& attrs) {
+  return parseGraph("graph(%x: f32[" + x + "], %w: f32[" + w + "], %b: f32[16]) {\n  %y = conv2d_nchwc(%x, %w, %b) {groups=1, " +
+                    attrs + "} : f32[" + y + "]\n  return %y\n}\n");
+}
+
+/// A one-convolution graph's inputs (x, w, b at random) and the reference output of `s`.
+struct SketchCase {
+  std::vector<runtime::Tensor> inputs;
+  std::vector<float> want;
+};
+SketchCase sketchCase(const ConvSketchShape& s, const Shape& xs, const Shape& ws, uint64_t seed) {
+  runtime::Tensor x = randomTensor(xs, seed), w = randomTensor(ws, seed + 1),
+                  b = randomTensor({s.groups * s.vectors * s.lanes}, seed + 2);
+  std::vector<float> bias = toVector(b);
+  return {{x, w, b}, reference(s, toVector(x), toVector(w), &bias)};
+}
+
+/// `g`'s kernel lowered with `knobs` as the record of `key`: it computes `c.want` in the
+/// interpreter and as JIT code; returns its trace.
+std::string expectRecordRuns(const Graph& g, LowerOptions options, const std::string& key, const Knobs& knobs,
+                             const SketchCase& c) {
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[key] = knobs;
+  options.schedules = configs;
+  LoweredModule module = lowerGraph(g, options);
+  for (Engine e : {Engine::Interpreter, Engine::Jit})
+    EXPECT_TRUE(allClose(evalModule(module, c.inputs, e)[0], c.want)) << (e == Engine::Jit ? "jit" : "interp");
+  return module.funcs[0].attrs.at("trace");
+}
+
 TEST(PointwiseConvSearch, ShapesAreReadFromUngroupedKernels) {
   Shape xs{2, 3, 4, 5, 8}, ws{2, 3, 1, 1, 8, 16}, ys{2, 4, 4, 5, 8};
   auto s = convSketchShape(xs, ws, ys, {1, 1}, {0, 0}, {1, 1}, 1, true);
@@ -233,28 +265,16 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
 // whose kernel computes the convolution in the interpreter and as JIT code and whose trace is the
 // one the tuner builds from the key.
 TEST(PointwiseConvSearch, StridedConvolutionsKeepTheirRows) {
-  Graph g = parseGraph(
-      "graph(%x: f32[1,2,5,7,8], %w: f32[1,2,1,1,8,16], %b: f32[16]) {\n"
-      "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, stride=[2,2], out_layout=\"NCHW8c\"} : f32[1,2,3,4,8]\n"
-      "  return %y\n"
-      "}\n");
+  Graph g = oneConv("1,2,5,7,8", "1,2,1,1,8,16", "1,2,3,4,8", "stride=[2,2], out_layout=\"NCHW8c\"");
   auto s = convSketchShape({1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, {1, 2, 3, 4, 8}, {2, 2}, {0, 0}, {1, 1}, 1, true);
   ASSERT_TRUE(s.has_value());
-  runtime::Tensor xt = randomTensor({1, 2, 5, 7, 8}, 4), wt = randomTensor({1, 2, 1, 1, 8, 16}, 5), bt = randomTensor({16}, 6);
-  std::vector<float> b = toVector(bt);
-  std::vector<float> want = reference(*s, toVector(xt), toVector(wt), &b);
+  const SketchCase c = sketchCase(*s, {1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, 4);
   LowerOptions options;  // 8 lanes, 16 registers
   const std::string key = lowerGraph(g, options).funcs[0].attrs.at("tune_key");
   EXPECT_NE(key.find("sh=2,sw=2"), std::string::npos) << key;
   for (const Knobs& knobs : {Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}}, Knobs{{"mi", 3}, {"po", 0}, {"oc_vecs", 2}}}) {
     SCOPED_TRACE(knobsText(knobs));
-    auto configs = std::make_shared<ScheduleConfigs>();
-    configs->byKey[key] = knobs;
-    options.schedules = configs;
-    LoweredModule module = lowerGraph(g, options);
-    EXPECT_EQ(module.funcs[0].attrs.at("trace"), sketchTrace(key, knobs, 8, 16).str());
-    for (Engine e : {Engine::Interpreter, Engine::Jit})
-      EXPECT_TRUE(allClose(evalModule(module, {xt, wt, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+    EXPECT_EQ(expectRecordRuns(g, options, key, knobs, c), sketchTrace(key, knobs, 8, 16).str());
   }
 }
 
@@ -341,29 +361,14 @@ TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
     EXPECT_EQ(tir::print(f).find("select"), std::string::npos) << tir::print(f);
   }
 
-  Graph stem = parseGraph(
-      "graph(%x: f32[1,1,15,13,3], %w: f32[1,1,7,7,3,16], %b: f32[16]) {\n"
-      "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, stride=[2,2], padding=[3,3], out_layout=\"NCHW8c\"} : "
-      "f32[1,2,8,7,8]\n"
-      "  return %y\n"
-      "}\n");
+  Graph stem = oneConv("1,1,15,13,3", "1,1,7,7,3,16", "1,2,8,7,8", "stride=[2,2], padding=[3,3], out_layout=\"NCHW8c\"");
   auto t = convSketchShape({1, 1, 15, 13, 3}, {1, 1, 7, 7, 3, 16}, {1, 2, 8, 7, 8}, {2, 2}, {3, 3}, {1, 1}, 1, true);
   ASSERT_TRUE(t.has_value());
-  runtime::Tensor sx = randomTensor({1, 1, 15, 13, 3}, 10), sw = randomTensor({1, 1, 7, 7, 3, 16}, 11),
-                  sb = randomTensor({16}, 12);
-  std::vector<float> sbias = toVector(sb);
-  std::vector<float> stemWant = reference(*t, toVector(sx), toVector(sw), &sbias);
+  const SketchCase c = sketchCase(*t, {1, 1, 15, 13, 3}, {1, 1, 7, 7, 3, 16}, 10);
   const std::string stemKey = lowerGraph(stem, options).funcs[0].attrs.at("tune_key");
   for (const Knobs& knobs : {Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}}, Knobs{{"mi", 3}, {"po", 0}, {"oc_vecs", 2}}}) {
     SCOPED_TRACE(knobsText(knobs));
-    auto configs = std::make_shared<ScheduleConfigs>();
-    configs->byKey[stemKey] = knobs;
-    LowerOptions tuned = options;
-    tuned.schedules = configs;
-    LoweredModule module = lowerGraph(stem, tuned);
-    EXPECT_NE(module.funcs[0].attrs.at("trace").find("kw_2_2"), std::string::npos);  // the interior
-    for (Engine e : {Engine::Interpreter, Engine::Jit})
-      EXPECT_TRUE(allClose(evalModule(module, {sx, sw, sb}, e)[0], stemWant)) << (e == Engine::Jit ? "jit" : "interp");
+    EXPECT_NE(expectRecordRuns(stem, options, stemKey, knobs, c).find("kw_2_2"), std::string::npos);  // the interior
   }
 }
 
