@@ -12,11 +12,16 @@ using namespace tir;
 std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws, const Shape& ys,
                                                const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                                                const std::vector<int64_t>& dilation, int64_t groups, bool bias) {
-  if (xs.size() != 5 || ws.size() != 6 || ys.size() != 5 || groups != 1) return std::nullopt;
+  if (xs.size() != 5 || ws.size() != 6 || ys.size() != 5) return std::nullopt;
   if (stride.size() != 2 || padding.size() != 2 || dilation.size() != 2) return std::nullopt;
+  // Depthwise: one channel block per weight block, its taps for each lane.
+  const bool depthwise = groups != 1;
+  if (depthwise && (groups != xs[1] * xs[4] || ws[0] != xs[1] || ws[1] != 1 || ws[4] != 1 || ws[5] != xs[4] ||
+                    ys[1] != xs[1] || ys[4] != xs[4]))
+    return std::nullopt;
   if (stride[0] < 1 || stride[1] < 1 || padding[0] < 0 || padding[1] < 0 || dilation[0] < 1 || dilation[1] < 1)
     return std::nullopt;
-  if (ws[2] < 1 || ws[3] < 1 || ws[1] != xs[1] || ws[4] != xs[4]) return std::nullopt;
+  if (ws[2] < 1 || ws[3] < 1 || (!depthwise && (ws[1] != xs[1] || ws[4] != xs[4]))) return std::nullopt;
   auto outExtent = [](int64_t in, int64_t k, int64_t st, int64_t pad, int64_t dil) {
     return (in + 2 * pad - dil * (k - 1) - 1) / st + 1;
   };
@@ -34,6 +39,7 @@ std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws,
   s.kh = ws[2], s.kw = ws[3];
   s.padH = padding[0], s.padW = padding[1];
   s.dilH = dilation[0], s.dilW = dilation[1];
+  if (depthwise) s.depthwise = true, s.cb = 1, s.ib = 1;
   if (s.rowed()) {
     s.rows = ys[2], s.pixels = ys[3];
   } else {
@@ -103,21 +109,35 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
     for (size_t bi = 0; bi < columnRuns.size(); ++bi) {
       const TapRun &rows = rowRuns[a], &cols = columnRuns[bi];
       auto var = [&](const char* base) { return Var::make(names.region(base, a, bi)); };
-      Expr r = var("r"), p = var("p"), v = var("v"), l = var("l"), c = var("c"), kh = var("kh"), kw = var("kw");
-      Expr i = var("i");
+      Expr r = var("r"), p = var("p"), l = var("l"), kh = var("kh"), kw = var("kw");
       Expr row = r + rows.first, col = p + cols.first, th = kh + rows.lo, tw = kw + cols.lo;
-      Expr block = g * s.vectors + v;
-      Expr yOff = ((n * (s.groups * s.vectors) + block) * (s.rows * s.pixels) + row * s.pixels + col) * s.lanes + l;
       Expr inRow = row * s.strideH + th * s.dilH - s.padH, inCol = col * s.strideW + tw * s.dilW - s.padW;
-      Expr xOff = (((n * s.cb + c) * s.inHeight + inRow) * s.inWidth + inCol) * s.ib + i;
-      Expr wOff = ((g * (s.cb * s.kh * s.kw) + (c * s.kh + th) * s.kw + tw) * s.ib + i) * (s.vectors * s.lanes) +
-                  v * s.lanes + l;
-      Expr start = b ? Load::make(b, block * s.lanes + l) : literal(y->elemType, 0);
-      Expr first = EQ::make(c, i64(0)) && EQ::make(kh, i64(0)) && EQ::make(kw, i64(0)) && EQ::make(i, i64(0));
-      Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) +
-                                             Load::make(x, xOff) * Load::make(w, wOff));
-      Stmt nest = serialFor(kh, 0, rows.hi - rows.lo, serialFor(kw, 0, cols.hi - cols.lo, serialFor(i, 0, s.ib, update)));
-      nest = serialFor(v, 0, s.vectors, serialFor(l, 0, s.lanes, serialFor(c, 0, s.cb, nest)));
+      const Expr yRow = row * s.pixels + col;
+      Stmt nest;
+      if (s.depthwise) {
+        // One channel block g: y[n, g, row, col, l] over the taps of lane l only.
+        Expr yOff = ((n * s.groups + g) * (s.rows * s.pixels) + yRow) * s.lanes + l;
+        Expr xOff = (((n * s.groups + g) * s.inHeight + inRow) * s.inWidth + inCol) * s.lanes + l;
+        Expr wOff = ((g * s.kh + th) * s.kw + tw) * s.lanes + l;
+        Expr start = b ? Load::make(b, g * s.lanes + l) : literal(y->elemType, 0);
+        Expr first = EQ::make(kh, i64(0)) && EQ::make(kw, i64(0));
+        Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) +
+                                               Load::make(x, xOff) * Load::make(w, wOff));
+        nest = serialFor(l, 0, s.lanes, serialFor(kh, 0, rows.hi - rows.lo, serialFor(kw, 0, cols.hi - cols.lo, update)));
+      } else {
+        Expr v = var("v"), c = var("c"), i = var("i");
+        Expr block = g * s.vectors + v;
+        Expr yOff = ((n * (s.groups * s.vectors) + block) * (s.rows * s.pixels) + yRow) * s.lanes + l;
+        Expr xOff = (((n * s.cb + c) * s.inHeight + inRow) * s.inWidth + inCol) * s.ib + i;
+        Expr wOff = ((g * (s.cb * s.kh * s.kw) + (c * s.kh + th) * s.kw + tw) * s.ib + i) * (s.vectors * s.lanes) +
+                    v * s.lanes + l;
+        Expr start = b ? Load::make(b, block * s.lanes + l) : literal(y->elemType, 0);
+        Expr first = EQ::make(c, i64(0)) && EQ::make(kh, i64(0)) && EQ::make(kw, i64(0)) && EQ::make(i, i64(0));
+        Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) +
+                                               Load::make(x, xOff) * Load::make(w, wOff));
+        nest = serialFor(kh, 0, rows.hi - rows.lo, serialFor(kw, 0, cols.hi - cols.lo, serialFor(i, 0, s.ib, update)));
+        nest = serialFor(v, 0, s.vectors, serialFor(l, 0, s.lanes, serialFor(c, 0, s.cb, nest)));
+      }
       regions.push_back(serialFor(r, 0, rows.count, serialFor(p, 0, cols.count, nest)));
     }
   return serialFor(n, 0, s.n, serialFor(g, 0, s.groups, Seq::make(std::move(regions))));
@@ -152,9 +172,8 @@ Stmt convSketchPlainNest(const ConvSketchShape& s, const Buffer& x, const Buffer
 
 PrimFunc convSketchPlainFunc(const ConvSketchShape& s) {
   Type elem = Type::f32();
-  const int64_t inPixels = s.rowed() ? s.inHeight * s.inWidth : s.pixels;
-  Buffer x = makeBuffer("x", elem, {s.n, s.cb, inPixels, s.ib});
-  Buffer w = makeBuffer("w", elem, {s.groups, s.cb * s.kh * s.kw, s.ib, s.vectors * s.lanes});
+  Buffer x = makeBuffer("x", elem, {s.inputElements()});
+  Buffer w = makeBuffer("w", elem, {s.weightElements()});
   Buffer b = s.bias ? makeBuffer("b", elem, {s.groups * s.vectors * s.lanes}) : nullptr;
   Buffer y = makeBuffer("y", elem, {s.n, s.groups * s.vectors, s.rows * s.pixels, s.lanes});
   return plainFunc("conv2d_nchwc", x, w, b, y, convSketchPlainNest(s, x, w, b, y));
@@ -195,6 +214,11 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
   const bool parallel =
       wantParallel(s.n * s.rows * s.pixels * s.groups * s.vectors * s.lanes, s.cb * s.ib * s.kh * s.kw);
   const bool byGroups = parallel && po == 1 && s.groups >= 2;
+  // A depthwise region reduces over the taps alone and has no output vectors beyond the lanes.
+  const std::vector<const char*> reduction =
+      s.depthwise ? std::vector<const char*>{"kh", "kw"} : std::vector<const char*>{"c", "kh", "kw", "i"};
+  const std::vector<const char*> tileLoops =
+      s.depthwise ? std::vector<const char*>{"l"} : std::vector<const char*>{"v", "l"};
   std::vector<std::string> outerLoops, vectorLoops;
   for (size_t a = 0; a < rowRuns.size(); ++a)
     for (size_t b = 0; b < columnRuns.size(); ++b) {
@@ -204,29 +228,28 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
       const bool alongRows = rows > cols;
       const int64_t extent = alongRows ? rows : cols, tile = std::min(mi, extent), rest = extent % tile;
       auto [to, ti] = sched.split(loop(alongRows ? "r" : "p"), tile, TailStrategy::Loop);
-      std::vector<std::string> order{alongRows ? loop("p") : to};
-      for (const char* base : {"c", "kh", "kw", "i"}) order.push_back(loop(base));
-      for (const std::string& inner : {ti, loop("v"), loop("l")}) order.push_back(inner);
-      if (alongRows) order.insert(order.begin(), to);
-      sched.reorder(order);
+      // Outer pixels, the reduction, the tile (pixels × vectors × lanes) innermost.
+      auto tileOrder = [&](const char* suffix, std::vector<std::string> order, const std::string& pixels) {
+        for (const char* base : reduction) order.push_back(loop(base, suffix));
+        order.push_back(pixels);
+        for (const char* base : tileLoops) order.push_back(loop(base, suffix));
+        return order;
+      };
+      sched.reorder(tileOrder("", alongRows ? std::vector<std::string>{to, loop("p")} : std::vector<std::string>{to}, ti));
       if (tile > 1) sched.unroll(ti);
       if (s.vectors > 1) sched.unroll(loop("v"));
       if (!vectors) sched.unroll(loop("l"));
-      sched.cacheWrite(loop("c"));
+      sched.cacheWrite(loop(reduction.front()));
       if ((alongRows ? extent / tile : rows) >= 2) outerLoops.push_back(alongRows ? to : loop("r"));
       for (const char* suffix : {"", "_r", "_w"}) vectorLoops.push_back(loop("l", suffix));
       if (rest == 0) continue;
       // The rest of the axis (the split's tail loop) as a tile of its own.
       const std::string tail = loop(alongRows ? "r" : "p", "_t");
-      std::vector<std::string> tailOrder;
-      if (alongRows) tailOrder.push_back(loop("p", "_t"));
-      for (const char* base : {"c", "kh", "kw", "i"}) tailOrder.push_back(loop(base, "_t"));
-      for (const std::string& inner : {tail, loop("v", "_t"), loop("l", "_t")}) tailOrder.push_back(inner);
-      sched.reorder(tailOrder);
+      sched.reorder(tileOrder("_t", alongRows ? std::vector<std::string>{loop("p", "_t")} : std::vector<std::string>{}, tail));
       if (rest > 1) sched.unroll(tail);
       if (s.vectors > 1) sched.unroll(loop("v", "_t"));
       if (!vectors) sched.unroll(loop("l", "_t"));
-      sched.cacheWrite(loop("c", "_t"));
+      sched.cacheWrite(loop(reduction.front(), "_t"));
       for (const char* suffix : {"_t", "_t_r", "_t_w"}) vectorLoops.push_back(loop("l", suffix));
     }
   // Weight groups in parallel (po = 1: each worker keeps its groups' weights in cache), or each
@@ -304,19 +327,24 @@ std::optional<ConvSketchShape> convSketchShapeOfKey(const std::string& key, int6
   TuneKeyParts parts = parseTuneKey(key);
   if (parts.kind != "conv2d_nchwc") throw Error("tuning key '" + key + "' is not a conv2d_nchwc key", ErrorKind::InvalidInput);
   const Knobs& p = parts.params;
-  if (knob(p, "g", 1) != 1) return std::nullopt;
   LowerOptions options;
   options.vectorLanes = lanes;
   const int64_t c = knob(p, "c", 1), o = knob(p, "o", 1), h = knob(p, "h", 1), w = knob(p, "w", 1);
+  const int64_t groups = knob(p, "g", 1);
+  const bool depthwise = groups != 1;
+  if (depthwise && (groups != c || o != c)) return std::nullopt;  // grouped: not packed
   const int64_t kh = knob(p, "kh", 1), kw = knob(p, "kw", 1), sh = knob(p, "sh", 1), sw = knob(p, "sw", 1);
   const int64_t ph = knob(p, "ph", 0), pw = knob(p, "pw", 0), dh = knob(p, "dh", 1), dw = knob(p, "dw", 1);
-  const int64_t ib = channelBlock(c, options), block = channelBlock(o, options);
+  const int64_t block = channelBlock(o, options), ib = depthwise ? block : channelBlock(c, options);
   if (ocVecs < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1 || (o / block) % ocVecs != 0) return std::nullopt;
+  if (depthwise && ocVecs != 1) return std::nullopt;
   const int64_t n = knob(p, "n", 1);
   const int64_t oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
   // The buffers alter-layout gives the kernel, and the bias that batch-norm folding leaves.
-  return convSketchShape({n, c / ib, h, w, ib}, {o / (block * ocVecs), c / ib, kh, kw, ib, block * ocVecs},
-                         {n, o / block, oh, ow, block}, {sh, sw}, {ph, pw}, {dh, dw}, 1, true);
+  const Shape ws = depthwise ? Shape{c / block, 1, kh, kw, 1, block}
+                             : Shape{o / (block * ocVecs), c / ib, kh, kw, ib, block * ocVecs};
+  return convSketchShape({n, c / ib, h, w, ib}, ws, {n, o / block, oh, ow, block}, {sh, sw}, {ph, pw}, {dh, dw},
+                         groups, true);
 }
 
 Trace convSketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers) {

@@ -90,10 +90,19 @@ struct ConvSketchShape {
   int64_t kh = 1, kw = 1;                  // the window
   int64_t padH = 0, padW = 0;              // zero padding before the first row and column
   int64_t dilH = 1, dilW = 1;
+  /// Depthwise (groups = channels): weight blocks are channel blocks (groups = C/L, V = 1, cb =
+  /// ib = 1), input x [N, C/L, H, W, L], weight w [C/L, 1, KH, KW, 1, L]; no channel reduction.
+  bool depthwise = false;
   bool windowed() const { return kh != 1 || kw != 1; }
   bool padded() const { return padH != 0 || padW != 0; }
   /// Nested by runs of rows and columns whose taps inside the image agree (see the file comment).
-  bool regioned() const { return windowed() || padded(); }
+  bool regioned() const { return windowed() || padded() || depthwise; }
+  /// Elements of the input (a flat row of P pixels when not rowed) and of the packed weight.
+  int64_t inputElements() const {
+    const int64_t in = rowed() ? inHeight * inWidth : pixels;
+    return depthwise ? n * groups * in * lanes : n * cb * in * ib;
+  }
+  int64_t weightElements() const { return groups * cb * kh * kw * ib * vectors * lanes; }
   /// Rows × columns (loops r, p) rather than one flat row of pixels.
   bool rowed() const { return strideH != 1 || strideW != 1 || regioned(); }
   /// The runs of output rows and of output columns (one run each without a window or padding).
@@ -105,8 +114,8 @@ struct ConvSketchShape {
   }
 };
 
-/// The shape of a conv2d_nchwc kernel when the sketch takes it (groups 1, NCHW[x]c input and
-/// output, any window, stride, padding and dilation); nullopt otherwise. `xs`, `ws`, `ys`: the
+/// The shape of a conv2d_nchwc kernel when the sketch takes it (groups 1 or depthwise, NCHW[x]c
+/// input and output, any window, stride, padding and dilation); nullopt otherwise. `xs`, `ws`, `ys`: the
 /// input, packed weight and output shapes; `stride`, `padding`, `dilation`: the kernel's (height,
 /// width) pairs.
 std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws, const Shape& ys,

@@ -330,11 +330,9 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   if (tuned && (knob(*tuned, "oc_vecs", s.ocVecs) != s.ocVecs || knob(*tuned, "algo", 0) != 0)) tuned = nullptr;
   bool pointwise = s.kh == 1 && s.kw == 1 && stride == std::vector<int64_t>{1, 1} && pad == std::vector<int64_t>{0, 0};
   // A convolution whose record is a sketch annotation or trace (conv_search.h).
-  if (!s.depthwise) {
-    if (auto shape = convSketchShape(xs, ws, ys, stride, pad, dil, ctx.attrs.getInt("groups", 1), ctx.in.size() == 3)) {
-      Stmt nest = tunedSketchConv(ctx, *shape);
-      if (nest.defined()) return nest;
-    }
+  if (auto shape = convSketchShape(xs, ws, ys, stride, pad, dil, ctx.attrs.getInt("groups", 1), ctx.in.size() == 3)) {
+    Stmt nest = tunedSketchConv(ctx, *shape);
+    if (nest.defined()) return nest;
   }
   bool flatten = packedConvFlattens(s.kh, s.kw, stride, pad, s.ow, ctx.options);
   if (tuned) flatten = pointwise && knob(*tuned, "flatten", flatten) != 0;

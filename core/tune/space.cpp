@@ -94,16 +94,15 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
             }
           }
     // The sketch's annotations (conv_search.h) for every packing, after the builder's.
-    if (!plan.depthwise)
-      for (int64_t v : {1, 2, 3, 4, 6, 8}) {
-        if (blocks % v != 0) continue;
-        std::optional<lower::ConvSketchShape> s = lower::convSketchShapeOfKey(key, v, options.vectorLanes);
-        if (!s) continue;
-        space.m_seeds.push_back(space.size());
-        space.add(lower::convSketchDefaultKnobs(*s, options.vectorRegisters));
-        for (Knobs& k : lower::convSketchAnnotations(*s, options.vectorRegisters))
-          if (!space.m_index.count(k)) space.add(std::move(k));
-      }
+    for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+      if (blocks % v != 0) continue;
+      std::optional<lower::ConvSketchShape> s = lower::convSketchShapeOfKey(key, v, options.vectorLanes);
+      if (!s) continue;
+      space.m_seeds.push_back(space.size());
+      space.add(lower::convSketchDefaultKnobs(*s, options.vectorRegisters));
+      for (Knobs& k : lower::convSketchAnnotations(*s, options.vectorRegisters))
+        if (!space.m_index.count(k)) space.add(std::move(k));
+    }
     // Winograd: register tiles of v vectors × b output tiles (the last block may be narrower, so
     // every b up to the tile count is distinct).
     for (int64_t m : {4, 2}) {

@@ -1,6 +1,6 @@
 // Microbenchmarks of Kiln's generated kernels (Google Benchmark): GFLOP/s of conv2d in the packed
-// layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes, its ungrouped
-// ones also as the template-free sketch of core/lower/conv_search.h (conv_sketch), direct vs
+// layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes (and two of
+// MobileNetV2's depthwise ones), also as the template-free sketch of core/lower/conv_search.h (conv_sketch), direct vs
 // Winograd F(2×2, 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective
 // GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000, and bert_encoder's dense
 // layers over 128 and 1024 tokens (batch 1 and 8) both as dense (dot-product tile) and as -O3 runs them (pack-dense's
@@ -209,7 +209,7 @@ Compiled packedConv(const ConvShape& s, bool sketch = false) {
   if (sketch) {
     auto shape = lower::convSketchShape({1, s.c / inBlock, s.h, s.w, inBlock}, g.type(wp).shape,
                                         {1, s.oc / outBlock, oh, ow, outBlock}, stride, pad, {1, 1}, s.groups, true);
-    if (!shape) std::fprintf(stderr, "%s: a grouped convolution, no sketch\n", s.name);
+    if (!shape) std::fprintf(stderr, "%s: no sketch for this convolution\n", s.name);
     else knobs = lower::convSketchDefaultKnobs(*shape, o.vectorRegisters);
     if (const char* text = std::getenv("KILN_BENCH_SKETCH_KNOBS")) {
       for (const auto& [name, value] : lower::parseKnobs(text)) knobs[name] = value;
@@ -356,9 +356,8 @@ void registerAll() {
                 t);
     }
   }
-  // The ungrouped ones again as the template-free sketch (conv_search.h), the builder's rows beside.
+  // Every one again as the template-free sketch (conv_search.h), the builder's rows beside.
   for (const ConvShape& shape : resnet50Shapes()) {
-    if (shape.groups != 1) continue;
     for (int t : {1, 2}) {
       std::string suffix = std::string(shape.name) + "/threads:" + std::to_string(t);
       configure(benchmark::RegisterBenchmark(("conv_sketch/" + suffix).c_str(), [shape, t](benchmark::State& s) {

@@ -37,6 +37,26 @@ std::vector<float> reference(const ConvSketchShape& s, const std::vector<float>&
   const int64_t blocks = s.groups * s.vectors, ob = s.vectors * s.lanes, outPixels = s.rows * s.pixels;
   const int64_t height = s.rowed() ? s.inHeight : 1, width = s.rowed() ? s.inWidth : s.pixels;
   std::vector<float> y(static_cast<size_t>(s.n * blocks * outPixels * s.lanes));
+  if (s.depthwise) {
+    // y[n, g, r, q, l] = b[g·L + l] + Σ x[n, g, r·sh + kh·dh − ph, q·sw + kw·dw − pw, l] · w[g, kh, kw, l].
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t g = 0; g < s.groups; ++g)
+        for (int64_t r = 0; r < s.rows; ++r)
+          for (int64_t q = 0; q < s.pixels; ++q)
+            for (int64_t l = 0; l < s.lanes; ++l) {
+              double acc = b ? (*b)[static_cast<size_t>(g * s.lanes + l)] : 0.0;
+              for (int64_t kh = 0; kh < s.kh; ++kh)
+                for (int64_t kw = 0; kw < s.kw; ++kw) {
+                  int64_t row = r * s.strideH + kh * s.dilH - s.padH, col = q * s.strideW + kw * s.dilW - s.padW;
+                  if (row < 0 || row >= height || col < 0 || col >= width) continue;
+                  acc += double(x[static_cast<size_t>((((n * s.groups + g) * height + row) * width + col) * s.lanes + l)]) *
+                         w[static_cast<size_t>(((g * s.kh + kh) * s.kw + kw) * s.lanes + l)];
+                }
+              y[static_cast<size_t>(((n * s.groups + g) * outPixels + r * s.pixels + q) * s.lanes + l)] =
+                  static_cast<float>(acc);
+            }
+    return y;
+  }
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t g = 0; g < s.groups; ++g)
       for (int64_t v = 0; v < s.vectors; ++v)
@@ -65,9 +85,8 @@ std::vector<float> reference(const ConvSketchShape& s, const std::vector<float>&
 /// its trace and computes the convolution in the interpreter; returns how many were checked.
 int checkEveryAnnotation(const ConvSketchShape& s, int registers, uint32_t seed) {
   PrimFunc plain = convSketchPlainFunc(s);
-  const int64_t inPixels = s.rowed() ? s.inHeight * s.inWidth : s.pixels;
-  std::vector<float> x = randomData(s.n * s.cb * inPixels * s.ib, seed);
-  std::vector<float> w = randomData(s.groups * s.cb * s.kh * s.kw * s.ib * s.vectors * s.lanes, seed + 1);
+  std::vector<float> x = randomData(s.inputElements(), seed);
+  std::vector<float> w = randomData(s.weightElements(), seed + 1);
   std::vector<float> b = randomData(s.groups * s.vectors * s.lanes, seed + 2);
   std::vector<float> want = reference(s, x, w, s.bias ? &b : nullptr);
   std::vector<Knobs> all = convSketchAnnotations(s, registers);
@@ -95,10 +114,10 @@ int checkEveryAnnotation(const ConvSketchShape& s, int registers, uint32_t seed)
   return checked;
 }
 
-/// A graph of one conv2d_nchwc with a bias: input, packed weight and output types (f32 shapes in
-/// the text form, "1,2,5,7,8") and its attributes besides groups=1.
+/// A graph of one conv2d_nchwc with a bias of 16: input, packed weight and output types (f32
+/// shapes in the text form, "1,2,5,7,8") and its attributes.
 Graph oneConv(const std::string& x, const std::string& w, const std::string& y, const std::string& attrs) {
-  return parseGraph("graph(%x: f32[" + x + "], %w: f32[" + w + "], %b: f32[16]) {\n  %y = conv2d_nchwc(%x, %w, %b) {groups=1, " +
+  return parseGraph("graph(%x: f32[" + x + "], %w: f32[" + w + "], %b: f32[16]) {\n  %y = conv2d_nchwc(%x, %w, %b) {" +
                     attrs + "} : f32[" + y + "]\n  return %y\n}\n");
 }
 
@@ -158,6 +177,13 @@ TEST(PointwiseConvSearch, ShapesAreReadFromUngroupedKernels) {
   EXPECT_FALSE(convSketchShape(xs, ws, {2, 4, 6, 7, 8}, {1, 1}, {1, 1}, {1, 1}, 1, true));
   EXPECT_FALSE(convSketchShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, {2, 2}, 1, true));  // dilated: smaller
   EXPECT_FALSE(convSketchShape(xs, ws, ys, {1, 1}, {0, 0}, {1, 1}, 3, true));  // grouped
+  auto depthwise = convSketchShape({1, 3, 4, 5, 8}, {3, 1, 3, 3, 1, 8}, {1, 3, 4, 5, 8}, {1, 1}, {1, 1}, {1, 1}, 24, true);
+  ASSERT_TRUE(depthwise.has_value());
+  EXPECT_TRUE(depthwise->depthwise && depthwise->regioned());
+  EXPECT_EQ(depthwise->groups, 3);
+  EXPECT_EQ(depthwise->vectors, 1);
+  EXPECT_DOUBLE_EQ(depthwise->flops(), 2.0 * 20 * 9 * 24);
+  EXPECT_FALSE(convSketchShape({1, 3, 4, 5, 8}, {3, 1, 3, 3, 1, 8}, {1, 3, 4, 5, 8}, {1, 1}, {1, 1}, {1, 1}, 12, true));
   EXPECT_FALSE(convSketchShape(xs, ws, {2, 4, 4, 5, 6}, {1, 1}, {0, 0}, {1, 1}, 1, true));  // 6 lanes into 16
 }
 
@@ -265,7 +291,7 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
 // whose kernel computes the convolution in the interpreter and as JIT code and whose trace is the
 // one the tuner builds from the key.
 TEST(PointwiseConvSearch, StridedConvolutionsKeepTheirRows) {
-  Graph g = oneConv("1,2,5,7,8", "1,2,1,1,8,16", "1,2,3,4,8", "stride=[2,2], out_layout=\"NCHW8c\"");
+  Graph g = oneConv("1,2,5,7,8", "1,2,1,1,8,16", "1,2,3,4,8", "groups=1, stride=[2,2], out_layout=\"NCHW8c\"");
   auto s = convSketchShape({1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, {1, 2, 3, 4, 8}, {2, 2}, {0, 0}, {1, 1}, 1, true);
   ASSERT_TRUE(s.has_value());
   const SketchCase c = sketchCase(*s, {1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, 4);
@@ -328,6 +354,24 @@ TEST(WindowConvSearch, SketchTracesReplayVerifyAndAgree) {
   }
   EXPECT_GE(checked, 60);
   EXPECT_GE(padded, 6);
+  // Depthwise (groups = channels): the same regions over the taps of each lane.
+  int depthwise = 0;
+  for (int t = 0; t < 6; ++t) {
+    const int64_t lanes = t % 3 == 0 ? 1 : (t % 3 == 1 ? 4 : 8), blocks = pick(2, 3);  // groups > 1
+    const int64_t k = t == 5 ? 5 : 3, stride = pick(1, 2), dil = t == 4 ? 2 : 1, pad = pick(0, k / 2 * dil);
+    const int64_t n = pick(1, 2), height = (k - 1) * dil + 1 + pick(0, 4), width = (k - 1) * dil + 1 + pick(0, 6);
+    const int64_t oh = (height + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+    const int64_t ow = (width + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+    std::optional<ConvSketchShape> shape =
+        convSketchShape({n, blocks, height, width, lanes}, {blocks, 1, k, k, 1, lanes}, {n, blocks, oh, ow, lanes},
+                        {stride, stride}, {pad, pad}, {dil, dil}, blocks * lanes, pick(0, 1) != 0);
+    ASSERT_TRUE(shape.has_value());
+    ASSERT_TRUE(shape->depthwise);
+    SCOPED_TRACE("depthwise shape " + std::to_string(t));
+    depthwise += checkEveryAnnotation(*shape, 16, static_cast<uint32_t>(90 + 3 * t));
+    if (HasFailure()) return;
+  }
+  EXPECT_GE(depthwise, 40);
 }
 
 // A padded 3×3 convolution with a fused relu and a 7×7 stem at stride 2 on three input
@@ -361,7 +405,8 @@ TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
     EXPECT_EQ(tir::print(f).find("select"), std::string::npos) << tir::print(f);
   }
 
-  Graph stem = oneConv("1,1,15,13,3", "1,1,7,7,3,16", "1,2,8,7,8", "stride=[2,2], padding=[3,3], out_layout=\"NCHW8c\"");
+  Graph stem = oneConv("1,1,15,13,3", "1,1,7,7,3,16", "1,2,8,7,8",
+                       "groups=1, stride=[2,2], padding=[3,3], out_layout=\"NCHW8c\"");
   auto t = convSketchShape({1, 1, 15, 13, 3}, {1, 1, 7, 7, 3, 16}, {1, 2, 8, 7, 8}, {2, 2}, {3, 3}, {1, 1}, 1, true);
   ASSERT_TRUE(t.has_value());
   const SketchCase c = sketchCase(*t, {1, 1, 15, 13, 3}, {1, 1, 7, 7, 3, 16}, 10);
@@ -370,6 +415,29 @@ TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
     SCOPED_TRACE(knobsText(knobs));
     EXPECT_NE(expectRecordRuns(stem, options, stemKey, knobs, c).find("kw_2_2"), std::string::npos);  // the interior
   }
+}
+
+// A depthwise 3×3 at stride 2 (MobileNet's downsampling): a record makes it the sketch, its regions
+// over each lane's taps, in the interpreter and as JIT code; its trace is the one the tuner builds
+// from the key; a record for a packing of two vectors does not fit it and keeps the builder.
+TEST(WindowConvSearch, DepthwiseConvolutionsTakeTheSketch) {
+  Graph g = oneConv("1,2,7,9,8", "2,1,3,3,1,8", "1,2,4,5,8", "groups=16, stride=[2,2], padding=[1,1], out_layout=\"NCHW8c\"");
+  auto s = convSketchShape({1, 2, 7, 9, 8}, {2, 1, 3, 3, 1, 8}, {1, 2, 4, 5, 8}, {2, 2}, {1, 1}, {1, 1}, 16, true);
+  ASSERT_TRUE(s.has_value());
+  const SketchCase c = sketchCase(*s, {1, 2, 7, 9, 8}, {2, 1, 3, 3, 1, 8}, 20);
+  LowerOptions options;  // 8 lanes, 16 registers
+  const std::string key = lowerGraph(g, options).funcs[0].attrs.at("tune_key");
+  EXPECT_NE(key.find(",g=16:"), std::string::npos) << key;
+  for (const Knobs& knobs : {Knobs{{"mi", 5}, {"po", 1}, {"oc_vecs", 1}}, Knobs{{"mi", 2}, {"po", 0}, {"oc_vecs", 1}}}) {
+    SCOPED_TRACE(knobsText(knobs));
+    const std::string trace = expectRecordRuns(g, options, key, knobs, c);
+    EXPECT_EQ(trace, sketchTrace(key, knobs, 8, 16).str());
+    EXPECT_NE(trace.find("cache_write(kh_1_1)"), std::string::npos) << trace;
+  }
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[key] = Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}};
+  options.schedules = configs;
+  EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.count("trace"), 0u);
 }
 
 }  // namespace
