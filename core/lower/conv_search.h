@@ -1,5 +1,5 @@
-// The template-free schedule of direct packed convolutions (conv2d_nchwc, groups 1: pointwise or
-// any window, stride, padding and dilation): a plain loop nest and the sketch rule whose
+// The template-free schedule of direct packed convolutions (conv2d_nchwc, groups 1 or depthwise:
+// pointwise or any window, stride, padding and dilation): a plain loop nest and the sketch rule whose
 // annotations the tuner searches, as core/lower/gemm_search.h has for the GEMMs. A configuration
 // with "mi" is a sketch annotation; without it the hand-written builder of ops_conv_packed.cpp
 // stays the kernel.
@@ -33,7 +33,9 @@
 //
 // An axis of one run adds no index to the names: a 3×3 with padding 1 has three runs of rows (the
 // first row, the interior, the last) and three of columns, the interior region's loops being
-// r_1_1, p_1_1, c_1_1, … .
+// r_1_1, p_1_1, c_1_1, … . A depthwise convolution (one channel block per weight group, g its
+// block) has the same regions without c, i and v: for r, p, l, kh, kw:
+//   y[n, g, r0 + r, q0 + p, l] = select(kh = kw = 0, b[g·L + l] or 0, y[…]) + x[n, g, …, l] · w[g, kh0 + kh, kw0 + kw, l]
 //
 // ## The sketch (annotation mi, po; oc_vecs fixed by the packing)
 //

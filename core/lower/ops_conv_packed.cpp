@@ -20,7 +20,7 @@
 // contiguous because of the packing; broadcasts come straight from memory (AVX-512 embedded
 // broadcast). 1×1 convolutions are the same tile without kh/kw loops: a packed GEMM; on narrow
 // rows (7×7) their spatial axes are flattened into one row so that the tiles stay full. A
-// convolution (groups 1) whose tuning record is a sketch annotation or trace runs the sketch of
+// convolution (groups 1 or depthwise) whose tuning record is a sketch annotation or trace runs the sketch of
 // conv_search.h instead (the same tile, built by schedule primitives on a plain nest).
 //
 // Vector width (knob vec_lanes = w, schedule.h packedConvLaneChoices): by default w = L. With

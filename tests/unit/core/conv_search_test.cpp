@@ -146,6 +146,18 @@ std::string expectRecordRuns(const Graph& g, LowerOptions options, const std::st
   return module.funcs[0].attrs.at("trace");
 }
 
+/// `g`'s kernel with each of `annotations` as its record (8 lanes, 16 registers) computes `c.want`
+/// (expectRecordRuns), and its trace is the one the tuner builds from the key; returns the key.
+std::string expectKeyedSketches(const Graph& g, const SketchCase& c, const std::vector<Knobs>& annotations) {
+  LowerOptions options;
+  const std::string key = lowerGraph(g, options).funcs[0].attrs.at("tune_key");
+  for (const Knobs& knobs : annotations) {
+    SCOPED_TRACE(knobsText(knobs));
+    EXPECT_EQ(expectRecordRuns(g, options, key, knobs, c), sketchTrace(key, knobs, 8, 16).str());
+  }
+  return key;
+}
+
 TEST(PointwiseConvSearch, ShapesAreReadFromUngroupedKernels) {
   Shape xs{2, 3, 4, 5, 8}, ws{2, 3, 1, 1, 8, 16}, ys{2, 4, 4, 5, 8};
   auto s = convSketchShape(xs, ws, ys, {1, 1}, {0, 0}, {1, 1}, 1, true);
@@ -294,14 +306,9 @@ TEST(PointwiseConvSearch, StridedConvolutionsKeepTheirRows) {
   Graph g = oneConv("1,2,5,7,8", "1,2,1,1,8,16", "1,2,3,4,8", "groups=1, stride=[2,2], out_layout=\"NCHW8c\"");
   auto s = convSketchShape({1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, {1, 2, 3, 4, 8}, {2, 2}, {0, 0}, {1, 1}, 1, true);
   ASSERT_TRUE(s.has_value());
-  const SketchCase c = sketchCase(*s, {1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, 4);
-  LowerOptions options;  // 8 lanes, 16 registers
-  const std::string key = lowerGraph(g, options).funcs[0].attrs.at("tune_key");
+  const std::string key = expectKeyedSketches(g, sketchCase(*s, {1, 2, 5, 7, 8}, {1, 2, 1, 1, 8, 16}, 4),
+                                              {{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}}, {{"mi", 3}, {"po", 0}, {"oc_vecs", 2}}});
   EXPECT_NE(key.find("sh=2,sw=2"), std::string::npos) << key;
-  for (const Knobs& knobs : {Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}}, Knobs{{"mi", 3}, {"po", 0}, {"oc_vecs", 2}}}) {
-    SCOPED_TRACE(knobsText(knobs));
-    EXPECT_EQ(expectRecordRuns(g, options, key, knobs, c), sketchTrace(key, knobs, 8, 16).str());
-  }
 }
 
 // The tuner records the trace it builds from the key alone (sketchTrace, on alter-layout's
@@ -424,18 +431,15 @@ TEST(WindowConvSearch, DepthwiseConvolutionsTakeTheSketch) {
   Graph g = oneConv("1,2,7,9,8", "2,1,3,3,1,8", "1,2,4,5,8", "groups=16, stride=[2,2], padding=[1,1], out_layout=\"NCHW8c\"");
   auto s = convSketchShape({1, 2, 7, 9, 8}, {2, 1, 3, 3, 1, 8}, {1, 2, 4, 5, 8}, {2, 2}, {1, 1}, {1, 1}, 16, true);
   ASSERT_TRUE(s.has_value());
-  const SketchCase c = sketchCase(*s, {1, 2, 7, 9, 8}, {2, 1, 3, 3, 1, 8}, 20);
-  LowerOptions options;  // 8 lanes, 16 registers
-  const std::string key = lowerGraph(g, options).funcs[0].attrs.at("tune_key");
+  const Knobs tile{{"mi", 5}, {"po", 1}, {"oc_vecs", 1}};
+  const std::string key =
+      expectKeyedSketches(g, sketchCase(*s, {1, 2, 7, 9, 8}, {2, 1, 3, 3, 1, 8}, 20), {tile, {{"mi", 2}, {"po", 0}, {"oc_vecs", 1}}});
   EXPECT_NE(key.find(",g=16:"), std::string::npos) << key;
-  for (const Knobs& knobs : {Knobs{{"mi", 5}, {"po", 1}, {"oc_vecs", 1}}, Knobs{{"mi", 2}, {"po", 0}, {"oc_vecs", 1}}}) {
-    SCOPED_TRACE(knobsText(knobs));
-    const std::string trace = expectRecordRuns(g, options, key, knobs, c);
-    EXPECT_EQ(trace, sketchTrace(key, knobs, 8, 16).str());
-    EXPECT_NE(trace.find("cache_write(kh_1_1)"), std::string::npos) << trace;
-  }
+  // The interior's reduction is the taps alone.
+  EXPECT_NE(sketchTrace(key, tile, 8, 16).str().find("cache_write(kh_1_1)"), std::string::npos);
   auto configs = std::make_shared<ScheduleConfigs>();
   configs->byKey[key] = Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}};
+  LowerOptions options;
   options.schedules = configs;
   EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.count("trace"), 0u);
 }
