@@ -10,8 +10,10 @@ namespace kiln::core::lower {
 using namespace tir;
 
 std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws, const Shape& ys,
-                                               const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
-                                               const std::vector<int64_t>& dilation, int64_t groups, bool bias) {
+                                               const std::vector<int64_t>& stride,
+                                               const std::vector<int64_t>& padding,
+                                               const std::vector<int64_t>& dilation, int64_t groups,
+                                               bool bias) {
   if (xs.size() != 5 || ws.size() != 6 || ys.size() != 5) return std::nullopt;
   if (stride.size() != 2 || padding.size() != 2 || dilation.size() != 2) return std::nullopt;
   // Depthwise: one channel block per weight block, its taps for each lane.
@@ -92,8 +94,6 @@ int64_t tileBudget(int registers) {
 /// adds no index).
 struct RunNames {
   bool rowSuffix = false, columnSuffix = false;
-  explicit RunNames(const ConvSketchShape& s)
-      : rowSuffix(s.rowRuns().size() > 1), columnSuffix(s.columnRuns().size() > 1) {}
   std::string region(const std::string& base, size_t a, size_t b) const {
     return base + (rowSuffix ? "_" + std::to_string(a) : "") + (columnSuffix ? "_" + std::to_string(b) : "");
   }
@@ -101,8 +101,8 @@ struct RunNames {
 
 /// The regioned nest (see the file comment): per weight group, a nest per region.
 Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, const Buffer& b, const Buffer& y) {
-  const RunNames names(s);
   const std::vector<TapRun> rowRuns = s.rowRuns(), columnRuns = s.columnRuns();
+  const RunNames names{rowRuns.size() > 1, columnRuns.size() > 1};
   Expr n = Var::make("n"), g = Var::make("g");
   std::vector<Stmt> regions;
   for (size_t a = 0; a < rowRuns.size(); ++a)
@@ -123,7 +123,8 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
         Expr first = EQ::make(kh, i64(0)) && EQ::make(kw, i64(0));
         Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) +
                                                Load::make(x, xOff) * Load::make(w, wOff));
-        nest = serialFor(l, 0, s.lanes, serialFor(kh, 0, rows.hi - rows.lo, serialFor(kw, 0, cols.hi - cols.lo, update)));
+        nest = serialFor(kw, 0, cols.hi - cols.lo, update);
+        nest = serialFor(l, 0, s.lanes, serialFor(kh, 0, rows.hi - rows.lo, nest));
       } else {
         Expr v = var("v"), c = var("c"), i = var("i");
         Expr block = g * s.vectors + v;
@@ -135,7 +136,8 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
         Expr first = EQ::make(c, i64(0)) && EQ::make(kh, i64(0)) && EQ::make(kw, i64(0)) && EQ::make(i, i64(0));
         Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) +
                                                Load::make(x, xOff) * Load::make(w, wOff));
-        nest = serialFor(kh, 0, rows.hi - rows.lo, serialFor(kw, 0, cols.hi - cols.lo, serialFor(i, 0, s.ib, update)));
+        nest = serialFor(kw, 0, cols.hi - cols.lo, serialFor(i, 0, s.ib, update));
+        nest = serialFor(kh, 0, rows.hi - rows.lo, nest);
         nest = serialFor(v, 0, s.vectors, serialFor(l, 0, s.lanes, serialFor(c, 0, s.cb, nest)));
       }
       regions.push_back(serialFor(r, 0, rows.count, serialFor(p, 0, cols.count, nest)));
@@ -208,8 +210,8 @@ namespace {
 
 /// The sketch in every region of a regioned nest (see the file comment).
 void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, int64_t po) {
-  const RunNames names(s);
   const std::vector<TapRun> rowRuns = s.rowRuns(), columnRuns = s.columnRuns();
+  const RunNames names{rowRuns.size() > 1, columnRuns.size() > 1};
   const bool vectors = s.lanes > 1;
   const bool parallel =
       wantParallel(s.n * s.rows * s.pixels * s.groups * s.vectors * s.lanes, s.cb * s.ib * s.kh * s.kw);
@@ -235,7 +237,8 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
         for (const char* base : tileLoops) order.push_back(loop(base, suffix));
         return order;
       };
-      sched.reorder(tileOrder("", alongRows ? std::vector<std::string>{to, loop("p")} : std::vector<std::string>{to}, ti));
+      using Names = std::vector<std::string>;
+      sched.reorder(tileOrder("", alongRows ? Names{to, loop("p")} : Names{to}, ti));
       if (tile > 1) sched.unroll(ti);
       if (s.vectors > 1) sched.unroll(loop("v"));
       if (!vectors) sched.unroll(loop("l"));
@@ -245,7 +248,7 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
       if (rest == 0) continue;
       // The rest of the axis (the split's tail loop) as a tile of its own.
       const std::string tail = loop(alongRows ? "r" : "p", "_t");
-      sched.reorder(tileOrder("_t", alongRows ? std::vector<std::string>{loop("p", "_t")} : std::vector<std::string>{}, tail));
+      sched.reorder(tileOrder("_t", alongRows ? Names{loop("p", "_t")} : Names{}, tail));
       if (rest > 1) sched.unroll(tail);
       if (s.vectors > 1) sched.unroll(loop("v", "_t"));
       if (!vectors) sched.unroll(loop("l", "_t"));

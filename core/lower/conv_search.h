@@ -35,7 +35,8 @@
 // first row, the interior, the last) and three of columns, the interior region's loops being
 // r_1_1, p_1_1, c_1_1, … . A depthwise convolution (one channel block per weight group, g its
 // block) has the same regions without c, i and v: for r, p, l, kh, kw:
-//   y[n, g, r0 + r, q0 + p, l] = select(kh = kw = 0, b[g·L + l] or 0, y[…]) + x[n, g, …, l] · w[g, kh0 + kh, kw0 + kw, l]
+//   y[n, g, r0 + r, q0 + p, l] = select(kh = kw = 0, b[g·L + l] or 0, y[…])
+//                                + x[n, g, …, l] · w[g, kh0 + kh, kw0 + kw, l]
 //
 // ## The sketch (annotation mi, po; oc_vecs fixed by the packing)
 //
@@ -121,8 +122,10 @@ struct ConvSketchShape {
 /// input, packed weight and output shapes; `stride`, `padding`, `dilation`: the kernel's (height,
 /// width) pairs.
 std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws, const Shape& ys,
-                                               const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
-                                               const std::vector<int64_t>& dilation, int64_t groups, bool bias);
+                                               const std::vector<int64_t>& stride,
+                                               const std::vector<int64_t>& padding,
+                                               const std::vector<int64_t>& dilation, int64_t groups,
+                                               bool bias);
 
 /// The plain nest over the kernel's buffers (b null without bias); see the file comment.
 tir::Stmt convSketchPlainNest(const ConvSketchShape& s, const tir::Buffer& x, const tir::Buffer& w,

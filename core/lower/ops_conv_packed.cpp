@@ -20,8 +20,9 @@
 // contiguous because of the packing; broadcasts come straight from memory (AVX-512 embedded
 // broadcast). 1×1 convolutions are the same tile without kh/kw loops: a packed GEMM; on narrow
 // rows (7×7) their spatial axes are flattened into one row so that the tiles stay full. A
-// convolution (groups 1 or depthwise) whose tuning record is a sketch annotation or trace runs the sketch of
-// conv_search.h instead (the same tile, built by schedule primitives on a plain nest).
+// convolution (groups 1 or depthwise) whose tuning record is a sketch annotation or trace runs
+// the sketch of conv_search.h instead (the same tile, built by schedule primitives on a plain
+// nest).
 //
 // Vector width (knob vec_lanes = w, schedule.h packedConvLaneChoices): by default w = L. With
 // w = L/2 every L-lane vector above is S = L/w vectors of w lanes — accumulators acc[v·S + s][b],
@@ -330,7 +331,8 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   if (tuned && (knob(*tuned, "oc_vecs", s.ocVecs) != s.ocVecs || knob(*tuned, "algo", 0) != 0)) tuned = nullptr;
   bool pointwise = s.kh == 1 && s.kw == 1 && stride == std::vector<int64_t>{1, 1} && pad == std::vector<int64_t>{0, 0};
   // A convolution whose record is a sketch annotation or trace (conv_search.h).
-  if (auto shape = convSketchShape(xs, ws, ys, stride, pad, dil, ctx.attrs.getInt("groups", 1), ctx.in.size() == 3)) {
+  const int64_t groups = ctx.attrs.getInt("groups", 1);
+  if (auto shape = convSketchShape(xs, ws, ys, stride, pad, dil, groups, ctx.in.size() == 3)) {
     Stmt nest = tunedSketchConv(ctx, *shape);
     if (nest.defined()) return nest;
   }

@@ -142,8 +142,9 @@ struct BufferSharing {
 /// shortcuts keep large nests within the budget: when every loop from `scope` down to `unit` (a
 /// perfect chain) provably has iterations that touch disjoint elements (indices affine in the loop
 /// variables with one coefficient c of the checked loop per buffer and an inner footprint narrower
-/// than |c|) nothing is replayed and no buffer is returned; when every execution of `scope` touches the same pattern shifted by
-/// what the loops outside decide, only its first execution is replayed.
+/// than |c|) nothing is replayed and no buffer is returned; when every execution of `scope`
+/// touches the same pattern shifted by what the loops outside decide, only its first execution
+/// is replayed.
 std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scope, const For* unit,
                                            const std::string& what, int64_t budget = int64_t{1} << 23);
 

@@ -76,14 +76,14 @@ class TaskSearch {
 
   /// Proposes and measures one batch (the heuristic's configuration first, the baseline every
   /// candidate is compared to, with the space's seeds for its packing); `measured` runs after
-  /// each candidate. False when the tuner
-  /// had nothing left to propose.
+  /// each candidate. False when the tuner had nothing left to propose.
   bool measureBatch(const std::function<void()>& measured) {
     std::vector<int64_t> batch;
     if (!m_triedDefault) {
       m_triedDefault = true;
       lower::Knobs heuristic = lower::parseKnobs(m_task.defaultKnobs);
-      if (auto index = m_space.indexOf(heuristic); index && !m_tuner->visited(*index)) batch.push_back(*index);
+      if (auto index = m_space.indexOf(heuristic); index && !m_tuner->visited(*index))
+        batch.push_back(*index);
       // Then the space's seeds for the same packing (another schedule system's default).
       for (int64_t seed : m_space.seeds()) {
         bool agrees = true;

@@ -1,7 +1,7 @@
 // Microbenchmarks of Kiln's generated kernels (Google Benchmark): GFLOP/s of conv2d in the packed
 // layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes (and two of
-// MobileNetV2's depthwise ones), also as the template-free sketch of core/lower/conv_search.h (conv_sketch), direct vs
-// Winograd F(2×2, 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective
+// MobileNetV2's depthwise ones), also as the template-free sketch of core/lower/conv_search.h
+// (conv_sketch), direct vs Winograd F(2×2, 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective
 // GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000, and bert_encoder's dense
 // layers over 128 and 1024 tokens (batch 1 and 8) both as dense (dot-product tile) and as -O3 runs them (pack-dense's
 // dense_packed, the outer-product tile on weight panels that the schedule primitives of its

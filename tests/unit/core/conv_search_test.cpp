@@ -1,6 +1,6 @@
 // The template-free schedule of direct packed convolutions (core/lower/conv_search.h): every
 // annotation the sketch offers applies, verifies, replays from its trace and computes the
-// convolution (pointwise and windowed, strided, padded and dilated; tail pixels, several weight
+// convolution (pointwise, windowed and depthwise, strided, padded and dilated; tail pixels, several weight
 // blocks, scalar and vector lanes, with and without a bias); a record selects it in the model's
 // lowering, with the fused epilogue at the tile's stores, in the interpreter and as JIT code.
 #include "core/lower/conv_search.h"
@@ -158,7 +158,7 @@ std::string expectKeyedSketches(const Graph& g, const SketchCase& c, const std::
   return key;
 }
 
-TEST(PointwiseConvSearch, ShapesAreReadFromUngroupedKernels) {
+TEST(PointwiseConvSearch, ShapesAreReadFromUngroupedAndDepthwiseKernels) {
   Shape xs{2, 3, 4, 5, 8}, ws{2, 3, 1, 1, 8, 16}, ys{2, 4, 4, 5, 8};
   auto s = convSketchShape(xs, ws, ys, {1, 1}, {0, 0}, {1, 1}, 1, true);
   ASSERT_TRUE(s.has_value());
