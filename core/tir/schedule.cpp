@@ -386,6 +386,34 @@ std::string Schedule::fuse(const std::string& outerName, const std::string& inne
   return f.as<Var>()->name;
 }
 
+std::string Schedule::merge(const std::string& firstName, const std::string& secondName) {
+  LoopSite first = findLoop(m_func, firstName, "merge");
+  LoopSite second = findLoop(m_func, secondName, "merge");
+  const For *a = first.loop, *b = second.loop;
+  const std::string what = "merge: loops " + quoted(loopName(a)) + " and " + quoted(loopName(b));
+  std::vector<const StmtNode*> path = pathTo(m_func.body, a);
+  const Seq* seq = path.size() >= 2 ? path[path.size() - 2]->as<Seq>() : nullptr;
+  size_t at = 0;
+  while (seq && at + 1 < seq->stmts.size() && seq->stmts[at].get() != a) ++at;
+  if (!seq || at + 1 >= seq->stmts.size() || seq->stmts[at + 1].get() != b)
+    fail("merge", "loop " + quoted(loopName(b)) + " does not directly follow loop " + quoted(loopName(a)));
+  requireKind(a, {ForKind::Serial}, "merge");
+  requireKind(b, {ForKind::Serial}, "merge");
+  const int64_t *minA = asConstInt(a->min), *minB = asConstInt(b->min);
+  if (!minA || !minB || *minA != *minB || *constExtent(a, "merge") != *constExtent(b, "merge"))
+    fail("merge", "loops " + quoted(loopName(a)) + " and " + quoted(loopName(b)) + " have different bounds");
+  checkMerge(m_func, a, b, what);
+  std::vector<Stmt> stmts = seq->stmts;
+  stmts[at] = For::make(a->var, a->min, a->extent, ForKind::Serial,
+                        Seq::make({a->body, substitute(b->body, {{b->var, a->var}})}));
+  stmts.erase(stmts.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  Stmt merged = Seq::make(std::move(stmts));
+  const std::string name = loopName(a), gone = loopName(b);
+  setBody(replaceStmt(m_func.body, seq, merged));
+  record({"merge", {name, gone}, {}});
+  return name;
+}
+
 std::vector<std::string> Schedule::tile(const std::string& x, const std::string& y, int64_t fx, int64_t fy) {
   LoopSite sx = findLoop(m_func, x, "tile");
   LoopSite sy = findLoop(m_func, y, "tile");
@@ -472,6 +500,10 @@ void Schedule::apply(const TraceStep& step) {
     reorder(step.loops);
   } else if (p == "fuse") {
     fuse(step.loops[0], step.loops[1]);
+  } else if (p == "store_at") {
+    storeAt(step.loops[0], step.loops[1]);
+  } else if (p == "merge") {
+    merge(step.loops[0], step.loops[1]);
   } else if (p == "tile") {
     tile(step.loops[0], step.loops[1], step.params[0], step.params[1]);
   } else if (p == "unroll") {

@@ -7,7 +7,8 @@
 // name or "block/k", the k-th loop (0 = outermost) around `block`; a block is named by the buffer
 // its statement stores to (getLoops). Traces always record resolved names.
 //
-// Names created: split(i) → i_o, i_i (and i_t for a tail loop); fuse(i, j) → i_j_fused;
+// Names created: split(i) → i_o, i_i (and i_t for a tail loop); fuse(i, j) → i_j_fused (merge(i,
+// j) keeps i, j disappears);
 // compute_at(t, L) → t_local (buffer) and its loop t_k; cache_write(L) → y_local (y the block) and copy
 // loops named after the nest's loops with _r (read) and _w (write); a copied loop body (tail loops) renames
 // its inner variables with suffix _t. A name already taken gets _1, _2, ...
@@ -72,6 +73,12 @@ class Schedule {
   /// Fuses `outer` and its direct, perfectly nested child `inner` (both serial, constant extents)
   /// into one loop; returns its name.
   std::string fuse(const std::string& outer, const std::string& inner);
+  /// Merges loop `second` into `first`, the loop it directly follows in one sequence (both serial,
+  /// equal constant bounds): one loop whose iteration i runs `first`'s body, then `second`'s for
+  /// the same i (`second`'s variable becomes `first`'s). Rejects it when an iteration of `second`
+  /// would then run before a later iteration of `first` it depends on (a consumer that reads
+  /// what the producer's later iterations write, or the reverse). Returns `first`'s name.
+  std::string merge(const std::string& first, const std::string& second);
   /// split(x, fx) and split(y, fy) with guards, then reorder(x_o, y_o, x_i, y_i); recorded as one
   /// step. `y` must be perfectly nested inside `x`. Returns {x_o, y_o, x_i, y_i}.
   std::vector<std::string> tile(const std::string& x, const std::string& y, int64_t fx, int64_t fy);
@@ -93,6 +100,12 @@ class Schedule {
   /// `block` is inside `loop` at an index affine in the loops inside it. Anything else is
   /// rejected.
   void computeAt(const std::string& block, const std::string& loop);
+  /// Allocates local buffer `block` inside `loop`, one iteration's elements only: every access to
+  /// it is in `loop` at an index affine in the loops inside it (one outer part for all), and each
+  /// iteration reads only what it wrote itself (checked by replaying the accesses). The buffer
+  /// shrinks to the window one iteration touches (a block of tiles' products instead of the whole
+  /// layer's), its indices relative to the window's start.
+  void storeAt(const std::string& block, const std::string& loop);
   /// Stages the elements that `loop` updates in a local buffer (the block's name + _local): read
   /// before the loop (a copy nest with loops named ..._r), written back after it (..._w), the
   /// updates inside the loop going to the local buffer, which the code generator keeps in

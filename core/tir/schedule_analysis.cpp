@@ -764,14 +764,80 @@ bool disjointChain(const For* scope, const For* unit) {
   }
 }
 
+/// The buffers stored to inside `scope`, except those allocated inside `unit` (private to an
+/// iteration).
+std::set<const BufferNode*> writtenIn(const For* scope, const For* unit) {
+  struct Allocated : IRVisitor {
+    std::set<const BufferNode*> buffers;
+    using IRVisitor::visit;
+    void visit(const Allocate* op) override {
+      buffers.insert(op->buffer.get());
+      IRVisitor::visit(op);
+    }
+  } allocated;
+  allocated.visitStmt(unit->body);
+  std::set<const BufferNode*> written;
+  for (const BufferNode* b : storedBuffers(scope->body))
+    if (!allocated.buffers.count(b)) written.insert(b);
+  return written;
+}
+
+/// The loops of `root` (itself included) whose bounds or body access one of `buffers`.
+std::set<const For*> loopsAccessing(const For* root, const std::set<const BufferNode*>& buffers) {
+  struct Walk : IRVisitor {
+    const std::set<const BufferNode*>* buffers = nullptr;
+    std::set<const For*> loops;
+    std::vector<const For*> open;  // the loops around the current node
+    using IRVisitor::visit;
+    void mark() {
+      for (auto it = open.rbegin(); it != open.rend() && loops.insert(*it).second; ++it) {
+      }
+    }
+    void visit(const For* op) override {
+      open.push_back(op);
+      IRVisitor::visit(op);
+      open.pop_back();
+    }
+    void visit(const Load* op) override {
+      if (buffers->count(op->buffer.get())) mark();
+      IRVisitor::visit(op);
+    }
+    void visit(const Store* op) override {
+      if (buffers->count(op->buffer.get())) mark();
+      IRVisitor::visit(op);
+    }
+  } walk;
+  walk.buffers = &buffers;
+  walk.visit(root);
+  return walk.loops;
+}
+
 /// Replays integer control flow; see checkIterations.
 class Tracer {
  public:
   Tracer(const For* scope, const For* unit, std::string what, int64_t budget)
       : m_scope(scope), m_unit(unit), m_what(std::move(what)), m_budget(budget) {}
 
+  /// Receives every access instead of the sharing records (checkMerge).
+  struct Observer {
+    virtual ~Observer() = default;
+    virtual void touch(const BufferNode* buffer, int64_t element, bool write, int64_t iteration) = 0;
+  };
+
+  /// Traces `loop` next (scope and unit), numbering its iterations from 0 and handing each
+  /// access to `observer`.
+  void traceLoop(const For* loop, Observer* observer) {
+    m_scope = m_unit = loop;
+    m_nextIter = 0;
+    m_scopeTraced = false;
+    m_merge = observer;
+  }
+
   std::set<const StmtNode*> path;  // statements on the way from the root to the scope
   bool scopeOnce = false;          // trace only the first execution of the scope (shiftInvariant)
+  /// Loops inside the scope that access a buffer some iteration may write (others are skipped:
+  /// they cannot share an element with a write).
+  std::set<const For*> relevant;
 
   void exec(const Stmt& s) {
     if (!s.defined()) return;
@@ -836,6 +902,7 @@ class Tracer {
   }
 
   void execFor(const For* op) {
+    if (m_inScope && !relevant.count(op)) return;
     bool isScope = op == m_scope, isUnit = op == m_unit;
     if (isScope && scopeOnce && m_scopeTraced) return;
     std::optional<int64_t> mn = eval(op->min), ext = eval(op->extent);
@@ -892,6 +959,10 @@ class Tracer {
       throw Error(m_what + ": the index of '" + buffer->name + "' is not integer arithmetic of loop variables (" +
                   print(index) + ")");
     int64_t base = *b;
+    if (m_merge) {
+      for (int64_t l = 0; l < lanes; ++l) m_merge->touch(buffer, base + l * stride, write, m_iter);
+      return;
+    }
     auto [it, inserted] = m_result.emplace(buffer, BufferSharing{buffer, false, false});
     if (inserted) m_order.push_back(buffer);
     BufferSharing& sharing = it->second;
@@ -977,6 +1048,7 @@ class Tracer {
 
   const For* m_scope;
   const For* m_unit;
+  Observer* m_merge = nullptr;
   std::string m_what;
   int64_t m_budget;
   int64_t m_steps = 0;
@@ -1005,9 +1077,72 @@ std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scop
   if (disjointChain(scope, unit)) return {};
   Tracer tracer(scope, unit, what, budget);
   tracer.path.insert(path.begin(), path.end());
+  tracer.relevant = loopsAccessing(scope, writtenIn(scope, unit));
   tracer.scopeOnce = path.size() > 1 && shiftInvariant(scope);
   tracer.exec(func.body);
   return tracer.results();
+}
+
+BufferSharing sharingOf(const PrimFunc& func, const For* loop, const BufferNode* buffer, const std::string& what,
+                        int64_t budget) {
+  std::vector<const StmtNode*> path;
+  KILN_ASSERT(findPath(func.body, loop, path), "sharingOf: the loop is not in the function");
+  Tracer tracer(loop, loop, what, budget);
+  tracer.path.insert(path.begin(), path.end());
+  tracer.relevant = loopsAccessing(loop, {buffer});
+  tracer.exec(func.body);
+  for (const BufferSharing& s : tracer.results())
+    if (s.buffer == buffer) return s;
+  return BufferSharing{buffer, false, false};
+}
+
+void checkMerge(const PrimFunc& func, const For* first, const For* second, const std::string& what,
+                int64_t budget) {
+  // What the first loop's iterations did to each element shared with the second loop: the last
+  // iteration that accessed it and the last that wrote it.
+  struct Last {
+    int64_t access = -1, write = -1;
+  };
+  struct FirstLoop : Tracer::Observer {
+    std::map<const BufferNode*, std::unordered_map<int64_t, Last>> last;
+    void touch(const BufferNode* buffer, int64_t element, bool write, int64_t iteration) override {
+      Last& l = last[buffer][element];
+      l.access = iteration;
+      if (write) l.write = iteration;
+    }
+  } firstLoop;
+  // Merged, iteration j of the second loop runs before iterations i > j of the first: an element
+  // such an iteration wrote (or accessed, when j writes it) would change value.
+  struct SecondLoop : Tracer::Observer {
+    const FirstLoop* firstLoop = nullptr;
+    std::string what, conflict;
+    void touch(const BufferNode* buffer, int64_t element, bool write, int64_t iteration) override {
+      auto b = firstLoop->last.find(buffer);
+      if (!conflict.empty() || b == firstLoop->last.end()) return;
+      auto e = b->second.find(element);
+      if (e == b->second.end()) return;
+      if ((write ? e->second.access : e->second.write) > iteration) conflict = buffer->name;
+    }
+  } secondLoop;
+  secondLoop.firstLoop = &firstLoop;
+  std::set<const BufferNode*> shared;
+  for (const BufferNode* b : writtenIn(first, first))
+    if (usesBuffer(second->body, b)) shared.insert(b);
+  for (const BufferNode* b : writtenIn(second, second))
+    if (usesBuffer(first->body, b)) shared.insert(b);
+  if (shared.empty()) return;
+  Tracer tracer(first, first, what, budget);
+  for (const For* loop : {first, second}) {
+    std::vector<const StmtNode*> path;
+    KILN_ASSERT(findPath(func.body, loop, path), "checkMerge: the loop is not in the function");
+    tracer.path = std::set<const StmtNode*>(path.begin(), path.end());
+    tracer.relevant = loopsAccessing(loop, shared);
+    tracer.traceLoop(loop, loop == first ? static_cast<Tracer::Observer*>(&firstLoop) : &secondLoop);
+    tracer.exec(func.body);
+  }
+  if (!secondLoop.conflict.empty())
+    throw Error(what + ": an iteration of the second loop depends on a later iteration of the first through '" +
+                secondLoop.conflict + "'");
 }
 
 std::optional<std::pair<Expr, Expr>> reductionOperands(const Expr& e) {

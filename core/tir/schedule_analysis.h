@@ -144,8 +144,22 @@ struct BufferSharing {
 /// variables with one coefficient c of the checked loop per buffer and an inner footprint narrower
 /// than |c|) nothing is replayed and no buffer is returned; when every execution of `scope`
 /// touches the same pattern shifted by what the loops outside decide, only its first execution
-/// is replayed.
+/// is replayed. Loops that touch no buffer written inside `scope` (outside `unit`'s own
+/// allocations) are not replayed: only reads of unwritten buffers happen there.
 std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scope, const For* unit,
                                            const std::string& what, int64_t budget = int64_t{1} << 23);
+
+/// How the iterations of `loop` share the elements of `buffer` (replaying only the loops that
+/// access it): crossIteration and exposedRead as in checkIterations. Throws like it.
+BufferSharing sharingOf(const PrimFunc& func, const For* loop, const BufferNode* buffer, const std::string& what,
+                        int64_t budget = int64_t{1} << 23);
+
+/// Checks that `second`, the loop that directly follows `first` (equal bounds), may run inside
+/// it, iteration j right after iteration j of `first`: no element that both touch (one writing)
+/// is touched by an iteration of `second` before a later iteration of `first`. Replays only the
+/// loops that touch such elements; throws kiln::Error (prefixed with `what`) on a dependence, on
+/// data-dependent indices or bounds, or beyond `budget` steps.
+void checkMerge(const PrimFunc& func, const For* first, const For* second, const std::string& what,
+                int64_t budget = int64_t{1} << 23);
 
 }  // namespace kiln::core::tir::schedule_detail

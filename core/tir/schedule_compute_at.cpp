@@ -1,4 +1,4 @@
-// The compute_at primitive (see schedule.h).
+// The compute_at and store_at primitives (see schedule.h).
 //
 // Before:                                   After compute_at(t, j):
 //   allocate t: f32[N]                        for (j, ...) {
@@ -64,6 +64,104 @@ struct InnerVars : IRVisitor {
     IRVisitor::visit(op);
   }
 };
+
+/// The elements of a buffer that one iteration of `loop` touches through the accesses at
+/// `indices` (inside it): each affine in the loops inside `loop`, all at one outer part.
+struct Window {
+  std::vector<Read> accesses;  // per index
+  int64_t lo = 0, size = 0;    // the inner offsets covered: [lo, lo + size)
+  Type type = Type::i64();
+  Expr base;                   // the outer part + lo: the first element of the window
+};
+
+Window windowIn(const LoopSite& site, const std::vector<Expr>& indices, const std::string& block, const char* prim) {
+  const For* loop = site.loop;
+  InnerVars innerVars;
+  innerVars.visitStmt(loop->body);
+  // The loop's own and the enclosing variables are linear terms of the outer part too, so equal
+  // outer parts compare equal however their products were grouped.
+  std::set<const Var*> linear = innerVars.vars;
+  linear.insert(loop->var.as<Var>());
+  for (const For* l : site.enclosing) linear.insert(l->var.as<Var>());
+  const std::string name = loopName(loop);
+  Window w;
+  for (const Expr& index : indices) {
+    Expr base = index;
+    int64_t spanLo = 0, spanHi = 0;
+    if (const auto* ramp = index.as<Ramp>()) {
+      const int64_t* stride = asConstInt(ramp->stride);
+      if (!stride) fail(prim, "a vector access of " + quoted(block) + " has a non-constant stride");
+      base = ramp->base;
+      spanLo = std::min<int64_t>(0, *stride * (ramp->lanes - 1));
+      spanHi = std::max<int64_t>(0, *stride * (ramp->lanes - 1));
+    }
+    std::optional<Affine> form = affineForm(base, linear);
+    if (!form) form = affineForm(base, innerVars.vars);
+    if (!form)
+      fail(prim, "the index of " + quoted(block) + " in loop " + quoted(name) + " is not affine in the loops inside it (" +
+                     print(base) + ")");
+    w.type = base.type();
+    Read r;
+    r.lo = r.hi = form->constant;
+    r.inner.constant = form->constant;
+    for (const auto& [key, term] : form->terms) {
+      const auto* v = term.first.as<Var>();
+      if (!v || !innerVars.vars.count(v)) {
+        r.outer.terms.emplace(key, term);
+        continue;
+      }
+      auto range = innerVars.ranges.find(v);
+      if (range == innerVars.ranges.end())
+        fail(prim, "the index of " + quoted(block) + " in loop " + quoted(name) + " uses " + quoted(v->name) +
+                       ", which has no constant range");
+      r.inner.terms.emplace(key, term);
+      r.lo += term.second * (term.second > 0 ? range->second.lo : range->second.hi);
+      r.hi += term.second * (term.second > 0 ? range->second.hi : range->second.lo);
+    }
+    r.lo += spanLo;
+    r.hi += spanHi;
+    w.accesses.push_back(std::move(r));
+  }
+  KILN_ASSERT(!w.accesses.empty(), "windowIn: no accesses");
+  int64_t lo = w.accesses[0].lo, hi = w.accesses[0].hi;
+  const std::string outer = print(w.accesses[0].outer.toExpr(w.type));
+  for (const Read& r : w.accesses) {
+    if (print(r.outer.toExpr(w.type)) != outer)
+      fail(prim, "accesses of " + quoted(block) + " in loop " + quoted(name) + " do not move together (" +
+                     print(r.outer.toExpr(w.type)) + " vs " + outer + ")");
+    lo = std::min(lo, r.lo);
+    hi = std::max(hi, r.hi);
+  }
+  w.lo = lo;
+  w.size = hi - lo + 1;
+  Affine baseForm = w.accesses[0].outer;
+  baseForm.constant = lo;
+  w.base = baseForm.toExpr(w.type);
+  return w;
+}
+
+/// `index` (a scalar or a Ramp) moved to the window: its inner part − lo.
+Expr windowIndex(const Window& w, size_t access, const Expr& index) {
+  Affine rel = w.accesses[access].inner;
+  rel.constant -= w.lo;
+  Expr e = rel.toExpr(w.type);
+  if (const auto* ramp = index.as<Ramp>()) e = Ramp::make(e, ramp->stride, ramp->lanes);
+  return e;
+}
+
+/// `body` without the allocation of `buffer` (its body kept).
+Stmt dropAllocate(const Stmt& body, const BufferNode* buffer) {
+  struct Drop : IRMutator {
+    const BufferNode* target;
+    using IRMutator::visit;
+    Stmt visit(const Allocate* op, const Stmt& self) override {
+      if (op->buffer.get() == target) return mutate(op->body);
+      return IRMutator::visit(op, self);
+    }
+  } drop;
+  drop.target = buffer;
+  return drop.mutate(body);
+}
 
 /// Rewrites reads of `from` as reads of `to` at index − base (base given by the outer part).
 class ReadRewriter : public IRMutator {
@@ -194,58 +292,12 @@ void Schedule::computeAt(const std::string& block, const std::string& loop) {
     fail(kPrim, quoted(block) + " is also read outside loop " + quoted(loop));
 
   // ---- the region each iteration of the consumer loop reads ---------------------------------
-  InnerVars innerVars;
-  innerVars.visitStmt(consumer.loop->body);
-  std::vector<Read> reads;
-  Type it = Type::i64();
-  for (const Load* load : inside.loads) {
-    Expr base = load->index;
-    int64_t spanLo = 0, spanHi = 0;
-    if (const auto* ramp = load->index.as<Ramp>()) {
-      const int64_t* stride = asConstInt(ramp->stride);
-      if (!stride) fail(kPrim, "a vector read of " + quoted(block) + " has a non-constant stride");
-      base = ramp->base;
-      spanLo = std::min<int64_t>(0, *stride * (ramp->lanes - 1));
-      spanHi = std::max<int64_t>(0, *stride * (ramp->lanes - 1));
-    }
-    std::optional<Affine> form = affineForm(base, innerVars.vars);
-    if (!form)
-      fail(kPrim, "the index of " + quoted(block) + " in loop " + quoted(loop) + " is not affine in the loops inside it (" +
-                      print(base) + ")");
-    it = base.type();
-    Read r;
-    r.lo = r.hi = form->constant;
-    r.inner.constant = form->constant;
-    for (const auto& [key, term] : form->terms) {
-      const auto* v = term.first.as<Var>();
-      if (!v || !innerVars.vars.count(v)) {
-        r.outer.terms.emplace(key, term);
-        continue;
-      }
-      auto range = innerVars.ranges.find(v);
-      if (range == innerVars.ranges.end())
-        fail(kPrim, "the index of " + quoted(block) + " in loop " + quoted(loop) + " uses " + quoted(v->name) +
-                        ", which has no constant range");
-      r.inner.terms.emplace(key, term);
-      r.lo += term.second * (term.second > 0 ? range->second.lo : range->second.hi);
-      r.hi += term.second * (term.second > 0 ? range->second.hi : range->second.lo);
-    }
-    r.lo += spanLo;
-    r.hi += spanHi;
-    reads.push_back(std::move(r));
-  }
-  int64_t lo = reads[0].lo, hi = reads[0].hi;
-  for (const Read& r : reads) {
-    if (print(r.outer.toExpr(it)) != print(reads[0].outer.toExpr(it)))
-      fail(kPrim, "reads of " + quoted(block) + " in loop " + quoted(loop) + " do not move together (" +
-                      print(r.outer.toExpr(it)) + " vs " + print(reads[0].outer.toExpr(it)) + ")");
-    lo = std::min(lo, r.lo);
-    hi = std::max(hi, r.hi);
-  }
-  int64_t size = hi - lo + 1;
-  Affine baseForm = reads[0].outer;
-  baseForm.constant = lo;
-  Expr base = baseForm.toExpr(it);
+  std::vector<Expr> readIndices;
+  for (const Load* load : inside.loads) readIndices.push_back(load->index);
+  const Window window = windowIn(consumer, readIndices, block, kPrim);
+  const int64_t size = window.size;
+  const Type it = window.type;
+  const Expr base = window.base;
 
   // ---- build ------------------------------------------------------------------------------------
   std::set<std::string> used = usedNames(m_func.body);
@@ -276,14 +328,8 @@ void Schedule::computeAt(const std::string& block, const std::string& loop) {
   Stmt fill = For::make(k, IntImm::make(it, 0), IntImm::make(it, size), ForKind::Serial, compute);
 
   std::map<const Load*, Expr> indices;
-  for (size_t r = 0; r < inside.loads.size(); ++r) {
-    const Load* load = inside.loads[r];
-    Affine rel = reads[r].inner;
-    rel.constant -= lo;
-    Expr index = rel.toExpr(it);
-    if (const auto* ramp = load->index.as<Ramp>()) index = Ramp::make(index, ramp->stride, ramp->lanes);
-    indices[load] = index;
-  }
+  for (size_t r = 0; r < inside.loads.size(); ++r)
+    indices[inside.loads[r]] = windowIndex(window, r, inside.loads[r]->index);
   Stmt body = ReadRewriter(t.get(), local, indices).mutate(consumer.loop->body);
   const For* c = consumer.loop;
   Stmt newConsumer = For::make(c->var, c->min, c->extent, c->forKind, Allocate::make(local, Seq::make({fill, body})));
@@ -295,17 +341,86 @@ void Schedule::computeAt(const std::string& block, const std::string& loop) {
   }
   Stmt result = replaceStmt(m_func.body, seq, Seq::make(std::move(stmts)));
   // The whole buffer is dead now: drop its allocation.
-  struct Drop : IRMutator {
-    const BufferNode* target;
-    using IRMutator::visit;
-    Stmt visit(const Allocate* op, const Stmt& self) override {
-      if (op->buffer.get() == target) return mutate(op->body);
-      return IRMutator::visit(op, self);
-    }
-  } drop;
-  drop.target = t.get();
-  setBody(drop.mutate(result));
+  setBody(dropAllocate(result, t.get()));
   record({"compute_at", {block, loopName(c)}, {}});
+}
+
+void Schedule::storeAt(const std::string& block, const std::string& loop) {
+  const char* prim = "store_at";
+  LoopSite site = findLoop(m_func, loop, prim);
+  for (const Buffer& p : m_func.params)
+    if (p->name == block) fail(prim, quoted(block) + " is a parameter of the function, not a local buffer");
+  struct Allocs : IRVisitor {
+    std::string name;
+    const Allocate* found = nullptr;
+    using IRVisitor::visit;
+    void visit(const Allocate* op) override {
+      if (op->buffer->name == name && !found) found = op;
+      IRVisitor::visit(op);
+    }
+  } allocs;
+  allocs.name = block;
+  allocs.visitStmt(m_func.body);
+  if (!allocs.found) fail(prim, quoted(block) + " is not a local buffer of the function");
+  const Buffer t = allocs.found->buffer;
+  if (!pathTo(site.loop->body, allocs.found).empty())
+    fail(prim, quoted(block) + " is already allocated inside loop " + quoted(loop));
+  // Every access inside the loop.
+  struct Accesses : IRVisitor {
+    const BufferNode* buffer = nullptr;
+    std::vector<const Load*> loads;
+    std::vector<const Store*> stores;
+    using IRVisitor::visit;
+    void visit(const Load* op) override {
+      if (op->buffer.get() == buffer) loads.push_back(op);
+      IRVisitor::visit(op);
+    }
+    void visit(const Store* op) override {
+      if (op->buffer.get() == buffer) stores.push_back(op);
+      IRVisitor::visit(op);
+    }
+  } all, inside;
+  all.buffer = inside.buffer = t.get();
+  all.visitStmt(m_func.body);
+  inside.visitStmt(site.loop->body);
+  if (inside.loads.size() + inside.stores.size() != all.loads.size() + all.stores.size())
+    fail(prim, quoted(block) + " is also accessed outside loop " + quoted(loop));
+  if (inside.stores.empty()) fail(prim, "loop " + quoted(loop) + " does not write " + quoted(block));
+  std::vector<Expr> indices;
+  for (const Store* s : inside.stores) indices.push_back(s->index);
+  for (const Load* l : inside.loads) indices.push_back(l->index);
+  const Window window = windowIn(site, indices, block, prim);
+  BufferSharing sharing = sharingOf(m_func, site.loop, t.get(), std::string(prim) + ": loop " + quoted(loop));
+  if (sharing.crossIteration || sharing.exposedRead)
+    fail(prim, "iterations of loop " + quoted(loop) + " share elements of " + quoted(block));
+
+  Buffer local = makeBuffer(t->name, t->elemType, {window.size});
+  struct Rewrite : IRMutator {
+    const BufferNode* from = nullptr;
+    Buffer to;
+    std::map<const StmtNode*, Expr> storeIndex;
+    std::map<const ExprNode*, Expr> loadIndex;
+    using IRMutator::visit;
+    Expr visit(const Load* op, const Expr& self) override {
+      if (op->buffer.get() != from) return IRMutator::visit(op, self);
+      return Load::make(to, loadIndex.at(op));
+    }
+    Stmt visit(const Store* op, const Stmt& self) override {
+      if (op->buffer.get() != from) return IRMutator::visit(op, self);
+      return Store::make(to, storeIndex.at(op), mutate(op->value));
+    }
+  } rewrite;
+  rewrite.from = t.get();
+  rewrite.to = local;
+  for (size_t k = 0; k < inside.stores.size(); ++k)
+    rewrite.storeIndex[inside.stores[k]] = windowIndex(window, k, inside.stores[k]->index);
+  for (size_t k = 0; k < inside.loads.size(); ++k)
+    rewrite.loadIndex[inside.loads[k]] = windowIndex(window, inside.stores.size() + k, inside.loads[k]->index);
+  const For* l = site.loop;
+  Stmt moved = For::make(l->var, l->min, l->extent, l->forKind, Allocate::make(local, rewrite.mutate(l->body)));
+  Stmt result = replaceStmt(m_func.body, l, moved);
+  setBody(dropAllocate(result, t.get()));
+  record({"store_at", {block, loopName(l)}, {}});
 }
 
 }  // namespace kiln::core::tir

@@ -294,6 +294,90 @@ TEST(TirSchedule, ComputeAt) {
   EXPECT_EQ(f.attrs.at("trace"), "split(i_1; 4, 0)\ncompute_at(t, i_1_o)\n");
 }
 
+// merge runs a consumer nest inside its producer's loop, iteration by iteration; it refuses loops
+// that are not adjacent, bounds that differ, and a consumer that would read an element before a
+// later producer iteration writes it.
+TEST(TirSchedule, MergeRunsAConsumerInsideItsProducersLoop) {
+  PrimFunc f = scheduled(lowerChain(kChain), [](Schedule& s) {
+    s.split("i", 5, TailStrategy::Loop);
+    s.split("i_1", 5, TailStrategy::Loop);
+    EXPECT_EQ(s.merge("i_o", "i_1_o"), "i_o");
+  });
+  EXPECT_EQ(print(f), R"(func f(x: f32[3,5], y: f32[3,5], z: f32[3,5]) {
+  allocate t: f32[3,5]
+  for (i_o, 0, 3) {
+    for (i_i, 0, 5) {
+      t[((i_o * 5) + i_i)] = exp(x[((i_o * 5) + i_i)])
+    }
+    for (i_1_i, 0, 5) {
+      z[((i_o * 5) + i_1_i)] = (t[((i_o * 5) + i_1_i)] + y[((i_o * 5) + i_1_i)])
+    }
+  }
+}
+)");
+  EXPECT_EQ(f.attrs.at("trace"), "split(i; 5, 1)\nsplit(i_1; 5, 1)\nmerge(i_o, i_1_o)\n");
+
+  Schedule s(lowerChain(kChain));
+  EXPECT_NE(errorOf([&] { s.merge("i_1", "i"); }).find("does not directly follow"), std::string::npos);
+  s.split("i", 5, TailStrategy::Loop);
+  EXPECT_NE(errorOf([&] { s.merge("i_o", "i_1"); }).find("different bounds"), std::string::npos);
+
+  // z[j] = t[2 − j]: iteration 0 of the consumer reads what iteration 2 of the producer writes.
+  Buffer x = makeBuffer("x", Type::f32(), {3}), t = makeBuffer("t", Type::f32(), {3}), z = makeBuffer("z", Type::f32(), {3});
+  Expr i = Var::make("i"), j = Var::make("j");
+  PrimFunc reversed;
+  reversed.name = "f";
+  reversed.params = {x, z};
+  reversed.body = Allocate::make(
+      t, Seq::make({For::make(i, i64(0), i64(3), ForKind::Serial, Store::make(t, i, Load::make(x, i))),
+                    For::make(j, i64(0), i64(3), ForKind::Serial, Store::make(z, j, Load::make(t, i64(2) - j)))}));
+  Schedule r(reversed);
+  EXPECT_NE(errorOf([&] { r.merge("i", "j"); }).find("depends on a later iteration of the first through 't'"),
+            std::string::npos);
+  // Reading the same iteration's element is fine.
+  reversed.body = Allocate::make(
+      t, Seq::make({For::make(i, i64(0), i64(3), ForKind::Serial, Store::make(t, i, Load::make(x, i))),
+                    For::make(j, i64(0), i64(3), ForKind::Serial, Store::make(z, j, Load::make(t, j)))}));
+  EXPECT_EQ(Schedule(reversed).merge("i", "j"), "i");
+}
+
+// store_at shrinks a local buffer to the window one iteration of a loop touches, allocated inside
+// it; it refuses a buffer used outside the loop and one whose values pass between iterations.
+TEST(TirSchedule, StoreAtAllocatesOneIterationsWindow) {
+  PrimFunc f = scheduled(lowerChain(kChain), [](Schedule& s) {
+    s.split("i", 5, TailStrategy::Loop);
+    s.split("i_1", 5, TailStrategy::Loop);
+    EXPECT_NE(errorOf([&] { s.storeAt("t", "i_o"); }).find("also accessed outside loop 'i_o'"), std::string::npos);
+    s.merge("i_o", "i_1_o");
+    s.storeAt("t", "i_o");
+  });
+  EXPECT_EQ(print(f), R"(func f(x: f32[3,5], y: f32[3,5], z: f32[3,5]) {
+  for (i_o, 0, 3) {
+    allocate t: f32[5]
+    for (i_i, 0, 5) {
+      t[i_i] = exp(x[((i_o * 5) + i_i)])
+    }
+    for (i_1_i, 0, 5) {
+      z[((i_o * 5) + i_1_i)] = (t[i_1_i] + y[((i_o * 5) + i_1_i)])
+    }
+  }
+}
+)");
+  EXPECT_EQ(f.attrs.at("trace"), "split(i; 5, 1)\nsplit(i_1; 5, 1)\nmerge(i_o, i_1_o)\nstore_at(t, i_o)\n");
+
+  // for i: z[i] = t[i]; t[i] = x[i] — each iteration reads the value the loop found in t.
+  Buffer x = makeBuffer("x", Type::f32(), {3}), t = makeBuffer("t", Type::f32(), {3}), z = makeBuffer("z", Type::f32(), {3});
+  Expr i = Var::make("i");
+  PrimFunc g;
+  g.name = "g";
+  g.params = {x, z};
+  g.body = Allocate::make(t, For::make(i, i64(0), i64(3), ForKind::Serial,
+                                       Seq::make({Store::make(z, i, Load::make(t, i)), Store::make(t, i, Load::make(x, i))})));
+  EXPECT_NE(errorOf([&] { Schedule(g).storeAt("t", "i"); }).find("iterations of loop 'i' share elements of 't'"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { Schedule(g).storeAt("x", "i"); }).find("is a parameter"), std::string::npos);
+}
+
 TEST(TirSchedule, HandlesByBlockPath) {
   PrimFunc f = lowerFirst(kBroadcast);
   EXPECT_EQ(getLoops(f, "z"), (std::vector<std::string>{"i0", "i1", "i2"}));
