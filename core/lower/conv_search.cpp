@@ -160,9 +160,13 @@ Stmt convSketchPlainNest(const ConvSketchShape& s, const Buffer& x, const Buffer
   Expr out = rowed ? r * s.pixels + p : p;
   Expr in = rowed ? (r * s.strideH) * s.inWidth + p * s.strideW : p;
   const int64_t outPixels = s.rows * s.pixels, inPixels = rowed ? s.inHeight * s.inWidth : s.pixels;
-  Expr yOff = ((n * (s.groups * s.vectors) + block) * outPixels + out) * s.lanes + l;
+  // Own weights (Winograd's GEMM): the output pixel-major, y[p, n, block, l], so the products of
+  // a block of pixels are contiguous.
+  Expr yOff = s.ownWeights ? ((out * s.n + n) * (s.groups * s.vectors) + block) * s.lanes + l
+                           : ((n * (s.groups * s.vectors) + block) * outPixels + out) * s.lanes + l;
   Expr xOff = ((n * s.cb + c) * inPixels + in) * s.ib + i;
-  Expr wOff = ((g * s.cb + c) * s.ib + i) * (s.vectors * s.lanes) + v * s.lanes + l;
+  Expr wGroup = s.ownWeights ? g * s.n + n : g;
+  Expr wOff = ((wGroup * s.cb + c) * s.ib + i) * (s.vectors * s.lanes) + v * s.lanes + l;
   Expr start = b ? Load::make(b, block * s.lanes + l) : literal(elem, 0);
   Expr first = EQ::make(c, i64(0)) && EQ::make(i, i64(0));
   Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) + Load::make(x, xOff) * Load::make(w, wOff));
@@ -177,12 +181,14 @@ PrimFunc convSketchPlainFunc(const ConvSketchShape& s) {
   Buffer x = makeBuffer("x", elem, {s.inputElements()});
   Buffer w = makeBuffer("w", elem, {s.weightElements()});
   Buffer b = s.bias ? makeBuffer("b", elem, {s.groups * s.vectors * s.lanes}) : nullptr;
-  Buffer y = makeBuffer("y", elem, {s.n, s.groups * s.vectors, s.rows * s.pixels, s.lanes});
+  Buffer y = s.ownWeights ? makeBuffer("y", elem, {s.pixels, s.n, s.groups * s.vectors, s.lanes})
+                          : makeBuffer("y", elem, {s.n, s.groups * s.vectors, s.rows * s.pixels, s.lanes});
   return plainFunc("conv2d_nchwc", x, w, b, y, convSketchPlainNest(s, x, w, b, y));
 }
 
 bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int registers) {
   int64_t mi = knob(knobs, "mi", 0), po = knob(knobs, "po", -1), v = knob(knobs, "oc_vecs", s.vectors);
+  if (knob(knobs, "algo", 0) != 0) return false;  // a Winograd annotation (winograd_search.h)
   if (v != s.vectors || mi < 1 || mi > s.pixels || s.lanes < 1) return false;
   return (po == 0 || po == 1) && mi * s.vectors <= tileBudget(registers);
 }
@@ -288,7 +294,11 @@ void applyConvSketch(Schedule& sched, const ConvSketchShape& s, const Knobs& kno
   sched.cacheWrite("c");
   const bool parallel = wantParallel(s.n * s.rows * s.pixels * s.groups * s.vectors * s.lanes, s.cb * s.ib);
   const int64_t pixelTiles = s.pixels / mi;
-  if (rowed) {
+  if (s.ownWeights) {
+    // Every image writes its own output with its own weights: the images in parallel (a fused
+    // loop's divisions would leave its dependence check to a replay far beyond its budget).
+    if (parallel && s.n >= 2) sched.parallel("n");
+  } else if (rowed) {
     // Strided: weight groups × output rows (po = 1) or the rows (po = 0) run in parallel. With a
     // tail loop the fused loop's iterations write y at two indices, which parallel's exact
     // check replays step by step (too many on large layers): the rows alone then.
@@ -318,7 +328,7 @@ void applyConvSketch(Schedule& sched, const ConvSketchShape& s, const Knobs& kno
   if (s.vectors > 1) sched.unroll("v_t");
   if (!vectors) sched.unroll("l_t");
   sched.cacheWrite("c_t");
-  if (parallel && po == 0 && !rowed && s.groups >= 2) sched.parallel("g_t");
+  if (parallel && po == 0 && !rowed && !s.ownWeights && s.groups >= 2) sched.parallel("g_t");
   if (vectors) {
     sched.vectorize("l_t");
     sched.vectorize("l_t_r");

@@ -1,8 +1,9 @@
 // The template-free schedule of direct packed convolutions (conv2d_nchwc, groups 1 or depthwise:
 // pointwise or any window, stride, padding and dilation): a plain loop nest and the sketch rule whose
 // annotations the tuner searches, as core/lower/gemm_search.h has for the GEMMs. A configuration
-// with "mi" is a sketch annotation; without it the hand-written builder of ops_conv_packed.cpp
-// stays the kernel.
+// with "mi" is a sketch annotation. Untuned, a depthwise convolution takes the sketch's default
+// annotation and an ungrouped one the hand-written builder of ops_conv_packed.cpp, which a record
+// of builder knobs also selects.
 //
 // ## The plain nest
 //
@@ -96,6 +97,10 @@ struct ConvSketchShape {
   /// Depthwise (groups = channels): weight blocks are channel blocks (groups = C/L, V = 1, cb =
   /// ib = 1), input x [N, C/L, H, W, L], weight w [C/L, 1, KH, KW, 1, L]; no channel reduction.
   bool depthwise = false;
+  /// Each image n its own weights (the batched GEMM of a Winograd convolution, n its position):
+  /// weight w [O/ob, N, C/ib, ib, ob], output pixel-major y [P, N, O/L, L] (pointwise only); n
+  /// joins the parallel loop.
+  bool ownWeights = false;
   bool windowed() const { return kh != 1 || kw != 1; }
   bool padded() const { return padH != 0 || padW != 0; }
   /// Nested by runs of rows and columns whose taps inside the image agree (see the file comment).
@@ -105,7 +110,7 @@ struct ConvSketchShape {
     const int64_t in = rowed() ? inHeight * inWidth : pixels;
     return depthwise ? n * groups * in * lanes : n * cb * in * ib;
   }
-  int64_t weightElements() const { return groups * cb * kh * kw * ib * vectors * lanes; }
+  int64_t weightElements() const { return (ownWeights ? n : 1) * groups * cb * kh * kw * ib * vectors * lanes; }
   /// Rows × columns (loops r, p) rather than one flat row of pixels.
   bool rowed() const { return strideH != 1 || strideW != 1 || regioned(); }
   /// The runs of output rows and of output columns (one run each without a window or padding).

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/lower/conv_search.h"
+#include "core/lower/winograd_search.h"
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule.h"
 #include "runtime/error.h"
@@ -358,7 +359,9 @@ void applyDensePackedSketch(Schedule& sched, const DensePackedShape& s, const Kn
 Trace sketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers) {
   TuneKeyParts parts = parseTuneKey(key);
   if (parts.kind == "matmul") return matmulTrace(key, knobs, lanes);
-  if (parts.kind == "conv2d_nchwc") return convSketchTrace(key, knobs, lanes, registers);
+  if (parts.kind == "conv2d_nchwc")
+    return knob(knobs, "algo", 0) != 0 ? winogradSketchTrace(key, knobs, lanes, registers)
+                                       : convSketchTrace(key, knobs, lanes, registers);
   if (parts.kind != "dense_packed") throw Error("tuning key '" + key + "' has no sketch", ErrorKind::InvalidInput);
   Schedule sched(densePackedPlainFunc(key));
   applyDensePackedSketch(sched, densePackedShapeOfKey(parts.params, key), knobs, lanes, registers);

@@ -170,8 +170,9 @@ std::vector<Knobs> densePackedAnnotations(const DensePackedShape& s, int lanes, 
 void applyDensePackedSketch(tir::Schedule& sched, const DensePackedShape& s, const Knobs& knobs, int lanes,
                             int registers);
 
-/// The sketch trace of a matmul, dense_packed or pointwise conv2d_nchwc key's annotation
-/// (recorded on its plain function; conv_search.h); throws kiln::Error for another kind of key
+/// The sketch trace of a matmul, dense_packed or conv2d_nchwc key's annotation (recorded on its
+/// plain function; a convolution's direct or Winograd form by its "algo": conv_search.h,
+/// winograd_search.h); throws kiln::Error for another kind of key
 /// or an annotation that does not fit.
 tir::Trace sketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers);
 

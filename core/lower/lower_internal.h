@@ -236,8 +236,9 @@ tir::PrimFunc plainFunc(std::string name, const tir::Buffer& x, const tir::Buffe
 
 /// The kernel of `ctx.tuneKey` scheduled by primitives when options.schedules selects it: the
 /// record's trace replayed on `plain` (the op's plain nest over the kernel's buffers), or a sketch
-/// annotation (knobs with "mi") that `fits` accepts, applied by `sketch`. An undefined Stmt when
-/// no configuration selects one, so the caller's default takes over. A trace that does not
+/// annotation (knobs with "mi") applied by `sketch`. A record whose annotation `fits` refuses
+/// (made for another form of the kernel) selects neither. An undefined Stmt when no
+/// configuration selects one, so the caller's default takes over. A trace that does not
 /// replay, or fitting knobs a primitive refuses, throw one line naming the key. Sets
 /// ctx.schedule and ctx.trace.
 tir::Stmt tunedBySketch(const OpContext& ctx, tir::PrimFunc plain,

@@ -295,6 +295,9 @@ Stmt tunedBySketch(const OpContext& ctx, PrimFunc plain, const std::function<boo
   const std::string* traceText = configs->findTrace(ctx.tuneKey);
   const Knobs* knobs = configs->find(ctx.tuneKey);
   if (!traceText && (!knobs || !knobs->count("mi"))) return Stmt();
+  // A sketch annotation made for another form of the kernel (e.g. Winograd's for the direct
+  // convolution) selects neither its trace nor its knobs here.
+  if (knobs && knobs->count("mi") && !fits(*knobs)) return Stmt();
   Schedule sched(std::move(plain));
   if (traceText) {
     try {
@@ -305,7 +308,6 @@ Stmt tunedBySketch(const OpContext& ctx, PrimFunc plain, const std::function<boo
                   ErrorKind::InvalidInput);
     }
   } else {
-    if (!fits(*knobs)) return Stmt();
     try {
       sketch(sched, *knobs);
     } catch (const Error& e) {

@@ -24,6 +24,10 @@
 // The tile block B (knob ow_block) is cut from the flat tile index, so a block may span tile
 // rows and images; the last block is narrower when B does not divide T (its own code path).
 //
+// The transforms of both phases are winograd_search.h's, which a record holding a sketch
+// annotation or trace (knob mi) also builds its kernel from: the plain nest with the batched GEMM
+// as a loop nest of its own, scheduled by primitives.
+//
 // Transform matrices: Toom-Cook from the points 0, ±1 (m = 2) and 0, ±1, 1/2, −2 (m = 4), plus
 // ∞. Aᵀ[i][j] = pⱼⁱ; Bᵀ[j] = coefficients of Πₗ≠ⱼ (x − pₗ) (of Πₗ (x − pₗ) for ∞); G[j][k] =
 // pⱼᵏ / Πₗ≠ⱼ (pⱼ − pₗ) (row ∞ picks g₂). With these points Aᵀ and Bᵀ are dyadic rationals,
@@ -34,10 +38,12 @@
 // 3×3 layers add their errors up, so the deepest ResNets need the better pair to stay within 1e-3.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
+#include "core/lower/winograd_search.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -91,53 +97,11 @@ WinogradMatrices buildMatrices(int m, const std::vector<double>& points) {
   return w;
 }
 
-/// Σ coefficient·term over the non-zero coefficients (±1 as additions/subtractions).
-Expr linearCombination(const std::vector<double>& coeffs, const std::vector<Expr>& terms, int lanes) {
-  Expr sum;
-  bool negated = false;  // `sum` holds the negation of the true sum
-  for (size_t i = 0; i < coeffs.size(); ++i) {
-    double c = coeffs[i];
-    if (c == 0.0) continue;
-    double magnitude = std::fabs(c);
-    Expr term = magnitude == 1.0 ? terms[i] : terms[i] * splat(f32(magnitude), lanes);
-    bool negative = c < 0;
-    if (!sum.defined()) {
-      sum = term;
-      negated = negative;
-    } else {
-      sum = negative != negated ? sum - term : sum + term;
-    }
-  }
-  if (!sum.defined()) return splat(f32(0.0), lanes);
-  return negated ? splat(f32(0.0), lanes) - sum : sum;
-}
-
-/// Binds each expression to a fresh Var (LetStmt) around the statement `body` builds from the
-/// bound values.
-Stmt bindAll(const std::string& stem, const std::vector<Expr>& values,
-             const std::function<Stmt(const std::vector<Expr>&)>& body) {
-  std::vector<Expr> vars;
-  for (size_t i = 0; i < values.size(); ++i)
-    vars.push_back(Var::make(stem + std::to_string(i), values[i].type()));
-  Stmt s = body(vars);
-  for (size_t i = values.size(); i-- > 0;) s = LetStmt::make(vars[i], values[i], s);
-  return s;
-}
-
-struct WinogradShape {
-  int64_t n = 0, cb = 0, h = 0, w = 0, ib = 0, c = 0;  // input [N, C/ib, H, W, ib]
-  int64_t og = 0, ob = 0, lanes = 0, ocb = 0;          // u [O/ob, α, α, C, ob]; output block L
-  int64_t oh = 0, ow = 0, ph = 0, pw = 0;
-  int64_t th = 0, tw = 0, tiles = 0;  // tile rows, tile columns, T
-  int m = 0, alpha = 0, vecs = 1;
-};
-
 class WinogradBuilder {
  public:
   WinogradBuilder(const OpContext& ctx, WinogradShape s, int tileBlock, bool ocOuter, int unroll)
       : m_ctx(ctx),
         m_s(s),
-        m_mat(winogradMatrices(s.m)),
         m_block(tileBlock),
         m_ocOuter(ocOuter),
         m_unroll(unroll) {
@@ -158,56 +122,7 @@ class WinogradBuilder {
   ForKind parallelKind() const { return m_parallel ? ForKind::Parallel : ForKind::Serial; }
 
   // ---- phase 1 ----
-  Stmt inputTransform() {
-    const WinogradShape& s = m_s;
-    const Buffer& x = m_ctx.in[0];
-    int a = alpha(), ib = static_cast<int>(s.ib);
-    Expr f = Var::make("n_ti_icb"), tj = Var::make("tj");
-    Expr icb = s.cb == 1 ? Expr(i64(0)) : f % s.cb;
-    Expr rest = s.cb == 1 ? f : f / s.cb;
-    Expr ti = s.th == 1 ? Expr(i64(0)) : rest % s.th;
-    Expr n = s.n == 1 ? Expr(i64(0)) : (s.th == 1 ? rest : rest / s.th);
-    Expr t = (n * s.th + ti) * s.tw + tj;
-
-    std::vector<Expr> patch;
-    for (int i = 0; i < a; ++i) {
-      Expr ih = ti * s.m + (i - s.ph);
-      Expr rowInside = ih >= 0 && ih < s.h;
-      Expr ihc = max(min(ih, i64(s.h - 1)), i64(0));
-      for (int j = 0; j < a; ++j) {
-        Expr iw = tj * s.m + (j - s.pw);
-        Expr inside = rowInside && iw >= 0 && iw < s.w;
-        Expr iwc = max(min(iw, i64(s.w - 1)), i64(0));
-        Expr value = vload(x, (((n * s.cb + icb) * s.h + ihc) * s.w + iwc) * s.ib, ib);
-        patch.push_back(Select::make(inside, value, splat(f32(0.0), ib)));
-      }
-    }
-    Stmt body = bindAll("d", patch, [&](const std::vector<Expr>& d) {
-      // Bᵀ d: rows of Bᵀ against the columns of d.
-      std::vector<Expr> rows;
-      for (int k = 0; k < a; ++k)
-        for (int j = 0; j < a; ++j) {
-          std::vector<double> coeff(m_mat.bt.begin() + k * a, m_mat.bt.begin() + (k + 1) * a);
-          std::vector<Expr> column;
-          for (int i = 0; i < a; ++i) column.push_back(d[static_cast<size_t>(i * a + j)]);
-          rows.push_back(linearCombination(coeff, column, ib));
-        }
-      return bindAll("bd", rows, [&](const std::vector<Expr>& bd) {
-        // (Bᵀ d) B: each row against the rows of Bᵀ.
-        std::vector<Stmt> stores;
-        for (int k = 0; k < a; ++k)
-          for (int l = 0; l < a; ++l) {
-            std::vector<double> coeff(m_mat.bt.begin() + l * a, m_mat.bt.begin() + (l + 1) * a);
-            std::vector<Expr> row(bd.begin() + k * a, bd.begin() + (k + 1) * a);
-            Expr offset = ((int64_t{k * a + l} * s.cb + icb) * s.tiles + t) * s.ib;
-            stores.push_back(vstore(m_v, offset, linearCombination(coeff, row, ib)));
-          }
-        return Seq::make(std::move(stores));
-      });
-    });
-    Stmt columns = serialFor(tj, 0, s.tw, body);
-    return For::make(f, i64(0), i64(s.n * s.th * s.cb), parallelKind(), columns);
-  }
+  Stmt inputTransform() { return winogradInputTransform(m_s, m_ctx.in[0], m_v, parallelKind()); }
 
   // ---- phase 2 ----
   Stmt gemmAndOutput() {
@@ -278,52 +193,20 @@ class WinogradBuilder {
   /// where the tile lies inside the output.
   Stmt outputTransform(const Expr& t, const Expr& v, const Expr& b) {
     const WinogradShape& s = m_s;
-    int a = alpha(), m = s.m, L = lanes();
-    int64_t perImage = s.th * s.tw;
-    Expr n = s.n == 1 ? Expr(i64(0)) : t / perImage;
-    Expr inImage = s.n == 1 ? t : t % perImage;
-    Expr ti = inImage / s.tw, tj = inImage % s.tw;
+    const int L = lanes();
     Expr block = m_og * s.vecs + v;
-
-    std::vector<Expr> tile;
-    for (int k = 0; k < a * a; ++k)
-      tile.push_back(vload(m_mbuf, ((int64_t{k} * s.vecs + v) * m_block + b) * s.lanes, L));
-    return bindAll("mt", tile, [&](const std::vector<Expr>& mt) {
-      std::vector<Expr> rows;  // Aᵀ M: m × α
-      for (int i = 0; i < m; ++i)
-        for (int l = 0; l < a; ++l) {
-          std::vector<double> coeff(m_mat.at.begin() + i * a, m_mat.at.begin() + (i + 1) * a);
-          std::vector<Expr> column;
-          for (int k = 0; k < a; ++k) column.push_back(mt[static_cast<size_t>(k * a + l)]);
-          rows.push_back(linearCombination(coeff, column, L));
-        }
-      return bindAll("am", rows, [&](const std::vector<Expr>& am) {
-        Expr bias = m_ctx.in.size() == 3 ? vload(m_ctx.in[2], block * s.lanes, L) : Expr();
-        Expr lane = L == 1 ? Expr(i64(0)) : Ramp::make(i64(0), i64(1), L);
-        std::vector<Stmt> stores;
-        for (int i = 0; i < m; ++i)
-          for (int j = 0; j < m; ++j) {
-            std::vector<double> coeff(m_mat.at.begin() + j * a, m_mat.at.begin() + (j + 1) * a);
-            std::vector<Expr> row(am.begin() + i * a, am.begin() + (i + 1) * a);
-            Expr value = linearCombination(coeff, row, L);
-            if (bias.defined()) value = value + bias;
-            Expr oh = ti * m + i, ow = tj * m + j;
-            Expr offset = (((n * s.ocb + block) * s.oh + oh) * s.ow + ow) * s.lanes;
-            Stmt store = vstore(m_ctx.out[0], offset, m_ctx.applyEpilogue(value, {n, block, oh, ow, lane}));
-            // Partial tiles exist only when m does not divide the output extent.
-            Expr inside;
-            if (s.oh % m != 0 && i > 0) inside = oh < s.oh;
-            if (s.ow % m != 0 && j > 0) inside = inside.defined() ? (inside && ow < s.ow) : (ow < s.ow);
-            stores.push_back(inside.defined() ? IfThenElse::make(inside, store) : store);
-          }
-        return Seq::make(std::move(stores));
-      });
-    });
+    Expr bias = m_ctx.in.size() == 3 ? vload(m_ctx.in[2], block * s.lanes, L) : Expr();
+    Expr lane = L == 1 ? Expr(i64(0)) : Ramp::make(i64(0), i64(1), L);
+    return winogradOutputTile(
+        s, t, [&](int k) { return vload(m_mbuf, ((int64_t{k} * s.vecs + v) * m_block + b) * s.lanes, L); }, bias,
+        [&](const Expr& n, const Expr& oh, const Expr& ow, const Expr& value) {
+          Expr offset = (((n * s.ocb + block) * s.oh + oh) * s.ow + ow) * s.lanes;
+          return vstore(m_ctx.out[0], offset, m_ctx.applyEpilogue(value, {n, block, oh, ow, lane}));
+        });
   }
 
   const OpContext& m_ctx;
   WinogradShape m_s;
-  const WinogradMatrices& m_mat;
   int m_block;
   bool m_ocOuter;
   int m_unroll;
@@ -365,23 +248,28 @@ Stmt lowerConv2dWinogradNchwc(const OpContext& ctx) {
   ctx.requireFloat();
   if (ctx.inTypes[0].dtype != DType::Float32) ctx.unsupported("dtype other than f32");
   const Shape &xs = ctx.inTypes[0].shape, &us = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
-  WinogradShape s;
-  s.n = xs[0], s.cb = xs[1], s.h = xs[2], s.w = xs[3], s.ib = xs[4], s.c = s.cb * s.ib;
-  s.og = us[0], s.ob = us[4];
-  s.lanes = ys[4], s.ocb = ys[1], s.oh = ys[2], s.ow = ys[3];
-  s.m = static_cast<int>(ctx.attrs.getInt("tile", 0));
-  s.alpha = s.m + 2;
-  s.vecs = static_cast<int>(s.ob / s.lanes);
-  auto pad = ctx.pairAttr("padding", 0);
-  s.ph = pad[0], s.pw = pad[1];
-  s.th = (s.oh + s.m - 1) / s.m, s.tw = (s.ow + s.m - 1) / s.m;
-  s.tiles = s.n * s.th * s.tw;
-  if (s.ph > 2 || s.pw > 2) ctx.unsupported("Winograd convolution with padding above 2");
+  const int m = static_cast<int>(ctx.attrs.getInt("tile", 0));
+  std::vector<int64_t> pad = ctx.pairAttr("padding", 0);
+  if (pad[0] > 2 || pad[1] > 2) ctx.unsupported("Winograd convolution with padding above 2");
+  std::optional<WinogradShape> shape = winogradShape(xs, us, ys, m, pad, ctx.in.size() == 3);
+  if (!shape) ctx.unsupported("Winograd convolution whose buffers disagree with its tile");
+  const WinogradShape& s = *shape;
 
   // Knobs: a record for this key made for the same algorithm and packing, else the heuristic.
   ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
   const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey);
   if (tuned && (knob(*tuned, "algo", 0) != s.m || knob(*tuned, "oc_vecs", s.vecs) != s.vecs)) tuned = nullptr;
+  // A record that is a sketch annotation or trace of this algorithm and packing (winograd_search.h).
+  const int registers = ctx.options.vectorRegisters;
+  const Buffer b = s.bias ? ctx.in[2] : nullptr;
+  Stmt nest = tunedBySketch(
+      ctx,
+      plainFunc("conv2d_winograd_nchwc", ctx.in[0], ctx.in[1], b, ctx.out[0],
+                winogradPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0])),
+      [&](const Knobs& k) { return winogradSketchFits(s, k, registers); },
+      [&](Schedule& sched, const Knobs& k) { applyWinogradSketch(sched, s, k, registers); });
+  if (nest.defined())
+    return ctx.epilogue ? epilogueAtStores(ctx, nest, Shape(ys.begin(), ys.end() - 1), ys.back()) : nest;
   int block = packedConvOwBlock(s.tiles, s.vecs, ctx.options);
   // The transformed filter u holds O·α²·C values, the transformed input v α²·C·T.
   bool ocOuter = !convOrdersDiffer(s.og, (s.tiles + block - 1) / block) || convChannelsOuter(s.og * s.ob, s.tiles);

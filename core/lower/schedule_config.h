@@ -26,9 +26,11 @@
 //             L/2 when that is ≥ 4 (8 = 256-bit vectors on AVX-512); each output vector is then
 //             L/vec_lanes accumulators, so the tile holds oc_vecs·(L/vec_lanes)·ow_block. The
 //             weight packing and the layouts do not change
-// A pointwise convolution (1×1, no padding, any stride) may instead carry the annotation of its
-// sketch (core/lower/conv_search.h): mi (pixels per register tile), po (weight groups outermost)
-// and oc_vecs (the packing, as above); its record stores the trace beside them.
+// An ungrouped or depthwise convolution may instead carry the annotation of its sketch
+// (core/lower/conv_search.h): mi (pixels per register tile), po (weight groups outermost) and
+// oc_vecs (the packing, as above); with algo 2 or 4 the same annotation is the Winograd sketch's
+// (core/lower/winograd_search.h: mi output tiles per register tile of its batched GEMM). Its
+// record stores the trace beside them.
 // Knobs of dense: rows (input rows per tile, dividing M) and cols (weight rows per tile).
 // Knobs of matmul ("matmul:ra=3,a0=12,a1=128,a2=64,rb=3,b0=12,b1=64,b2=128:f32", both operand
 // shapes): the heuristic's rows/cols keep the hand-written lowering; mi, nv, kt, par annotate the

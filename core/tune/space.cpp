@@ -8,6 +8,7 @@
 #include "core/lower/conv_search.h"
 #include "core/lower/gemm_search.h"
 #include "core/lower/schedule.h"
+#include "core/lower/winograd_search.h"
 #include "runtime/error.h"
 
 namespace kiln::core::tune {
@@ -125,6 +126,17 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
                            {"par_chunks", chunks}});
               }
           }
+      // The sketch's annotations (winograd_search.h) for every packing, its default a seed.
+      for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+        if (blocks % v != 0) continue;
+        std::optional<lower::WinogradShape> s =
+            lower::winogradShapeOfKey(key, static_cast<int>(m), v, options.vectorLanes);
+        if (!s) continue;
+        space.m_seeds.push_back(space.size());
+        space.add(lower::winogradSketchDefaultKnobs(*s, options.vectorRegisters));
+        for (Knobs& k : lower::winogradSketchAnnotations(*s, options.vectorRegisters))
+          if (!space.m_index.count(k)) space.add(std::move(k));
+      }
     }
   } else if (parts.kind == "dense") {
     int64_t m = knob(parts.params, "m", 1), n = knob(parts.params, "n", 1);

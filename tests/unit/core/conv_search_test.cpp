@@ -426,7 +426,8 @@ TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
 
 // A depthwise 3×3 at stride 2 (MobileNet's downsampling): a record makes it the sketch, its regions
 // over each lane's taps, in the interpreter and as JIT code; its trace is the one the tuner builds
-// from the key; a record for a packing of two vectors does not fit it and keeps the builder.
+// from the key. Untuned it is the sketch's default annotation, as with a record for a packing of
+// two vectors (which does not fit it); a record of builder knobs keeps the builder.
 TEST(WindowConvSearch, DepthwiseConvolutionsTakeTheSketch) {
   Graph g = oneConv("1,2,7,9,8", "2,1,3,3,1,8", "1,2,4,5,8", "groups=16, stride=[2,2], padding=[1,1], out_layout=\"NCHW8c\"");
   auto s = convSketchShape({1, 2, 7, 9, 8}, {2, 1, 3, 3, 1, 8}, {1, 2, 4, 5, 8}, {2, 2}, {1, 1}, {1, 1}, 16, true);
@@ -437,8 +438,20 @@ TEST(WindowConvSearch, DepthwiseConvolutionsTakeTheSketch) {
   EXPECT_NE(key.find(",g=16:"), std::string::npos) << key;
   // The interior's reduction is the taps alone.
   EXPECT_NE(sketchTrace(key, tile, 8, 16).str().find("cache_write(kh_1_1)"), std::string::npos);
+  // Untuned, and with a record for a packing of two vectors (which does not fit), the kernel is
+  // the sketch's default annotation; a record of builder knobs keeps the builder.
+  const Knobs defaults = convSketchDefaultKnobs(*s, 16);
+  for (const Knobs& record : {Knobs{}, Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}}}) {
+    auto configs = std::make_shared<ScheduleConfigs>();
+    if (!record.empty()) configs->byKey[key] = record;
+    LowerOptions options;
+    options.schedules = configs;
+    const PrimFunc f = lowerGraph(g, options).funcs[0];
+    EXPECT_EQ(f.attrs.at("schedule"), knobsText(defaults));
+    EXPECT_EQ(f.attrs.at("trace"), sketchTrace(key, defaults, 8, 16).str());
+  }
   auto configs = std::make_shared<ScheduleConfigs>();
-  configs->byKey[key] = Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}};
+  configs->byKey[key] = Knobs{{"oc_vecs", 1}, {"ow_block", 4}, {"oc_outer", 1}, {"unroll", 1}, {"flatten", 0}};
   LowerOptions options;
   options.schedules = configs;
   EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.count("trace"), 0u);

@@ -1,13 +1,20 @@
 // conv2d_winograd_nchwc (Winograd F(2×2, 3×3) and F(4×4, 3×3) in the packed layout): the
 // transform matrices, interpreter and JIT against a plain double-precision convolution on
 // shapes whose outputs do not divide the tile (partial tiles), odd channel counts, padding 0-2,
-// batches, every register-tile knob; and the rounding error on ResNet-18's 3×3 layer shapes.
+// batches, every register-tile knob; the sketch of winograd_search.h (every annotation, its trace,
+// records of other forms refused); and the rounding error on ResNet-18's 3×3 layer shapes.
 #include <cstdio>
 #include <random>
 
+#include "core/lower/gemm_search.h"
+#include "core/lower/interpreter.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
+#include "core/lower/winograd_search.h"
 #include "core/passes/alter_layout.h"
+#include "core/tir/printer.h"
+#include "core/tir/trace.h"
+#include "core/tir/verify.h"
 #include "tests/unit/core/kernels_test_util.h"
 
 namespace kiln::core::lower {
@@ -98,8 +105,11 @@ void checkWinograd(const ConvCase& p, int m, int lanes, bool interpreter, int oc
         {g.graph.type(g.graph.node(0).inputs[0]), g.graph.type(g.graph.node(0).inputs[1])}, {})] = knobs;
     options.schedules = configs;
     Knobs used = knobs;
-    used.try_emplace("par_chunks", defaultParallelChunks());  // a record without it keeps the default
-    EXPECT_EQ(lowerNode(g.graph, 0, "wino", options).attrs["schedule"], knobsText(used));
+    // A builder's record without par_chunks keeps the default; a sketch's is its annotation.
+    if (!knobs.count("mi")) used.try_emplace("par_chunks", defaultParallelChunks());
+    tir::PrimFunc f = lowerNode(g.graph, 0, "wino", options);
+    EXPECT_EQ(f.attrs["schedule"], knobsText(used));
+    EXPECT_EQ(f.attrs.count("trace"), knobs.count("mi"));
   }
   std::vector<float> expected = referenceConv(p, g.x, g.w, p.bias ? &g.b : nullptr);
   runtime::Tensor xp = passes::packChannels(g.x, g.inBlock);
@@ -153,6 +163,105 @@ TEST(KernelsWinograd, RandomShapesMatchReference) {
     while (p.ow() <= 0) ++p.w;
     int lanes = std::vector<int>{4, 8, 16}[i % 3];
     checkWinograd(p, i % 2 == 0 ? 4 : 2, lanes, i % 4 == 0, 1, {}, 300 + static_cast<uint32_t>(i));
+  }
+}
+
+// The sketch of winograd_search.h: annotations of both tiles, every register tile and order, a
+// tail loop, partial tiles, batches, padding 0–2, several weight blocks and lane counts compute
+// the convolution in the interpreter and as JIT code, and the kernel's trace is the tuner's.
+TEST(WinogradSearch, SketchAnnotationsMatchReference) {
+  struct Case {
+    ConvCase p;
+    int lanes, ocVecs;
+  };
+  int mergedDefaults = 0;
+  for (const Case& c : {Case{case3x3(1, 16, 8, 8, 32, 1, true), 16, 1}, Case{case3x3(1, 8, 9, 11, 16, 1, true), 8, 2},
+                        Case{case3x3(2, 8, 7, 6, 8, 1, false), 8, 1}, Case{case3x3(1, 4, 6, 9, 8, 2, true), 4, 2},
+                        Case{case3x3(1, 5, 7, 9, 12, 0, true), 4, 3},
+                        Case{case3x3(1, 32, 14, 14, 32, 1, true), 8, 2}}) {  // parallel loops
+    for (int m : {2, 4}) {
+      LowerOptions options = optionsFor(c.lanes);
+      WinoGraph g = makeWinograd(c.p, m, c.ocVecs, options, 5);
+      const Shape& xs = g.graph.type(g.graph.node(0).inputs[0]).shape;
+      auto s = winogradShape(xs, g.graph.type(g.graph.node(0).inputs[1]).shape,
+                             g.graph.type(g.graph.node(0).outputs[0]).shape, m, {c.p.ph, c.p.pw}, c.p.bias);
+      ASSERT_TRUE(s.has_value());
+      std::vector<Knobs> all = winogradSketchAnnotations(*s, options.vectorRegisters);
+      ASSERT_FALSE(all.empty());
+      // The smallest and the largest tile of each order, and the default.
+      std::vector<Knobs> picked = {all.front(), all.back(), all[all.size() / 2 - 1], all[all.size() / 2],
+                                   winogradSketchDefaultKnobs(*s, options.vectorRegisters)};
+      for (const Knobs& knobs : picked) checkWinograd(c.p, m, c.lanes, true, c.ocVecs, knobs, 5);
+      // The kernel's trace is the one the tuner builds from the key.
+      const std::string key = packedConvTuneKey(convGeometry("conv2d", Attrs{{"padding", std::vector<int64_t>{c.p.ph, c.p.pw}}},
+                                                             {TensorType{DType::Float32, {c.p.n, c.p.c, c.p.h, c.p.w}},
+                                                              TensorType{DType::Float32, {c.p.oc, c.p.c, 3, 3}}}),
+                                                DType::Float32);
+      auto configs = std::make_shared<ScheduleConfigs>();
+      configs->byKey[key] = picked.back();
+      LowerOptions tuned = options;
+      tuned.schedules = configs;
+      const std::string trace = lowerNode(g.graph, 0, "wino", tuned).attrs["trace"];
+      EXPECT_EQ(trace, sketchTrace(key, picked.back(), c.lanes, options.vectorRegisters).str()) << key;
+      // Where a tile of at least half the registers' tallest divides the tiles, the default merges
+      // the output transform into the tile blocks, which run in parallel when the kernel is large.
+      if (winogradSketchMerges(*s, picked.back())) {
+        EXPECT_NE(trace.find("merge("), std::string::npos) << trace;
+        if (c.p.c == 32)
+          EXPECT_TRUE(trace.find("parallel(p_o)") != std::string::npos ||
+                      trace.find("parallel(g_p_o_fused)") != std::string::npos)
+              << trace;
+        ++mergedDefaults;
+      }
+    }
+  }
+  EXPECT_GE(mergedDefaults, 8);  // of 12
+}
+
+// Every annotation of one shape applies, verifies, replays from its trace and computes the
+// convolution in the interpreter; a record of the other tile, another packing or the direct
+// sketch selects the builder instead, and a Winograd annotation does not select the direct
+// convolution's sketch.
+TEST(WinogradSearch, EveryAnnotationReplaysAndForeignRecordsKeepTheBuilder) {
+  ConvCase p = case3x3(1, 8, 6, 7, 16, 1, true);
+  LowerOptions options = optionsFor(8);
+  WinoGraph g = makeWinograd(p, 2, 1, options, 9);
+  auto s = winogradShape({1, 1, 6, 7, 8}, {2, 4, 4, 8, 8}, {1, 2, 6, 7, 8}, 2, {1, 1}, true);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->tiles, 12);
+  const tir::PrimFunc plain = winogradPlainFunc(*s);
+  runtime::Tensor x = passes::packChannels(g.x, 8), b = g.b;
+  runtime::Tensor u = *g.graph.value(g.graph.node(0).inputs[1]).constant;
+  std::vector<float> want = referenceConv(p, g.x, g.w, &g.b);
+  int checked = 0, merged = 0;
+  for (const Knobs& knobs : winogradSketchAnnotations(*s, options.vectorRegisters)) {
+    SCOPED_TRACE(knobsText(knobs));
+    merged += winogradSketchMerges(*s, knobs);
+    tir::Schedule sched(plain);
+    applyWinogradSketch(sched, *s, knobs, options.vectorRegisters);
+    EXPECT_EQ(tir::verifyPrimFunc(sched.func()), std::vector<std::string>{});
+    EXPECT_EQ(tir::print(tir::Trace::parse(sched.trace().str()).apply(plain)), tir::print(sched.func()));
+    runtime::Tensor y = runtime::Tensor::zeros(DType::Float32, {1, 2, 6, 7, 8});
+    interpret(sched.func(), {x.data<float>(), u.data<float>(), b.data<float>(), y.data<float>()});
+    EXPECT_TRUE(allClose(passes::unpackChannels(y), want, 2e-4));
+    if (HasFailure()) return;
+    ++checked;
+  }
+  EXPECT_GE(checked, 2 * 12);
+  EXPECT_GT(merged, 0);  // mi dividing the 12 tiles
+  EXPECT_LT(merged, checked);
+
+  // Records that are not this kernel's sketch: the builder (no trace).
+  const tir::PrimFunc builder = lowerNode(g.graph, 0, "wino", options);
+  for (const Knobs& foreign : {Knobs{{"algo", 4}, {"mi", 3}, {"po", 1}, {"oc_vecs", 1}},
+                               Knobs{{"algo", 2}, {"mi", 3}, {"po", 1}, {"oc_vecs", 2}},
+                               Knobs{{"mi", 3}, {"po", 1}, {"oc_vecs", 1}}}) {
+    SCOPED_TRACE(knobsText(foreign));
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[builder.attrs.at("tune_key")] = foreign;
+    LowerOptions tuned = options;
+    tuned.schedules = configs;
+    EXPECT_EQ(lowerNode(g.graph, 0, "wino", tuned).attrs.count("trace"), 0u);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "core/lower/conv_search.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
+#include "core/lower/winograd_search.h"
 #include "core/passes/alter_layout.h"
 #include "core/passes/pass_manager.h"
 #include "core/tune/anneal.h"
@@ -195,8 +196,8 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
 }
 
 // A convolution's space (pointwise, windowed or depthwise) seeds the sketch's default annotation
-// of every packing, so a tuning run times it right after the builder's heuristic; other
-// operators' spaces have no seeds.
+// of every packing (and of the Winograd sketch's, where Winograd applies), so a tuning run times
+// it right after the builder's heuristic; other operators' spaces have no seeds.
 TEST(TuneSpace, ConvSpacesSeedTheSketchDefault) {
   const std::string depthwise =
       "conv2d_nchwc:n=1,c=32,h=9,w=11,o=32,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=32:f32";
@@ -204,16 +205,28 @@ TEST(TuneSpace, ConvSpacesSeedTheSketchDefault) {
     SCOPED_TRACE(key);
     ConfigSpace space = ConfigSpace::forKey(key, avx2());
     ASSERT_FALSE(space.seeds().empty());
-    std::set<int64_t> packings;
+    std::set<std::pair<int64_t, int64_t>> packings;  // algorithm, oc_vecs
+    std::set<int64_t> algos;
     for (int64_t seed : space.seeds()) {
       const Knobs& k = space.config(seed);
       ASSERT_EQ(k.count("mi"), 1u) << lower::knobsText(k);
-      packings.insert(k.at("oc_vecs"));
-      auto shape = lower::convSketchShapeOfKey(key, k.at("oc_vecs"), avx2().vectorLanes);
-      ASSERT_TRUE(shape.has_value());
-      EXPECT_EQ(k, lower::convSketchDefaultKnobs(*shape, avx2().vectorRegisters));
+      const int64_t algo = lower::knob(k, "algo", 0), v = k.at("oc_vecs");
+      packings.insert({algo, v});
+      algos.insert(algo);
+      if (algo == 0) {
+        auto shape = lower::convSketchShapeOfKey(key, v, avx2().vectorLanes);
+        ASSERT_TRUE(shape.has_value());
+        EXPECT_EQ(k, lower::convSketchDefaultKnobs(*shape, avx2().vectorRegisters));
+      } else {
+        auto shape = lower::winogradShapeOfKey(key, static_cast<int>(algo), v, avx2().vectorLanes);
+        ASSERT_TRUE(shape.has_value());
+        EXPECT_EQ(k, lower::winogradSketchDefaultKnobs(*shape, avx2().vectorRegisters));
+      }
     }
     EXPECT_EQ(packings.size(), space.seeds().size());
+    // A Winograd-eligible 3×3 also seeds the Winograd sketch of both tiles.
+    const std::set<int64_t> want = key == kConv ? std::set<int64_t>{0, 2, 4} : std::set<int64_t>{0};
+    EXPECT_EQ(algos, want);
   }
   EXPECT_TRUE(ConfigSpace::forKey(kDense, avx2()).seeds().empty());
 }
