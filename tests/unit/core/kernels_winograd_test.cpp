@@ -265,6 +265,28 @@ TEST(WinogradSearch, EveryAnnotationReplaysAndForeignRecordsKeepTheBuilder) {
   }
 }
 
+// ResNet's 3×3 layers (AVX-512: 16 lanes, 32 registers) schedule with both loop orders: the
+// dependence checks of parallel and merge replay only the loops that touch written buffers (the
+// GEMM's reduction reads its inputs into a private register tile), within their budget.
+TEST(WinogradSearch, ResNetLayersScheduleWithinTheReplayBudget) {
+  const std::string keys[] = {"n=1,c=64,h=56,w=56,o=64", "n=1,c=128,h=28,w=28,o=128", "n=1,c=256,h=14,w=14,o=256",
+                              "n=1,c=512,h=7,w=7,o=512"};
+  for (const std::string& k : keys) {
+    const std::string key = "conv2d_nchwc:" + k + ",kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32";
+    for (int m : {2, 4}) {
+      auto s = winogradShapeOfKey(key, m, 2, 16);
+      ASSERT_TRUE(s.has_value()) << key;
+      Knobs knobs = winogradSketchDefaultKnobs(*s, 32);
+      for (int64_t po : {0, 1}) {
+        knobs["po"] = po;
+        SCOPED_TRACE(key + " " + knobsText(knobs));
+        tir::Schedule sched(winogradPlainFunc(*s));
+        EXPECT_NO_THROW(applyWinogradSketch(sched, *s, knobs, 32));
+      }
+    }
+  }
+}
+
 // The rounding error on ResNet-18's 3×3 stride-1 layers, inputs U(−1, 1) and weights scaled by
 // 1/√(fan-in) so outputs are O(1) (|y| ≤ 3.3), against a double-precision reference. Printed for
 // the record. F(2×2) stays below 2e-6; F(4×4) with the points 1/2, −2 below 1.4e-5, where ±1/2
