@@ -193,7 +193,7 @@ Stmt winogradPlainNest(const WinogradShape& s, const Buffer& x, const Buffer& u,
   const Type elem = y->elemType;
   const int L = static_cast<int>(s.lanes);
   Buffer v = makeBuffer("wino_v", elem, {s.positions() * s.cb * s.tiles * s.ib});
-  Buffer m = makeBuffer("wino_m", elem, {s.tiles * s.positions() * s.ocb * s.lanes});
+  Buffer m = makeBuffer("wino_m", elem, {s.tiles, s.positions(), s.ocb, s.lanes});
   Stmt input = winogradInputTransform(s, x, v, ForKind::Serial);
   Stmt gemm = convSketchPlainNest(s.gemm(), v, u, nullptr, m);
   Expr blk = Var::make("blk_o"), t = Var::make("t_o");
@@ -231,15 +231,17 @@ bool winogradSketchFits(const WinogradShape& s, const Knobs& knobs, int register
 }
 
 Knobs winogradSketchDefaultKnobs(const WinogradShape& s, int registers) {
-  // The tallest tile (at most 16 tiles that fit the registers) whose blocks merge, unless that is
-  // under half the tallest that fits (then the pointwise sketch's choice, a tail loop after the
-  // blocks); weight groups outermost when the transformed filter is at least as large as the
-  // transformed input (the builder's order, schedule.h convChannelsOuter).
+  // The tallest tile (at most 16 tiles that fit the registers, a block's products at most 64 KB,
+  // the stack's share) whose blocks merge, unless that is under half the tallest that fits
+  // (then the pointwise sketch's choice, a tail loop after the blocks); weight groups outermost
+  // when the transformed filter is at least as large as the transformed input (the builder's
+  // order, schedule.h convChannelsOuter).
   const int64_t po = convChannelsOuter(s.og * s.ob, s.tiles) ? 1 : 0;
+  const int64_t perTile = s.positions() * (po == 1 ? s.vecs : s.ocb) * s.lanes;  // products, floats
   int64_t tallest = 0;
   for (int64_t mi = std::min<int64_t>(16, s.tiles); mi >= 1; --mi) {
     Knobs k{{"algo", s.m}, {"mi", mi}, {"po", po}, {"oc_vecs", s.vecs}};
-    if (!winogradSketchFits(s, k, registers)) continue;
+    if (!winogradSketchFits(s, k, registers) || (mi > 1 && mi * perTile * 4 > 64 * 1024)) continue;
     tallest = std::max(tallest, mi);
     if (2 * mi < tallest) break;
     if (winogradSketchMerges(s, k)) return k;

@@ -96,9 +96,10 @@ tir::PrimFunc winogradPlainFunc(const WinogradShape& s);
 
 /// Whether `knobs` (algo, mi, po, oc_vecs) is a sketch annotation of this shape.
 bool winogradSketchFits(const WinogradShape& s, const Knobs& knobs, int registers);
-/// The sketch's plain choice: the tallest tile of at most 16 tiles that fits the registers and
-/// merges, if at least half the tallest that fits (weight groups outermost when the filter is
-/// the larger operand); else convSketchDefaultKnobs of the GEMM, with the algorithm.
+/// The sketch's plain choice: the tallest tile of at most 16 tiles that fits the registers (and
+/// whose block's products fit 64 KB) and merges, if at least half the tallest that fits (weight
+/// groups outermost when the filter is the larger operand); else convSketchDefaultKnobs of the
+/// GEMM, with the algorithm.
 Knobs winogradSketchDefaultKnobs(const WinogradShape& s, int registers);
 /// Every annotation that fits, po and mi ascending.
 std::vector<Knobs> winogradSketchAnnotations(const WinogradShape& s, int registers);

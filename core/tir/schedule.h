@@ -104,7 +104,8 @@ class Schedule {
   /// it is in `loop` at an index affine in the loops inside it (one outer part for all), and each
   /// iteration reads only what it wrote itself (checked by replaying the accesses). The buffer
   /// shrinks to the window one iteration touches (a block of tiles' products instead of the whole
-  /// layer's), its indices relative to the window's start.
+  /// layer's), its indices relative to the window's start: per dimension of its shape where the
+  /// indices split that way (a slice of an inner dimension stays a slice), else one flat range.
   void storeAt(const std::string& block, const std::string& loop);
   /// Stages the elements that `loop` updates in a local buffer (the block's name + _local): read
   /// before the loop (a copy nest with loops named ..._r), written back after it (..._w), the

@@ -149,6 +149,120 @@ Expr windowIndex(const Window& w, size_t access, const Expr& index) {
   return e;
 }
 
+/// A multi-dimensional window of a buffer with shape [d0, ..., dr-1]: each access's index split
+/// into one component per dimension (a term with coefficient k·stride goes to the dimension of
+/// that stride; constants by mixed radix), the window per dimension spanning what the inner
+/// loops reach, the outer components equal across accesses. Nullopt when an index does not split
+/// that way (a component could carry into the next dimension, or its outer parts differ).
+struct GridWindow {
+  std::vector<int64_t> shape;  // the window's extent per dimension
+  std::vector<Expr> indices;  // per access, relative to the window (Ramps kept)
+};
+
+std::optional<GridWindow> gridWindowIn(const LoopSite& site, const Buffer& t, const std::vector<Expr>& indices) {
+  const std::vector<int64_t>& dims = t->shape;
+  const size_t rank = dims.size();
+  if (rank < 2) return std::nullopt;
+  std::vector<int64_t> strides(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) strides[d] = strides[d + 1] * dims[d + 1];
+  InnerVars innerVars;
+  innerVars.visitStmt(site.loop->body);
+  std::map<const Var*, Interval> ranges = innerVars.ranges;
+  std::set<const Var*> linear = innerVars.vars;
+  std::vector<const For*> around = site.enclosing;
+  around.push_back(site.loop);
+  for (const For* l : around) {
+    const int64_t *mn = asConstInt(l->min), *ext = asConstInt(l->extent);
+    if (!mn || !ext || *ext < 1) return std::nullopt;
+    ranges[l->var.as<Var>()] = Interval{*mn, *mn + *ext - 1};
+    linear.insert(l->var.as<Var>());
+  }
+  // The dimension whose stride divides `coef` with the largest stride.
+  auto dimOf = [&](int64_t coef) -> std::optional<size_t> {
+    for (size_t d = 0; d < rank; ++d)
+      if (coef % strides[d] == 0) return d;
+    return std::nullopt;
+  };
+  struct Component {
+    Affine inner, outer;
+    int64_t lo = 0, hi = 0;  // inner range (with the constant)
+  };
+  std::vector<std::vector<Component>> parts;  // [access][dimension]
+  Type it = Type::i64();
+  for (const Expr& index : indices) {
+    Expr base = index;
+    int64_t laneStride = 0, lanes = 1;
+    if (const auto* ramp = index.as<Ramp>()) {
+      const int64_t* st = asConstInt(ramp->stride);
+      if (!st || *st <= 0) return std::nullopt;
+      base = ramp->base, laneStride = *st, lanes = ramp->lanes;
+    }
+    std::optional<Affine> form = affineForm(base, linear);
+    if (!form || form->constant < 0) return std::nullopt;
+    it = base.type();
+    std::vector<Component> comp(rank);
+    int64_t c = form->constant;
+    for (size_t d = 0; d < rank; ++d) {
+      comp[d].inner.constant = (c / strides[d]) % dims[d];
+      comp[d].lo = comp[d].hi = comp[d].inner.constant;
+    }
+    if (c >= strides[0] * dims[0]) return std::nullopt;
+    std::vector<Interval> outerRange(rank, Interval{0, 0});
+    for (const auto& [key, term] : form->terms) {
+      const auto* v = term.first.as<Var>();
+      auto range = v ? ranges.find(v) : ranges.end();
+      std::optional<size_t> d = dimOf(term.second);
+      if (range == ranges.end() || !d) return std::nullopt;
+      const int64_t k = term.second / strides[*d];
+      const int64_t a = k * range->second.lo, b = k * range->second.hi;
+      if (innerVars.vars.count(v)) {
+        comp[*d].inner.terms.emplace(key, std::pair{term.first, k});
+        comp[*d].lo += std::min(a, b), comp[*d].hi += std::max(a, b);
+      } else {
+        comp[*d].outer.terms.emplace(key, std::pair{term.first, k});
+        outerRange[*d].lo += std::min(a, b), outerRange[*d].hi += std::max(a, b);
+      }
+    }
+    if (lanes > 1) {
+      std::optional<size_t> d = dimOf(laneStride);
+      if (!d) return std::nullopt;
+      comp[*d].hi += laneStride / strides[*d] * (lanes - 1);
+    }
+    for (size_t d = 0; d < rank; ++d)
+      if (outerRange[d].lo + comp[d].lo < 0 || outerRange[d].hi + comp[d].hi > dims[d] - 1) return std::nullopt;
+    parts.push_back(std::move(comp));
+  }
+  GridWindow w;
+  std::vector<int64_t> lo(rank), hi(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    lo[d] = parts[0][d].lo, hi[d] = parts[0][d].hi;
+    const std::string outer = print(parts[0][d].outer.toExpr(it));
+    for (const std::vector<Component>& comp : parts) {
+      if (print(comp[d].outer.toExpr(it)) != outer) return std::nullopt;
+      lo[d] = std::min(lo[d], comp[d].lo), hi[d] = std::max(hi[d], comp[d].hi);
+    }
+    w.shape.push_back(hi[d] - lo[d] + 1);
+  }
+  std::vector<int64_t> newStrides(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) newStrides[d] = newStrides[d + 1] * w.shape[d + 1];
+  for (size_t a = 0; a < indices.size(); ++a) {
+    Affine rel;
+    for (size_t d = 0; d < rank; ++d) {
+      rel.constant += (parts[a][d].inner.constant - lo[d]) * newStrides[d];
+      for (const auto& [key, term] : parts[a][d].inner.terms)
+        rel.terms[key] = {term.first, (rel.terms.count(key) ? rel.terms[key].second : 0) + term.second * newStrides[d]};
+    }
+    Expr e = rel.toExpr(it);
+    if (const auto* ramp = indices[a].as<Ramp>()) {
+      const int64_t laneStride = *asConstInt(ramp->stride);
+      const size_t d = *dimOf(laneStride);
+      e = Ramp::make(e, IntImm::make(ramp->stride.type(), laneStride / strides[d] * newStrides[d]), ramp->lanes);
+    }
+    w.indices.push_back(e);
+  }
+  return w;
+}
+
 /// `body` without the allocation of `buffer` (its body kept).
 Stmt dropAllocate(const Stmt& body, const BufferNode* buffer) {
   struct Drop : IRMutator {
@@ -394,7 +508,17 @@ void Schedule::storeAt(const std::string& block, const std::string& loop) {
   if (sharing.crossIteration || sharing.exposedRead)
     fail(prim, "iterations of loop " + quoted(loop) + " share elements of " + quoted(block));
 
-  Buffer local = makeBuffer(t->name, t->elemType, {window.size});
+  // One window per dimension of the buffer's shape where the indices split that way (smaller
+  // when the loop touches a slice of an inner dimension), else one flat window.
+  std::vector<Expr> moved(indices.size());
+  for (size_t k = 0; k < indices.size(); ++k) moved[k] = windowIndex(window, k, indices[k]);
+  std::vector<int64_t> shape{window.size};
+  if (std::optional<GridWindow> grid = gridWindowIn(site, t, indices)) {
+    int64_t cells = 1;
+    for (int64_t d : grid->shape) cells *= d;
+    if (cells < window.size) shape = grid->shape, moved = grid->indices;
+  }
+  Buffer local = makeBuffer(t->name, t->elemType, shape);
   struct Rewrite : IRMutator {
     const BufferNode* from = nullptr;
     Buffer to;
@@ -412,13 +536,11 @@ void Schedule::storeAt(const std::string& block, const std::string& loop) {
   } rewrite;
   rewrite.from = t.get();
   rewrite.to = local;
-  for (size_t k = 0; k < inside.stores.size(); ++k)
-    rewrite.storeIndex[inside.stores[k]] = windowIndex(window, k, inside.stores[k]->index);
-  for (size_t k = 0; k < inside.loads.size(); ++k)
-    rewrite.loadIndex[inside.loads[k]] = windowIndex(window, inside.stores.size() + k, inside.loads[k]->index);
+  for (size_t k = 0; k < inside.stores.size(); ++k) rewrite.storeIndex[inside.stores[k]] = moved[k];
+  for (size_t k = 0; k < inside.loads.size(); ++k) rewrite.loadIndex[inside.loads[k]] = moved[inside.stores.size() + k];
   const For* l = site.loop;
-  Stmt moved = For::make(l->var, l->min, l->extent, l->forKind, Allocate::make(local, rewrite.mutate(l->body)));
-  Stmt result = replaceStmt(m_func.body, l, moved);
+  Stmt inner = For::make(l->var, l->min, l->extent, l->forKind, Allocate::make(local, rewrite.mutate(l->body)));
+  Stmt result = replaceStmt(m_func.body, l, inner);
   setBody(dropAllocate(result, t.get()));
   record({"store_at", {block, loopName(l)}, {}});
 }

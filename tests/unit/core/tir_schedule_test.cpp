@@ -376,6 +376,22 @@ TEST(TirSchedule, StoreAtAllocatesOneIterationsWindow) {
   EXPECT_NE(errorOf([&] { Schedule(g).storeAt("t", "i"); }).find("iterations of loop 'i' share elements of 't'"),
             std::string::npos);
   EXPECT_NE(errorOf([&] { Schedule(g).storeAt("x", "i"); }).find("is a parameter"), std::string::npos);
+
+  // A column block of a [4, 6] buffer per iteration: a [4, 3] window (the flat one would span 21).
+  Buffer x2 = makeBuffer("x", Type::f32(), {4, 6}), z2 = makeBuffer("z", Type::f32(), {4, 6});
+  Buffer t2 = makeBuffer("t", Type::f32(), {4, 6});
+  Expr c = Var::make("c"), r = Var::make("r"), k = Var::make("k"), r2 = Var::make("r2"), k2 = Var::make("k2");
+  auto at = [&](const Expr& row, const Expr& col) { return row * 6 + c * 3 + col; };
+  auto serialFor = [](const Expr& v, int64_t n, Stmt body) { return For::make(v, i64(0), i64(n), ForKind::Serial, body); };
+  PrimFunc h;
+  h.name = "h";
+  h.params = {x2, z2};
+  h.body = Allocate::make(
+      t2, For::make(c, i64(0), i64(2), ForKind::Serial,
+                    Seq::make({serialFor(r, 4, serialFor(k, 3, Store::make(t2, at(r, k), Load::make(x2, at(r, k)) * f32(2)))),
+                               serialFor(r2, 4, serialFor(k2, 3, Store::make(z2, at(r2, k2), Load::make(t2, at(r2, k2)))))})));
+  PrimFunc windowed = scheduled(h, [](Schedule& s) { s.storeAt("t", "c"); });
+  EXPECT_NE(print(windowed).find("allocate t: f32[4,3]"), std::string::npos) << print(windowed);
 }
 
 TEST(TirSchedule, HandlesByBlockPath) {
