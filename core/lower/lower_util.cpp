@@ -320,6 +320,15 @@ Stmt tunedBySketch(const OpContext& ctx, PrimFunc plain, const std::function<boo
   return sched.func().body;
 }
 
+Stmt defaultSketch(const OpContext& ctx, PrimFunc plain, const Knobs& knobs,
+                   const std::function<void(Schedule&, const Knobs&)>& sketch) {
+  Schedule sched(std::move(plain));
+  sketch(sched, knobs);
+  ctx.schedule = knobsText(knobs);
+  ctx.trace = sched.trace().str();
+  return sched.func().body;
+}
+
 Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leading, int64_t n) {
   const BufferNode* y = ctx.out[0].get();
   struct ReadsOutput : IRVisitor {

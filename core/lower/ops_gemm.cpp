@@ -229,15 +229,8 @@ Stmt lowerDensePacked(const OpContext& ctx) {
   if (!ctx.tuneKey.empty())
     nest = tunedBySketch(
         ctx, plain, [&](const Knobs& kn) { return densePackedAnnotationFits(s, kn, lanes, registers); }, sketch);
-  if (!nest.defined()) {
-    // Untuned (or an f64 product, which has no key): the sketch with its default annotation.
-    Knobs knobs = densePackedDefaultKnobs(s, lanes, registers);
-    Schedule sched(std::move(plain));
-    sketch(sched, knobs);
-    ctx.schedule = knobsText(knobs);
-    ctx.trace = sched.trace().str();
-    nest = sched.func().body;
-  }
+  // Untuned (or an f64 product, which has no key): the sketch with its default annotation.
+  if (!nest.defined()) nest = defaultSketch(ctx, std::move(plain), densePackedDefaultKnobs(s, lanes, registers), sketch);
   return ctx.epilogue ? epilogueAtStores(ctx, nest, leading, s.n) : nest;
 }
 

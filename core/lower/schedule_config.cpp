@@ -67,6 +67,15 @@ TuneKeyParts parseTuneKey(std::string_view key) {
   return {std::string(key.substr(0, a)), parseKnobs(key.substr(a + 1, b - a - 1)), std::string(key.substr(b + 1))};
 }
 
+ConvGeometry convGeometryOfKey(const Knobs& p) {
+  ConvGeometry g;
+  g.n = knob(p, "n", 1), g.c = knob(p, "c", 1), g.h = knob(p, "h", 1), g.w = knob(p, "w", 1);
+  g.o = knob(p, "o", 1), g.kh = knob(p, "kh", 1), g.kw = knob(p, "kw", 1);
+  g.sh = knob(p, "sh", 1), g.sw = knob(p, "sw", 1), g.ph = knob(p, "ph", 0), g.pw = knob(p, "pw", 0);
+  g.dh = knob(p, "dh", 1), g.dw = knob(p, "dw", 1), g.groups = knob(p, "g", 1);
+  return g;
+}
+
 std::string packedConvTuneKey(const ConvGeometry& g, DType dtype) {
   Knobs p{{"n", g.n},   {"c", g.c},   {"h", g.h},   {"w", g.w},   {"o", g.o},   {"kh", g.kh}, {"kw", g.kw},
           {"sh", g.sh}, {"sw", g.sw}, {"ph", g.ph}, {"pw", g.pw}, {"dh", g.dh}, {"dw", g.dw}, {"g", g.groups}};

@@ -91,6 +91,8 @@ struct TuneKeyParts {
 TuneKeyParts parseTuneKey(std::string_view key);
 
 std::string packedConvTuneKey(const ConvGeometry& g, DType dtype);
+/// The geometry a conv2d_nchwc key's parameters describe (the inverse of packedConvTuneKey).
+ConvGeometry convGeometryOfKey(const Knobs& params);
 /// The geometry of a conv2d (NCHW input, OIHW weight) or conv2d_nchwc node's types and attrs.
 ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& in);
 std::string denseTuneKey(int64_t m, int64_t k, int64_t n, DType dtype);

@@ -86,12 +86,7 @@ std::optional<WinogradShape> winogradShape(const Shape& xs, const Shape& us, con
 std::optional<WinogradShape> winogradShapeOfKey(const std::string& key, int m, int64_t ocVecs, int lanes) {
   TuneKeyParts parts = parseTuneKey(key);
   if (parts.kind != "conv2d_nchwc") throw Error("tuning key '" + key + "' is not a conv2d_nchwc key", ErrorKind::InvalidInput);
-  const Knobs& p = parts.params;
-  ConvGeometry g;
-  g.n = knob(p, "n", 1), g.c = knob(p, "c", 1), g.h = knob(p, "h", 1), g.w = knob(p, "w", 1), g.o = knob(p, "o", 1);
-  g.kh = knob(p, "kh", 1), g.kw = knob(p, "kw", 1), g.sh = knob(p, "sh", 1), g.sw = knob(p, "sw", 1);
-  g.ph = knob(p, "ph", 0), g.pw = knob(p, "pw", 0), g.dh = knob(p, "dh", 1), g.dw = knob(p, "dw", 1);
-  g.groups = knob(p, "g", 1);
+  const ConvGeometry g = convGeometryOfKey(parts.params);
   if (!winogradEligible(g)) return std::nullopt;
   LowerOptions options;
   options.vectorLanes = lanes;

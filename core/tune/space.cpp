@@ -33,11 +33,8 @@ struct ConvPlan {
 
 ConvPlan convPlan(const Knobs& p, const lower::LowerOptions& options) {
   ConvPlan plan;
-  lower::ConvGeometry& g = plan.g;
-  g.n = knob(p, "n", 1), g.c = knob(p, "c", 1), g.h = knob(p, "h", 1), g.w = knob(p, "w", 1);
-  g.o = knob(p, "o", 1), g.kh = knob(p, "kh", 1), g.kw = knob(p, "kw", 1);
-  g.sh = knob(p, "sh", 1), g.sw = knob(p, "sw", 1), g.ph = knob(p, "ph", 0), g.pw = knob(p, "pw", 0);
-  g.dh = knob(p, "dh", 1), g.dw = knob(p, "dw", 1), g.groups = knob(p, "g", 1);
+  plan.g = lower::convGeometryOfKey(p);
+  const lower::ConvGeometry& g = plan.g;
   plan.block = lower::channelBlock(g.o, options);
   plan.depthwise = g.groups > 1;
   plan.inBlock = plan.depthwise ? plan.block : lower::channelBlock(g.c, options);

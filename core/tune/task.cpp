@@ -46,15 +46,6 @@ std::vector<TuneTask> extractTasks(const lower::LoweredModule& module) {
 
 namespace {
 
-lower::ConvGeometry convOf(const lower::Knobs& p) {
-  lower::ConvGeometry g;
-  g.n = knob(p, "n", 1), g.c = knob(p, "c", 1), g.h = knob(p, "h", 1), g.w = knob(p, "w", 1);
-  g.o = knob(p, "o", 1), g.kh = knob(p, "kh", 1), g.kw = knob(p, "kw", 1);
-  g.sh = knob(p, "sh", 1), g.sw = knob(p, "sw", 1), g.ph = knob(p, "ph", 0), g.pw = knob(p, "pw", 0);
-  g.dh = knob(p, "dh", 1), g.dw = knob(p, "dw", 1), g.groups = knob(p, "g", 1);
-  return g;
-}
-
 runtime::Tensor randomTensor(runtime::Shape shape, std::mt19937& rng, float scale) {
   runtime::Tensor t = runtime::Tensor::zeros(DType::Float32, std::move(shape));
   std::normal_distribution<float> normal(0.0f, scale);
@@ -71,7 +62,7 @@ void requireF32(const lower::TuneKeyParts& parts, const std::string& key) {
 
 double taskFlops(const std::string& key) {
   lower::TuneKeyParts parts = lower::parseTuneKey(key);
-  if (parts.kind == "conv2d_nchwc") return convOf(parts.params).flops();
+  if (parts.kind == "conv2d_nchwc") return lower::convGeometryOfKey(parts.params).flops();
   if (parts.kind == "dense")
     return 2.0 * static_cast<double>(knob(parts.params, "m", 1)) * static_cast<double>(knob(parts.params, "k", 1)) *
            static_cast<double>(knob(parts.params, "n", 1));
@@ -86,7 +77,7 @@ Graph taskGraph(const std::string& key, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   Graph g;
   if (parts.kind == "conv2d_nchwc") {
-    lower::ConvGeometry c = convOf(parts.params);
+    lower::ConvGeometry c = lower::convGeometryOfKey(parts.params);
     if (c.groups <= 0 || c.c % c.groups != 0 || c.o % c.groups != 0)
       throw Error("tuning key '" + key + "': groups do not divide the channels", ErrorKind::InvalidInput);
     ValueId x = g.addInput("x", TensorType{DType::Float32, {c.n, c.c, c.h, c.w}});

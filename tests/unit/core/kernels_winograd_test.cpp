@@ -207,10 +207,11 @@ TEST(WinogradSearch, SketchAnnotationsMatchReference) {
       // the output transform into the tile blocks, which run in parallel when the kernel is large.
       if (winogradSketchMerges(*s, picked.back())) {
         EXPECT_NE(trace.find("merge("), std::string::npos) << trace;
-        if (c.p.c == 32)
+        if (c.p.c == 32) {
           EXPECT_TRUE(trace.find("parallel(p_o)") != std::string::npos ||
                       trace.find("parallel(g_p_o_fused)") != std::string::npos)
               << trace;
+        }
         ++mergedDefaults;
       }
     }
