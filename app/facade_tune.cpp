@@ -263,6 +263,8 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     profiler::WorkerMeasurer measurer(runner, options.build.target, threads, options.build.optLevel);
     core::tune::TuneLoopOptions loop;
     loop.tuner = options.tuner;
+    loop.tunerOptions.features = core::tune::featureSetNamed(options.features);
+    loop.tunerOptions.threads = threads;
     loop.seed = options.seed;
     loop.batchSize = options.batchSize;
     loop.earlyStopping = options.earlyStopping;

@@ -33,6 +33,7 @@ struct TuneOptions {
   int64_t batch = 0;         // 0: the model's own batch
   std::vector<InputSpec> inputs;  // override the file's input shapes (OpenOptions::inputs)
   std::string tuner = "xgb";  // "xgb" (XGBoost cost model + simulated annealing), "random", "grid"
+  std::string features = "knobs";  // what xgb's cost model sees: "knobs", "loops" or "both" (core/tune/features.h)
   int trialsPerTask = 32;    // measured candidates per task (the budget is shared by weight when
   int totalTrials = 0;       //   totalTrials > 0: split over tasks by their share of the FLOPs)
   int earlyStopping = 0;     // stop a task after this many trials without improvement (0: never)

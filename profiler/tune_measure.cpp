@@ -25,7 +25,6 @@
 
 #include "codegen/llvm/jit.h"
 #include "codegen/target.h"
-#include "core/compile.h"
 #include "core/lower/lower.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
@@ -58,29 +57,14 @@ Built buildCandidate(const CandidateRequest& r, bool withKnobs) {
   codegen::Target target = codegen::Target::parse(r.target);
   if (!target.runnable) throw Error("target '" + r.target + "' cannot run here", ErrorKind::Usage);
   core::lower::LowerOptions lower = core::lower::lowerOptionsFor(target.cpu, target.features);
-  auto configs = std::make_shared<core::lower::ScheduleConfigs>();
-  if (withKnobs && !r.knobs.empty()) configs->byKey[r.key] = core::lower::parseKnobs(r.knobs);
-  lower.schedules = configs;
-
-  // The task's kernel compiled as a build at this level compiles it: the passes that decide how
-  // the anchor is laid out, no fusion (its timing holds nothing else), and the loop-IR passes.
-  core::CompileOptions compile;
-  compile.lower = lower;
-  std::string text;
-  if (core::lower::parseTuneKey(r.key).kind == "conv2d_nchwc" && r.optLevel >= 3)
-    text = "alter-layout{lanes=" + std::to_string(lower.vectorLanes) + "}";
-  if (r.optLevel >= 4) text += std::string(text.empty() ? "" : ",") + "fast-math";
-  compile.passes = text;
-  core::lower::LoweredModule module = core::compile(core::tune::taskGraph(r.key), compile).module;
+  core::lower::Knobs knobs = withKnobs && !r.knobs.empty() ? core::lower::parseKnobs(r.knobs) : core::lower::Knobs{};
+  // The task's kernel compiled as a build at this level compiles it (no fusion: its timing holds
+  // nothing else).
+  core::tune::Candidate candidate = core::tune::compileCandidate(r.key, knobs, lower, r.optLevel);
+  core::lower::LoweredModule module = std::move(candidate.module);
   Built built;
-  std::string kernel;
-  for (auto& f : module.funcs) {
-    auto key = f.attrs.find("tune_key");
-    if (key != f.attrs.end() && key->second == r.key) {
-      kernel = f.name;
-      built.schedule = f.attrs["schedule"];
-    }
-  }
+  const std::string kernel = module.funcs[candidate.kernel].name;
+  built.schedule = module.funcs[candidate.kernel].attrs["schedule"];
   for (size_t i = 0; i < module.plan.calls.size(); ++i)
     if (module.plan.calls[i].kernel == kernel) built.call = static_cast<int>(i);
   if (built.call < 0) throw Error("the task graph of '" + r.key + "' has no kernel with that key", ErrorKind::Internal);

@@ -231,6 +231,10 @@ void registerTune(CLI::App& cli, Action& action) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--tuner", o.tuner, "xgb (cost model + simulated annealing), random or grid")
       ->check(CLI::IsMember({"xgb", "random", "grid"}));
+  cmd->add_option("--features", o.features,
+                  "what xgb's cost model sees: knobs (default), loops (each candidate's loop nest; an "
+                  "evolutionary search scores only the points it visits) or both")
+      ->check(CLI::IsMember({"knobs", "loops", "both"}));
   cmd->add_option("--timeout", o.measureTimeoutSeconds, "seconds per candidate before it counts as hung")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--early-stopping", o.earlyStopping, "stop a task after N trials without improvement")

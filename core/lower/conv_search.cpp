@@ -339,25 +339,19 @@ void applyConvSketch(Schedule& sched, const ConvSketchShape& s, const Knobs& kno
 std::optional<ConvSketchShape> convSketchShapeOfKey(const std::string& key, int64_t ocVecs, int lanes) {
   TuneKeyParts parts = parseTuneKey(key);
   if (parts.kind != "conv2d_nchwc") throw Error("tuning key '" + key + "' is not a conv2d_nchwc key", ErrorKind::InvalidInput);
-  const Knobs& p = parts.params;
+  const ConvGeometry g = convGeometryOfKey(parts.params);
   LowerOptions options;
   options.vectorLanes = lanes;
-  const int64_t c = knob(p, "c", 1), o = knob(p, "o", 1), h = knob(p, "h", 1), w = knob(p, "w", 1);
-  const int64_t groups = knob(p, "g", 1);
-  const bool depthwise = groups != 1;
-  if (depthwise && (groups != c || o != c)) return std::nullopt;  // grouped: not packed
-  const int64_t kh = knob(p, "kh", 1), kw = knob(p, "kw", 1), sh = knob(p, "sh", 1), sw = knob(p, "sw", 1);
-  const int64_t ph = knob(p, "ph", 0), pw = knob(p, "pw", 0), dh = knob(p, "dh", 1), dw = knob(p, "dw", 1);
-  const int64_t block = channelBlock(o, options), ib = depthwise ? block : channelBlock(c, options);
-  if (ocVecs < 1 || sh < 1 || sw < 1 || dh < 1 || dw < 1 || (o / block) % ocVecs != 0) return std::nullopt;
+  const bool depthwise = g.groups != 1;
+  if (depthwise && (g.groups != g.c || g.o != g.c)) return std::nullopt;  // grouped: not packed
+  const int64_t block = channelBlock(g.o, options), ib = depthwise ? block : channelBlock(g.c, options);
+  if (ocVecs < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1 || (g.o / block) % ocVecs != 0) return std::nullopt;
   if (depthwise && ocVecs != 1) return std::nullopt;
-  const int64_t n = knob(p, "n", 1);
-  const int64_t oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
   // The buffers alter-layout gives the kernel, and the bias that batch-norm folding leaves.
-  const Shape ws = depthwise ? Shape{c / block, 1, kh, kw, 1, block}
-                             : Shape{o / (block * ocVecs), c / ib, kh, kw, ib, block * ocVecs};
-  return convSketchShape({n, c / ib, h, w, ib}, ws, {n, o / block, oh, ow, block}, {sh, sw}, {ph, pw}, {dh, dw},
-                         groups, true);
+  const Shape ws = depthwise ? Shape{g.c / block, 1, g.kh, g.kw, 1, block}
+                             : Shape{g.o / (block * ocVecs), g.c / ib, g.kh, g.kw, ib, block * ocVecs};
+  return convSketchShape({g.n, g.c / ib, g.h, g.w, ib}, ws, {g.n, g.o / block, g.outHeight(), g.outWidth(), block},
+                         {g.sh, g.sw}, {g.ph, g.pw}, {g.dh, g.dw}, g.groups, true);
 }
 
 Trace convSketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers) {

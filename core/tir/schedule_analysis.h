@@ -1,7 +1,8 @@
 // Analyses and rewriting helpers behind the schedule primitives (core/tir/schedule.h): finding
 // loops by name, keeping loop names unique, cloning statements with fresh variables, affine
 // index forms, numeric bounds, and an exact dependence check that replays a loop nest's integer
-// control flow. Only core/tir/schedule*.cpp and trace.cpp use this header.
+// control flow. Only core/tir/schedule*.cpp, trace.cpp and loop_features.cpp (bounds, vars) use
+// this header.
 //
 // Semantics the primitives rely on
 // - Names. A scheduled function keeps every bound Var (loop and let variables) under a distinct

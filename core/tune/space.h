@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ class ConfigSpace {
   /// Configurations that differ from `index` in exactly one knob (an optional knob left out
   /// counts as its default).
   std::vector<int64_t> neighbors(int64_t index) const;
+  /// A configuration taking each knob from `a` or `b` at random, when one of the tries is in the
+  /// space and differs from both (none when the two share no knob names).
+  std::optional<int64_t> crossover(int64_t a, int64_t b, std::mt19937_64& rng) const;
+  /// The target the space was sized for.
+  const lower::LowerOptions& options() const { return m_options; }
 
   /// Features of a configuration for the cost model: the knob values, then properties of the
   /// loop nest they produce (tile area, FMAs per load, tiles per row and the share of padded

@@ -123,4 +123,35 @@ Graph taskGraph(const std::string& key, uint64_t seed) {
   throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
 }
 
+CompileOptions candidateCompileOptions(const std::string& key, const lower::Knobs& knobs, lower::LowerOptions options,
+                                       int optLevel) {
+  auto configs = std::make_shared<lower::ScheduleConfigs>();
+  if (!knobs.empty()) configs->byKey[key] = knobs;
+  options.schedules = configs;
+  CompileOptions build;
+  build.lower = options;
+  std::string text;
+  if (lower::parseTuneKey(key).kind == "conv2d_nchwc" && optLevel >= 3)
+    text = "alter-layout{lanes=" + std::to_string(options.vectorLanes) + "}";
+  if (optLevel >= 4) text += std::string(text.empty() ? "" : ",") + "fast-math";
+  build.passes = text;
+  return build;
+}
+
+size_t kernelWithKey(const lower::LoweredModule& module, const std::string& key) {
+  for (size_t i = 0; i < module.funcs.size(); ++i) {
+    auto it = module.funcs[i].attrs.find("tune_key");
+    if (it != module.funcs[i].attrs.end() && it->second == key) return i;
+  }
+  throw Error("the task graph of '" + key + "' has no kernel with that key", ErrorKind::Internal);
+}
+
+Candidate compileCandidate(const std::string& key, const lower::Knobs& knobs, lower::LowerOptions options,
+                           int optLevel) {
+  Candidate c;
+  c.module = compile(taskGraph(key), candidateCompileOptions(key, knobs, std::move(options), optLevel)).module;
+  c.kernel = kernelWithKey(c.module, key);
+  return c;
+}
+
 }  // namespace kiln::core::tune

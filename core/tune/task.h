@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/compile.h"
 #include "core/ir/graph.h"
 #include "core/lower/lower.h"
+#include "core/lower/schedule_config.h"
 
 namespace kiln::core::tune {
 
@@ -38,5 +40,23 @@ double taskFlops(const std::string& key);
 /// Its O3 build holds one kernel with this key (conv2d_nchwc after alter-layout), next to the
 /// layout transforms at its edges.
 Graph taskGraph(const std::string& key, uint64_t seed = 1);
+
+/// The task graph of `key` compiled as a tuning candidate, the way a build at `optLevel` compiles
+/// the anchor: alter-layout for a convolution at O3 and up (its weight packing follows `knobs`),
+/// fast-math at O4, no fusion (the kernel holds the anchor alone), with `knobs` as the key's
+/// schedule (empty: the heuristic's). `kernel` indexes the kernel with the key in module.funcs.
+/// Throws kiln::Error (a key that is not a tuning key, knobs the lowering refuses).
+struct Candidate {
+  lower::LoweredModule module;
+  size_t kernel = 0;
+};
+Candidate compileCandidate(const std::string& key, const lower::Knobs& knobs, lower::LowerOptions options,
+                           int optLevel);
+/// The options compileCandidate compiles taskGraph(key) with.
+CompileOptions candidateCompileOptions(const std::string& key, const lower::Knobs& knobs, lower::LowerOptions options,
+                                       int optLevel);
+/// The index of the kernel with tuning key `key` in `module`; throws kiln::Error (Internal) when
+/// there is none.
+size_t kernelWithKey(const lower::LoweredModule& module, const std::string& key);
 
 }  // namespace kiln::core::tune

@@ -45,7 +45,7 @@ class TaskSearch {
         m_measurer(measurer),
         m_keep(keep),
         m_space(ConfigSpace::forKey(task.key, options.lower)),
-        m_tuner(makeTuner(options.tuner, m_space, seed, std::move(history))),
+        m_tuner(makeTuner(options.tuner, m_space, seed, std::move(history), options.tunerOptions)),
         m_planned(static_cast<int>(std::min<int64_t>(budget, m_space.size()))) {
     m_result.info = taskInfo(task, options.lower);
     m_result.defaultKnobs = task.defaultKnobs;

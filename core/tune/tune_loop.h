@@ -17,6 +17,7 @@
 #include "core/tune/records.h"
 #include "core/tune/task.h"
 #include "core/tune/tune_result.h"
+#include "core/tune/tuner.h"
 
 namespace kiln::core::tune {
 
@@ -51,6 +52,7 @@ int takeLatestRound(TuneTaskResult& tr, const TuneTask& task, const std::vector<
 
 struct TuneLoopOptions {
   std::string tuner = "xgb";  // tuner.h makeTuner
+  TunerOptions tunerOptions;  // what the xgb tuner's model sees
   uint64_t seed = 1;          // task i's tuner gets seed + i
   int batchSize = 8;          // candidates proposed and measured per round
   int earlyStopping = 0;      // stop a task after this many trials without improvement (0: never)

@@ -3,11 +3,14 @@
 //
 //   grid    every configuration in enumeration order;
 //   random  a seeded random permutation;
-//   xgb     AutoTVM-style model-guided search: the first batch at random, then an XGBoost
-//           ranking model (cost_model.h) trained on everything measured so far scores
-//           configurations, parallel simulated-annealing chains walk the space through
-//           one-knob neighbours towards high scores, and the batch takes the best-scored
-//           unmeasured points found, with a share of random ones for exploration.
+//   xgb     model-guided search: the first batch at random, then an XGBoost ranking model
+//           (cost_model.h) trained on everything measured so far scores configurations from
+//           their features (features.h), and the batch takes the best-scored unmeasured points,
+//           with a share of random ones for exploration. With the knob features (the default,
+//           AutoTVM's way; cheap) a space of up to 4096 points is ranked whole and a larger one
+//           is walked by simulated-annealing chains (anneal.h). With loop-nest features
+//           (TunerOptions::features) scoring compiles each point, so an evolutionary search
+//           (evolve.h) breeds the points it scores from the best measured ones, as Ansor's does.
 //
 // Costs are milliseconds; a cost <= 0 marks a failed candidate (the model learns it as the
 // slowest). The caller owns budgets, early stopping and measurement.
@@ -27,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tune/features.h"
 #include "core/tune/space.h"
 
 namespace kiln::core::tune {
@@ -72,10 +76,16 @@ class Tuner {
   std::vector<std::pair<int64_t, double>> m_measured;  // in report order
 };
 
+/// How the xgb tuner sees and searches a space.
+struct TunerOptions {
+  FeatureSet features = FeatureSet::Knobs;  // features.h
+  int threads = 0;                          // the runtime's threads (0: this machine's cores)
+};
+
 /// "grid", "random" or "xgb"; throws kiln::Error (Usage) for another name. `history` (xgb only;
 /// may be null) is read for transfer and extended by finish().
 std::unique_ptr<Tuner> makeTuner(const std::string& name, const ConfigSpace& space, uint64_t seed,
-                                 std::shared_ptr<TuningHistory> history = nullptr);
+                                 std::shared_ptr<TuningHistory> history = nullptr, const TunerOptions& options = {});
 const std::vector<std::string>& tunerNames();
 
 }  // namespace kiln::core::tune

@@ -20,6 +20,9 @@
 #include "core/passes/pass_manager.h"
 #include "core/tune/anneal.h"
 #include "core/tune/cost_model.h"
+#include "core/tune/evolve.h"
+#include "core/tune/features.h"
+#include "core/tir/loop_features.h"
 #include "core/tune/records.h"
 #include "core/tune/space.h"
 #include "core/tune/task.h"
@@ -467,6 +470,28 @@ TEST(CostModel, RanksAHeldOutSyntheticCostTable) {
   EXPECT_LE(testCost[favourite], sorted[sorted.size() / 10]) << "the model's favourite is not among the fastest 10 %";
 }
 
+/// A synthetic space of `knobs` knobs with `values` values each (a point's index holds its knob
+/// values as digits), with one-knob neighbours as ConfigSpace has them, cached as the tuner caches
+/// them.
+struct KnobGrid {
+  int64_t values;
+  int knobs;
+  std::map<int64_t, std::vector<int64_t>> cache;
+  int64_t knob(int64_t index, int k) const {
+    for (int i = 0; i < k; ++i) index /= values;
+    return index % values;
+  }
+  const std::vector<int64_t>& neighbors(int64_t i) {
+    auto [it, fresh] = cache.try_emplace(i);
+    if (!fresh) return it->second;
+    int64_t stride = 1;
+    for (int k = 0; k < knobs; ++k, stride *= values)
+      for (int64_t v = 0; v < values; ++v)
+        if (v != knob(i, k)) it->second.push_back(i + (v - knob(i, k)) * stride);
+    return it->second;
+  }
+};
+
 // Annealing finds the optimum of a known space too large to visit: 4 knobs of 10 values each
 // (10,000 points, one-knob neighbours as in ConfigSpace), scored like a cost model's predictions:
 // bounded, a peak of 1 at knobs (7, 2, 9, 4) with coupled knobs, and a lower peak of 0.7 at
@@ -477,10 +502,8 @@ TEST(CostModel, RanksAHeldOutSyntheticCostTable) {
 TEST(Anneal, FindsTheOptimumOfAKnownSpace) {
   constexpr int64_t kValues = 10, kKnobs = 4, kSize = kValues * kValues * kValues * kValues;
   const int64_t peak[kKnobs] = {7, 2, 9, 4}, lure[kKnobs] = {2, 8, 1, 6};
-  auto knob = [&](int64_t index, int k) {
-    for (int i = 0; i < k; ++i) index /= kValues;
-    return index % kValues;
-  };
+  KnobGrid grid{kValues, kKnobs, {}};
+  auto knob = [&](int64_t index, int k) { return grid.knob(index, k); };
   std::vector<float> scores(kSize);
   for (int64_t i = 0; i < kSize; ++i) {
     double d[kKnobs], e[kKnobs];
@@ -495,16 +518,7 @@ TEST(Anneal, FindsTheOptimumOfAKnownSpace) {
   const int64_t optimum = peak[0] + kValues * (peak[1] + kValues * (peak[2] + kValues * peak[3]));
   ASSERT_EQ(std::max_element(scores.begin(), scores.end()) - scores.begin(), optimum);
   const float oneKnobOff = 0.88f;  // exp(-1/8) = 0.8825: the best points but the optimum
-  std::map<int64_t, std::vector<int64_t>> cache;  // neighbours by point, as the tuner caches them
-  auto neighbors = [&](int64_t i) -> const std::vector<int64_t>& {
-    auto [it, fresh] = cache.try_emplace(i);
-    if (!fresh) return it->second;
-    int64_t stride = 1;
-    for (int k = 0; k < kKnobs; ++k, stride *= kValues)
-      for (int64_t v = 0; v < kValues; ++v)
-        if (v != knob(i, k)) it->second.push_back(i + (v - knob(i, k)) * stride);
-    return it->second;
-  };
+  auto neighbors = [&](int64_t i) -> const std::vector<int64_t>& { return grid.neighbors(i); };
   auto none = [](int64_t) { return false; };
 
   int found = 0;
@@ -526,6 +540,134 @@ TEST(Anneal, FindsTheOptimumOfAKnownSpace) {
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_NE(rest[0], optimum);
   EXPECT_GE(scores[static_cast<size_t>(rest[0])], oneKnobOff);
+}
+
+// The evolutionary search climbs a known space while scoring a small part of it: 3 knobs of 20
+// values (8,000 points, one-knob neighbours, crossover as ConfigSpace's), a peaked score like the
+// annealing test's. Scoring about 300 points, every seed ends within two unit steps of the
+// optimum, and on average well above what as many random points reach (0.83 vs 0.70 when this
+// was written). Each point is scored once, at most population × (generations + 1) in all, and
+// points the caller skips are never returned.
+TEST(Evolve, FindsTheOptimumScoringFewPointsOnce) {
+  constexpr int64_t kValues = 20, kKnobs = 3, kSize = kValues * kValues * kValues;
+  const int64_t peak[kKnobs] = {13, 4, 17};
+  KnobGrid grid{kValues, kKnobs, {}};
+  auto knob = [&](int64_t index, int k) { return grid.knob(index, k); };
+  auto scoreOf = [&](int64_t i) {
+    double q = 0;
+    for (int k = 0; k < kKnobs; ++k) q += static_cast<double>((knob(i, k) - peak[k]) * (knob(i, k) - peak[k]));
+    return static_cast<float>(std::exp(-q / 8));
+  };
+  const int64_t optimum = peak[0] + kValues * (peak[1] + kValues * peak[2]);
+  std::map<int64_t, int> scoredTimes;
+  EvolveSpace space;
+  space.score = [&](const std::vector<int64_t>& points) {
+    std::vector<float> out;
+    for (int64_t p : points) ++scoredTimes[p], out.push_back(scoreOf(p));
+    return out;
+  };
+  space.neighbors = [&](int64_t i) -> const std::vector<int64_t>& { return grid.neighbors(i); };
+  space.crossover = [&](int64_t a, int64_t b, std::mt19937_64& rng) -> std::optional<int64_t> {
+    int64_t child = 0, stride = 1;
+    for (int k = 0; k < kKnobs; ++k, stride *= kValues) child += stride * (rng() % 2 ? knob(a, k) : knob(b, k));
+    return child;
+  };
+  space.random = [&](std::mt19937_64& rng) { return static_cast<int64_t>(rng() % kSize); };
+  space.skip = [](int64_t) { return false; };
+
+  EvolveOptions options;
+  options.population = 48;
+  options.generations = 6;
+  double evolved = 0, sampled = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    scoredTimes.clear();
+    std::mt19937_64 rng(seed);
+    std::vector<int64_t> best = evolve(space, {}, 4, rng, options);
+    ASSERT_EQ(best.size(), 4u);
+    EXPECT_GE(scoreOf(best[0]), std::exp(-2.0f / 8) - 1e-6f) << "seed " << seed;  // two unit steps
+    for (size_t i = 1; i < best.size(); ++i) EXPECT_GE(scoreOf(best[i - 1]), scoreOf(best[i]));
+    EXPECT_LE(static_cast<int>(scoredTimes.size()), options.population * (options.generations + 1));
+    for (const auto& [point, times] : scoredTimes) ASSERT_EQ(times, 1) << "point " << point << " scored twice";
+    evolved += scoreOf(best[0]);
+    float random = 0;
+    std::mt19937_64 other(seed + 100);
+    for (size_t i = 0; i < scoredTimes.size(); ++i) random = std::max(random, scoreOf(static_cast<int64_t>(other() % kSize)));
+    sampled += random;
+  }
+  std::printf("best score, mean of 10 seeds: evolved %.3f, as many random points %.3f\n", evolved / 10, sampled / 10);
+  EXPECT_GT(evolved, sampled + 0.5) << "no better than random sampling";
+
+  // Starting from the optimum and skipping it: it breeds, but the result leaves it out.
+  std::mt19937_64 rng(1);
+  space.skip = [&](int64_t i) { return i == optimum; };
+  std::vector<int64_t> rest = evolve(space, {optimum}, 3, rng, options);
+  ASSERT_FALSE(rest.empty());
+  for (int64_t p : rest) EXPECT_NE(p, optimum);
+  EXPECT_GE(scoreOf(rest[0]), std::exp(-1.0f / 8) - 1e-6f);  // a neighbour of the optimum
+}
+
+// Loop features of real candidates: the builder's kernel and a sketch's, compiled from the key
+// as the worker compiles them, give full rows; a wider register tile does more arithmetic per
+// parameter load in its inner body; every point's row is computed once.
+TEST(TuneFeatures, CandidatesOfBothFamiliesDescribeTheirLoopNests) {
+  ConfigSpace space = ConfigSpace::forKey(kConv, avx2());
+  CandidateFeatures loops(space, FeatureSet::Loops, avx2(), 2);
+  CandidateFeatures both(space, FeatureSet::Both, avx2(), 2);
+  const auto& names = tir::loopFeatureNames();
+  auto at = [&](const std::vector<float>& row, const std::string& name) {
+    return row.at(static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin()));
+  };
+  auto builder = [&](int64_t v, int64_t b) {
+    auto i = space.indexOf({{"algo", 0}, {"oc_vecs", v}, {"ow_block", b}, {"flatten", 0}, {"oc_outer", 1},
+                            {"unroll", 1}, {"par_chunks", lower::defaultParallelChunks()}});
+    EXPECT_TRUE(i.has_value()) << v << "x" << b;
+    return i.value_or(0);
+  };
+  const int64_t narrow = builder(1, 1), wide = builder(2, 4);
+  int64_t sketch = -1;
+  for (int64_t i = 0; i < space.size() && sketch < 0; ++i)
+    if (space.config(i).count("mi") && lower::knob(space.config(i), "algo", 0) == 0) sketch = i;
+  ASSERT_GE(sketch, 0);
+  for (int64_t i : {narrow, wide, sketch}) {
+    const std::vector<float>& row = loops.row(i);
+    ASSERT_EQ(row.size(), names.size());
+    for (float x : row) EXPECT_TRUE(std::isfinite(x)) << space.config(i).size();
+    // A multiply and an add per tap inside the image (25 of 27 row taps, 31 of 33 column taps
+    // with padding 1), 8 input channels, 32 outputs. A border window's bounds count at their
+    // upper bound, so the builder's count may be up to 15 % above.
+    EXPECT_NEAR(at(row, "float_ops"), std::log2(1.0 + 2.0 * 25 * 31 * 8 * 32), 0.2) << i;
+    EXPECT_EQ(both.row(i).size(), space.features(i).size() + names.size());
+  }
+  EXPECT_GT(at(loops.row(wide), "inner_ops_per_param_load"), at(loops.row(narrow), "inner_ops_per_param_load"));
+  EXPECT_NE(loops.row(sketch), loops.row(narrow));
+  double spent = loops.compileSeconds();
+  loops.row(wide);
+  EXPECT_EQ(loops.compileSeconds(), spent) << "a row computed twice";
+  EXPECT_THROW(featureSetNamed("ansor"), Error);
+}
+
+// The xgb tuner with loop features (evolutionary search) still proposes each configuration once
+// and only valid ones, on a whole dense space, and compiles each point at most once.
+TEST(Tuners, LoopFeatureTunerProposesEachConfigurationOnce) {
+  ConfigSpace space = ConfigSpace::forKey(kDense, avx2());
+  TunerOptions options;
+  options.features = FeatureSet::Loops;
+  auto tuner = makeTuner("xgb", space, 5, nullptr, options);
+  std::set<int64_t> seen;
+  while (!tuner->exhausted()) {
+    std::vector<int64_t> batch = tuner->propose(8);
+    ASSERT_FALSE(batch.empty());
+    std::vector<double> costs;
+    for (int64_t i : batch) {
+      ASSERT_GE(i, 0);
+      ASSERT_LT(i, space.size());
+      EXPECT_TRUE(seen.insert(i).second) << "proposed " << i << " twice";
+      const Knobs& k = space.config(i);
+      costs.push_back(1.0 + std::abs(static_cast<double>(k.at("rows") * k.at("cols") - 12)));
+    }
+    tuner->update(batch, costs);
+  }
+  EXPECT_EQ(static_cast<int64_t>(seen.size()), space.size());
 }
 
 TEST(TuneTasks, ExtractedWithWeightsFromTheLoweredModule) {
