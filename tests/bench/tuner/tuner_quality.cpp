@@ -11,11 +11,12 @@
 // sees the same, fixed machine: the comparison measures search quality only. --features picks
 // what the XGBoost tuner's model sees (features.h; default loops).
 //
-// --rank needs no whole space: for every task with at least 48 measured configurations, each
-// seed trains the cost model on a random half of them (alone, and with every other task's
-// measurements as transfer groups) and ranks the other half, once per feature set. It reports
-// how close the predicted best of the held-out half comes to the true best there (top-1 and
-// top-5 picks, cost ratios: 1.00 is perfect) and the rank correlation of predictions and speed.
+// --rank needs no whole space: for every task with at least 48 (--min) measured configurations,
+// each seed trains the cost model on a random half of them (alone, and with the other tasks of
+// the same operator kind as transfer groups, as the tuner's history) and ranks the other half,
+// once per feature set. It reports how close the predicted best of the held-out half comes to
+// the true best there (top-1 and top-5 picks, cost ratios: 1.00 is perfect) and the rank
+// correlation of predictions and speed.
 // --drop PREFIX (repeatable) leaves out the loop features whose names start with PREFIX.
 #include <algorithm>
 #include <cstdio>
@@ -85,7 +86,7 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 
 /// The --rank report (see the file comment).
 int rankReport(const tune::RecordFile& file, const lower::LowerOptions& options, int seeds,
-               const std::vector<std::string>& drop) {
+               const std::vector<std::string>& drop, size_t least) {
   struct Task {
     std::string key;
     std::vector<lower::Knobs> knobs;
@@ -102,7 +103,7 @@ int rankReport(const tune::RecordFile& file, const lower::LowerOptions& options,
   }
   std::vector<Task> tasks;
   for (auto& [key, t] : byKey)
-    if (t.cost.size() >= 48) tasks.push_back(std::move(t));
+    if (t.cost.size() >= least) tasks.push_back(std::move(t));
   const tune::FeatureSet sets[] = {tune::FeatureSet::Knobs, tune::FeatureSet::Loops, tune::FeatureSet::Both};
   // rows[set][task][i]
   std::vector<std::vector<std::vector<std::vector<float>>>> rows(3);
@@ -164,7 +165,7 @@ int rankReport(const tune::RecordFile& file, const lower::LowerOptions& options,
           };
           if (transfer)
             for (size_t other = 0; other < tasks.size(); ++other) {
-              if (other == t) continue;
+              if (other == t || lower::parseTuneKey(tasks[other].key).kind != lower::parseTuneKey(tasks[t].key).kind) continue;
               std::vector<size_t> all(tasks[other].cost.size());
               std::iota(all.begin(), all.end(), 0);
               group(other, all);
@@ -206,12 +207,13 @@ int rankReport(const tune::RecordFile& file, const lower::LowerOptions& options,
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: tuner_quality RECORDS.jsonl [--lanes 16] [--trials 32] [--seeds 50] [--features loops] [--rank [--drop FEATURE_PREFIX]...]\n");
+    std::fprintf(stderr, "usage: tuner_quality RECORDS.jsonl [--lanes 16] [--trials 32] [--seeds 50] [--features loops] [--rank [--min 48] [--drop FEATURE_PREFIX]...]\n");
     return 2;
   }
   int lanes = 16, trials = 32, seeds = 50;
   bool rank = false;
   std::vector<std::string> drop;
+  size_t least = 48;
   tune::TunerOptions tunerOptions;
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
@@ -226,12 +228,13 @@ int main(int argc, char** argv) {
     else if (flag == "--seeds") seeds = std::atoi(value.c_str());
     else if (flag == "--features") tunerOptions.features = tune::featureSetNamed(value);
     else if (flag == "--drop") drop.push_back(value);
+    else if (flag == "--min") least = static_cast<size_t>(std::max(4, std::atoi(value.c_str())));
   }
   lower::LowerOptions options;
   options.vectorLanes = lanes;
   options.vectorRegisters = lanes >= 16 ? 32 : 16;
   tune::RecordFile file = tune::readRecords(argv[1]);
-  if (rank) return rankReport(file, options, seeds, drop);
+  if (rank) return rankReport(file, options, seeds, drop, least);
   std::map<std::string, std::vector<const tune::TuneRecord*>> byKey;
   for (const auto& r : file.records) byKey[r.key].push_back(&r);
 
