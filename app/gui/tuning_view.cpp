@@ -33,6 +33,15 @@ TuningView::TuningView(QWidget* parent) : QWidget(parent) {
   m_tuner->addItem(tr("XGBoost cost model + annealing"), QStringLiteral("xgb"));
   m_tuner->addItem(tr("Random search"), QStringLiteral("random"));
   m_tuner->addItem(tr("Grid search"), QStringLiteral("grid"));
+  m_features = new QComboBox(this);
+  m_features->addItem(tr("Knob values"), QStringLiteral("knobs"));
+  m_features->addItem(tr("Loop nests (evolutionary search)"), QStringLiteral("loops"));
+  m_features->addItem(tr("Both"), QStringLiteral("both"));
+  m_features->setToolTip(tr("What the cost model learns from: each candidate's knob values (cheap), or the loop nest "
+                            "of its compiled kernel (the same description for hand-written and searched schedules; "
+                            "a lowering per scored candidate), or both"));
+  connect(m_tuner, &QComboBox::currentIndexChanged, this,
+          [this] { m_features->setEnabled(m_tuner->currentData().toString() == QLatin1String("xgb")); });
   m_trials = new QSpinBox(this);
   m_trials->setRange(1, 10000);
   m_trials->setValue(32);
@@ -74,6 +83,7 @@ TuningView::TuningView(QWidget* parent) : QWidget(parent) {
 
   auto* form = new QFormLayout;
   form->addRow(tr("Tuner:"), m_tuner);
+  form->addRow(tr("Cost model sees:"), m_features);
   form->addRow(tr("Trials:"), m_trials);
   form->addRow(tr("Early stopping:"), m_earlyStop);
   form->addRow(tr("Time limit:"), m_timeLimit);
@@ -143,6 +153,7 @@ TuningView::TuningView(QWidget* parent) : QWidget(parent) {
 app::TuneOptions TuningView::options(const app::TuneOptions& base) const {
   app::TuneOptions o = base;
   o.tuner = m_tuner->currentData().toString().toStdString();
+  o.features = m_features->currentData().toString().toStdString();
   o.trialsPerTask = m_trials->value();
   o.earlyStopping = m_earlyStop->value();
   o.timeLimitSeconds = m_timeLimit->value();

@@ -47,6 +47,7 @@ class TuningView : public QWidget {
   void showTaskChart(int row);
 
   QComboBox* m_tuner;
+  QComboBox* m_features;  // what the xgb tuner's cost model sees
   QSpinBox* m_trials;
   QSpinBox* m_earlyStop;
   QDoubleSpinBox* m_timeLimit;

@@ -391,10 +391,33 @@ TEST(TuneCli, PointwiseConvSketchRecordsBuildAndMatchPyTorch) {
   expectKilnMatchesEager(net, one);
 }
 
+// The xgb tuner on loop-nest features, end to end: after its random first batch the model (trained
+// on each measured candidate's compiled loop nest) and the evolutionary search propose the rest;
+// every trial is a distinct, error-free record and the build with them matches PyTorch.
+TEST(TuneCli, LoopFeatureTunerMeasuresDistinctCandidates) {
+  fs::path records = tempDir() / "loops.jsonl";
+  fs::remove(records);
+  Outcome o = kiln("tune " + model() + " --features loops --trials 14 --batch-size 5 --records " + records.string() +
+                   common());
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  std::vector<nlohmann::json> searched = searchLines(records);
+  ASSERT_EQ(searched.size(), 14u);
+  std::set<std::string> knobs;
+  for (const auto& r : searched) {
+    EXPECT_EQ(r["error"], "") << r.dump();
+    EXPECT_TRUE(knobs.insert(r["knobs"].get<std::string>()).second) << "measured twice: " << r.dump();
+  }
+  expectKilnMatchesEager(model(), records);
+}
+
 TEST(TuneCli, BadArgumentsGiveOneLineErrors) {
   Outcome o = kiln("tune " + model() + " --tuner annealing" + common());
   EXPECT_NE(o.exitCode, 0);
   EXPECT_FALSE(o.signaled);
+  o = kiln("tune " + model() + " --features ansor" + common());
+  EXPECT_NE(o.exitCode, 0);
+  EXPECT_FALSE(o.signaled);
+  EXPECT_NE(o.err.find("features"), std::string::npos) << o.err;
   o = kiln("tune /nonexistent.pt" + common());
   EXPECT_NE(o.exitCode, 0);
   EXPECT_NE(o.err.find("error: "), std::string::npos) << o.err;

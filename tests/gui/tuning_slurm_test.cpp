@@ -1,8 +1,10 @@
-// The Tuning view's Slurm switch (offscreen, the real widget): the checkbox, partition and array
-// size reach TuneOptions::slurm, an array's progress shows one line per array task instead of
+// The Tuning view's options (offscreen, the real widget): what the cost model sees reaches
+// TuneOptions::features (and is off for tuners without a model); the Slurm switch's checkbox,
+// partition and array size reach TuneOptions::slurm, an array's progress shows one line per array task instead of
 // touching the task rows, and a failed array task is named with its log in red. The Slurm run
 // itself is tested end to end against a real cluster in tests/e2e/slurm_tune_test.cpp.
 #include <QCheckBox>
+#include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
@@ -29,6 +31,24 @@ class TuningSlurmTest : public QObject {
   Q_OBJECT
 
  private slots:
+  void featuresReachTheOptions() {
+    TuningView view;
+    QComboBox *tuner = nullptr, *features = nullptr;
+    for (QComboBox* box : view.findChildren<QComboBox*>()) {
+      if (box->findData(QStringLiteral("grid")) >= 0) tuner = box;
+      if (box->findData(QStringLiteral("loops")) >= 0) features = box;
+    }
+    QVERIFY(tuner && features);
+    QCOMPARE(QString::fromStdString(view.options({}).features), QStringLiteral("knobs"));
+    features->setCurrentIndex(features->findData(QStringLiteral("loops")));
+    QCOMPARE(QString::fromStdString(view.options({}).features), QStringLiteral("loops"));
+    QVERIFY(features->isEnabled());
+    tuner->setCurrentIndex(tuner->findData(QStringLiteral("random")));
+    QVERIFY(!features->isEnabled());
+    tuner->setCurrentIndex(tuner->findData(QStringLiteral("xgb")));
+    QVERIFY(features->isEnabled());
+  }
+
   void switchReachesTheOptions() {
     TuningView view;
     QCheckBox* slurm = view.findChild<QCheckBox*>();
