@@ -81,13 +81,13 @@ int64_t channelBlock(int64_t channels, const LowerOptions& options) {
   return block;
 }
 
-int packedConvOcVecs(int64_t outChannels, int64_t block, int64_t outWidth, bool depthwise,
+int packedConvOcVecs(int64_t outChannels, int64_t block, int64_t rowWidth, bool depthwise,
                      const LowerOptions& options) {
   if (depthwise || block <= 0) return 1;
   int64_t blocks = outChannels / block;
   int budget = accumulatorBudget(options);
   // Narrow rows leave accumulators unused: cover more channels instead.
-  if (outWidth * 2 <= budget / 2 && blocks % 4 == 0) return 4;
+  if (rowWidth * 2 <= budget / 2 && blocks % 4 == 0) return 4;
   if (blocks % 2 == 0) return 2;
   if (blocks % 3 == 0 && budget >= 24) return 3;
   return 1;

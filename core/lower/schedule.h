@@ -65,8 +65,10 @@ int accumulatorBudget(const LowerOptions& options);
 int64_t channelBlock(int64_t channels, const LowerOptions& options);
 
 /// How many `block`-wide output-channel vectors one packed-conv tile covers (this fixes the
-/// weight packing [O/(v·block), I/x, KH, KW, x, v·block], so alter-layout asks it).
-int packedConvOcVecs(int64_t outChannels, int64_t block, int64_t outWidth, bool depthwise,
+/// weight packing [O/(v·block), I/x, KH, KW, x, v·block], so alter-layout asks it). `rowWidth` is
+/// what a tile's columns run along: output columns, a flattened pointwise conv's pixels, or a
+/// Winograd convolution's output tiles.
+int packedConvOcVecs(int64_t outChannels, int64_t block, int64_t rowWidth, bool depthwise,
                      const LowerOptions& options);
 
 /// The row a packed conv tiles: a pointwise convolution (1×1, stride 1, no padding) whose output

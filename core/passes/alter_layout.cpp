@@ -10,6 +10,7 @@
 // Constant operands of binary ops are repacked into new constants instead.
 #include "core/passes/alter_layout.h"
 
+#include <algorithm>
 #include <map>
 
 #include "core/ir/op_registry.h"
@@ -252,11 +253,16 @@ class LayoutRewriter {
     const Shape& ws = w.type.shape;
     bool flat = lower::packedConvFlattens(ws[2], ws[3], pairOf(node.attrs, "stride", 1), pairOf(node.attrs, "padding", 0),
                                           yt.shape[3], m_lower);
-    int64_t rowWidth = flat ? yt.shape[2] * yt.shape[3] : yt.shape[3];
-    int ocVecs = lower::packedConvOcVecs(oc, outBlock, rowWidth, depthwise, m_lower);
     lower::ConvGeometry geometry = lower::convGeometry(node.op, node.attrs, {xt, w.type});
     bool winogradOk = !depthwise && lower::winogradEligible(geometry);
-    int64_t algo = winogradOk ? lower::packedConvAlgo(geometry, m_lower) : 0;
+    int64_t algo = winogradOk ? std::min<int64_t>(lower::packedConvAlgo(geometry, m_lower), m_winograd) : 0;
+    // The row a register tile runs along: output columns, a pointwise conv's flattened pixels, or
+    // Winograd's list of output tiles (16 for a 7×7 output at F(2×2), where 7 columns would
+    // wrongly call for a tile of many channels and few columns).
+    int64_t rowWidth = flat ? yt.shape[2] * yt.shape[3] : yt.shape[3];
+    if (algo != 0)
+      rowWidth = geometry.n * ((geometry.outHeight() + algo - 1) / algo) * ((geometry.outWidth() + algo - 1) / algo);
+    int ocVecs = lower::packedConvOcVecs(oc, outBlock, rowWidth, depthwise, m_lower);
     if (m_schedules && !depthwise) {
       std::string key = lower::packedConvTuneKey(geometry, xt.dtype);
       if (const lower::Knobs* tuned = m_schedules->find(key)) {

@@ -158,7 +158,8 @@ class Walker {
     a.store = isStore;
     a.loops = loopsOf(index);
     for (int i = 0; i < kSteppedLoops && static_cast<size_t>(i) < m_loops.size(); ++i) {
-      std::optional<int64_t> from = valueAt(index, static_cast<size_t>(i), 0), to = valueAt(index, static_cast<size_t>(i), 1);
+      std::optional<int64_t> from = valueAt(index, static_cast<size_t>(i), 0);
+      std::optional<int64_t> to = valueAt(index, static_cast<size_t>(i), 1);
       if (from && to) a.step[i] = static_cast<double>(std::abs(*to - *from) * element);
     }
     return a;
@@ -190,13 +191,15 @@ class Walker {
     ExprStats stats;
     stats.visitExpr(value);
     if (buffer) stats.visitExpr(index);
-    bool inVectorLoop = std::any_of(m_loops.begin(), m_loops.end(), [](const Loop& l) { return l.kind == ForKind::Vectorized; });
+    bool inVectorLoop =
+        std::any_of(m_loops.begin(), m_loops.end(), [](const Loop& l) { return l.kind == ForKind::Vectorized; });
     int lanes = value.type().lanes;
     st.ops = stats.ops;
     st.vectorOps = lanes > 1 || inVectorLoop ? stats.ops : 0;
     st.laneWeighted = stats.ops * (inVectorLoop ? std::max(lanes, 2) : lanes);
     st.calls = stats.calls;
-    for (const Load* load : stats.loads) st.accesses.push_back(access(load->buffer, load->index, load->type.lanes, false));
+    for (const Load* load : stats.loads)
+      st.accesses.push_back(access(load->buffer, load->index, load->type.lanes, false));
     if (buffer) st.accesses.push_back(access(*buffer, index, lanes, true));
     st.isStore = buffer != nullptr;
     stores += st.isStore;
@@ -214,14 +217,15 @@ class Walker {
 
 const std::vector<std::string>& loopFeatureNames() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n{"float_ops",          "calls",           "param_load_bytes", "local_load_bytes",
-                               "param_store_bytes",  "local_store_bytes", "ops_per_param_byte", "vector_op_share",
-                               "mean_op_lanes",      "invariant_load_share", "parallel_iterations", "parallel_balance",
-                               "parallel_op_share",  "parallel_loops",  "unrolled_iterations", "emitted_stores",
-                               "max_depth",          "loops",           "stores",           "local_bytes",
-                               "largest_local_bytes", "locals",         "heaviest_op_share", "chunks_per_thread",
-                               "iterations_per_chunk", "chunk_balance",  "inner_body_ops",   "inner_ops_per_param_load",
-                               "inner_param_bytes_per_op"};
+    std::vector<std::string> n{
+        "float_ops",           "calls",                "param_load_bytes",    "local_load_bytes",
+        "param_store_bytes",   "local_store_bytes",    "ops_per_param_byte",  "vector_op_share",
+        "mean_op_lanes",       "invariant_load_share", "parallel_iterations", "parallel_balance",
+        "parallel_op_share",   "parallel_loops",       "unrolled_iterations", "emitted_stores",
+        "max_depth",           "loops",                "stores",              "local_bytes",
+        "largest_local_bytes", "locals",               "heaviest_op_share",   "chunks_per_thread",
+        "iterations_per_chunk", "chunk_balance",       "inner_body_ops",      "inner_ops_per_param_load",
+        "inner_param_bytes_per_op"};
     for (int i = 1; i <= kSteppedLoops; ++i) {
       std::string loop = "outer" + std::to_string(i) + "_";
       n.push_back(loop + "still_param_share");
@@ -251,7 +255,8 @@ std::vector<float> loopFeatures(const PrimFunc& func, int threads) {
     calls += st.calls * n;
     vectorOps += st.vectorOps * n;
     laneWeighted += st.laneWeighted * n;
-    bool parallel = std::any_of(st.loops.begin(), st.loops.end(), [](const Loop& l) { return l.kind == ForKind::Parallel; });
+    bool parallel =
+        std::any_of(st.loops.begin(), st.loops.end(), [](const Loop& l) { return l.kind == ForKind::Parallel; });
     if (parallel) parallelOps += st.ops * n;
     double unrolled = 1;
     for (const Loop& l : st.loops)

@@ -32,7 +32,8 @@ std::vector<int64_t> evolve(const EvolveSpace& space, const std::vector<int64_t>
     if (static_cast<int>(population.size()) >= options.population / 2) break;
     if (members.insert(p).second) population.push_back(p);
   }
-  for (int tries = 0; static_cast<int>(population.size()) < options.population && tries < 4 * options.population; ++tries) {
+  for (int tries = 0; static_cast<int>(population.size()) < options.population && tries < 4 * options.population;
+       ++tries) {
     int64_t p = space.random(rng);
     if (members.insert(p).second) population.push_back(p);
   }

@@ -207,12 +207,14 @@ std::vector<int64_t> ConfigSpace::neighbors(int64_t index) const {
 
 std::optional<int64_t> ConfigSpace::crossover(int64_t a, int64_t b, std::mt19937_64& rng) const {
   const Knobs &x = config(a), &y = config(b);
-  if (x.size() != y.size() || !std::equal(x.begin(), x.end(), y.begin(), [](const auto& p, const auto& q) { return p.first == q.first; }))
+  auto sameName = [](const auto& p, const auto& q) { return p.first == q.first; };
+  if (x.size() != y.size() || !std::equal(x.begin(), x.end(), y.begin(), sameName))
     return std::nullopt;  // different schedule families
   std::bernoulli_distribution coin(0.5);
   for (int attempt = 0; attempt < 4; ++attempt) {
     Knobs child;
-    for (auto xi = x.begin(), yi = y.begin(); xi != x.end(); ++xi, ++yi) child.emplace(xi->first, coin(rng) ? xi->second : yi->second);
+    for (auto xi = x.begin(), yi = y.begin(); xi != x.end(); ++xi, ++yi)
+      child.emplace(xi->first, coin(rng) ? xi->second : yi->second);
     std::optional<int64_t> i = indexOf(child);
     if (i && *i != a && *i != b) return i;
   }

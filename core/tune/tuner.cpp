@@ -77,12 +77,14 @@ class RandomTuner final : public Tuner {
 
 class XgbTuner final : public Tuner {
  public:
-  XgbTuner(const ConfigSpace& space, uint64_t seed, std::shared_ptr<TuningHistory> history, const TunerOptions& options)
+  XgbTuner(const ConfigSpace& space, uint64_t seed, std::shared_ptr<TuningHistory> history,
+           const TunerOptions& options)
       : Tuner(space, seed),
         m_model(seed),
         m_history(std::move(history)),
         m_rows(space, options.features, space.options(),
-               options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+               options.threads > 0 ? options.threads
+                                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
         m_historyKind(space.kind() + "/" + featureSetName(options.features)) {}
 
  private:
