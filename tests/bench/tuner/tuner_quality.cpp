@@ -13,8 +13,9 @@
 //
 // --rank needs no whole space: for every task with at least 48 (--min) measured configurations,
 // each seed trains the cost model on a random half of them (alone, and with the other tasks of
-// the same operator kind as transfer groups, as the tuner's history) and ranks the other half,
-// once per feature set. It reports how close the predicted best of the held-out half comes to
+// the same operator kind as transfer groups, as the tuner's history; loop features, whose rows
+// mean the same for every kind, also with every other task) and ranks the other half, once per
+// feature set. It reports how close the predicted best of the held-out half comes to
 // the true best there (top-1 and top-5 picks, cost ratios: 1.00 is perfect) and the rank
 // correlation of predictions and speed.
 // --drop PREFIX (repeatable) leaves out the loop features whose names start with PREFIX.
@@ -141,7 +142,8 @@ int rankReport(const tune::RecordFile& file, const lower::LowerOptions& options,
   std::printf("\n%-7s %-9s %8s %8s %9s   (held-out half; medians over tasks of the per-task means over %d seeds)\n",
               "set", "training", "top-1", "top-5", "spearman", seeds);
   for (int s = 0; s < 3; ++s)
-    for (bool transfer : {false, true}) {
+    for (int transfer : {0, 1, 2}) {  // alone, with the task's kind, with every task (loops only)
+      if (transfer == 2 && sets[s] != tune::FeatureSet::Loops) continue;
       std::vector<double> top1s, top5s, rhos;
       for (size_t t = 0; t < tasks.size(); ++t) {
         double top1 = 0, top5 = 0, rho = 0;
@@ -165,7 +167,8 @@ int rankReport(const tune::RecordFile& file, const lower::LowerOptions& options,
           };
           if (transfer)
             for (size_t other = 0; other < tasks.size(); ++other) {
-              if (other == t || lower::parseTuneKey(tasks[other].key).kind != lower::parseTuneKey(tasks[t].key).kind) continue;
+              bool sameKind = lower::parseTuneKey(tasks[other].key).kind == lower::parseTuneKey(tasks[t].key).kind;
+              if (other == t || (transfer == 1 && !sameKind)) continue;
               std::vector<size_t> all(tasks[other].cost.size());
               std::iota(all.begin(), all.end(), 0);
               group(other, all);
@@ -197,7 +200,8 @@ int rankReport(const tune::RecordFile& file, const lower::LowerOptions& options,
         std::sort(v.begin(), v.end());
         return v.empty() ? 0.0 : v[v.size() / 2];
       };
-      std::printf("%-7s %-9s %8.3f %8.3f %9.3f\n", tune::featureSetName(sets[s]), transfer ? "transfer" : "alone",
+      std::printf("%-7s %-9s %8.3f %8.3f %9.3f\n", tune::featureSetName(sets[s]),
+                  transfer == 0 ? "alone" : transfer == 1 ? "transfer" : "any kind",
                   median(top1s), median(top5s), median(rhos));
     }
   return 0;
