@@ -229,6 +229,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     if (std::find(core::tune::tunerNames().begin(), core::tune::tunerNames().end(), options.tuner) ==
         core::tune::tunerNames().end())
       throw Error("unknown tuner '" + options.tuner + "' (expected xgb, random or grid)", ErrorKind::Usage);
+    core::tune::featureSetNamed(options.features);  // a bad name fails here, before any work starts
     if (options.recordsPath == "store" || options.recordsPath.ends_with(".db"))
       throw Error("--records of a tuning run names a JSON-lines file (every record is kept in the session store "
                   "as well)",

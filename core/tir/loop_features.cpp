@@ -58,6 +58,17 @@ struct Statement {
 
 int64_t elementBytes(const Type& t) { return std::max<int64_t>(1, t.bits / 8); }
 
+bool hasLoop(const std::vector<Loop>& loops, ForKind kind) {
+  return std::any_of(loops.begin(), loops.end(), [&](const Loop& l) { return l.kind == kind; });
+}
+
+/// The innermost loop that runs one iteration after another (not vector lanes, not unrolled).
+const Var* innermostSerial(const std::vector<Loop>& loops) {
+  for (auto it = loops.rbegin(); it != loops.rend(); ++it)
+    if (it->kind == ForKind::Serial) return it->var;
+  return nullptr;
+}
+
 /// Float arithmetic, calls and loads of an expression.
 class ExprStats : public IRVisitor {
  public:
@@ -191,8 +202,7 @@ class Walker {
     ExprStats stats;
     stats.visitExpr(value);
     if (buffer) stats.visitExpr(index);
-    bool inVectorLoop =
-        std::any_of(m_loops.begin(), m_loops.end(), [](const Loop& l) { return l.kind == ForKind::Vectorized; });
+    bool inVectorLoop = hasLoop(m_loops, ForKind::Vectorized);
     int lanes = value.type().lanes;
     st.ops = stats.ops;
     st.vectorOps = lanes > 1 || inVectorLoop ? stats.ops : 0;
@@ -255,17 +265,12 @@ std::vector<float> loopFeatures(const PrimFunc& func, int threads) {
     calls += st.calls * n;
     vectorOps += st.vectorOps * n;
     laneWeighted += st.laneWeighted * n;
-    bool parallel =
-        std::any_of(st.loops.begin(), st.loops.end(), [](const Loop& l) { return l.kind == ForKind::Parallel; });
-    if (parallel) parallelOps += st.ops * n;
+    if (hasLoop(st.loops, ForKind::Parallel)) parallelOps += st.ops * n;
     double unrolled = 1;
     for (const Loop& l : st.loops)
       if (l.kind == ForKind::Unrolled) unrolled *= static_cast<double>(l.extent);
     if (st.isStore) emitted += unrolled;
-    // The innermost loop that runs one iteration after another (not vector lanes).
-    const Var* inner = nullptr;
-    for (auto it = st.loops.rbegin(); it != st.loops.rend() && !inner; ++it)
-      if (it->kind == ForKind::Serial) inner = it->var;
+    const Var* inner = innermostSerial(st.loops);
     for (const Access& a : st.accesses) {
       (a.store ? storeBytes : loadBytes)[a.param ? 1 : 0] += static_cast<double>(a.bytes) * n;
       if (a.store) continue;
@@ -307,10 +312,7 @@ std::vector<float> loopFeatures(const PrimFunc& func, int threads) {
   f.insert(f.end(), {lg(chunksPerThread), lg(perChunk), static_cast<float>(parallelIterations / (perChunk * chunks))});
   // One iteration of the heaviest statement's innermost serial loop (a register tile's body):
   // the float operations of every statement in it, and the parameter loads that feed them.
-  const Var* inner = nullptr;
-  if (heaviest)
-    for (auto it = heaviest->loops.rbegin(); it != heaviest->loops.rend() && !inner; ++it)
-      if (it->kind == ForKind::Serial) inner = it->var;
+  const Var* inner = heaviest ? innermostSerial(heaviest->loops) : nullptr;
   double bodyOps = 0, bodyLoads = 0, bodyBytes = 0;
   for (const Statement& st : w.statements) {
     auto at = std::find_if(st.loops.begin(), st.loops.end(), [&](const Loop& l) { return inner && l.var == inner; });
