@@ -206,7 +206,10 @@ BenchResult runSideBySide(const std::vector<BenchBackend>& backends, const Bench
       row.kernelFault = outcome.kernelFault;
       if (processes > 1 && !outcome.cancelled) row.reason += " (process " + std::to_string(w.process + 1) + ")";
     }
-    // A row with one failed process has failed: its other processes stop too.
+    // A row with one failed process has failed: its other processes stop too (all killed
+    // before any is waited for).
+    for (auto& other : workers)
+      if (other->row == w.row) other->proc.kill();
     for (auto& other : workers)
       if (other->row == w.row) {
         other->proc.stop();
@@ -214,6 +217,7 @@ BenchResult runSideBySide(const std::vector<BenchBackend>& backends, const Bench
       }
   };
   auto stopAll = [&] {
+    for (auto& w : workers) w->proc.kill();
     for (auto& w : workers) w->proc.stop();
   };
 

@@ -228,12 +228,16 @@ std::optional<std::string> WorkerProcess::receive(double timeoutSeconds, std::st
 }
 
 void WorkerProcess::signal(int sig) {
-  if (m_pid > 0) kill(m_pid, sig);
+  if (m_pid > 0) ::kill(m_pid, sig);
+}
+
+void WorkerProcess::kill() {
+  if (m_pid > 0) ::kill(-m_pid, SIGKILL);
 }
 
 void WorkerProcess::stop() {
   if (m_pid <= 0) return;
-  kill(-m_pid, SIGKILL);
+  kill();
   reap();
 }
 

@@ -52,6 +52,9 @@ class WorkerProcess {
   std::optional<std::string> receive(double timeoutSeconds, std::string& failure, bool keepOnTimeout = false);
   /// Sends `sig` to the process (not its group).
   void signal(int sig);
+  /// Kills the process group without waiting for it: several workers killed first and stopped
+  /// after die at once, not one after the other.
+  void kill();
   /// Kills the process group and waits for it.
   void stop();
   /// The signal that ended the process (0: none, or still running).

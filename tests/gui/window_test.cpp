@@ -84,7 +84,20 @@ QString describeWorkers(const QList<qint64>& pids) {
     QByteArray state = text.mid(text.lastIndexOf(')') + 2, 1);
     QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(pid));
     QByteArray command = cmdline.open(QIODevice::ReadOnly) ? cmdline.readAll().replace('\0', ' ') : QByteArray();
-    lines << QStringLiteral("%1 %2 %3").arg(pid).arg(QString::fromLatin1(state), QString::fromLocal8Bit(command.left(200)));
+    // A zombie whose threads are still exiting (stuck in the kernel, state D) is not reaped yet:
+    // name each thread's state and where it waits.
+    QStringList threads;
+    for (const QString& tid : QDir(QStringLiteral("/proc/%1/task").arg(pid)).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+      QFile taskStat(QStringLiteral("/proc/%1/task/%2/stat").arg(pid).arg(tid));
+      QByteArray t = taskStat.open(QIODevice::ReadOnly) ? taskStat.readAll() : QByteArray();
+      QFile wchan(QStringLiteral("/proc/%1/task/%2/wchan").arg(pid).arg(tid));
+      QByteArray where = wchan.open(QIODevice::ReadOnly) ? wchan.readAll() : QByteArray();
+      threads << QStringLiteral("%1:%2:%3").arg(tid, QString::fromLatin1(t.mid(t.lastIndexOf(')') + 2, 1)),
+                                                  QString::fromLatin1(where));
+    }
+    lines << QStringLiteral("%1 %2 %3 [threads %4]")
+                 .arg(pid)
+                 .arg(QString::fromLatin1(state), QString::fromLocal8Bit(command.left(200)), threads.join(QLatin1Char(' ')));
   }
   return lines.join(QStringLiteral("; "));
 }
@@ -679,14 +692,15 @@ class WindowTest : public QObject {
     QCOMPARE(m_window->statusText(), QStringLiteral("Cancelled"));
   }
 
-  /// Every measuring worker killed within 5 s and reaped within 20 s of a cancel or close (not at
-  /// their 30 s time limit: a killed process's teardown may take seconds on a loaded host).
+  /// Every measuring worker killed within 5 s of a cancel or close (not at their 30 s time limit),
+  /// and reaped. A killed process's teardown may take long on a loaded host (a thread of a worker
+  /// still loading torch waits for the disk before it can exit): reaping may take up to 60 s.
   static void expectWorkersGone(const char* job) {
     QElapsedTimer clock;
     clock.start();
     QTRY_VERIFY2_WITH_TIMEOUT(measureWorkers({}, true).isEmpty(), qPrintable(describeWorkers(measureWorkers())), 5000);
     const qint64 killedMs = clock.elapsed();
-    QTRY_VERIFY2_WITH_TIMEOUT(measureWorkers().isEmpty(), qPrintable(describeWorkers(measureWorkers())), 20000);
+    QTRY_VERIFY2_WITH_TIMEOUT(measureWorkers().isEmpty(), qPrintable(describeWorkers(measureWorkers())), 60000);
     qInfo("%s worker killed %lld ms and gone %lld ms after cancel", job, static_cast<long long>(killedMs),
           static_cast<long long>(clock.elapsed()));
   }
