@@ -261,7 +261,9 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 2);
     profiler::TuneRunner runner(tuneWorkerArgv(options), workers, options.measureTimeoutSeconds);
     // Candidates are compiled exactly as the build compiles them (target, -O level).
-    profiler::WorkerMeasurer measurer(runner, options.build.target, threads, options.build.optLevel);
+    result.cacheFlushed = options.cacheFlush;
+    profiler::WorkerMeasurer measurer(runner, options.build.target, threads, options.build.optLevel,
+                                      options.cacheFlush);
     core::tune::TuneLoopOptions loop;
     loop.tuner = options.tuner;
     loop.tunerOptions.features = core::tune::featureSetNamed(options.features);
@@ -337,6 +339,7 @@ std::string tuneResultJson(const TuneResult& r) {
   j["kernel_calls"] = r.kernelCalls;
   j["tunable_calls"] = r.tunableCalls;
   j["searched_calls"] = r.searchedCalls();
+  j["cache_flush"] = r.cacheFlushed;
   j["tasks"] = nlohmann::json::array();
   for (const auto& t : r.tasks) {
     nlohmann::json tj{{"name", t.info.name},         {"key", t.info.workloadKey}, {"op", t.info.op},

@@ -145,6 +145,7 @@ json planJson(const std::string& model, const TuneOptions& o, const PreparedTune
   j["input_shapes"] = o.inputs.empty() ? "" : inputShapesText(o.inputs);
   j["tuner"] = o.tuner;
   j["features"] = o.features;
+  j["cache_flush"] = o.cacheFlush;
   j["early_stopping"] = o.earlyStopping;
   j["time_limit_s"] = o.timeLimitSeconds;
   j["timeout_s"] = o.measureTimeoutSeconds;
@@ -488,6 +489,7 @@ int runSlurmArrayTask(const std::string& planPath) {
     }
     o.tuner = plan.value("tuner", "xgb");
     o.features = plan.value("features", "knobs");
+    o.cacheFlush = plan.value("cache_flush", false);
     o.earlyStopping = plan.value("early_stopping", 0);
     o.timeLimitSeconds = plan.value("time_limit_s", 0.0);
     o.measureTimeoutSeconds = plan.value("timeout_s", 10.0);

@@ -34,6 +34,8 @@ struct TuneOptions {
   std::vector<InputSpec> inputs;  // override the file's input shapes (OpenOptions::inputs)
   std::string tuner = "xgb";  // "xgb" (XGBoost cost model + simulated annealing), "random", "grid"
   std::string features = "knobs";  // what xgb's cost model sees: "knobs", "loops" or "both" (core/tune/features.h)
+  bool cacheFlush = false;   // time each candidate with its operands but the first input evicted from
+                             //   the caches before every call (profiler/tune_measure.h coldOperands)
   int trialsPerTask = 32;    // measured candidates per task (the budget is shared by weight when
   int totalTrials = 0;       //   totalTrials > 0: split over tasks by their share of the FLOPs)
   int earlyStopping = 0;     // stop a task after this many trials without improvement (0: never)
@@ -99,6 +101,7 @@ struct TuneResult {
   int badRecordLines = 0;             // lines of the records file that were skipped
   std::string badRecordProblem;       // the first one's problem ("line 7: not a JSON object")
   int workersStarted = 0;             // worker processes, restarts after failures included
+  bool cacheFlushed = false;          // candidates were timed with cold operands (TuneOptions::cacheFlush)
   int kernelCalls = 0;                // kernel calls per inference
   int tunableCalls = 0;               // of those, calls of kernels with a tuning key
   /// Calls of kernels whose best configuration is a searched (sketch) schedule rather than a

@@ -61,16 +61,24 @@ ProfileRecord profileExecutor(runtime::GraphExecutor& executor, const core::Grap
     executor.run();
     debug.run(0, 1);
   }
+  // One timed repeat of `number` whole runs, without warm-up.
+  auto once = [](int number) {
+    TimingOptions t;
+    t.warmup = 0;
+    t.number = number;
+    t.repeat = 1;
+    return t;
+  };
   int number = 1;  // whole runs per end-to-end sample, grown until a sample lasts minRepeatMs
   if (options.minRepeatMs > 0) {
-    Timing probe = timeIt([&] { executor.run(); }, TimingOptions{0, 1, 1, 0.0});
+    Timing probe = timeIt([&] { executor.run(); }, once(1));
     if (probe.medianMs > 0 && probe.medianMs < options.minRepeatMs)
       number = std::min(1 << 20, static_cast<int>(std::ceil(options.minRepeatMs / probe.medianMs)));
   }
   std::vector<double> e2eSamples;
   std::vector<runtime::DebugRepeat> repeats;
   for (int r = 0; r < profile.repeat; ++r) {
-    Timing one = timeIt([&] { executor.run(); }, TimingOptions{0, number, 1, 0.0});
+    Timing one = timeIt([&] { executor.run(); }, once(number));
     e2eSamples.push_back(one.medianMs);
     repeats.push_back(debug.run(0, 1).front());
   }

@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 namespace kiln::profiler {
 namespace {
@@ -70,30 +75,79 @@ Timing timingFromSamples(std::vector<double> samplesMs, int number) {
   return t;
 }
 
+void evictFromCaches(const void* data, size_t bytes) {
+  if (!data || bytes == 0) return;
+  constexpr uintptr_t kLine = 64;
+  uintptr_t first = reinterpret_cast<uintptr_t>(data) & ~(kLine - 1);
+  uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+#if defined(__x86_64__)
+  // clflushopt where the processor has it (CPUID leaf 7, EBX bit 23): unordered, so the lines
+  // are flushed in parallel; clflush (every x86-64) one after the other.
+  static const bool optimized = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 23)) != 0;
+  }();
+  for (uintptr_t line = first; line < end; line += kLine) {
+    if (optimized)
+      asm volatile("clflushopt (%0)" ::"r"(line) : "memory");
+    else
+      asm volatile("clflush (%0)" ::"r"(line) : "memory");
+  }
+  asm volatile("mfence" ::: "memory");
+#elif defined(__aarch64__)
+  for (uintptr_t line = first; line < end; line += kLine) asm volatile("dc civac, %0" ::"r"(line) : "memory");
+  asm volatile("dsb ish" ::: "memory");
+#else
+  (void)first;
+  (void)end;
+#endif
+}
+
 namespace {
 
+/// The hook run before each call of callable `index` (empty without TimingOptions::beforeEachCall).
+std::function<void()> hookFor(const TimingOptions& options, size_t index) {
+  if (!options.beforeEachCall) return {};
+  return [&options, index] { options.beforeEachCall(index); };
+}
+
+/// Milliseconds `number` calls of fn take; with a hook run before each call, only the calls are
+/// timed.
+double callsMs(const std::function<void()>& fn, int number, const std::function<void()>& before) {
+  if (!before) {
+    double start = nowMs();
+    for (int i = 0; i < number; ++i) fn();
+    return nowMs() - start;
+  }
+  double total = 0;
+  for (int i = 0; i < number; ++i) {
+    before();
+    double start = nowMs();
+    fn();
+    total += nowMs() - start;
+  }
+  return total;
+}
+
 /// Warm-up, then `number` scaled until a repeat lasts minRepeatMs (as in Google Benchmark).
-void warmAndCalibrate(const std::function<void()>& fn, const TimingOptions& options, Timing& t,
+void warmAndCalibrate(const std::function<void()>& fn, const TimingOptions& options, size_t index, Timing& t,
                       const std::function<bool()>& overBudget) {
+  const std::function<void()> before = hookFor(options, index);
   t.noisyCv = options.noisyCv;
   t.warmup = options.warmup;
-  for (int i = 0; i < options.warmup && !overBudget(); ++i) fn();
+  for (int i = 0; i < options.warmup && !overBudget(); ++i) callsMs(fn, 1, before);
   t.number = std::max(1, options.number);
   if (options.minRepeatMs <= 0) return;
   for (;;) {
-    double start = nowMs();
-    for (int i = 0; i < t.number; ++i) fn();
-    double elapsed = nowMs() - start;
+    double elapsed = callsMs(fn, t.number, before);
     if (elapsed >= options.minRepeatMs || t.number >= (1 << 20) || overBudget()) break;
     double scale = elapsed > 0 ? options.minRepeatMs / elapsed * 1.2 : 10.0;
     t.number = std::max(t.number + 1, static_cast<int>(t.number * std::min(scale, 10.0)));
   }
 }
 
-void timeRepeat(const std::function<void()>& fn, Timing& t) {
-  double start = nowMs();
-  for (int i = 0; i < t.number; ++i) fn();
-  t.samplesMs.push_back((nowMs() - start) / t.number);
+void timeRepeat(const std::function<void()>& fn, Timing& t, const std::function<void()>& before) {
+  t.samplesMs.push_back(callsMs(fn, t.number, before) / t.number);
 }
 
 }  // namespace
@@ -102,13 +156,14 @@ Timing timeIt(const std::function<void()>& fn, const TimingOptions& options) {
   const double begin = nowMs();
   auto overBudget = [&] { return options.budgetMs > 0 && nowMs() - begin > options.budgetMs; };
   Timing t;
-  warmAndCalibrate(fn, options, t, overBudget);
+  warmAndCalibrate(fn, options, 0, t, overBudget);
+  const std::function<void()> before = hookFor(options, 0);
   for (int r = 0; r < std::max(1, options.repeat); ++r) {
     if (r > 0 && overBudget()) {
       t.budgetExceeded = true;
       break;
     }
-    timeRepeat(fn, t);
+    timeRepeat(fn, t, before);
   }
   t.elapsedMs = nowMs() - begin;
   summarize(t);
@@ -119,15 +174,20 @@ std::vector<Timing> timeSideBySide(const std::vector<std::function<void()>>& fns
   const double begin = nowMs();
   auto overBudget = [&] { return options.budgetMs > 0 && nowMs() - begin > options.budgetMs; };
   std::vector<Timing> out(fns.size());
-  for (size_t k = 0; k < fns.size(); ++k) warmAndCalibrate(fns[k], options, out[k], overBudget);
+  std::vector<std::function<void()>> before;
+  for (size_t k = 0; k < fns.size(); ++k) {
+    warmAndCalibrate(fns[k], options, k, out[k], overBudget);
+    before.push_back(hookFor(options, k));
+  }
   for (int r = 0; r < std::max(1, options.repeat); ++r) {
     if (r > 0 && overBudget()) {
       for (Timing& t : out) t.budgetExceeded = true;
       break;
     }
     for (size_t k = 0; k < fns.size(); ++k) {
-      if (fns.size() > 1) fns[k]();  // untimed: the previous callable's data left the caches
-      timeRepeat(fns[k], out[k]);
+      // Untimed: the previous callable's data left the caches.
+      if (fns.size() > 1) callsMs(fns[k], 1, before[k]);
+      timeRepeat(fns[k], out[k], before[k]);
     }
   }
   for (Timing& t : out) {

@@ -6,6 +6,7 @@
 // a backend cleanly instead of running for hours.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <vector>
 
@@ -20,7 +21,16 @@ struct TimingOptions {
   double budgetMs = 0.0;
   /// Coefficient of variation above which a result is flagged noisy.
   double noisyCv = 0.05;
+  /// Run before every call (warm-up and calibration too) with the callable's index (0 in
+  /// timeIt, its position in timeSideBySide), and not timed: each call is then timed alone. The
+  /// tuner evicts a kernel's operands from the caches here (evictFromCaches).
+  std::function<void(size_t)> beforeEachCall;
 };
+
+/// Writes back and drops from every cache level the lines holding [data, data + bytes)
+/// (clflushopt on x86-64, dc civac on AArch64, nothing elsewhere), so that the next access comes
+/// from memory, as a layer's weights do in a model too large for the caches.
+void evictFromCaches(const void* data, size_t bytes);
 
 struct Timing {
   std::vector<double> samplesMs;  // per-call time of each repeat (raw record)

@@ -121,6 +121,7 @@ class WorkerState {
         r.optLevel = msg.value("opt_level", 3);
         r.repeat = msg.value("repeat", 5);
         r.minRepeatMs = msg.value("min_repeat_ms", 10.0);
+        r.coldOperands = msg.value("cold_operands", false);
         Built built = buildCandidate(r, true);
         reply["compile_s"] = built.compileSeconds;
         reply["schedule"] = built.schedule;
@@ -177,11 +178,18 @@ class WorkerState {
     return true;
   }
 
-  static TimingOptions timingOf(const CandidateRequest& r) {
+  /// The timing of request `r` whose callables run `calls` (executor, call index) in order.
+  static TimingOptions timingOf(const CandidateRequest& r,
+                                std::vector<std::pair<runtime::GraphExecutor*, int>> calls) {
     TimingOptions timing;
     timing.warmup = 2;
     timing.repeat = std::max(1, r.repeat);
     timing.minRepeatMs = r.minRepeatMs;
+    if (r.coldOperands)
+      timing.beforeEachCall = [calls = std::move(calls)](size_t k) {
+        std::vector<runtime::GraphExecutor::Operand> operands = calls[k].first->callOperands(calls[k].second);
+        for (size_t i = 1; i < operands.size(); ++i) evictFromCaches(operands[i].data, operands[i].bytes);
+      };
     return timing;
   }
 
@@ -189,7 +197,7 @@ class WorkerState {
     if (!check(r, built, reply)) return;
     runtime::GraphExecutor& ex = *built.executor;
     int call = built.call;
-    Timing t = timeIt([&] { ex.runCall(call); }, timingOf(r));
+    Timing t = timeIt([&] { ex.runCall(call); }, timingOf(r, {{&ex, call}}));
     reply["samples_ms"] = t.samplesMs;
     reply["median_ms"] = t.medianMs;
   }
@@ -202,6 +210,7 @@ class WorkerState {
     for (int id : ids) taken.push_back(take(id));
     json results = json::array();
     std::vector<std::function<void()>> runs;
+    std::vector<std::pair<runtime::GraphExecutor*, int>> calls;
     std::vector<size_t> timed;
     for (size_t k = 0; k < taken.size(); ++k) {
       json one{{"id", ids[k]}};
@@ -210,13 +219,14 @@ class WorkerState {
         runtime::GraphExecutor* ex = taken[k].second.executor.get();
         int call = taken[k].second.call;
         runs.push_back([ex, call] { ex->runCall(call); });
+        calls.emplace_back(ex, call);
         timed.push_back(k);
       }
       results.push_back(std::move(one));
     }
     if (!runs.empty()) {
       runtime::setNumThreads(std::max(1, taken[timed[0]].first.threads));
-      std::vector<Timing> timings = timeSideBySide(runs, timingOf(taken[timed[0]].first));
+      std::vector<Timing> timings = timeSideBySide(runs, timingOf(taken[timed[0]].first, calls));
       for (size_t j = 0; j < timed.size(); ++j) {
         results[timed[j]]["samples_ms"] = timings[j].samplesMs;
         results[timed[j]]["median_ms"] = timings[j].medianMs;
@@ -296,7 +306,7 @@ struct TuneRunner::Impl {
   json compileMessage(int id, const CandidateRequest& r) const {
     return json{{"op", "compile"}, {"id", id}, {"key", r.key}, {"knobs", r.knobs}, {"target", r.target},
                 {"threads", r.threads}, {"opt_level", r.optLevel}, {"repeat", r.repeat},
-                {"min_repeat_ms", r.minRepeatMs}};
+                {"min_repeat_ms", r.minRepeatMs}, {"cold_operands", r.coldOperands}};
   }
 
   /// Sends one request and waits for its reply; on failure the result's error says why.
@@ -470,11 +480,12 @@ core::tune::Measurement measurementOf(const CandidateResult& r) {
 }  // namespace
 
 WorkerMeasurer::WorkerMeasurer(TuneRunner& runner, std::string target, int threads, int optLevel,
-                               int sideBySideRepeat)
+                               bool coldOperands, int sideBySideRepeat)
     : m_runner(runner),
       m_target(std::move(target)),
       m_threads(threads),
       m_optLevel(optLevel),
+      m_coldOperands(coldOperands),
       m_sideBySideRepeat(sideBySideRepeat) {}
 
 std::vector<CandidateRequest> WorkerMeasurer::requests(const std::string& key, const std::vector<std::string>& knobs,
@@ -487,6 +498,7 @@ std::vector<CandidateRequest> WorkerMeasurer::requests(const std::string& key, c
     r.target = m_target;
     r.threads = m_threads;
     r.optLevel = m_optLevel;
+    r.coldOperands = m_coldOperands;
     if (repeat > 0) r.repeat = repeat;
     out.push_back(std::move(r));
   }

@@ -7,7 +7,7 @@
 // task, not per candidate) and talk JSON lines over stdin/stdout:
 //
 //   → {"op":"compile","id":7,"key":"conv2d_nchwc:...","knobs":"oc_vecs=2,...","target":"llvm",
-//      "threads":2,"opt_level":3,"repeat":5,"min_repeat_ms":10}
+//      "threads":2,"opt_level":3,"repeat":5,"min_repeat_ms":10,"cold_operands":true}
 //   ← {"id":7,"ok":true,"compile_s":0.08,"schedule":"flatten=0,oc_outer=1,oc_vecs=2,ow_block=7"}
 //   → {"op":"measure","id":7}
 //   ← {"id":7,"ok":true,"samples_ms":[...],"median_ms":0.041,"max_abs_diff":2e-6}
@@ -42,6 +42,10 @@ struct CandidateRequest {
   int optLevel = 3;    // 4 adds fast math, as in builds
   int repeat = 5;
   double minRepeatMs = 10;
+  /// Every operand of the kernel but its first input evicted from the caches before each timed
+  /// call (time_evaluator.h evictFromCaches), as a model's weights are when their layer comes
+  /// round; the first input stays warm, as the previous layer just wrote it.
+  bool coldOperands = false;
 };
 
 struct CandidateResult {
@@ -91,9 +95,11 @@ class TuneRunner {
 /// The tuning loop's Measurer (core/tune/tune_loop.h) over a TuneRunner's workers: each candidate
 /// compiled for `target` at `optLevel` exactly as the build compiles it, and timed with `threads`
 /// threads; a confirmation round takes `sideBySideRepeat` alternating repeats per candidate.
+/// `coldOperands`: see CandidateRequest.
 class WorkerMeasurer : public core::tune::Measurer {
  public:
-  WorkerMeasurer(TuneRunner& runner, std::string target, int threads, int optLevel, int sideBySideRepeat = 15);
+  WorkerMeasurer(TuneRunner& runner, std::string target, int threads, int optLevel, bool coldOperands,
+                 int sideBySideRepeat = 15);
   void measure(const std::string& key, const std::vector<std::string>& knobs,
                const std::function<void(size_t, const core::tune::Measurement&)>& done) override;
   std::vector<core::tune::Measurement> measureSideBySide(const std::string& key,
@@ -104,7 +110,9 @@ class WorkerMeasurer : public core::tune::Measurer {
                                          int repeat) const;
   TuneRunner& m_runner;
   std::string m_target;
-  int m_threads, m_optLevel, m_sideBySideRepeat;
+  int m_threads, m_optLevel;
+  bool m_coldOperands;
+  int m_sideBySideRepeat;
 };
 
 }  // namespace kiln::profiler

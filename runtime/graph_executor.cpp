@@ -274,6 +274,14 @@ void GraphExecutor::runCall(int index) {
   else runControl(static_cast<size_t>(index));
 }
 
+std::vector<GraphExecutor::Operand> GraphExecutor::callOperands(int index) const {
+  if (index < 0 || index >= static_cast<int>(m_plan.calls.size())) throw Error("call index out of range");
+  std::vector<Operand> out;
+  for (int slot : m_plan.calls[static_cast<size_t>(index)].args)
+    out.push_back({m_slotTensors[slot].raw(), m_slotTensors[slot].nbytes()});
+  return out;
+}
+
 const Tensor& GraphExecutor::outputView(int index) const {
   if (index < 0 || index >= numOutputs()) throw Error("output index out of range");
   return m_slotTensors[m_plan.outputs[index]];

@@ -40,6 +40,14 @@ class GraphExecutor {
   /// Runs only call `index` (the debug executor times calls one by one).
   void runCall(int index);
   Tensor output(int index) const;
+  /// The memory call `index` reads and writes: each argument's data and size in bytes, in the
+  /// call's argument order (inputs, then outputs). A timing that wants a call's operands out of
+  /// the caches, as a model's weights are when their layer comes round, evicts these.
+  struct Operand {
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Operand> callOperands(int index) const;
   /// Output `index` in place: valid until the next run.
   const Tensor& outputView(int index) const;
 

@@ -198,6 +198,7 @@ int tuneCommand(TuneArgs& a) {
     std::printf("kernels: %d of %d calls per inference have a tuning key; %d run a searched (template-free) "
                 "schedule, the rest a hand-written one\n",
                 r.tunableCalls, r.kernelCalls, r.searchedCalls());
+  if (r.cacheFlushed) std::printf("candidates timed with their weights and output flushed from the caches\n");
   if (r.untunedMs > 0 && r.tunedMs > 0)
     std::printf("\nend to end (median, side by side): untuned %.3f ms, tuned %.3f ms (%.2fx)\n", r.untunedMs,
                 r.tunedMs, r.untunedMs / r.tunedMs);
@@ -235,6 +236,9 @@ void registerTune(CLI::App& cli, Action& action) {
                   "what xgb's cost model sees: knobs (default), loops (each candidate's loop nest; an "
                   "evolutionary search scores only the points it visits) or both")
       ->check(CLI::IsMember({"knobs", "loops", "both"}));
+  cmd->add_flag("--cache-flush", o.cacheFlush,
+                "time each candidate with its weights and output flushed from the caches before every call "
+                "(its input stays warm), as a layer whose weights the model's other layers evicted");
   cmd->add_option("--timeout", o.measureTimeoutSeconds, "seconds per candidate before it counts as hung")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--early-stopping", o.earlyStopping, "stop a task after N trials without improvement")

@@ -42,6 +42,9 @@ TuningView::TuningView(QWidget* parent) : QWidget(parent) {
                             "a lowering per scored candidate), or both"));
   connect(m_tuner, &QComboBox::currentIndexChanged, this,
           [this] { m_features->setEnabled(m_tuner->currentData().toString() == QLatin1String("xgb")); });
+  m_cacheFlush = new QCheckBox(tr("Flush weights and output from the caches before each timed call"), this);
+  m_cacheFlush->setToolTip(tr("Time each candidate as a layer runs when the model's other layers have evicted its "
+                              "weights (its input stays warm); off: warm caches"));
   m_trials = new QSpinBox(this);
   m_trials->setRange(1, 10000);
   m_trials->setValue(32);
@@ -84,6 +87,7 @@ TuningView::TuningView(QWidget* parent) : QWidget(parent) {
   auto* form = new QFormLayout;
   form->addRow(tr("Tuner:"), m_tuner);
   form->addRow(tr("Cost model sees:"), m_features);
+  form->addRow(tr("Timing:"), m_cacheFlush);
   form->addRow(tr("Trials:"), m_trials);
   form->addRow(tr("Early stopping:"), m_earlyStop);
   form->addRow(tr("Time limit:"), m_timeLimit);
@@ -154,6 +158,7 @@ app::TuneOptions TuningView::options(const app::TuneOptions& base) const {
   app::TuneOptions o = base;
   o.tuner = m_tuner->currentData().toString().toStdString();
   o.features = m_features->currentData().toString().toStdString();
+  o.cacheFlush = m_cacheFlush->isChecked();
   o.trialsPerTask = m_trials->value();
   o.earlyStopping = m_earlyStop->value();
   o.timeLimitSeconds = m_timeLimit->value();
@@ -201,11 +206,12 @@ void TuningView::applyProgress(const app::TuneProgress& p) {
 
 void TuningView::setResult(const app::TuneResult& r) {
   m_model->applyResult(r);
-  QString speed = r.untunedMs > 0 && r.tunedMs > 0
+  QString after = r.untunedMs > 0 && r.tunedMs > 0
                       ? tr(" End to end: %1 untuned → %2 tuned (%3×).")
                             .arg(formatMs(r.untunedMs), formatMs(r.tunedMs))
                             .arg(r.untunedMs / r.tunedMs, 0, 'f', 2)
                       : QString();
+  if (r.cacheFlushed) after += tr(" Candidates timed with their weights and output flushed from the caches.");
   int confirmed = 0;  // records of the confirmation rounds (app/tune.h TuneOptions::confirmTop)
   for (const auto& t : r.tasks) confirmed += t.confirmed;
   setMessage(tr("%1 %2 candidates measured in %3, %4 failed; %5 records (%6 of them finalists timed again "
@@ -221,7 +227,7 @@ void TuningView::setResult(const app::TuneResult& r) {
                                ? tr(" (and %n record(s) of earlier runs copied from the session store)", "",
                                     r.recordsCopied)
                                : QString()),
-                      speed));
+                      after));
   // A Slurm run: array tasks that failed are named with their logs (their records were merged).
   QStringList failed;
   for (const auto& t : r.slurmTasks)

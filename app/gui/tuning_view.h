@@ -48,6 +48,7 @@ class TuningView : public QWidget {
 
   QComboBox* m_tuner;
   QComboBox* m_features;  // what the xgb tuner's cost model sees
+  QCheckBox* m_cacheFlush;  // TuneOptions::cacheFlush
   QSpinBox* m_trials;
   QSpinBox* m_earlyStop;
   QDoubleSpinBox* m_timeLimit;

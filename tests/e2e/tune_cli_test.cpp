@@ -410,6 +410,29 @@ TEST(TuneCli, LoopFeatureTunerMeasuresDistinctCandidates) {
   expectKilnMatchesEager(model(), records);
 }
 
+// --cache-flush times every candidate with its weights and output flushed from the caches: the
+// candidates are measured and correct as without it, and the run says how it timed them.
+TEST(TuneCli, CacheFlushTimesCandidatesColdAndSaysSo) {
+  for (bool flush : {true, false}) {
+    std::string name = flush ? "flush" : "warm";
+    fs::path records = tempDir() / (name + ".jsonl"), json = tempDir() / (name + ".json");
+    fs::remove(records);
+    Outcome o = kiln("tune " + model() + (flush ? " --cache-flush" : "") + " --trials 3 --records " +
+                     records.string() + " --json " + json.string() + common(name));
+    ASSERT_EQ(o.exitCode, 0) << o.err;
+    std::vector<nlohmann::json> lines = readLines(records);
+    EXPECT_GE(lines.size(), 3u);
+    for (const auto& r : lines) {
+      EXPECT_EQ(r["error"], "") << r.dump();
+      EXPECT_GT(r["cost_ms"].get<double>(), 0) << r.dump();
+    }
+    std::ifstream in(json);
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    EXPECT_EQ(j["cache_flush"], flush) << j.dump();
+    EXPECT_EQ(o.out.find("flushed from the caches") != std::string::npos, flush) << o.out;
+  }
+}
+
 TEST(TuneCli, BadArgumentsGiveOneLineErrors) {
   Outcome o = kiln("tune " + model() + " --tuner annealing" + common());
   EXPECT_NE(o.exitCode, 0);

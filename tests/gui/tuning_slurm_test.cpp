@@ -49,9 +49,23 @@ class TuningSlurmTest : public QObject {
     QVERIFY(features->isEnabled());
   }
 
+  // Timing with flushed caches: off by default, on when ticked.
+  void cacheFlushReachesTheOptions() {
+    TuningView view;
+    QCheckBox* flush = nullptr;
+    for (QCheckBox* box : view.findChildren<QCheckBox*>())
+      if (box->text().contains(QStringLiteral("caches"))) flush = box;
+    QVERIFY(flush);
+    QVERIFY(!view.options({}).cacheFlush);
+    flush->setChecked(true);
+    QVERIFY(view.options({}).cacheFlush);
+  }
+
   void switchReachesTheOptions() {
     TuningView view;
-    QCheckBox* slurm = view.findChild<QCheckBox*>();
+    QCheckBox* slurm = nullptr;
+    for (QCheckBox* box : view.findChildren<QCheckBox*>())
+      if (box->text().contains(QStringLiteral("Slurm"))) slurm = box;
     QVERIFY(slurm);
     QLineEdit* partition = nullptr;
     for (QLineEdit* edit : view.findChildren<QLineEdit*>())

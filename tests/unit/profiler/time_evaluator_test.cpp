@@ -1,5 +1,5 @@
 // Time evaluator: statistics derived from raw samples, the spread the views show, number scaling,
-// time budget, noise flag.
+// time budget, noise flag, the untimed hook before each call and cache eviction.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -89,6 +89,39 @@ TEST(TimeEvaluator, SideBySideAlternatesRepeatsAndTimesEachCallable) {
   }
   EXPECT_GE(t[1].minMs, 0.29);
   EXPECT_LT(t[0].medianMs, t[1].medianMs);
+}
+
+// The hook runs before every call (warm-up, calibration and timed ones), with the index of the
+// callable it precedes, and its time is not the call's.
+TEST(TimeEvaluator, BeforeEachCallRunsUntimedBeforeEveryCall) {
+  std::string order;
+  TimingOptions o;
+  o.warmup = 1;
+  o.number = 2;
+  o.repeat = 3;
+  o.beforeEachCall = [&](size_t k) {
+    order += static_cast<char>('0' + k);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  Timing alone = timeIt([&] { order += 'a'; }, o);
+  EXPECT_EQ(order, "0a" + std::string("0a0a") + "0a0a" + "0a0a");
+  ASSERT_EQ(alone.samplesMs.size(), 3u);
+  EXPECT_LT(alone.medianMs, 1.0);  // a call appends one character; the hook sleeps 2 ms
+  order.clear();
+  std::vector<Timing> both = timeSideBySide({[&] { order += 'a'; }, [&] { order += 'b'; }}, o);
+  EXPECT_EQ(order, "0a1b" + std::string("0a0a0a1b1b1b") + "0a0a0a1b1b1b" + "0a0a0a1b1b1b");
+  ASSERT_EQ(both.size(), 2u);
+  for (const Timing& t : both) EXPECT_LT(t.medianMs, 1.0);
+}
+
+// Eviction writes lines back: the data stays what it was, whatever the range's alignment.
+TEST(TimeEvaluator, EvictingFromTheCachesKeepsTheData) {
+  std::vector<float> data(100'003);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i) * 0.5f;
+  evictFromCaches(data.data() + 3, (data.size() - 5) * sizeof(float));
+  evictFromCaches(data.data(), 0);
+  evictFromCaches(nullptr, 64);
+  for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], static_cast<float>(i) * 0.5f) << i;
 }
 
 TEST(TimeEvaluator, NumberGrowsUntilARepeatLastsMinRepeatMs) {

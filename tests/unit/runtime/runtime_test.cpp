@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "runtime/error.h"
 #include "runtime/graph_executor.h"
@@ -169,6 +170,30 @@ TEST(GraphExecutor, RunsCallsInOrderWithConstants) {
   ex.run();
   Tensor y = ex.output(0);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(y.data<float>()[i], i + 1 + 10.0f * i);
+}
+
+// A call's operands are the memory its kernel reads and writes, each buffer with its size, in
+// the call's argument order.
+TEST(GraphExecutor, CallOperandsAreTheBuffersTheKernelIsGiven) {
+  GraphPlan plan;
+  plan.slots = {{"x", DType::Float32, {4}, SlotKind::Input, 0},
+                {"c", DType::Float32, {4}, SlotKind::Constant, 0},
+                {"t", DType::Float32, {4}, SlotKind::Intermediate, -1},
+                {"y", DType::Float32, {2, 4}, SlotKind::Intermediate, -1}};
+  plan.constants = {Tensor::zeros(DType::Float32, {4})};
+  plan.inputs = {0};
+  plan.outputs = {2};
+  plan.calls = {{"add_one", {0, 2}, 1, "a"}, {"add", {2, 1, 3}, 1, "b"}};
+  GraphExecutor ex(plan, std::make_shared<HandLibrary>());
+  std::vector<GraphExecutor::Operand> second = ex.callOperands(1);
+  ASSERT_EQ(second.size(), 3u);
+  EXPECT_EQ(second[0].data, ex.callOperands(0)[1].data);  // t: written by call 0, read by call 1
+  EXPECT_EQ(second[0].bytes, 16u);
+  EXPECT_EQ(second[1].bytes, 16u);
+  EXPECT_EQ(second[2].bytes, 32u);
+  EXPECT_NE(second[1].data, second[2].data);
+  EXPECT_THROW(ex.callOperands(2), Error);
+  EXPECT_THROW(ex.callOperands(-1), Error);
 }
 
 TEST(GraphExecutor, RejectsWrongInputsAndMissingKernels) {
