@@ -72,6 +72,9 @@ PreparedTune prepareTune(const std::string& path, const TuneOptions& options) {
   return p;
 }
 
+const std::vector<std::string>& tunerNames() { return core::tune::tunerNames(); }
+const std::vector<std::string>& featureSetNames() { return core::tune::featureSetNames(); }
+
 std::vector<int> tuneBudgets(const std::vector<core::tune::TuneTask>& tasks, const TuneOptions& options) {
   std::vector<int> out(tasks.size(), std::max(1, options.trialsPerTask));
   if (!options.taskBudgets.empty()) {

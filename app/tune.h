@@ -115,6 +115,11 @@ struct TuneResult {
   int recordsMerged = 0;
 };
 
+/// The names TuneOptions::tuner and TuneOptions::features accept (core/tune's lists), the default
+/// first.
+const std::vector<std::string>& tunerNames();
+const std::vector<std::string>& featureSetNames();
+
 /// The tasks a build with these options would tune (no measuring).
 Result<std::vector<TuneTaskInfo>> tuneTasks(const std::string& path, const TuneOptions& options);
 Result<TuneResult> tune(const std::string& path, const TuneOptions& options,

@@ -231,11 +231,11 @@ void registerTune(CLI::App& cli, Action& action) {
   cmd->add_option("--total-trials", o.totalTrials, "a total budget split over tasks by their share of the FLOPs")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--tuner", o.tuner, "xgb (cost model + simulated annealing), random or grid")
-      ->check(CLI::IsMember({"xgb", "random", "grid"}));
+      ->check(CLI::IsMember(app::tunerNames()));
   cmd->add_option("--features", o.features,
                   "what xgb's cost model sees: knobs (default), loops (each candidate's loop nest; an "
                   "evolutionary search scores only the points it visits) or both")
-      ->check(CLI::IsMember({"knobs", "loops", "both"}));
+      ->check(CLI::IsMember(app::featureSetNames()));
   cmd->add_flag("--cache-flush", o.cacheFlush,
                 "time each candidate with its weights and output flushed from the caches before every call "
                 "(its input stays warm), as a layer whose weights the model's other layers evicted");

@@ -11,10 +11,15 @@
 namespace kiln::core::tune {
 
 FeatureSet featureSetNamed(const std::string& name) {
-  if (name == "knobs") return FeatureSet::Knobs;
-  if (name == "loops") return FeatureSet::Loops;
-  if (name == "both") return FeatureSet::Both;
-  throw Error("unknown feature set '" + name + "' (expected loops, knobs or both)", ErrorKind::Usage);
+  for (FeatureSet set : {FeatureSet::Knobs, FeatureSet::Loops, FeatureSet::Both})
+    if (name == featureSetName(set)) return set;
+  throw Error("unknown feature set '" + name + "' (expected knobs, loops or both)", ErrorKind::Usage);
+}
+
+const std::vector<std::string>& featureSetNames() {
+  static const std::vector<std::string> names{featureSetName(FeatureSet::Knobs), featureSetName(FeatureSet::Loops),
+                                              featureSetName(FeatureSet::Both)};
+  return names;
 }
 
 const char* featureSetName(FeatureSet set) {

@@ -26,6 +26,8 @@ enum class FeatureSet { Knobs, Loops, Both };
 /// "knobs", "loops" or "both"; throws kiln::Error (Usage) for another name.
 FeatureSet featureSetNamed(const std::string& name);
 const char* featureSetName(FeatureSet set);
+/// Every feature set's name, the default (knobs) first.
+const std::vector<std::string>& featureSetNames();
 
 class CandidateFeatures {
  public:
