@@ -212,6 +212,7 @@ TuneStart beginTune(const PreparedTune& p, const TuneOptions& options, profiler:
   s.result.model = p.model->name;
   s.result.target = s.target;
   s.result.tuner = options.tuner;
+  s.result.cacheFlushed = options.cacheFlush;
   s.result.recordsPath = options.recordsPath;
   if (store) {
     s.result.stored = store->transaction([&] {
@@ -264,7 +265,6 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     int workers = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 2);
     profiler::TuneRunner runner(tuneWorkerArgv(options), workers, options.measureTimeoutSeconds);
     // Candidates are compiled exactly as the build compiles them (target, -O level).
-    result.cacheFlushed = options.cacheFlush;
     profiler::WorkerMeasurer measurer(runner, options.build.target, threads, options.build.optLevel,
                                       options.cacheFlush);
     core::tune::TuneLoopOptions loop;
