@@ -25,6 +25,13 @@ QLabel* messageLabel(TuningView& view) {
   return nullptr;
 }
 
+/// The view's checkbox whose text contains `text`.
+QCheckBox* checkBox(TuningView& view, const QString& text) {
+  for (QCheckBox* box : view.findChildren<QCheckBox*>())
+    if (box->text().contains(text)) return box;
+  return nullptr;
+}
+
 }  // namespace
 
 class TuningSlurmTest : public QObject {
@@ -52,9 +59,7 @@ class TuningSlurmTest : public QObject {
   // Timing with flushed caches: off by default, on when ticked.
   void cacheFlushReachesTheOptions() {
     TuningView view;
-    QCheckBox* flush = nullptr;
-    for (QCheckBox* box : view.findChildren<QCheckBox*>())
-      if (box->text().contains(QStringLiteral("caches"))) flush = box;
+    QCheckBox* flush = checkBox(view, QStringLiteral("caches"));
     QVERIFY(flush);
     QVERIFY(!view.options({}).cacheFlush);
     flush->setChecked(true);
@@ -63,9 +68,7 @@ class TuningSlurmTest : public QObject {
 
   void switchReachesTheOptions() {
     TuningView view;
-    QCheckBox* slurm = nullptr;
-    for (QCheckBox* box : view.findChildren<QCheckBox*>())
-      if (box->text().contains(QStringLiteral("Slurm"))) slurm = box;
+    QCheckBox* slurm = checkBox(view, QStringLiteral("Slurm"));
     QVERIFY(slurm);
     QLineEdit* partition = nullptr;
     for (QLineEdit* edit : view.findChildren<QLineEdit*>())
