@@ -14,7 +14,6 @@
 namespace kiln::core::tir {
 namespace {
 
-constexpr int kLevels = 8;        // innermost loops of the heaviest statement described one by one
 float lg(double v) { return static_cast<float>(std::log2(1.0 + std::max(0.0, v))); }
 
 using schedule_detail::Interval;
@@ -39,7 +38,6 @@ constexpr int kSteppedLoops = 2;  // outermost loops whose one-iteration address
 
 struct Access {
   int64_t bytes = 0;        // per execution (lanes × element size)
-  int64_t bufferBytes = 0;  // the whole buffer
   bool param = false, store = false;
   std::set<const Var*> loops;  // the loop variables its index depends on
   // How far its address moves, in bytes, when the statement's i-th outermost loop advances by one
@@ -164,7 +162,6 @@ class Walker {
     Access a;
     int64_t element = elementBytes(buffer->elemType);
     a.bytes = element * std::max(1, lanes);
-    a.bufferBytes = buffer->numel() * element;
     a.param = m_params.count(buffer.get()) != 0;
     a.store = isStore;
     a.loops = loopsOf(index);
@@ -240,12 +237,6 @@ const std::vector<std::string>& loopFeatureNames() {
       std::string loop = "outer" + std::to_string(i) + "_";
       n.push_back(loop + "still_param_share");
       n.push_back(loop + "mean_param_step");
-    }
-    for (int i = 1; i <= kLevels; ++i) {
-      std::string level = "level" + std::to_string(i) + "_";
-      n.push_back(level + "extent");
-      n.push_back(level + "kind");
-      n.push_back(level + "touched_bytes");
     }
     return n;
   }();
@@ -343,30 +334,6 @@ std::vector<float> loopFeatures(const PrimFunc& func, int threads) {
         }
       }
     f.insert(f.end(), {static_cast<float>(known > 0 ? still / known : 0), lg(known > 0 ? steps / known : 0)});
-  }
-  // The heaviest statement's innermost loops, innermost first; levels it does not have are 0.
-  // A level's touched bytes are those of every statement inside that loop (its let-bound loads
-  // and its neighbours in a register tile too).
-  const size_t depth = heaviest ? heaviest->loops.size() : 0;
-  for (int level = 0; level < kLevels; ++level) {
-    if (static_cast<size_t>(level) >= depth) {
-      f.insert(f.end(), {0.0f, 0.0f, 0.0f});
-      continue;
-    }
-    const size_t at = depth - 1 - static_cast<size_t>(level);
-    const Loop& loop = heaviest->loops[at];
-    double touched = 0;
-    for (const Statement& st : w.statements) {
-      auto from = std::find_if(st.loops.begin(), st.loops.end(), [&](const Loop& l) { return l.var == loop.var; });
-      if (from == st.loops.end()) continue;
-      for (const Access& a : st.accesses) {
-        double region = static_cast<double>(a.bytes);
-        for (auto it = from; it != st.loops.end(); ++it)
-          if (a.loops.count(it->var)) region *= static_cast<double>(it->extent);
-        touched += std::min(region, static_cast<double>(a.bufferBytes));
-      }
-    }
-    f.insert(f.end(), {lg(static_cast<double>(loop.extent)), static_cast<float>(loop.kind), lg(touched)});
   }
   return f;
 }

@@ -5,9 +5,9 @@
 // sketch's mi are different things); the loop nest they produce is common ground. Like Ansor's
 // features, these describe the statements of a kernel (every store, and every float let, where
 // register tiles keep their loads) by how often they run, how much arithmetic and memory traffic
-// they do, how their loops are laid out (parallel, vectorized, unrolled) and how much data their
-// loops touch, so one model can rank a builder's kernel against a sketch's, and what it learns on
-// one shape carries to others.
+// they do, how their loops are laid out (parallel, vectorized, unrolled) and in which order
+// their loops walk the data, so one model can rank a builder's kernel against a sketch's, and
+// what it learns on one shape carries to others.
 //
 // The row (loopFeatureNames() names each entry; counts and sizes are log2(1 + x)):
 //   totals      float operations, transcendental calls, bytes loaded and stored (parameters and
@@ -27,10 +27,10 @@
 //   loop order  for the heaviest statement's two outermost loops, stepping one iteration: the
 //               share of parameter bytes in their bodies whose address stays put (reused by the
 //               next iteration) and the mean address step (which way a fused loop runs);
-//   heaviest    for the store that does the most float operations: its share of them, and for
-//               each of its 8 innermost loops (innermost first) the loop's extent, its kind
-//               (ForKind's value), and the bytes the statements inside it touch over the whole
-//               loop (each access's region, at most its buffer; what must stay in cache for reuse).
+//   heaviest    for the store that does the most float operations: its share of them.
+// Not in the row: the heaviest statement's innermost loops one by one (extent, kind, bytes
+// touched inside each). With the 16–64 records a task has, those 24 columns made the ranking
+// worse on every record set but Winograd's (core/README.md has the figures).
 // A loop extent that is not a constant counts as its upper bound over the enclosing loops (a
 // window clipped at the image border as unclipped), else 1.
 #pragma once
