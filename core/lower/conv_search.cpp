@@ -199,7 +199,12 @@ Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers) {
   int64_t mi = tallest;
   while (mi > 1 && s.pixels % mi != 0) --mi;
   if (mi == 1) mi = tallest;  // no divisor: the tallest tile and a tail loop
-  return {{"mi", mi}, {"po", 1}, {"oc_vecs", s.vectors}};
+  // Unregioned (pointwise) nests take the builder's order (schedule.h convChannelsOuter): pixel
+  // tiles outermost when the input is the larger operand, so each thread writes the rows it read.
+  // A regioned nest runs the weight groups in parallel: its alternative, each region's outer loop
+  // in parallel, is one launch per region (measured slower on ResNet-50's stem and 3×3 stride 2).
+  const bool groupsOuter = s.regioned() || convChannelsOuter(s.weightElements(), s.inputElements());
+  return {{"mi", mi}, {"po", groupsOuter ? 1 : 0}, {"oc_vecs", s.vectors}};
 }
 
 std::vector<Knobs> convSketchAnnotations(const ConvSketchShape& s, int registers) {

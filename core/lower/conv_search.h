@@ -1,9 +1,8 @@
 // The template-free schedule of direct packed convolutions (conv2d_nchwc, groups 1 or depthwise:
 // pointwise or any window, stride, padding and dilation): a plain loop nest and the sketch rule whose
 // annotations the tuner searches, as core/lower/gemm_search.h has for the GEMMs. A configuration
-// with "mi" is a sketch annotation. Untuned, a depthwise convolution takes the sketch's default
-// annotation and an ungrouped one the hand-written builder of ops_conv_packed.cpp, which a record
-// of builder knobs also selects.
+// with "mi" is a sketch annotation. Untuned, a convolution takes the sketch's default annotation;
+// a record of builder knobs selects the hand-written builder of ops_conv_packed.cpp.
 //
 // ## The plain nest
 //
@@ -143,7 +142,8 @@ tir::PrimFunc convSketchPlainFunc(const ConvSketchShape& s);
 /// budget of mi·V vectors (schedule.h accumulatorBudget: 28 of 32 registers, 13 of 16).
 bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int registers);
 /// The sketch's plain choice for this shape: the tallest tile of at most 16 pixels that fits the
-/// registers and divides P (a tail loop when only 1 would), weight groups outermost.
+/// registers and divides P (a tail loop when only 1 would), weight groups outermost when the
+/// weights are at least as large as the input or the nest is regioned, else pixel tiles.
 Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers);
 /// Every annotation that fits, po and mi (1..16) ascending.
 std::vector<Knobs> convSketchAnnotations(const ConvSketchShape& s, int registers);

@@ -256,10 +256,12 @@ Index nestIndex(const LoopNest& nest, const Shape& shape) {
   return idx;
 }
 
-/// True when every value of the group's nodes before `end` (its end by default) can be addressed
-/// by one flat index: only elementwise ops, reshapes and binary ops without broadcasting.
-bool canUseFlat(const Graph& graph, const FusedGroup& group, NodeId end = -1) {
+/// True when every value of the group's nodes before `end` (its end by default), `skip` aside (the
+/// anchor, whose epilogue is asked about), can be addressed by one flat index: only elementwise
+/// ops, reshapes and binary ops without broadcasting.
+bool canUseFlat(const Graph& graph, const FusedGroup& group, NodeId end = -1, NodeId skip = -1) {
   for (NodeId n = group.first; n < (end < 0 ? group.end : end); ++n) {
+    if (n == skip) continue;
     const Node& node = graph.node(n);
     int64_t numel = graph.type(node.outputs[0]).numel();
     if (node.op == "copy" || node.op == "reshape" || isUnaryElementwise(node.op)) continue;
@@ -360,6 +362,16 @@ class GroupLowering {
       eval.seed(anchorOut, value);
       return eval.valueAt(m_out, Index{shape, index, value.type().lanes, nullptr, {}, false});
     };
+    // Anchors that know only their stores' offsets (sketch kernels, epilogueAtStores) then apply
+    // the epilogue there, reading every operand at that offset.
+    const int64_t numel = m_graph.type(anchorOut).numel();
+    if (canUseFlat(m_graph, m_group, -1, m_anchor) && m_graph.type(m_out).numel() == numel)
+      ctx.flatEpilogue = [&](Expr value, const Expr& offset) {
+        ++calls;
+        eval.clearMemo();
+        eval.seed(anchorOut, value);
+        return eval.valueAt(m_out, Index{{numel}, {offset}, value.type().lanes, nullptr, {}, true});
+      };
     Stmt body = lowering(ctx);
     m_schedule = ctx.schedule;
     m_tuneKey = ctx.tuneKey;

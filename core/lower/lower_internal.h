@@ -58,6 +58,12 @@ struct OpContext {
   tir::Expr applyEpilogue(tir::Expr value, const std::vector<tir::Expr>& index) const {
     return epilogue ? epilogue(std::move(value), index) : value;
   }
+  /// The same epilogue given the output position as its flat row-major offset (a Ramp when the
+  /// store is vectorized). Set beside `epilogue` only when every operand the epilogue reads has
+  /// the output's element count and is read at that same offset (no broadcasting, transposes or
+  /// per-channel parameters), as in conv + residual add + ReLU: a lowering that knows only its
+  /// stores' offsets (epilogueAtStores) then needs no per-axis index rebuilt by division.
+  std::function<tir::Expr(tir::Expr value, const tir::Expr& offset)> flatEpilogue;
 
   /// Fused prologue (set by fused-function lowering when a reduction is a group's root,
   /// core/lower/fused.cpp; empty when the op is lowered alone). Reduction lowerings (mean, sum)

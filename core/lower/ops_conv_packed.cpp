@@ -19,10 +19,11 @@
 // The inner step loads V weight vectors and B scalars for V·B FMAs. The weight vectors are
 // contiguous because of the packing; broadcasts come straight from memory (AVX-512 embedded
 // broadcast). 1×1 convolutions are the same tile without kh/kw loops: a packed GEMM; on narrow
-// rows (7×7) their spatial axes are flattened into one row so that the tiles stay full. A
-// convolution (groups 1 or depthwise) whose tuning record is a sketch annotation or trace runs
-// the sketch of conv_search.h instead (the same tile, built by schedule primitives on a plain
-// nest), and so does an untuned depthwise one (the sketch's default annotation).
+// rows (7×7) their spatial axes are flattened into one row so that the tiles stay full. This
+// builder runs only for a record of its knobs (and for outputs whose window lies wholly in the
+// padding): an untuned convolution (groups 1 or depthwise) and one whose record is a sketch
+// annotation or trace run the sketch of conv_search.h (the same tile, built by schedule
+// primitives on a plain nest; untuned, its default annotation).
 //
 // Vector width (knob vec_lanes = w, schedule.h packedConvLaneChoices): by default w = L. With
 // w = L/2 every L-lane vector above is S = L/w vectors of w lanes — accumulators acc[v·S + s][b],
@@ -335,9 +336,9 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   // A convolution whose record is a sketch annotation or trace (conv_search.h).
   const int64_t groups = ctx.attrs.getInt("groups", 1);
   if (auto shape = convSketchShape(xs, ws, ys, stride, pad, dil, groups, ctx.in.size() == 3)) {
-    // Depthwise convolutions take the sketch by default (its default ran MobileNetV2's depthwise
-    // layers 1.02–1.55× faster than the builder's heuristic); a record of builder knobs keeps the builder.
-    Stmt nest = sketchConv(ctx, *shape, shape->depthwise && !tuned);
+    // Untuned, every convolution the sketch takes runs its default annotation; a record of
+    // builder knobs keeps the builder.
+    Stmt nest = sketchConv(ctx, *shape, !tuned);
     if (nest.defined()) return nest;
   }
   bool flatten = packedConvFlattens(s.kh, s.kw, stride, pad, s.ow, ctx.options);

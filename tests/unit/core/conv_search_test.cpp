@@ -204,9 +204,14 @@ TEST(PointwiseConvSearch, DefaultTilesDivideThePixelsOrTakeATail) {
     ConvSketchShape s{1, 4, 16, pixels, 2, vectors, 16, true};
     Knobs k = convSketchDefaultKnobs(s, registers);
     EXPECT_TRUE(convSketchAnnotationFits(s, k, registers)) << knobsText(k);
-    EXPECT_EQ(k.at("po"), 1);
+    // Weight groups outermost when the weights are at least as large as the input (the
+    // builder's order), pixel tiles otherwise.
+    EXPECT_EQ(k.at("po"), s.weightElements() >= s.inputElements() ? 1 : 0) << pixels;
     return k.at("mi");
   };
+  // 2 groups × 64 channels × 32 outputs (4096 weights) against 64 channels of 3136 or 49 pixels.
+  EXPECT_EQ(convSketchDefaultKnobs(ConvSketchShape{1, 4, 16, 56 * 56, 2, 2, 16, true}, 32).at("po"), 0);
+  EXPECT_EQ(convSketchDefaultKnobs(ConvSketchShape{1, 4, 16, 7 * 7, 2, 2, 16, true}, 32).at("po"), 1);
   EXPECT_EQ(mi(56 * 56, 2, 32), 14);
   EXPECT_EQ(mi(7 * 7, 2, 32), 7);
   EXPECT_EQ(mi(7 * 7, 4, 32), 7);   // 28 accumulators: the whole budget, as the builder's 4 × 7
@@ -268,7 +273,7 @@ TEST(PointwiseConvSearch, AReductionOverTwoLoopsStagedInsideOneOfThem) {
 
 // A record with a sketch annotation makes the model's pointwise convolution the sketch, a fused
 // relu applied where the tile is written back; its trace alone rebuilds the same kernel; a record
-// for another packing keeps the hand-written builder.
+// for another packing is ignored (the untuned kernel: the sketch's default annotation).
 TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
   Graph fused = parseGraph(
       "graph(%x: f32[1,3,5,7,4], %w: f32[2,3,1,1,4,8], %b: f32[16]) {\n"
@@ -294,9 +299,82 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
   auto configs = std::make_shared<ScheduleConfigs>();
   configs->byKey[key] = Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 1}};  // packed for one vector per block
   options.schedules = configs;
+  PrimFunc untuned = lowerGraph(fused, options).funcs[0];
+  EXPECT_EQ(untuned.attrs.at("schedule"), knobsText(convSketchDefaultKnobs(s, options.vectorRegisters)));
+  EXPECT_EQ(untuned.attrs.count("trace"), 1u);
+  // A record of the hand-written builder's knobs selects the builder, which has no trace.
+  configs->byKey[key] = Knobs{{"ow_block", 5}, {"oc_vecs", 2}};
   PrimFunc builder = lowerGraph(fused, options).funcs[0];
-  EXPECT_NE(builder.attrs.at("schedule").find("ow_block"), std::string::npos) << builder.attrs.at("schedule");
+  EXPECT_NE(builder.attrs.at("schedule").find("ow_block=5"), std::string::npos) << builder.attrs.at("schedule");
   EXPECT_EQ(builder.attrs.count("trace"), 0u);
+}
+
+// A residual add and relu fused after the untuned sketch read the residual at the offset of the
+// store they feed (OpContext::flatEpilogue): no index rebuilt by division; a per-channel operand
+// keeps the per-axis index. Both compute the reference in the interpreter and as JIT code.
+TEST(PointwiseConvSearch, ResidualEpilogueReadsAtTheStoreOffset) {
+  ConvSketchShape s{1, 3, 4, 35, 2, 2, 4, true};
+  runtime::Tensor xt = randomTensor({1, 3, 5, 7, 4}, 1), wt = randomTensor({2, 3, 1, 1, 4, 8}, 2),
+                  bt = randomTensor({16}, 3), rt = randomTensor({1, 4, 5, 7, 4}, 4), ct = randomTensor({1, 4, 1, 1, 4}, 5);
+  std::vector<float> b = toVector(bt), r = toVector(rt), c = toVector(ct);
+  std::vector<float> conv = reference(s, toVector(xt), toVector(wt), &b);
+  for (bool perChannel : {false, true}) {
+    SCOPED_TRACE(perChannel ? "with a per-channel add" : "residual only");
+    Graph fused = parseGraph(
+        "graph(%x: f32[1,3,5,7,4], %w: f32[2,3,1,1,4,8], %b: f32[16], %r: f32[1,4,5,7,4], %c: f32[1,4,1,1,4]) {\n"
+        "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, out_layout=\"NCHW4c\"} : f32[1,4,5,7,4]\n"
+        "  %s = add(%y, %r) : f32[1,4,5,7,4]\n"
+        "  %t = add(%s, %c) : f32[1,4,5,7,4]\n"
+        "  %z = relu(%t) : f32[1,4,5,7,4]\n"
+        "  return %z\n"
+        "}\n");
+    if (!perChannel) fused = parseGraph(
+        "graph(%x: f32[1,3,5,7,4], %w: f32[2,3,1,1,4,8], %b: f32[16], %r: f32[1,4,5,7,4]) {\n"
+        "  %y = conv2d_nchwc(%x, %w, %b) {groups=1, out_layout=\"NCHW4c\"} : f32[1,4,5,7,4]\n"
+        "  %s = add(%y, %r) : f32[1,4,5,7,4]\n"
+        "  %z = relu(%s) : f32[1,4,5,7,4]\n"
+        "  return %z\n"
+        "}\n");
+    fused.addGroup("g", 0, perChannel ? 4 : 3);
+    LowerOptions options;  // 8 lanes, 16 registers
+    LoweredModule module = lowerGraph(fused, options);
+    ASSERT_EQ(module.funcs.size(), 1u);
+    const PrimFunc& f = module.funcs[0];
+    EXPECT_EQ(f.attrs.at("schedule"), knobsText(convSketchDefaultKnobs(s, options.vectorRegisters)));
+    // Every load of the residual: its index free of division and remainder.
+    struct ResidualLoads : tir::IRVisitor {
+      int loads = 0, divided = 0;
+      bool inResidual = false;
+      using tir::IRVisitor::visit;
+      void visit(const tir::Load* op) override {
+        if (op->buffer->name != "r") return tir::IRVisitor::visit(op);
+        ++loads;
+        inResidual = true;
+        tir::IRVisitor::visit(op);
+        inResidual = false;
+      }
+      void visit(const tir::Div* op) override {
+        divided += inResidual;
+        tir::IRVisitor::visit(op);
+      }
+      void visit(const tir::Mod* op) override {
+        divided += inResidual;
+        tir::IRVisitor::visit(op);
+      }
+    } residual;
+    residual.visitStmt(f.body);
+    EXPECT_GT(residual.loads, 0);
+    if (!perChannel) EXPECT_EQ(residual.divided, 0) << tir::print(f);
+    std::vector<float> want = conv;
+    for (size_t i = 0; i < want.size(); ++i) {
+      float v = want[i] + r[i] + (perChannel ? c[(i / 140) * 4 + i % 4] : 0.0f);
+      want[i] = std::max(0.0f, v);
+    }
+    std::vector<runtime::Tensor> inputs{xt, wt, bt, rt};
+    if (perChannel) inputs.push_back(ct);
+    for (Engine e : {Engine::Interpreter, Engine::Jit})
+      EXPECT_TRUE(allClose(evalModule(module, inputs, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+  }
 }
 
 // A strided 1×1 convolution (ResNet's downsampling) keeps its rows; a record selects the sketch,

@@ -47,20 +47,41 @@ PackedConvGraph makePackedConv(const ConvCase& p, const LowerOptions& options, u
   return g;
 }
 
-void checkPackedConv(const ConvCase& p, int lanes, bool interpreter, uint32_t seed = 7) {
-  SCOPED_TRACE(p.str() + " lanes=" + std::to_string(lanes));
+LowerOptions lanesOptions(int lanes) {
   LowerOptions options;
   options.vectorLanes = lanes;
   options.vectorRegisters = kiln::core::lower::vectorRegistersForLanes(lanes);
-  PackedConvGraph g = makePackedConv(p, options, seed);
+  return options;
+}
+
+/// `options` with `knobs` as the tuning record of the graph's convolution (node `conv`).
+LowerOptions withRecord(const Graph& graph, NodeId conv, LowerOptions options, const Knobs& knobs) {
+  const Node& node = graph.node(conv);
+  std::vector<TensorType> in;
+  for (ValueId v : node.inputs) in.push_back(graph.type(v));
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[tuneKeyOf(node.op, node.attrs, in, {graph.type(node.outputs[0])})] = knobs;
+  options.schedules = configs;
+  return options;
+}
+
+/// The convolution untuned (the sketch's default annotation where the sketch applies) and with a
+/// record of builder knobs (the hand-written builder, its other knobs from its heuristic), in the
+/// interpreter (when asked) and as JIT code, against the reference.
+void checkPackedConv(const ConvCase& p, int lanes, bool interpreter, uint32_t seed = 7) {
+  SCOPED_TRACE(p.str() + " lanes=" + std::to_string(lanes));
+  PackedConvGraph g = makePackedConv(p, lanesOptions(lanes), seed);
   std::vector<float> expected = referenceConv(p, g.x, g.w, p.bias ? &g.b : nullptr);
   runtime::Tensor xp = passes::packChannels(g.x, g.inBlock);
-  for (Engine e : {Engine::Interpreter, Engine::Jit}) {
-    if (e == Engine::Interpreter && !interpreter) continue;
-    auto out = evalGraph(g.graph, {xp}, e, options);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_TRUE(allClose(passes::unpackChannels(out[0]), expected))
-        << (e == Engine::Jit ? "jit" : "interpreter");
+  for (bool builder : {false, true}) {
+    LowerOptions options = builder ? withRecord(g.graph, 0, lanesOptions(lanes), {{"unroll", 1}}) : lanesOptions(lanes);
+    for (Engine e : {Engine::Interpreter, Engine::Jit}) {
+      if (e == Engine::Interpreter && !interpreter) continue;
+      auto out = evalGraph(g.graph, {xp}, e, options);
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_TRUE(allClose(passes::unpackChannels(out[0]), expected))
+          << (e == Engine::Jit ? "jit" : "interpreter") << (builder ? ", builder" : ", untuned");
+    }
   }
 }
 
@@ -97,7 +118,11 @@ TEST(KernelsConvPacked, PointwiseOnNarrowRowsIsOneFlatRow) {
   options.vectorLanes = 16;
   options.vectorRegisters = 32;
   PackedConvGraph g = makePackedConv({1, 512, 7, 7, 2048, 1, 1, 1, 1, 0, 0, 1, 1, 1, true}, options, 1);
-  EXPECT_EQ(lowerNode(g.graph, 0, "conv", options).attrs["schedule"], "flatten=1,oc_outer=1,oc_vecs=2,ow_block=13,par_chunks=4,unroll=1");
+  // Untuned: the sketch's tiles of 7 pixels over the flat row; the builder's heuristic (a record
+  // of builder knobs): one flat row in tiles of 13.
+  EXPECT_EQ(lowerNode(g.graph, 0, "conv", options).attrs["schedule"], "mi=7,oc_vecs=2,po=1");
+  EXPECT_EQ(lowerNode(g.graph, 0, "conv", withRecord(g.graph, 0, options, {{"unroll", 1}})).attrs["schedule"],
+            "flatten=1,oc_outer=1,oc_vecs=2,ow_block=13,par_chunks=4,unroll=1");
 }
 
 TEST(KernelsConvPacked, RecordsScheduleKnobs) {
@@ -105,13 +130,16 @@ TEST(KernelsConvPacked, RecordsScheduleKnobs) {
   options.vectorLanes = 16;
   options.vectorRegisters = 32;
   PackedConvGraph g = makePackedConv({1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, options, 1);
-  tir::PrimFunc f = lowerNode(g.graph, 0, "conv", options);
-  // 37 K weights against a 200 K input: rows outside channel groups (convChannelsOuter), so
-  // each thread reads back the rows it wrote in the previous layer.
+  // Untuned: the sketch's default annotation (a windowed nest runs its weight groups in parallel).
+  EXPECT_EQ(lowerNode(g.graph, 0, "conv", options).attrs["schedule"], "mi=14,oc_vecs=2,po=1");
+  // The builder (a record of its knobs, the rest from its heuristic): 37 K weights against a
+  // 200 K input: rows outside channel groups (convChannelsOuter), so each thread reads back the
+  // rows it wrote in the previous layer.
+  tir::PrimFunc f = lowerNode(g.graph, 0, "conv", withRecord(g.graph, 0, options, {{"unroll", 1}}));
   EXPECT_EQ(f.attrs["schedule"], "algo=0,flatten=0,oc_outer=0,oc_vecs=2,ow_block=14,par_chunks=4,unroll=1");
   // With 16 times the channels the weights outweigh the input: channel groups outside.
   PackedConvGraph wide = makePackedConv({1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, options, 1);
-  EXPECT_EQ(lowerNode(wide.graph, 0, "conv", options).attrs["schedule"],
+  EXPECT_EQ(lowerNode(wide.graph, 0, "conv", withRecord(wide.graph, 0, options, {{"unroll", 1}})).attrs["schedule"],
             "algo=0,flatten=0,oc_outer=1,oc_vecs=2,ow_block=14,par_chunks=4,unroll=1");
 }
 
@@ -125,24 +153,6 @@ TEST(KernelsConvPacked, RandomShapesMatchReference) {
 }
 
 // ---- vec_lanes: narrower vectors than the output block ---------------------------------------
-
-LowerOptions lanesOptions(int lanes) {
-  LowerOptions options;
-  options.vectorLanes = lanes;
-  options.vectorRegisters = kiln::core::lower::vectorRegistersForLanes(lanes);
-  return options;
-}
-
-/// `options` with `knobs` as the tuning record of the graph's convolution (node `conv`).
-LowerOptions withRecord(const Graph& graph, NodeId conv, LowerOptions options, const Knobs& knobs) {
-  const Node& node = graph.node(conv);
-  std::vector<TensorType> in;
-  for (ValueId v : node.inputs) in.push_back(graph.type(v));
-  auto configs = std::make_shared<ScheduleConfigs>();
-  configs->byKey[tuneKeyOf(node.op, node.attrs, in, {graph.type(node.outputs[0])})] = knobs;
-  options.schedules = configs;
-  return options;
-}
 
 /// Runs `graph` with the JIT at 1 and 2 threads (and the interpreter when asked) and compares
 /// each result with `expected` (NCHW).
@@ -227,9 +237,8 @@ TEST(KernelsConvPacked, InvalidVectorWidthsFallBackToTheBlock) {
   LowerOptions options = withRecord(g.graph, 0, lanesOptions(16), {{"vec_lanes", 8}, {"ow_block", 14}});
   EXPECT_EQ(lowerNode(g.graph, 0, "conv", options).attrs["schedule"],
             "algo=0,flatten=0,oc_outer=1,oc_vecs=2,ow_block=7,par_chunks=4,unroll=1,vec_lanes=8");
-  // Without a record the schedule text is what it always was.
-  EXPECT_EQ(lowerNode(g.graph, 0, "conv", lanesOptions(16)).attrs["schedule"],
-            "algo=0,flatten=0,oc_outer=1,oc_vecs=2,ow_block=14,par_chunks=4,unroll=1");
+  // Without a record: the sketch's default annotation, full-width vectors.
+  EXPECT_EQ(lowerNode(g.graph, 0, "conv", lanesOptions(16)).attrs["schedule"], "mi=14,oc_vecs=2,po=1");
 }
 
 // Bias add, relu and a residual add fused into the convolution's epilogue read their per-channel
