@@ -28,6 +28,7 @@ std::string recordJson(const TuneRecord& r) {
   j["costs_ms"] = r.costsMs;
   j["error"] = r.error;
   j["tuner"] = r.tuner;
+  if (r.isDefault) j["default"] = true;
   j["timestamp"] = r.timestamp;
   j["version"] = r.version;
   return j.dump();
@@ -51,6 +52,7 @@ bool parseRecord(std::string_view line, TuneRecord& r, std::string* why) {
     if (j.contains("costs_ms")) r.costsMs = j["costs_ms"].get<std::vector<double>>();
     r.error = j.value("error", "");
     r.tuner = j.value("tuner", "");
+    r.isDefault = j.value("default", false);
     r.timestamp = j.value("timestamp", "");
     r.version = j.value("version", "");
   } catch (const nlohmann::json::exception& e) {
@@ -147,12 +149,16 @@ std::vector<TuneRecord> decidingRecords(const std::vector<TuneRecord>& records, 
 }
 
 lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target) {
-  std::map<std::string, const TuneRecord*> best;
+  std::map<std::string, const TuneRecord*> best, byDefault;
   std::vector<TuneRecord> deciding = decidingRecords(records, target);
   for (const TuneRecord& r : deciding) {
     const TuneRecord*& b = best[r.key];
     if (!b || r.costMs < b->costMs) b = &r;
+    if (r.isDefault) byDefault[r.key] = &r;
   }
+  // A round's default stays unless its fastest beats it by the margin.
+  for (const auto& [key, d] : byDefault)
+    if (keepsDefault(best[key]->costMs, d->costMs)) best[key] = d;
   lower::ScheduleConfigs configs;
   for (const auto& [key, r] : best) {
     configs.byKey[key] = r->knobs;

@@ -38,6 +38,8 @@ struct TuneRecord {
   std::string tuner;
   std::string timestamp;         // UTC, ISO 8601
   std::string version;           // Kiln's
+  /// A confirmation round's record of the build's untuned configuration (JSON "default": true).
+  bool isDefault = false;
   bool ok() const { return error.empty() && costMs > 0; }
 };
 
@@ -64,9 +66,20 @@ void appendRecords(const std::string& path, const std::vector<TuneRecord>& recor
 /// a round's costs are comparable with each other.
 inline constexpr const char* kConfirmTuner = "confirm";
 
+/// How much faster than the default a round's fastest configuration must be to replace it. A
+/// round's costs still differ by a few percent from run to run, and the model runs a kernel with
+/// colder caches than the worker that times it back to back: a configuration that only ties
+/// the default (on ResNet-18, a Winograd layer's other loop order at 0.2 % faster, 1.6× slower
+/// in the model: every thread streams all of its weights) is not worth the swap.
+inline constexpr double kDefaultMargin = 0.03;
+/// Whether a round whose fastest took `bestMs` keeps its default, timed at `defaultMs` (0: none).
+inline bool keepsDefault(double bestMs, double defaultMs) {
+  return defaultMs > 0 && bestMs * (1 + kDefaultMargin) > defaultMs;
+}
+
 /// The chosen record per key for `target` (all targets when empty): the fastest error-free
-/// record of the key's latest confirmation round when it has one, else the fastest error-free
-/// record of all.
+/// record of the key's latest confirmation round when it has one (the round's default unless the
+/// fastest beats it by kDefaultMargin), else the fastest error-free record of all.
 lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target);
 
 /// The records that decide each key's choice in bestConfigs: the key's latest confirmation round

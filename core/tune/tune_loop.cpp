@@ -136,13 +136,20 @@ class TaskSearch {
     for (size_t k = 0; k < names.size() && k < confirmed.size(); ++k) {
       const Measurement& m = confirmed[k];
       if (!m.ok()) continue;
-      m_keep(record(lower::parseKnobs(names[k]), m, kConfirmTuner, round));
+      TuneRecord rec = record(lower::parseKnobs(names[k]), m, kConfirmTuner, round);
+      rec.isDefault = names[k] == m_result.defaultKnobs;
+      m_keep(rec);
       ++m_result.confirmed;
-      if (names[k] == m_result.defaultKnobs) m_result.defaultMs = m.medianMs;
+      if (rec.isDefault) m_result.defaultMs = m.medianMs;
       if (bestMs == 0 || m.medianMs < bestMs) {
         bestMs = m.medianMs;
         m_result.bestKnobs = names[k];
       }
+    }
+    // As builds choose (records.h bestConfigs): the default unless the fastest beats it by the margin.
+    if (keepsDefault(bestMs, m_result.defaultMs)) {
+      bestMs = m_result.defaultMs;
+      m_result.bestKnobs = m_result.defaultKnobs;
     }
     if (bestMs > 0) {
       m_result.bestMs = bestMs;
@@ -235,17 +242,21 @@ int takeLatestRound(TuneTaskResult& tr, const TuneTask& task, const std::vector<
     if (r.key == task.key && r.tuner == kConfirmTuner) latest = std::max(latest, r.timestamp);
   if (latest.empty()) return 0;
   int count = 0;
-  double best = 0;
+  double best = 0, marked = 0;  // marked: the round's record flagged as the default
+  std::string markedKnobs;
   for (const TuneRecord& r : records) {
     if (r.key != task.key || r.tuner != kConfirmTuner || r.timestamp != latest || !r.ok()) continue;
     ++count;
     std::string text = lower::knobsText(r.knobs);
     if (text == task.defaultKnobs) tr.defaultMs = r.costMs;
+    if (r.isDefault) marked = r.costMs, markedKnobs = text;
     if (best == 0 || r.costMs < best) {
       best = r.costMs;
       tr.bestKnobs = text;
     }
   }
+  // As builds choose (records.h bestConfigs).
+  if (keepsDefault(best, marked)) best = marked, tr.bestKnobs = markedKnobs;
   if (best > 0) {
     tr.bestMs = best;
     tr.bestGflops = task.flops / (best * 1e6);

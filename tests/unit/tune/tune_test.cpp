@@ -375,6 +375,30 @@ TEST(TuneRecords, TheLatestConfirmationRoundDecides) {
   EXPECT_EQ(deciding[0].knobs, a);
 }
 
+// A round's default (flagged, and so written and read back) stays unless the fastest beats it by
+// kDefaultMargin; without the flag (older records) the fastest of the round decides.
+TEST(TuneRecords, ARoundKeepsItsDefaultUnlessBeatenByTheMargin) {
+  const Knobs def{{"rows", 1}, {"cols", 1}}, other{{"rows", 2}, {"cols", 1}};
+  auto round = [&](double otherMs, bool flagged) {
+    TuneRecord d, o;
+    d.key = o.key = kDense, d.target = o.target = "llvm", d.tuner = o.tuner = kConfirmTuner;
+    d.timestamp = o.timestamp = "2026-11-30T10:00:00Z", d.version = o.version = "test";
+    d.knobs = def, d.costMs = 1.0, d.costsMs = {1.0}, d.isDefault = flagged;
+    o.knobs = other, o.costMs = otherMs, o.costsMs = {otherMs};
+    TuneRecord back;
+    EXPECT_TRUE(parseRecord(recordJson(d), back));
+    EXPECT_EQ(back.isDefault, flagged);
+    EXPECT_EQ(recordJson(d).find("\"default\"") != std::string::npos, flagged);
+    return bestConfigs({back, o}, "llvm").byKey.at(kDense);
+  };
+  EXPECT_EQ(round(0.985, true), def);    // 1.5 % faster: within the margin
+  EXPECT_EQ(round(0.95, true), other);   // 5 %: replaces it
+  EXPECT_EQ(round(0.985, false), other); // no flag: the fastest
+  EXPECT_TRUE(keepsDefault(0.98, 1.0));
+  EXPECT_FALSE(keepsDefault(0.96, 1.0));
+  EXPECT_FALSE(keepsDefault(0.99, 0.0));  // no default timed
+}
+
 // A deterministic synthetic cost over the conv space: the tuners must propose each
 // configuration at most once, only valid ones, and cover the space when asked for all of it.
 TEST(Tuners, ProposeEachConfigurationOnceAndExhaustTheSpace) {
