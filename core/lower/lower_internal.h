@@ -247,12 +247,12 @@ tir::PrimFunc plainFunc(std::string name, const tir::Buffer& x, const tir::Buffe
 /// configuration selects one, so the caller's default takes over. A trace that does not
 /// replay, or fitting knobs a primitive refuses, throw one line naming the key. Sets
 /// ctx.schedule and ctx.trace.
+tir::Stmt tunedBySketch(const OpContext& ctx, tir::PrimFunc plain,
+                        const std::function<bool(const std::map<std::string, int64_t>&)>& fits,
+                        const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch);
 /// `plain` scheduled by `sketch` with the default annotation `knobs` (an untuned kernel whose
 /// default is its sketch); sets ctx.schedule and ctx.trace.
 tir::Stmt defaultSketch(const OpContext& ctx, tir::PrimFunc plain, const std::map<std::string, int64_t>& knobs,
-                        const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch);
-tir::Stmt tunedBySketch(const OpContext& ctx, tir::PrimFunc plain,
-                        const std::function<bool(const std::map<std::string, int64_t>&)>& fits,
                         const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch);
 
 /// `nest` with the fused epilogue applied at every store of the output, for a nest that never

@@ -350,7 +350,8 @@ Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leadi
     using IRMutator::visit;
     Stmt visit(const Store* op, const Stmt& self) override {
       if (op->buffer != ctx->out[0]) return IRMutator::visit(op, self);
-      if (ctx->flatEpilogue) return Store::make(op->buffer, op->index, ctx->flatEpilogue(op->value, op->index));
+      if (ctx->flatEpilogue)
+        return Store::make(op->buffer, op->index, ctx->flatEpilogue(op->value, op->index));
       const auto* ramp = op->index.as<Ramp>();
       Expr flat = ramp ? ramp->base : op->index;
       std::vector<Expr> index = rowIndex(flat / n, *leading);

@@ -303,7 +303,8 @@ Stmt sketchConv(const OpContext& ctx, const ConvSketchShape& s, bool byDefault) 
   auto sketch = [&](Schedule& sched, const Knobs& k) { applyConvSketch(sched, s, k, registers); };
   Stmt nest = tunedBySketch(
       ctx, plain, [&](const Knobs& k) { return convSketchAnnotationFits(s, k, registers); }, sketch);
-  if (!nest.defined() && byDefault) nest = defaultSketch(ctx, std::move(plain), convSketchDefaultKnobs(s, registers), sketch);
+  if (!nest.defined() && byDefault)
+    nest = defaultSketch(ctx, std::move(plain), convSketchDefaultKnobs(s, registers), sketch);
   if (!nest.defined() || !ctx.epilogue) return nest;
   const Shape& ys = ctx.outTypes[0].shape;
   return epilogueAtStores(ctx, nest, Shape(ys.begin(), ys.end() - 1), ys.back());

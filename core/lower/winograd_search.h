@@ -2,8 +2,7 @@
 // as core/lower/conv_search.h has for direct ones: the transforms of both the hand-written
 // builder (ops_conv_winograd.cpp) and the sketch, the sketch's plain nest, and the rule whose
 // annotations (mi, po) the tuner searches. A configuration with "mi" and "algo" = m is a sketch
-// annotation; untuned, the kernel is the sketch with its default annotation, and a record of
-// builder knobs (without "mi") selects the builder.
+// annotation; without "mi" the builder stays the kernel.
 //
 // ## The plain nest
 //

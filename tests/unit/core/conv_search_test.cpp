@@ -305,7 +305,8 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
   // A record of the hand-written builder's knobs selects the builder, which has no trace.
   configs->byKey[key] = Knobs{{"ow_block", 5}, {"oc_vecs", 2}};
   PrimFunc builder = lowerGraph(fused, options).funcs[0];
-  EXPECT_NE(builder.attrs.at("schedule").find("ow_block=5"), std::string::npos) << builder.attrs.at("schedule");
+  const std::string& knobs = builder.attrs.at("schedule");
+  EXPECT_NE(knobs.find("ow_block=5"), std::string::npos) << knobs;
   EXPECT_EQ(builder.attrs.count("trace"), 0u);
 }
 
@@ -315,7 +316,8 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
 TEST(PointwiseConvSearch, ResidualEpilogueReadsAtTheStoreOffset) {
   ConvSketchShape s{1, 3, 4, 35, 2, 2, 4, true};
   runtime::Tensor xt = randomTensor({1, 3, 5, 7, 4}, 1), wt = randomTensor({2, 3, 1, 1, 4, 8}, 2),
-                  bt = randomTensor({16}, 3), rt = randomTensor({1, 4, 5, 7, 4}, 4), ct = randomTensor({1, 4, 1, 1, 4}, 5);
+                  bt = randomTensor({16}, 3), rt = randomTensor({1, 4, 5, 7, 4}, 4),
+                  ct = randomTensor({1, 4, 1, 1, 4}, 5);
   std::vector<float> b = toVector(bt), r = toVector(rt), c = toVector(ct);
   std::vector<float> conv = reference(s, toVector(xt), toVector(wt), &b);
   for (bool perChannel : {false, true}) {

@@ -74,7 +74,8 @@ void checkPackedConv(const ConvCase& p, int lanes, bool interpreter, uint32_t se
   std::vector<float> expected = referenceConv(p, g.x, g.w, p.bias ? &g.b : nullptr);
   runtime::Tensor xp = passes::packChannels(g.x, g.inBlock);
   for (bool builder : {false, true}) {
-    LowerOptions options = builder ? withRecord(g.graph, 0, lanesOptions(lanes), {{"unroll", 1}}) : lanesOptions(lanes);
+    LowerOptions options =
+        builder ? withRecord(g.graph, 0, lanesOptions(lanes), {{"unroll", 1}}) : lanesOptions(lanes);
     for (Engine e : {Engine::Interpreter, Engine::Jit}) {
       if (e == Engine::Interpreter && !interpreter) continue;
       auto out = evalGraph(g.graph, {xp}, e, options);
@@ -139,7 +140,8 @@ TEST(KernelsConvPacked, RecordsScheduleKnobs) {
   EXPECT_EQ(f.attrs["schedule"], "algo=0,flatten=0,oc_outer=0,oc_vecs=2,ow_block=14,par_chunks=4,unroll=1");
   // With 16 times the channels the weights outweigh the input: channel groups outside.
   PackedConvGraph wide = makePackedConv({1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, true}, options, 1);
-  EXPECT_EQ(lowerNode(wide.graph, 0, "conv", withRecord(wide.graph, 0, options, {{"unroll", 1}})).attrs["schedule"],
+  LowerOptions wideBuilder = withRecord(wide.graph, 0, options, {{"unroll", 1}});
+  EXPECT_EQ(lowerNode(wide.graph, 0, "conv", wideBuilder).attrs["schedule"],
             "algo=0,flatten=0,oc_outer=1,oc_vecs=2,ow_block=14,par_chunks=4,unroll=1");
 }
 
