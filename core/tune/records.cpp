@@ -148,19 +148,24 @@ std::vector<TuneRecord> decidingRecords(const std::vector<TuneRecord>& records, 
   return out;
 }
 
-lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target) {
-  std::map<std::string, const TuneRecord*> best, byDefault;
-  std::vector<TuneRecord> deciding = decidingRecords(records, target);
-  for (const TuneRecord& r : deciding) {
-    const TuneRecord*& b = best[r.key];
-    if (!b || r.costMs < b->costMs) b = &r;
-    if (r.isDefault) byDefault[r.key] = &r;
+const TuneRecord* roundChoice(const std::vector<const TuneRecord*>& round) {
+  const TuneRecord *fastest = nullptr, *byDefault = nullptr;
+  for (const TuneRecord* r : round) {
+    if (!fastest || r->costMs < fastest->costMs) fastest = r;
+    if (r->isDefault) byDefault = r;
   }
-  // A round's default stays unless its fastest beats it by the margin.
-  for (const auto& [key, d] : byDefault)
-    if (keepsDefault(best[key]->costMs, d->costMs)) best[key] = d;
+  const bool keep =
+      byDefault && byDefault->costMs > 0 && fastest->costMs * (1 + kDefaultMargin) > byDefault->costMs;
+  return keep ? byDefault : fastest;
+}
+
+lower::ScheduleConfigs bestConfigs(const std::vector<TuneRecord>& records, const std::string& target) {
+  std::vector<TuneRecord> deciding = decidingRecords(records, target);
+  std::map<std::string, std::vector<const TuneRecord*>> byKey;
+  for (const TuneRecord& r : deciding) byKey[r.key].push_back(&r);
   lower::ScheduleConfigs configs;
-  for (const auto& [key, r] : best) {
+  for (const auto& [key, round] : byKey) {
+    const TuneRecord* r = roundChoice(round);
     configs.byKey[key] = r->knobs;
     if (!r->trace.empty()) configs.traces[key] = r->trace;
   }

@@ -72,10 +72,11 @@ inline constexpr const char* kConfirmTuner = "confirm";
 /// the default (on ResNet-18, a Winograd layer's other loop order at 0.2 % faster, 1.6× slower
 /// in the model: every thread streams all of its weights) is not worth the swap.
 inline constexpr double kDefaultMargin = 0.03;
-/// Whether a round whose fastest took `bestMs` keeps its default, timed at `defaultMs` (0: none).
-inline bool keepsDefault(double bestMs, double defaultMs) {
-  return defaultMs > 0 && bestMs * (1 + kDefaultMargin) > defaultMs;
-}
+/// The record one round of one key chooses among `round` (its error-free records): the fastest,
+/// unless the round's default (isDefault) is within kDefaultMargin of it; without a flagged
+/// default (older records), the fastest. Null when `round` is empty. Builds (bestConfigs), the
+/// tuning loop's summary and reruns (tune_loop.h) all choose through this.
+const TuneRecord* roundChoice(const std::vector<const TuneRecord*>& round);
 
 /// The chosen record per key for `target` (all targets when empty): the fastest error-free
 /// record of the key's latest confirmation round when it has one (the round's default unless the

@@ -132,28 +132,26 @@ class TaskSearch {
   void confirm(const std::vector<std::string>& names) {
     std::vector<Measurement> confirmed = m_measurer.measureSideBySide(m_task.key, names);
     std::string round = m_options.now();
-    double bestMs = 0;
+    std::vector<TuneRecord> kept;
+    std::vector<std::string> keptNames;
+    kept.reserve(names.size());
     for (size_t k = 0; k < names.size() && k < confirmed.size(); ++k) {
       const Measurement& m = confirmed[k];
       if (!m.ok()) continue;
-      TuneRecord rec = record(lower::parseKnobs(names[k]), m, kConfirmTuner, round);
+      TuneRecord& rec = kept.emplace_back(record(lower::parseKnobs(names[k]), m, kConfirmTuner, round));
       rec.isDefault = names[k] == m_result.defaultKnobs;
       m_keep(rec);
       ++m_result.confirmed;
       if (rec.isDefault) m_result.defaultMs = m.medianMs;
-      if (bestMs == 0 || m.medianMs < bestMs) {
-        bestMs = m.medianMs;
-        m_result.bestKnobs = names[k];
-      }
+      keptNames.push_back(names[k]);
     }
-    // As builds choose (records.h bestConfigs): the default unless the fastest beats it by the margin.
-    if (keepsDefault(bestMs, m_result.defaultMs)) {
-      bestMs = m_result.defaultMs;
-      m_result.bestKnobs = m_result.defaultKnobs;
-    }
-    if (bestMs > 0) {
-      m_result.bestMs = bestMs;
-      m_result.bestGflops = m_task.flops / (bestMs * 1e6);
+    // As builds choose (records.h roundChoice).
+    std::vector<const TuneRecord*> choices;
+    for (const TuneRecord& r : kept) choices.push_back(&r);
+    if (const TuneRecord* chosen = roundChoice(choices)) {
+      m_result.bestKnobs = keptNames[chosen - kept.data()];
+      m_result.bestMs = chosen->costMs;
+      m_result.bestGflops = m_task.flops / (chosen->costMs * 1e6);
     }
   }
 
@@ -241,27 +239,19 @@ int takeLatestRound(TuneTaskResult& tr, const TuneTask& task, const std::vector<
   for (const TuneRecord& r : records)
     if (r.key == task.key && r.tuner == kConfirmTuner) latest = std::max(latest, r.timestamp);
   if (latest.empty()) return 0;
-  int count = 0;
-  double best = 0, marked = 0;  // marked: the round's record flagged as the default
-  std::string markedKnobs;
+  std::vector<const TuneRecord*> round;
   for (const TuneRecord& r : records) {
     if (r.key != task.key || r.tuner != kConfirmTuner || r.timestamp != latest || !r.ok()) continue;
-    ++count;
-    std::string text = lower::knobsText(r.knobs);
-    if (text == task.defaultKnobs) tr.defaultMs = r.costMs;
-    if (r.isDefault) marked = r.costMs, markedKnobs = text;
-    if (best == 0 || r.costMs < best) {
-      best = r.costMs;
-      tr.bestKnobs = text;
-    }
+    round.push_back(&r);
+    if (lower::knobsText(r.knobs) == task.defaultKnobs) tr.defaultMs = r.costMs;
   }
-  // As builds choose (records.h bestConfigs).
-  if (keepsDefault(best, marked)) best = marked, tr.bestKnobs = markedKnobs;
-  if (best > 0) {
-    tr.bestMs = best;
-    tr.bestGflops = task.flops / (best * 1e6);
+  // As builds choose (records.h roundChoice).
+  if (const TuneRecord* chosen = roundChoice(round)) {
+    tr.bestKnobs = lower::knobsText(chosen->knobs);
+    tr.bestMs = chosen->costMs;
+    tr.bestGflops = task.flops / (chosen->costMs * 1e6);
   }
-  return count;
+  return static_cast<int>(round.size());
 }
 
 TuneLoopResult runTuneLoop(const std::vector<TuneTask>& tasks, const std::vector<int>& budgets,

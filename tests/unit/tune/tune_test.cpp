@@ -26,6 +26,7 @@
 #include "core/tune/records.h"
 #include "core/tune/space.h"
 #include "core/tune/task.h"
+#include "core/tune/tune_loop.h"
 #include "core/tune/tuner.h"
 #include "runtime/error.h"
 
@@ -394,9 +395,69 @@ TEST(TuneRecords, ARoundKeepsItsDefaultUnlessBeatenByTheMargin) {
   EXPECT_EQ(round(0.985, true), def);    // 1.5 % faster: within the margin
   EXPECT_EQ(round(0.95, true), other);   // 5 %: replaces it
   EXPECT_EQ(round(0.985, false), other); // no flag: the fastest
-  EXPECT_TRUE(keepsDefault(0.98, 1.0));
-  EXPECT_FALSE(keepsDefault(0.96, 1.0));
-  EXPECT_FALSE(keepsDefault(0.99, 0.0));  // no default timed
+  EXPECT_EQ(roundChoice({}), nullptr);
+}
+
+/// Times every candidate from a table: the task's default 1 ms, the first other candidate it is
+/// given `rivalMs`, every other 1.5 ms.
+class TableMeasurer : public Measurer {
+ public:
+  TableMeasurer(std::string defaultKnobs, double rivalMs)
+      : m_default(std::move(defaultKnobs)), m_rivalMs(rivalMs) {}
+  void measure(const std::string&, const std::vector<std::string>& knobs,
+               const std::function<void(size_t, const Measurement&)>& done) override {
+    for (size_t i = 0; i < knobs.size(); ++i) done(i, timed(knobs[i]));
+  }
+  std::vector<Measurement> measureSideBySide(const std::string&,
+                                            const std::vector<std::string>& knobs) override {
+    std::vector<Measurement> out;
+    for (const std::string& k : knobs) out.push_back(timed(k));
+    return out;
+  }
+  std::string rival;
+
+ private:
+  Measurement timed(const std::string& knobs) {
+    if (knobs != m_default && rival.empty()) rival = knobs;
+    double ms = knobs == m_default ? 1.0 : knobs == rival ? m_rivalMs : 1.5;
+    return Measurement{"", ms, {ms, ms, ms}};
+  }
+  std::string m_default;
+  double m_rivalMs;
+};
+
+// The tuning loop's summary, the builds from its records and a rerun's summary choose alike: a
+// rival 1 % faster than the default in the confirmation round leaves the default; 10 % replaces it.
+TEST(TuneLoop, SummaryBuildsAndRerunsChooseTheRoundsRecordAlike) {
+  std::vector<TuneTask> tasks = extractTasks(lower::lowerGraph(taskGraph(kDense), lower::LowerOptions{}));
+  ASSERT_EQ(tasks.size(), 1u);
+  const TuneTask& task = tasks[0];
+  for (double rivalMs : {0.99, 0.9}) {
+    SCOPED_TRACE(rivalMs);
+    TableMeasurer measurer(task.defaultKnobs, rivalMs);
+    TuneLoopOptions options;
+    options.tuner = "random";
+    options.batchSize = 3;
+    options.confirmTop = 2;
+    options.target = "llvm";
+    options.now = [] { return std::string("2026-12-06T01:00:00Z"); };
+    std::vector<TuneRecord> records;
+    TuneLoopResult result =
+        runTuneLoop(tasks, {6}, {}, measurer, options, [&](const TuneRecord& r) { records.push_back(r); });
+    ASSERT_EQ(result.tasks.size(), 1u);
+    ASSERT_FALSE(measurer.rival.empty());
+    const std::string want = rivalMs > 0.95 ? task.defaultKnobs : measurer.rival;
+    const TuneTaskResult& summary = result.tasks[0];
+    EXPECT_EQ(summary.confirmed, 2);
+    EXPECT_EQ(summary.bestKnobs, want);
+    EXPECT_DOUBLE_EQ(summary.bestMs, rivalMs > 0.95 ? 1.0 : rivalMs);
+    EXPECT_DOUBLE_EQ(summary.defaultMs, 1.0);
+    EXPECT_EQ(lower::knobsText(bestConfigs(records, "llvm").byKey.at(kDense)), want);
+    TuneTaskResult rerun;
+    EXPECT_EQ(takeLatestRound(rerun, task, records), 2);
+    EXPECT_EQ(rerun.bestKnobs, want);
+    EXPECT_DOUBLE_EQ(rerun.bestMs, summary.bestMs);
+  }
 }
 
 // A deterministic synthetic cost over the conv space: the tuners must propose each
