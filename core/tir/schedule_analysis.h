@@ -143,7 +143,10 @@ struct BufferSharing {
 /// shortcuts keep large nests within the budget: when every loop from `scope` down to `unit` (a
 /// perfect chain) provably has iterations that touch disjoint elements (indices affine in the loop
 /// variables with one coefficient c of the checked loop per buffer and an inner footprint narrower
-/// than |c|) nothing is replayed and no buffer is returned; when every execution of `scope`
+/// than |c|; or, with loop variables divided (f / E, f % E, again and again, as a flat tile index
+/// taken apart into image, row and column) or recombined (v · K + w, split's form), injective in
+/// the variables those terms become) nothing is replayed and no buffer is returned; when every
+/// execution of `scope`
 /// touches the same pattern shifted by what the loops outside decide, only its first execution
 /// is replayed. Loops that touch no buffer written inside `scope` (outside `unit`'s own
 /// allocations) are not replayed: only reads of unwritten buffers happen there.
@@ -151,16 +154,26 @@ std::vector<BufferSharing> checkIterations(const PrimFunc& func, const For* scop
                                            const std::string& what, int64_t budget = int64_t{1} << 23);
 
 /// How the iterations of `loop` share the elements of `buffer` (replaying only the loops that
-/// access it): crossIteration and exposedRead as in checkIterations. Throws like it.
+/// access it): crossIteration and exposedRead as in checkIterations. Throws like it. Exact
+/// without a replay when the iterations provably touch disjoint elements of it and the first
+/// statement of the loop's body that touches it writes, unconditionally, every element that
+/// the later statements read (store_at's window of a producer followed by its consumer).
 BufferSharing sharingOf(const PrimFunc& func, const For* loop, const BufferNode* buffer, const std::string& what,
                         int64_t budget = int64_t{1} << 23);
 
 /// Checks that `second`, the loop that directly follows `first` (equal bounds), may run inside
 /// it, iteration j right after iteration j of `first`: no element that both touch (one writing)
-/// is touched by an iteration of `second` before a later iteration of `first`. Replays only the
-/// loops that touch such elements; throws kiln::Error (prefixed with `what`) on a dependence, on
-/// data-dependent indices or bounds, or beyond `budget` steps.
+/// is touched by an iteration of `second` before a later iteration of `first`. Exact without a
+/// replay when the two loops run as one (second's variable first's) provably touch disjoint
+/// elements of the buffers they share; otherwise replays only the loops that touch such
+/// elements. Throws kiln::Error (prefixed with `what`) on a dependence, on data-dependent indices
+/// or bounds, or beyond `budget` steps.
 void checkMerge(const PrimFunc& func, const For* first, const For* second, const std::string& what,
                 int64_t budget = int64_t{1} << 23);
+
+/// For tests: with false, checkIterations, sharingOf and checkMerge skip their static proofs
+/// (disjoint iterations, a window written first, loops disjoint as one) and always replay, so a
+/// test can compare the proofs' verdicts with the replay's. Not thread-safe; default true.
+void setStaticProofs(bool on);
 
 }  // namespace kiln::core::tir::schedule_detail

@@ -15,6 +15,7 @@
 #include "core/lower/lower.h"
 #include "core/tir/functor.h"
 #include "core/tir/printer.h"
+#include "core/tir/schedule_analysis.h"
 #include "core/tir/trace.h"
 #include "core/tir/verify.h"
 #include "runtime/error.h"
@@ -102,6 +103,12 @@ int checkEveryAnnotation(const ConvSketchShape& s, int registers, uint32_t seed)
     EXPECT_EQ(tir::print(trace.apply(plain)), tir::print(scheduled));
     std::string text = tir::print(scheduled);
     EXPECT_NE(text.find("y_local"), std::string::npos) << text;
+    // The static dependence proofs decide as the replay does.
+    tir::schedule_detail::setStaticProofs(false);
+    Schedule replayed(plain);
+    EXPECT_NO_THROW(applyConvSketch(replayed, s, knobs, registers));
+    tir::schedule_detail::setStaticProofs(true);
+    EXPECT_EQ(tir::print(replayed.func()), text);
     std::vector<float> y(want.size(), std::nanf(""));
     std::vector<void*> args = {x.data(), w.data()};
     if (s.bias) args.push_back(b.data());

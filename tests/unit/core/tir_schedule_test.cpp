@@ -3,6 +3,7 @@
 // applications, and property tests: random shapes and random primitive sequences must compute
 // what the unscheduled function computes, in the TIR interpreter and as JIT-compiled code.
 #include "core/tir/schedule.h"
+#include "core/tir/schedule_analysis.h"
 
 #include <gtest/gtest.h>
 
@@ -737,6 +738,40 @@ TEST(TirSchedule, LargeDisjointChainsReorderWithoutReplay) {
             "reorder: iterations of loop 'i'..'j' depend on each other through 'y'");
 }
 
+// Merging two nests far beyond the replay budget, their elements 4-lane vectors: when the loops
+// run as one touch each element of the buffer they share in one iteration only, nothing is
+// replayed (the replay would need 12 M steps); a consumer that reads another iteration's vector
+// (the reversed order) is still replayed and refused.
+TEST(TirSchedule, LargeVectorMergesWithoutReplay) {
+  auto chain = [](int64_t rows, bool reversed) {
+    const int64_t vecs = 32, lanes = 4;
+    const int64_t size = rows * vecs * lanes;
+    Buffer x = makeBuffer("x", Type::f32(), {size}), t = makeBuffer("t", Type::f32(), {size});
+    Buffer z = makeBuffer("z", Type::f32(), {size});
+    Expr i = Var::make("i"), j = Var::make("j"), k = Var::make("k"), l = Var::make("l");
+    auto at = [&](const Expr& row, const Expr& vec) {
+      return Ramp::make((row * vecs + vec) * lanes, i64(1), lanes);
+    };
+    Expr readRow = reversed ? i64(rows - 1) - j : j;
+    Stmt produce =
+        For::make(k, i64(0), i64(vecs), ForKind::Serial, Store::make(t, at(i, k), Load::make(x, at(i, k))));
+    Stmt copy = Store::make(z, at(j, l), Load::make(t, at(readRow, l)));
+    Stmt consume = For::make(l, i64(0), i64(vecs), ForKind::Serial, copy);
+    PrimFunc f;
+    f.name = "f";
+    f.params = {x, z};
+    f.body = Allocate::make(t, Seq::make({For::make(i, i64(0), i64(rows), ForKind::Serial, produce),
+                                          For::make(j, i64(0), i64(rows), ForKind::Serial, consume)}));
+    return f;
+  };
+  Schedule forward(chain(65536, false));
+  EXPECT_EQ(errorOf([&] { forward.merge("i", "j"); }), "");
+  EXPECT_EQ(forward.trace().str(), "merge(i, j)\n");
+  Schedule backward(chain(8, true));
+  EXPECT_NE(errorOf([&] { backward.merge("i", "j"); }).find("depends on a later iteration of the first"),
+            std::string::npos);
+}
+
 // ---- property tests ---------------------------------------------------------------------------------
 
 struct Case {
@@ -837,6 +872,17 @@ TEST(TirSchedule, RandomSchedulesPreserveResults) {
     // Reordered reductions and vector lane sums reassociate float sums.
     ASSERT_TRUE(sameValues(interpret(out, round), interpret(original, round), 1e-5));
     PrimFunc replay = s.trace().empty() ? original : Trace::parse(s.trace().str()).apply(original);
+    EXPECT_EQ(print(replay), print(out));
+    // Every step the static dependence proofs accepted, the replay accepts too.
+    schedule_detail::setStaticProofs(false);
+    std::string replayError;
+    try {
+      replay = s.trace().empty() ? original : Trace::parse(s.trace().str()).apply(original);
+    } catch (const Error& e) {
+      replayError = e.what();
+    }
+    schedule_detail::setStaticProofs(true);
+    EXPECT_EQ(replayError, "");
     EXPECT_EQ(print(replay), print(out));
     out.name = "sched" + std::to_string(round);
     original.name = "orig" + std::to_string(round);
