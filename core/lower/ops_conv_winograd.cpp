@@ -24,9 +24,10 @@
 // The tile block B (knob ow_block) is cut from the flat tile index, so a block may span tile
 // rows and images; the last block is narrower when B does not divide T (its own code path).
 //
-// The transforms of both phases are winograd_search.h's, which a record holding a sketch
-// annotation or trace (knob mi) also builds its kernel from: the plain nest with the batched GEMM
-// as a loop nest of its own, scheduled by primitives.
+// This builder runs only for a record of its knobs. The transforms of both phases are
+// winograd_search.h's, which the untuned kernel and a record holding a sketch annotation or trace
+// (knob mi) build theirs from: the plain nest with the batched GEMM as a loop nest of its own,
+// scheduled by primitives.
 //
 // Transform matrices: Toom-Cook from the points 0, ±1 (m = 2) and 0, ±1, 1/2, −2 (m = 4), plus
 // ∞. Aᵀ[i][j] = pⱼⁱ; Bᵀ[j] = coefficients of Πₗ≠ⱼ (x − pₗ) (of Πₗ (x − pₗ) for ∞); G[j][k] =
@@ -260,14 +261,16 @@ Stmt lowerConv2dWinogradNchwc(const OpContext& ctx) {
   const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey);
   if (tuned && (knob(*tuned, "algo", 0) != s.m || knob(*tuned, "oc_vecs", s.vecs) != s.vecs)) tuned = nullptr;
   // A record that is a sketch annotation or trace of this algorithm and packing (winograd_search.h).
+  // Untuned, the sketch with its default annotation; a record of builder knobs keeps the builder.
   const int registers = ctx.options.vectorRegisters;
   const Buffer b = s.bias ? ctx.in[2] : nullptr;
-  Stmt nest = tunedBySketch(
-      ctx,
-      plainFunc("conv2d_winograd_nchwc", ctx.in[0], ctx.in[1], b, ctx.out[0],
-                winogradPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0])),
-      [&](const Knobs& k) { return winogradSketchFits(s, k, registers); },
-      [&](Schedule& sched, const Knobs& k) { applyWinogradSketch(sched, s, k, registers); });
+  PrimFunc plain = plainFunc("conv2d_winograd_nchwc", ctx.in[0], ctx.in[1], b, ctx.out[0],
+                             winogradPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0]));
+  auto sketch = [&](Schedule& sched, const Knobs& k) { applyWinogradSketch(sched, s, k, registers); };
+  auto fits = [&](const Knobs& k) { return winogradSketchFits(s, k, registers); };
+  Stmt nest = tunedBySketch(ctx, plain, fits, sketch);
+  if (!nest.defined() && !tuned)
+    nest = defaultSketch(ctx, std::move(plain), winogradSketchDefaultKnobs(s, registers), sketch);
   if (nest.defined())
     return ctx.epilogue ? epilogueAtStores(ctx, nest, Shape(ys.begin(), ys.end() - 1), ys.back()) : nest;
   int block = packedConvOwBlock(s.tiles, s.vecs, ctx.options);

@@ -2,7 +2,8 @@
 // as core/lower/conv_search.h has for direct ones: the transforms of both the hand-written
 // builder (ops_conv_winograd.cpp) and the sketch, the sketch's plain nest, and the rule whose
 // annotations (mi, po) the tuner searches. A configuration with "mi" and "algo" = m is a sketch
-// annotation; without "mi" the builder stays the kernel.
+// annotation; untuned, the kernel is the sketch with its default annotation, and a record of
+// builder knobs (without "mi") selects the builder.
 //
 // ## The plain nest
 //

@@ -13,8 +13,10 @@
 #include "core/lower/winograd_search.h"
 #include "core/passes/alter_layout.h"
 #include "core/tir/printer.h"
+#include "core/tir/schedule_analysis.h"
 #include "core/tir/trace.h"
 #include "core/tir/verify.h"
+#include "runtime/error.h"
 #include "tests/unit/core/kernels_test_util.h"
 
 namespace kiln::core::lower {
@@ -221,9 +223,9 @@ TEST(WinogradSearch, SketchAnnotationsMatchReference) {
 
 // Every annotation of one shape applies, verifies, replays from its trace and computes the
 // convolution in the interpreter; a record of the other tile, another packing or the direct
-// sketch selects the builder instead, and a Winograd annotation does not select the direct
-// convolution's sketch.
-TEST(WinogradSearch, EveryAnnotationReplaysAndForeignRecordsKeepTheBuilder) {
+// sketch is ignored (the untuned kernel: the sketch's default annotation), and a record of
+// builder knobs selects the hand-written builder.
+TEST(WinogradSearch, EveryAnnotationReplaysAndForeignRecordsAreIgnored) {
   ConvCase p = case3x3(1, 8, 6, 7, 16, 1, true);
   LowerOptions options = optionsFor(8);
   WinoGraph g = makeWinograd(p, 2, 1, options, 9);
@@ -242,6 +244,18 @@ TEST(WinogradSearch, EveryAnnotationReplaysAndForeignRecordsKeepTheBuilder) {
     applyWinogradSketch(sched, *s, knobs, options.vectorRegisters);
     EXPECT_EQ(tir::verifyPrimFunc(sched.func()), std::vector<std::string>{});
     EXPECT_EQ(tir::print(tir::Trace::parse(sched.trace().str()).apply(plain)), tir::print(sched.func()));
+    // The static dependence proofs decide as the replay does: the same function without them.
+    tir::schedule_detail::setStaticProofs(false);
+    tir::Schedule replayed(plain);
+    std::string replayError;
+    try {
+      applyWinogradSketch(replayed, *s, knobs, options.vectorRegisters);
+    } catch (const Error& e) {
+      replayError = e.what();
+    }
+    tir::schedule_detail::setStaticProofs(true);
+    EXPECT_EQ(replayError, "");
+    EXPECT_EQ(tir::print(replayed.func()), tir::print(sched.func()));
     runtime::Tensor y = runtime::Tensor::zeros(DType::Float32, {1, 2, 6, 7, 8});
     interpret(sched.func(), {x.data<float>(), u.data<float>(), b.data<float>(), y.data<float>()});
     EXPECT_TRUE(allClose(passes::unpackChannels(y), want, 2e-4));
@@ -252,26 +266,37 @@ TEST(WinogradSearch, EveryAnnotationReplaysAndForeignRecordsKeepTheBuilder) {
   EXPECT_GT(merged, 0);  // mi dividing the 12 tiles
   EXPECT_LT(merged, checked);
 
-  // Records that are not this kernel's sketch: the builder (no trace).
-  const tir::PrimFunc builder = lowerNode(g.graph, 0, "wino", options);
+  // Untuned: the sketch's default annotation. Records that are not this kernel's sketch leave it so.
+  const tir::PrimFunc untuned = lowerNode(g.graph, 0, "wino", options);
+  EXPECT_EQ(untuned.attrs.at("schedule"), knobsText(winogradSketchDefaultKnobs(*s, options.vectorRegisters)));
+  EXPECT_EQ(untuned.attrs.count("trace"), 1u);
+  auto withRecord = [&](const Knobs& knobs) {
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[untuned.attrs.at("tune_key")] = knobs;
+    LowerOptions tuned = options;
+    tuned.schedules = configs;
+    return lowerNode(g.graph, 0, "wino", tuned);
+  };
   for (const Knobs& foreign : {Knobs{{"algo", 4}, {"mi", 3}, {"po", 1}, {"oc_vecs", 1}},
                                Knobs{{"algo", 2}, {"mi", 3}, {"po", 1}, {"oc_vecs", 2}},
                                Knobs{{"mi", 3}, {"po", 1}, {"oc_vecs", 1}}}) {
     SCOPED_TRACE(knobsText(foreign));
-    auto configs = std::make_shared<ScheduleConfigs>();
-    configs->byKey[builder.attrs.at("tune_key")] = foreign;
-    LowerOptions tuned = options;
-    tuned.schedules = configs;
-    EXPECT_EQ(lowerNode(g.graph, 0, "wino", tuned).attrs.count("trace"), 0u);
+    EXPECT_EQ(withRecord(foreign).attrs.at("schedule"), untuned.attrs.at("schedule"));
   }
+  // Builder knobs for this tile and packing: the builder (no trace).
+  const tir::PrimFunc builder = withRecord({{"algo", 2}, {"oc_vecs", 1}, {"ow_block", 3}});
+  EXPECT_NE(builder.attrs.at("schedule").find("ow_block=3"), std::string::npos)
+      << builder.attrs.at("schedule");
+  EXPECT_EQ(builder.attrs.count("trace"), 0u);
 }
 
-// ResNet's 3×3 layers (AVX-512: 16 lanes, 32 registers) schedule with both loop orders: the
-// dependence checks of parallel and merge replay only the loops that touch written buffers (the
-// GEMM's reduction reads its inputs into a private register tile), within their budget.
+// ResNet's 3×3 layers and VGG's 224×224 one (AVX-512: 16 lanes, 32 registers) schedule with both
+// loop orders within the replay budget: the dependence checks of reorder, merge, store_at and
+// parallel prove most steps statically (the replay of the merge alone would exceed the budget
+// on the 224×224 layer), and replay only the loops that touch written buffers.
 TEST(WinogradSearch, ResNetLayersScheduleWithinTheReplayBudget) {
   const std::string keys[] = {"n=1,c=64,h=56,w=56,o=64", "n=1,c=128,h=28,w=28,o=128", "n=1,c=256,h=14,w=14,o=256",
-                              "n=1,c=512,h=7,w=7,o=512"};
+                              "n=1,c=512,h=7,w=7,o=512", "n=1,c=64,h=224,w=224,o=64"};
   for (const std::string& k : keys) {
     const std::string key = "conv2d_nchwc:" + k + ",kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32";
     for (int m : {2, 4}) {
