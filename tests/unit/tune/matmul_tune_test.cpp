@@ -21,6 +21,7 @@
 #include "core/tune/task.h"
 #include "core/tune/tune_loop.h"
 #include "runtime/error.h"
+#include "tests/unit/tune/tune_test_util.h"
 
 namespace kiln::core::tune {
 namespace {
@@ -164,12 +165,7 @@ void tuneLoopRecordsTracesThatBuild(const std::string& key) {
   std::vector<TuneTask> tasks = extractTasks(lower::lowerGraph(g, lower::LowerOptions{}));
   ASSERT_EQ(tasks.size(), 1u);
   InProcessMeasurer measurer;
-  TuneLoopOptions options;
-  options.tuner = "random";
-  options.batchSize = 3;
-  options.confirmTop = 2;
-  options.target = "llvm";
-  options.now = [] { return std::string("2026-11-27T12:00:00Z"); };
+  TuneLoopOptions options = testing::smallLoopOptions("2026-11-27T12:00:00Z");
   std::vector<TuneRecord> records;
   TuneLoopResult result = runTuneLoop(tasks, {6}, {}, measurer, options, [&](const TuneRecord& r) { records.push_back(r); });
   EXPECT_EQ(result.totalErrors, 0);

@@ -28,6 +28,7 @@
 #include "core/tune/task.h"
 #include "core/tune/tune_loop.h"
 #include "core/tune/tuner.h"
+#include "tests/unit/tune/tune_test_util.h"
 #include "runtime/error.h"
 
 namespace kiln::core::tune {
@@ -435,12 +436,7 @@ TEST(TuneLoop, SummaryBuildsAndRerunsChooseTheRoundsRecordAlike) {
   for (double rivalMs : {0.99, 0.9}) {
     SCOPED_TRACE(rivalMs);
     TableMeasurer measurer(task.defaultKnobs, rivalMs);
-    TuneLoopOptions options;
-    options.tuner = "random";
-    options.batchSize = 3;
-    options.confirmTop = 2;
-    options.target = "llvm";
-    options.now = [] { return std::string("2026-12-06T01:00:00Z"); };
+    TuneLoopOptions options = testing::smallLoopOptions("2026-12-06T01:00:00Z");
     std::vector<TuneRecord> records;
     TuneLoopResult result =
         runTuneLoop(tasks, {6}, {}, measurer, options, [&](const TuneRecord& r) { records.push_back(r); });
