@@ -64,6 +64,12 @@ PreparedTune prepareTune(const std::string& path, const TuneOptions& options) {
   for (const auto& f : p.lowered.module.funcs) kernels.insert(f.name);
   for (const auto& call : p.lowered.module.plan.calls) p.kernelCalls += kernels.count(call.kernel) > 0;
   for (const auto& t : p.tasks) p.tunableCalls += t.weight;
+  for (const auto& f : p.lowered.module.funcs) {
+    auto key = f.attrs.find("tune_key");
+    if (key == f.attrs.end() || !f.attrs.count("trace")) continue;
+    for (const auto& t : p.tasks)
+      if (t.key == key->second) p.untunedSketchCalls[t.key] = t.weight;
+  }
   if (!options.onlyTasks.empty()) {
     std::set<std::string> wanted(options.onlyTasks.begin(), options.onlyTasks.end());
     std::erase_if(p.tasks, [&](const auto& t) { return !wanted.count(t.name) && !wanted.count(t.key); });
@@ -249,6 +255,7 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
     std::vector<TuneRecord>& prior = begun.prior;
     result.kernelCalls = p.kernelCalls;
     result.tunableCalls = p.tunableCalls;
+    result.untunedSketchCalls = p.untunedSketchCalls;
 
     std::vector<TuneRecord> fresh;  // this run's records
     auto write = [&](const TuneRecord& r) {
@@ -320,8 +327,13 @@ Result<TuneResult> tune(const std::string& path, const TuneOptions& options, con
 
 int TuneResult::searchedCalls() const {
   int calls = 0;
-  for (const auto& t : tasks)
+  std::set<std::string> tuned;
+  for (const auto& t : tasks) {
+    tuned.insert(t.info.workloadKey);
     if (!t.bestKnobs.empty() && core::lower::parseKnobs(t.bestKnobs).count("mi")) calls += t.info.weight;
+  }
+  for (const auto& [key, n] : untunedSketchCalls)
+    if (!tuned.count(key)) calls += n;
   return calls;
 }
 

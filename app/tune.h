@@ -104,8 +104,10 @@ struct TuneResult {
   bool cacheFlushed = false;          // candidates were timed with cold operands (TuneOptions::cacheFlush)
   int kernelCalls = 0;                // kernel calls per inference
   int tunableCalls = 0;               // of those, calls of kernels with a tuning key
-  /// Calls of kernels whose best configuration is a searched (sketch) schedule rather than a
-  /// hand-written builder's, after this run.
+  std::map<std::string, int> untunedSketchCalls;  // tuning key -> calls, where untuned runs a sketch
+  /// Calls of kernels that run a schedule of primitives (a sketch's trace) rather than a
+  /// hand-written builder's after this run: a tuned task's when its best configuration is a
+  /// sketch annotation, any other key's when its untuned kernel is a sketch's.
   int searchedCalls() const;
   StoredIds stored;
   // --slurm: the job, where its files are, and each array task's end; its records were merged

@@ -195,8 +195,8 @@ int tuneCommand(TuneArgs& a) {
     std::printf("(default and best of %d task(s): their finalists timed again side by side after the search)\n",
                 confirmed);
   if (r.kernelCalls > 0)
-    std::printf("kernels: %d of %d calls per inference have a tuning key; %d run a searched (template-free) "
-                "schedule, the rest a hand-written one\n",
+    std::printf("kernels: %d of %d calls per inference have a tuning key; %d run a schedule of primitives "
+                "(a template-free sketch's), the rest a hand-written one\n",
                 r.tunableCalls, r.kernelCalls, r.searchedCalls());
   if (r.cacheFlushed) std::printf("candidates timed with their weights and output flushed from the caches\n");
   if (r.untunedMs > 0 && r.tunedMs > 0)
