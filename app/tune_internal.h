@@ -28,7 +28,8 @@ struct PreparedTune {
   std::vector<core::tune::TuneTask> tasks;
   int kernelCalls = 0;   // kernel calls per inference (the plan's calls of generated kernels)
   int tunableCalls = 0;  // those whose kernel has a tuning key (before --tasks picks some)
-  std::map<std::string, int> untunedSketchCalls;  // tuning key -> its calls, where the untuned kernel is a sketch's
+  // tuning key -> its calls, where the untuned kernel is a sketch's
+  std::map<std::string, int> untunedSketchCalls;
 };
 /// Throws kiln::Error (a model that does not open, a cross target, no requested task).
 PreparedTune prepareTune(const std::string& path, const TuneOptions& options);

@@ -205,8 +205,8 @@ TEST(TuneCli, ARerunIntoANewRecordsFileLeavesTheRecordsItsBuildUses) {
 // default (direct and Winograd ones alike), so all keyed calls but the classifier's count.
 TEST(TuneCli, TheSummaryCountsUntunedSketchKernels) {
   std::string json = (tempDir() / "sketch_calls.json").string();
-  Outcome run = kiln("tune " + std::string(KILN_MODELS_DIR) + "/resnet18.pt --tasks dense_0 --trials 2 --confirm 0" +
-                     " --no-store --json " + json + common());
+  Outcome run = kiln("tune " + std::string(KILN_MODELS_DIR) + "/resnet18.pt --tasks dense_0 --trials 2" +
+                     " --confirm 0 --no-store --json " + json + common());
   ASSERT_EQ(run.exitCode, 0) << run.err;
   std::ifstream in(json);
   nlohmann::json r = nlohmann::json::parse(in);
