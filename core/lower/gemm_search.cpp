@@ -139,16 +139,15 @@ bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes) {
   if (mi < 1 || mi > s.m || nv < 1 || lanes < 2 || nv * lanes > s.n) return false;
   if (kt < 0 || (kt > 0 && (kt >= s.k || s.k % kt != 0))) return false;
   if (par < 0 || par > 3) return false;
-  // parallel() proves i_o's and the batch loop's iterations disjoint from their affine indices;
-  // the fused loop's indices divide, so its check replays the whole product (tir/
-  // schedule_analysis.h), within a budget.
+  // parallel() proves i_o's and the batch loop's iterations disjoint from their affine indices,
+  // and, where rows and columns have no tail loop, also a divided batch index (two batch axes
+  // longer than 1) and the fused loop (tir/schedule_analysis.h). With a tail, those two replay
+  // the whole product, within a budget.
   if (par == 1 && s.m / mi < 2) return false;
-  // With two batch axes longer than 1 the batch index divides and the proof does not apply.
-  if (par == 2 && (s.batches < 2 || (longAxes(s.batch) > 1 && s.batches * s.m * s.n * s.k > kMatmulCheckedIterations)))
-    return false;
-  if (par == 3 && (s.m % mi != 0 || s.batches < 2 || s.m / mi < 2 ||
-                   s.batches * s.m * s.n * s.k > kMatmulCheckedIterations))
-    return false;
+  const bool tails = s.m % mi != 0 || s.n % (nv * lanes) != 0;
+  const bool replayed = tails && s.batches * s.m * s.n * s.k > kMatmulCheckedIterations;
+  if (par == 2 && (s.batches < 2 || (longAxes(s.batch) > 1 && replayed))) return false;
+  if (par == 3 && (s.m % mi != 0 || s.batches < 2 || s.m / mi < 2 || replayed)) return false;
   return true;
 }
 

@@ -84,14 +84,16 @@ int matmulHandRows(int64_t m);
 bool fourRowsWithATail(int64_t m);
 int matmulHandVectors(int rows, int budget);
 
-/// The most multiply-adds the fused parallel loop (par 3) may hold: its legality check replays them.
+/// The most multiply-adds a parallel loop whose indices divide may hold when rows or columns have
+/// a tail loop: its legality check replays them (without tails it is proven statically).
 inline constexpr int64_t kMatmulCheckedIterations = int64_t{1} << 20;
 
 /// Whether annotation `knobs` is one the sketch takes for this shape on `lanes`-wide vectors
 /// (mi ≤ M, nv·lanes ≤ N, kt a proper divisor of K or 0, the parallel choice available: par 1
-/// parallel row tiles (≥ 2 of them), 2 the batch loop (≥ 2 batches; with two batch axes longer
-/// than 1 the whole product within kMatmulCheckedIterations), 3 the fused batch × row-tile loop
-/// (M divisible by mi, the whole product within that limit)).
+/// parallel row tiles (≥ 2 of them), 2 the batch loop (≥ 2 batches), 3 the fused batch × row-tile
+/// loop (M divisible by mi); par 2 over a divided batch index (two batch axes longer than 1) and
+/// par 3 with a tail loop in the rows or columns only while the whole product is within
+/// kMatmulCheckedIterations).
 bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes);
 /// Every annotation that fits, in a fixed order.
 std::vector<Knobs> matmulAnnotations(const MatmulShape& s, int lanes);
