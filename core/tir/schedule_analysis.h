@@ -13,7 +13,8 @@
 //   lets, conditions, Load/Store indices) with concrete values, never the float arithmetic, and
 //   records which iteration of a chosen loop touches which element. It is exact for the index
 //   arithmetic the IR allows, and refuses (throws) when an index depends on loaded data or the
-//   work exceeds a budget, so a primitive is never applied on a guess.
+//   work exceeds a budget, so a primitive is never applied on a guess. Static proofs
+//   (schedule_proofs.cpp) decide the common cases from the indices' affine forms first.
 #pragma once
 
 #include <cstdint>
@@ -124,6 +125,23 @@ std::optional<InitReduction> initReduction(const Store* store);
 /// `loops` to distinct elements (mixed radix: sorted by |coefficient|, each one exceeds what the
 /// smaller ones reach). Loops of one iteration do not count; another loop f does not move fails.
 bool injectiveIn(const Expr& f, const std::vector<const For*>& loops);
+
+// ---- static dependence proofs (schedule_proofs.cpp) ------------------------------------------------
+// Each is exact when it returns true; false only means "not proven" (the replay decides).
+
+/// Whether the iterations of `loop` touch disjoint elements of every buffer they write (with
+/// `among`, of those buffers only), from affine indices: one coefficient of the loop per buffer,
+/// the inner footprint narrower than it or beyond the loop's reach (mixed radix).
+bool disjointIterations(const For* loop, const std::set<const BufferNode*>* among = nullptr);
+/// The same where loop variables enter the indices divided (f / E, f % E, repeatedly) or
+/// recombined (v · K + w): each such term a variable of its own, the indices injective in them.
+bool disjointFusedIterations(const For* loop);
+/// Whether every loop of the perfect chain from `scope` down to `unit` is proven disjoint.
+bool disjointChain(const For* scope, const For* unit);
+/// Whether each iteration of `loop` reads only elements of `buffer` it wrote before: the first
+/// statement of the body touching the buffer writes it unconditionally and reads none of it, and
+/// every later read reaches only elements that store reaches.
+bool windowWrittenFirst(const For* loop, const BufferNode* buffer);
 
 // ---- exact dependence check ------------------------------------------------------------------------
 
