@@ -270,6 +270,34 @@ void Schedule::record(TraceStep step) {
 
 void Schedule::setBody(Stmt body) { m_func.body = canonicalizeNames(body); }
 
+namespace {
+
+/// Rewrites `v == c` (v the variable of a loop split by `factor`, from `min`) as `outer == (c −
+/// min) / factor && inner == (c − min) mod factor`: the same condition on the main nest's
+/// variables, which keeps a reduction's first-iteration condition a conjunction of variables
+/// equal to constants (initReduction) after its loop is split.
+struct SplitEquality : IRMutator {
+  const Var* var = nullptr;
+  int64_t min = 0, factor = 1, extent = 0;
+  Expr outer, inner;
+  using IRMutator::visit;
+  Expr visit(const EQ* op, const Expr& self) override {
+    const Var* v = op->a.as<Var>();
+    const int64_t* c = asConstInt(op->b);
+    if (!v || !c) {
+      v = op->b.as<Var>();
+      c = asConstInt(op->a);
+    }
+    if (v != var || !c || *c < min || *c - min >= extent) return IRMutator::visit(op, self);
+    Type t = outer.type();
+    int64_t rel = *c - min;
+    return And::make(EQ::make(outer, IntImm::make(t, rel / factor)),
+                     EQ::make(inner, IntImm::make(t, rel % factor)));
+  }
+};
+
+}  // namespace
+
 std::pair<std::string, std::string> Schedule::split(const std::string& loop, int64_t factor, TailStrategy tail) {
   LoopSite site = findLoop(m_func, loop, "split");
   const For* op = site.loop;
@@ -285,7 +313,14 @@ std::pair<std::string, std::string> Schedule::split(const std::string& loop, int
   Expr offset = outer * IntImm::make(t, factor) + inner;
   const int64_t* mn = asConstInt(op->min);
   Expr index = mn && *mn == 0 ? offset : op->min + offset;
-  Stmt body = substitute(op->body, {{op->var, index}});
+  Stmt body = op->body;
+  if (mn) {
+    SplitEquality eq;
+    eq.var = op->var.as<Var>(), eq.min = *mn, eq.factor = factor, eq.extent = n, eq.outer = outer,
+    eq.inner = inner;
+    body = eq.mutate(body);
+  }
+  body = substitute(body, {{op->var, index}});
   bool divides = n % factor == 0;
 
   Stmt result;
@@ -414,6 +449,43 @@ std::string Schedule::merge(const std::string& firstName, const std::string& sec
   return name;
 }
 
+std::vector<std::string> Schedule::fission(const std::string& loop) {
+  LoopSite site = findLoop(m_func, loop, "fission");
+  const For* op = site.loop;
+  const std::string name = loopName(op);
+  requireKind(op, {ForKind::Serial}, "fission");
+  const auto* seq = op->body.as<Seq>();
+  if (!seq || seq->stmts.size() < 2)
+    fail("fission", "the body of loop " + quoted(name) + " is not a sequence of statements");
+  std::set<std::string> used = usedNames(m_func.body);
+  for (const Buffer& b : m_func.params) used.insert(b->name);
+  std::vector<Stmt> parts;
+  std::vector<std::string> names;
+  for (size_t k = 0; k < seq->stmts.size(); ++k) {
+    Expr var = op->var;
+    if (k > 0) {
+      var = Var::make(freshName(name + "_f", used), op->var.type());
+      used.insert(var.as<Var>()->name);
+    }
+    names.push_back(var.as<Var>()->name);
+    parts.push_back(For::make(var, op->min, op->extent, ForKind::Serial,
+                              k == 0 ? seq->stmts[k] : substitute(seq->stmts[k], {{op->var, var}})));
+  }
+  // Legal when merging the loops back would be: for each earlier part p and later part q, no
+  // iteration of q depends on a later iteration of p (pairwise, checkMerge).
+  PrimFunc distributed = m_func;
+  Stmt seqOfLoops = Seq::make(parts);
+  distributed.body = replaceStmt(m_func.body, op, seqOfLoops);
+  for (size_t p = 0; p < parts.size(); ++p)
+    for (size_t q = p + 1; q < parts.size(); ++q)
+      checkMerge(distributed, parts[p].as<For>(), parts[q].as<For>(),
+                 "fission: loop " + quoted(name) + ", statements " + std::to_string(p) + " and " +
+                     std::to_string(q));
+  setBody(distributed.body);
+  record({"fission", {name}, {}});
+  return names;
+}
+
 std::vector<std::string> Schedule::tile(const std::string& x, const std::string& y, int64_t fx, int64_t fy) {
   LoopSite sx = findLoop(m_func, x, "tile");
   LoopSite sy = findLoop(m_func, y, "tile");
@@ -504,6 +576,8 @@ void Schedule::apply(const TraceStep& step) {
     storeAt(step.loops[0], step.loops[1]);
   } else if (p == "merge") {
     merge(step.loops[0], step.loops[1]);
+  } else if (p == "fission") {
+    fission(step.loops[0]);
   } else if (p == "tile") {
     tile(step.loops[0], step.loops[1], step.params[0], step.params[1]);
   } else if (p == "unroll") {

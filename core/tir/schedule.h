@@ -8,7 +8,7 @@
 // its statement stores to (getLoops). Traces always record resolved names.
 //
 // Names created: split(i) → i_o, i_i (and i_t for a tail loop); fuse(i, j) → i_j_fused (merge(i,
-// j) keeps i, j disappears);
+// j) keeps i, j disappears; fission(i) → i, i_f, i_f_1, ...);
 // compute_at(t, L) → t_local (buffer) and its loop t_k; cache_write(L) → y_local (y the block) and copy
 // loops named after the nest's loops with _r (read) and _w (write); a copied loop body (tail loops) renames
 // its inner variables with suffix _t. A name already taken gets _1, _2, ...
@@ -79,6 +79,12 @@ class Schedule {
   /// would then run before a later iteration of `first` it depends on (a consumer that reads
   /// what the producer's later iterations write, or the reverse). Returns `first`'s name.
   std::string merge(const std::string& first, const std::string& second);
+  /// Distributes serial loop `loop` over the statements of its body (a sequence): one loop per
+  /// statement, in order, with the same bounds; the first keeps the name, the others are named
+  /// `loop`_f, `loop`_f_1, ... Merge's inverse, legal under the same check (each pair of parts
+  /// could be merged back): no iteration of a later statement depends on a later iteration of an
+  /// earlier one. Returns the loops' names.
+  std::vector<std::string> fission(const std::string& loop);
   /// split(x, fx) and split(y, fy) with guards, then reorder(x_o, y_o, x_i, y_i); recorded as one
   /// step. `y` must be perfectly nested inside `x`. Returns {x_o, y_o, x_i, y_i}.
   std::vector<std::string> tile(const std::string& x, const std::string& y, int64_t fx, int64_t fy);

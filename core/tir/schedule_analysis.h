@@ -134,8 +134,10 @@ bool injectiveIn(const Expr& f, const std::vector<const For*>& loops);
 /// the inner footprint narrower than it or beyond the loop's reach (mixed radix).
 bool disjointIterations(const For* loop, const std::set<const BufferNode*>* among = nullptr);
 /// The same where loop variables enter the indices divided (f / E, f % E, repeatedly) or
-/// recombined (v · K + w): each such term a variable of its own, the indices injective in them.
-bool disjointFusedIterations(const For* loop);
+/// recombined (v · K + w): each such term a variable of its own; either the iteration's own
+/// variables are the high digits of a mixed radix over what the rest spans (tail loops and main
+/// tiles alike), or the indices are injective in all of them.
+bool disjointDividedIterations(const For* loop);
 /// Whether every loop of the perfect chain from `scope` down to `unit` is proven disjoint.
 bool disjointChain(const For* scope, const For* unit);
 /// Whether each iteration of `loop` reads only elements of `buffer` it wrote before: the first

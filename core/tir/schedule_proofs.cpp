@@ -295,13 +295,16 @@ bool disjointIterations(const For* loop, const std::set<const BufferNode*>* amon
 /// f / E (⌈F/E⌉), f % E (E), v · K + w (V · K); the actual tuples of values are a subset of
 /// the tuples of these variables, so an index injective in all of them is injective in fact. A
 /// variable derived from the iteration's stands for it: distinct iterations differ in every
-/// derivation's result. Every access of a written buffer must then be affine in the variables
-/// and its lanes, all with the same coefficients (constant offsets may differ: one more axis,
-/// their gcd apart); the index must move with every iteration variable that was not replaced,
-/// and be injective in all the axes (mixed radix, as injectiveIn). Distinct iterations then
-/// touch distinct elements; the inner loops an index does not move with (a reduction's) stay in
-/// one iteration.
-bool disjointFusedIterations(const For* loop) {
+/// derivation's result. Two views, either proves it. (1) Divisions only: the iteration's variables
+/// are the high digits of a mixed radix over the span of the rest (inner loops, lanes,
+/// constants, over all accesses of the buffer, which share the digits' coefficients): a main
+/// tile's stores and its tail loop's agree there. (2) Recombined too: every access of a written
+/// buffer must be affine in the variables and its lanes, all with the same coefficients
+/// (constant offsets may differ: one more axis, their gcd apart); the index must move with every
+/// iteration variable that was not replaced, and be injective in all the axes (mixed radix, as
+/// injectiveIn). Distinct iterations then touch distinct elements; the inner loops an index does
+/// not move with (a reduction's) stay in one iteration.
+bool disjointDividedIterations(const For* loop) {
   struct Info {
     int64_t min = 0, extent = 1;
     bool iteration = false;  // the loop's variable or derived from it
@@ -371,6 +374,7 @@ bool disjointFusedIterations(const For* loop) {
     std::map<std::tuple<const Var*, int64_t, const Var*>, Expr> made;  // (v, K, w): w null for v / K
     std::map<std::pair<const Var*, int64_t>, Expr> rems;               // v % K
     bool changed = false;
+    bool recombine = true;  // also v · K + w
     const Info* zeroBased(const Expr& e) const {
       const Var* v = e.as<Var>();
       auto it = v ? known->find(v) : known->end();
@@ -408,7 +412,7 @@ bool disjointFusedIterations(const For* loop) {
     }
     Expr visit(const Add* op, const Expr& self) override {
       // v · K + w (either order), w zero-based with extent K.
-      for (int side = 0; side < 2; ++side) {
+      for (int side = 0; side < 2 && recombine; ++side) {
         const Expr& product = side == 0 ? op->a : op->b;
         const Expr& rest = side == 0 ? op->b : op->a;
         const auto* mul = product.as<Mul>();
@@ -425,15 +429,89 @@ bool disjointFusedIterations(const For* loop) {
       return IRMutator::visit(op, self);
     }
   };
+  // Derived variables (and the ones they replace) of `indices`, rewritten in place.
+  auto deriveAll = [](std::vector<Index>& ixs, std::map<const Var*, Info>& kn, std::set<const Var*>& rep,
+                      bool recombine) {
+    Derive derive;
+    derive.known = &kn;
+    derive.replaced = &rep;
+    derive.recombine = recombine;
+    for (int round = 0; round < 8; ++round) {
+      derive.changed = false;
+      for (Index& ix : ixs) ix.base = derive.mutate(ix.base);
+      if (!derive.changed) break;
+    }
+  };
+  // First view: the iteration's variables (the loop's and those derived from it by division) as
+  // the high digits of a mixed radix over the span of everything else. All accesses of a written
+  // buffer share the digits' coefficients and the outer terms; the inner loops' terms, the lanes
+  // and the constants span [lo, hi] (over all its accesses). When each digit's coefficient exceeds
+  // what the span and the smaller digits reach, an element determines every digit, and the digits
+  // determine the iteration. (A tail loop's store and the main tile's agree on the digits but not
+  // on their inner terms, which the second view below needs; a digit is not recombined with an
+  // inner loop, whose variable differs between the two.)
+  auto digitsOverSpan = [&]() {
+    std::map<const Var*, Info> known1 = known;
+    std::set<const Var*> replaced;
+    std::vector<Index> indices1 = indices;
+    deriveAll(indices1, known1, replaced, false);
+    std::set<const Var*> vars;
+    for (const auto& [v, info] : known1) vars.insert(v);
+    std::map<const Var*, Interval> ranges;
+    for (const auto& [v, info] : known1)
+      if (!info.iteration) ranges[v] = {info.min, info.min + info.extent - 1};
+    struct Digits {
+      std::map<const Var*, int64_t> coefs;
+      std::map<std::string, int64_t> outer;
+      int64_t lo = 0, hi = 0;
+    };
+    std::map<const BufferNode*, Digits> per;
+    for (const Index& ix : indices1) {
+      std::optional<Affine> form = affineForm(ix.base, vars);
+      if (!form) return false;
+      Digits one;
+      Affine low;
+      low.constant = form->constant;
+      for (const auto& [text, term] : form->terms) {
+        if (term.second == 0) continue;
+        const Var* v = term.first.as<Var>();
+        if (!v || !vars.count(v))
+          one.outer[text] = term.second;
+        else if (known1.at(v).iteration)
+          one.coefs[v] = term.second;
+        else
+          low.terms[text] = term;
+      }
+      std::optional<Interval> span = boundsOf(low.toExpr(Type::i64()), ranges);
+      if (!span) return false;
+      const int64_t laneReach = ix.stride * (ix.lanes - 1);
+      one.lo = span->lo + std::min<int64_t>(0, laneReach),
+      one.hi = span->hi + std::max<int64_t>(0, laneReach);
+      auto [it, fresh] = per.emplace(ix.buffer, one);
+      if (fresh) continue;
+      if (it->second.coefs != one.coefs || it->second.outer != one.outer) return false;
+      it->second.lo = std::min(it->second.lo, one.lo), it->second.hi = std::max(it->second.hi, one.hi);
+    }
+    for (const auto& [buffer, d] : per) {
+      for (const auto& [v, info] : known1)
+        if (info.iteration && info.extent > 1 && !replaced.count(v) && !d.coefs.count(v)) return false;
+      std::vector<std::pair<int64_t, int64_t>> axes;  // |coefficient|, extent
+      for (const auto& [v, coef] : d.coefs) axes.emplace_back(std::abs(coef), known1.at(v).extent);
+      std::sort(axes.begin(), axes.end());
+      int64_t reach = d.hi - d.lo;
+      for (const auto& [coef, e] : axes) {
+        if (e <= 1) continue;
+        if (coef <= reach) return false;
+        reach += coef * (e - 1);
+      }
+    }
+    return true;
+  };
+  if (digitsOverSpan()) return true;
+  // Second view: every access of a written buffer injective in all the variables, its lanes and
+  // its constant offsets (the same coefficients everywhere).
   std::set<const Var*> replaced;
-  Derive derive;
-  derive.known = &known;
-  derive.replaced = &replaced;
-  for (int round = 0; round < 8; ++round) {
-    derive.changed = false;
-    for (Index& ix : indices) ix.base = derive.mutate(ix.base);
-    if (!derive.changed) break;
-  }
+  deriveAll(indices, known, replaced, true);
   std::set<const Var*> vars;
   for (const auto& [v, info] : known) vars.insert(v);
   struct Shape {
@@ -486,7 +564,7 @@ bool disjointFusedIterations(const For* loop) {
 /// check took as private.)
 bool disjointChain(const For* scope, const For* unit) {
   for (const For* loop = scope;;) {
-    if (!disjointIterations(loop) && !disjointFusedIterations(loop)) return false;
+    if (!disjointIterations(loop) && !disjointDividedIterations(loop)) return false;
     if (loop == unit) return true;
     loop = loop->body.as<For>();
     if (loop == nullptr) return false;

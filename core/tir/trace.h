@@ -12,6 +12,9 @@
 //   parallel(i_o)
 //   compute_at(t, i0)         block (the buffer the producer writes), then the consumer loop
 //   cache_write(k)            the loop whose updates (of the one buffer its nest stores) are staged
+//   merge(i, j)               loop j into the loop i it directly follows
+//   store_at(t, i)            local buffer t allocated per iteration of loop i
+//   fission(i)                loop i distributed over the statements of its body
 //
 // Loops are named by their variables (core/tir/schedule.h explains the naming), and every name a
 // primitive creates is a deterministic function of the names it started from, so a trace recorded
@@ -29,7 +32,7 @@
 namespace kiln::core::tir {
 
 struct TraceStep {
-  std::string primitive;           // split, reorder, fuse, tile, unroll, vectorize, parallel, compute_at, cache_write
+  std::string primitive;           // split, reorder, fuse, tile, unroll, vectorize, parallel, ...
   std::vector<std::string> loops;  // loop names (compute_at: the producer's block first)
   std::vector<int64_t> params;     // integer parameters (split: factor, tail; tile: fx, fy)
 

@@ -342,6 +342,45 @@ TEST(TirSchedule, MergeRunsAConsumerInsideItsProducersLoop) {
   EXPECT_EQ(Schedule(reversed).merge("i", "j"), "i");
 }
 
+// fission distributes a loop over the statements of its body, merge's inverse: legal when each
+// iteration of a later statement reads only what the same or an earlier iteration wrote.
+TEST(TirSchedule, FissionDistributesALoopOverItsStatements) {
+  Buffer x = makeBuffer("x", Type::f32(), {3}), t = makeBuffer("t", Type::f32(), {3}),
+         z = makeBuffer("z", Type::f32(), {3});
+  Expr i = Var::make("i");
+  auto twoStatements = [&](const Expr& read) {
+    PrimFunc f;
+    f.name = "f";
+    f.params = {x, z};
+    f.body = Allocate::make(t, For::make(i, i64(0), i64(3), ForKind::Serial,
+                                         Seq::make({Store::make(t, i, Load::make(x, i)),
+                                                    Store::make(z, i, Load::make(t, read) + f32(1))})));
+    return f;
+  };
+  Schedule s(twoStatements(i));
+  EXPECT_EQ(s.fission("i"), (std::vector<std::string>{"i", "i_f"}));
+  EXPECT_EQ(print(s.func()), R"(func f(x: f32[3], z: f32[3]) {
+  allocate t: f32[3]
+  for (i, 0, 3) {
+    t[i] = x[i]
+  }
+  for (i_f, 0, 3) {
+    z[i_f] = (t[i_f] + 1.0f)
+  }
+}
+)");
+  EXPECT_EQ(s.trace().str(), "fission(i)\n");
+  EXPECT_EQ(print(Trace::parse("fission(i)\n").apply(twoStatements(i))), print(s.func()));
+  // Reading an element an earlier iteration wrote is fine; one a later iteration writes is not.
+  EXPECT_NO_THROW(Schedule(twoStatements(max(i - 1, i64(0)))).fission("i"));
+  Schedule later(twoStatements(i64(2) - i));
+  EXPECT_NE(errorOf([&] { later.fission("i"); }).find("fission: loop 'i', statements 0 and 1"),
+            std::string::npos);
+  Schedule one(twoStatements(i));
+  one.fission("i");
+  EXPECT_NE(errorOf([&] { one.fission("i_f"); }).find("is not a sequence of statements"), std::string::npos);
+}
+
 // store_at shrinks a local buffer to the window one iteration of a loop touches, allocated inside
 // it; it refuses a buffer used outside the loop and one whose values pass between iterations.
 TEST(TirSchedule, StoreAtAllocatesOneIterationsWindow) {
@@ -825,7 +864,7 @@ bool randomStep(Schedule& s, std::mt19937& rng, const PrimFunc& func) {
   // Neighbours in pre-order are often parent and child: good candidates for fuse, tile, reorder.
   auto next = [&](size_t k) { return loops[std::min(loops.size() - 1, at + k)]; };
   try {
-    switch (pick(0, 9)) {
+    switch (pick(0, 10)) {
       case 0: s.split(loop(), pick(1, 9), pick(0, 1) ? TailStrategy::Loop : TailStrategy::Guard); break;
       case 1: {
         std::vector<std::string> some = {next(1), loops[at]};
@@ -840,6 +879,7 @@ bool randomStep(Schedule& s, std::mt19937& rng, const PrimFunc& func) {
       case 6: s.parallel(loop()); break;
       case 7: s.computeAt("t", loop()); break;
       case 8: s.cacheWrite(loop()); break;
+      case 9: s.fission(loop()); break;
       default: {
         // A split that tends to be vectorizable.
         auto [o, i] = s.split(loop(), std::vector<int64_t>{2, 4, 8}[pick(0, 2)], TailStrategy::Loop);
@@ -859,7 +899,7 @@ TEST(TirSchedule, RandomSchedulesPreserveResults) {
   std::vector<PrimFunc> jitFuncs;
   std::vector<PrimFunc> references;
   int applied = 0, rejected = 0;
-  for (int round = 0; round < 120; ++round) {
+  for (int round = 0; round < 160; ++round) {
     Case c = randomCase(rng);
     int lanes = rng() % 3 == 0 ? 8 : 1;
     PrimFunc original = c.chain ? lowerChain(c.text, lanes) : lowerFirst(c.text, lanes);
@@ -894,6 +934,10 @@ TEST(TirSchedule, RandomSchedulesPreserveResults) {
   int staged = 0;  // functions with a cache_write among their steps
   for (const PrimFunc& f : jitFuncs) staged += f.attrs.count("trace") && f.attrs.at("trace").find("cache_write(") != std::string::npos;
   EXPECT_GE(staged, 2);
+  int distributed = 0;  // functions with a fission among their steps
+  for (const PrimFunc& f : jitFuncs)
+    distributed += f.attrs.count("trace") && f.attrs.at("trace").find("fission(") != std::string::npos;
+  EXPECT_GE(distributed, 2);
   // JIT-compile every scheduled function at once and compare with the unscheduled one run in the
   // interpreter.
   auto lib = codegen::JitLibrary::compile(jitFuncs, hostTarget());
