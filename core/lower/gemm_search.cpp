@@ -106,16 +106,16 @@ MatmulShape matmulShapeOfKey(const Knobs& params, const std::string& key) {
 
 Stmt matmulPlainNest(const MatmulShape& s, const Buffer& a, const Buffer& b, const Buffer& y) {
   Type elem = y->elemType;
-  Expr zb = Var::make("zb"), zi = Var::make("zi"), zj = Var::make("zj");
-  Stmt init = Store::make(y, zb * (s.m * s.n) + zi * s.n + zj, literal(elem, 0));
   Expr bb = Var::make("b"), i = Var::make("i"), j = Var::make("j"), k = Var::make("k");
   std::vector<Expr> idx = batchIndex(bb, s.batch);
   Expr yOff = bb * (s.m * s.n) + i * s.n + j;
   Expr aOff = batchOffset(s.a, s.batch, idx) + i * s.k + k;
   Expr bOff = batchOffset(s.b, s.batch, idx) + k * s.n + j;
-  Stmt update = Store::make(y, yOff, Load::make(y, yOff) + Load::make(a, aOff) * Load::make(b, bOff));
-  return Seq::make({serialFor(zb, 0, s.batches, serialFor(zi, 0, s.m, serialFor(zj, 0, s.n, init))),
-                    serialFor(bb, 0, s.batches, serialFor(i, 0, s.m, serialFor(j, 0, s.n, serialFor(k, 0, s.k, update))))});
+  // The first step of the reduction starts from 0: no separate pass sets y.
+  Expr start = Select::make(EQ::make(k, i64(0)), literal(elem, 0), Load::make(y, yOff));
+  Stmt update = Store::make(y, yOff, start + Load::make(a, aOff) * Load::make(b, bOff));
+  return serialFor(bb, 0, s.batches,
+                   serialFor(i, 0, s.m, serialFor(j, 0, s.n, serialFor(k, 0, s.k, update))));
 }
 
 PrimFunc matmulPlainFunc(const std::string& key) {
@@ -134,20 +134,36 @@ PrimFunc matmulPlainFunc(const std::string& key) {
   return f;
 }
 
+int matmulDefaultRows(int64_t m) {
+  if (fourRowsWithATail(m)) return 4;  // as dense_packed's default (ViT's 197 tokens)
+  for (int rows : {4, 3, 2})
+    if (m % rows == 0) return rows;
+  return 1;
+}
+
+int matmulDefaultVectors(int rows, int budget) { return std::max(1, std::min(4, (budget - 1) / rows - 1)); }
+
+int matmulLanes(const MatmulShape& s, int lanes) {
+  int l = std::max(1, lanes);
+  while (l > 2 && l > s.n) l /= 2;
+  return l;
+}
+
 bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes) {
+  lanes = matmulLanes(s, lanes);
   int64_t mi = knob(knobs, "mi", 0), nv = knob(knobs, "nv", 0), kt = knob(knobs, "kt", 0), par = knob(knobs, "par", 0);
   if (mi < 1 || mi > s.m || nv < 1 || lanes < 2 || nv * lanes > s.n) return false;
   if (kt < 0 || (kt > 0 && (kt >= s.k || s.k % kt != 0))) return false;
   if (par < 0 || par > 3) return false;
-  // parallel() proves i_o's and the batch loop's iterations disjoint from their affine indices,
-  // and, where rows and columns have no tail loop, also a divided batch index (two batch axes
-  // longer than 1) and the fused loop (tir/schedule_analysis.h). With a tail, those two replay
-  // the whole product, within a budget.
+  // parallel() proves the iterations of i_o, of the batch loop (its index divided when two batch
+  // axes are longer than 1) and of the fused loop disjoint without replaying them, tail loops
+  // included (tir/schedule_analysis.h), but not with a cache block of the reduction (kt), whose
+  // tile is read back between blocks: then the batch and fused loops replay the whole product,
+  // within a budget.
   if (par == 1 && s.m / mi < 2) return false;
-  const bool tails = s.m % mi != 0 || s.n % (nv * lanes) != 0;
-  const bool replayed = tails && s.batches * s.m * s.n * s.k > kMatmulCheckedIterations;
-  if (par == 2 && (s.batches < 2 || (longAxes(s.batch) > 1 && replayed))) return false;
-  if (par == 3 && (s.m % mi != 0 || s.batches < 2 || s.m / mi < 2 || replayed)) return false;
+  const bool replayed = kt > 0 && s.batches * s.m * s.n * s.k > kMatmulCheckedIterations;
+  if (par == 2 && (s.batches < 2 || replayed)) return false;
+  if (par == 3 && (s.batches < 2 || s.m / mi < 2 || replayed)) return false;
   return true;
 }
 
@@ -168,37 +184,123 @@ std::vector<Knobs> matmulAnnotations(const MatmulShape& s, int lanes) {
   return out;
 }
 
-void applyMatmulSketch(Schedule& sched, const MatmulShape& s, const Knobs& knobs, int lanes) {
-  if (!matmulAnnotationFits(s, knobs, lanes))
-    throw Error("matmul sketch: annotation '" + knobsText(knobs) + "' does not fit the shape", ErrorKind::InvalidInput);
-  int64_t mi = knobs.at("mi"), nv = knobs.at("nv"), kt = knob(knobs, "kt", 0), par = knob(knobs, "par", 0);
-  // The init nest: vectorized rows, parallel outer loop.
-  if (par != 0) sched.parallel(s.batches >= 2 ? "zb" : "zi");
-  if (s.n >= lanes) {
-    auto [zo, zi] = sched.split("zj", lanes, TailStrategy::Loop);
-    sched.vectorize(zi);
+Knobs matmulDefaultKnobs(const MatmulShape& s, int lanes, int budget) {
+  lanes = matmulLanes(s, lanes);
+  const int64_t mi = matmulDefaultRows(s.m);
+  const int64_t nv = std::min<int64_t>(matmulDefaultVectors(static_cast<int>(mi), budget),
+                                       std::max<int64_t>(1, s.n / lanes));
+  // The parallel loop, when the product is worth threads: batches × row tiles fused, else the
+  // batches, else the row tiles.
+  std::vector<int64_t> pars{0};
+  if (wantParallel(s.batches * s.m * s.n, s.k)) pars = {3, 2, 1, 0};
+  for (int64_t par : pars) {
+    Knobs k{{"mi", mi}, {"nv", nv}, {"kt", 0}, {"par", par}};
+    if (matmulAnnotationFits(s, k, lanes)) return k;
   }
-  // The reduction nest.
-  auto [io, ii] = sched.split("i", mi, TailStrategy::Loop);
-  sched.reorder({"j", ii});
-  auto [jo, ji] = sched.split("j", nv * lanes, TailStrategy::Loop);
+  return {{"mi", mi}, {"nv", nv}, {"kt", 0}, {"par", 0}};
+}
+
+std::optional<Knobs> matmulAnnotationOf(const MatmulShape& s, const Knobs& knobs, int lanes, int budget) {
+  if (knobs.count("mi")) return knobs;
+  if (!knobs.count("rows") || !knobs.count("cols")) return std::nullopt;
+  Knobs k = matmulDefaultKnobs(s, lanes, budget);
+  k["mi"] = knobs.at("rows");
+  k["nv"] = knobs.at("cols");
+  // The default's parallel loop where it fits the record's tile, else the first that does.
+  for (int64_t par : {k.at("par"), int64_t{3}, int64_t{2}, int64_t{1}, int64_t{0}}) {
+    k["par"] = par;
+    if (matmulAnnotationFits(s, k, lanes)) return k;
+  }
+  return std::nullopt;
+}
+
+bool matmulTraceIsStale(const Trace& trace) {
+  for (const TraceStep& step : trace.steps())
+    for (const std::string& loop : step.loops)
+      if (loop == "zb" || loop == "zi" || loop == "zj" || loop.rfind("zj_", 0) == 0) return true;
+  return false;
+}
+
+namespace {
+
+/// Loops of `sched` that are not in `before` and not in `except`, outer first.
+std::vector<std::string> newLoops(const Schedule& sched, const std::vector<std::string>& before,
+                                  const std::vector<std::string>& except) {
+  std::vector<std::string> out;
+  for (const std::string& name : sched.loopNames())
+    if (std::find(before.begin(), before.end(), name) == before.end() &&
+        std::find(except.begin(), except.end(), name) == except.end())
+      out.push_back(name);
+  return out;
+}
+
+/// The sketch's register tiles on one block of rows: `rows`, `cols` and `k` perfectly nested in
+/// that order (k innermost), `rows` of extent `height`. Returns the vector loops to vectorize last
+/// (parallel() comes first).
+std::vector<std::string> tileRows(Schedule& sched, const MatmulShape& s, const std::string& rows,
+                                  int64_t height, const std::string& cols, const std::string& k, int64_t nv,
+                                  int64_t kt, int lanes) {
+  std::vector<std::string> vectors;
+  sched.reorder({cols, rows});
+  const int64_t width = nv * lanes, rest = s.n % width;
+  std::vector<std::string> before = sched.loopNames();
+  auto [jo, ji] = sched.split(cols, width, TailStrategy::Loop);
+  std::vector<std::string> tail = newLoops(sched, before, {jo, ji});  // cols, rows, k of the tail
+  std::string acc = k;
   if (kt > 0) {
-    auto [ko, ki] = sched.split("k", kt, TailStrategy::Guard);
-    sched.reorder({ko, jo, ki, ii, ji});
+    auto [ko, ki] = sched.split(k, kt, TailStrategy::Guard);
+    sched.reorder({ko, jo, ki, rows, ji});
+    acc = ki;
   } else {
-    sched.reorder({jo, "k", ii, ji});
+    sched.reorder({jo, k, rows, ji});
   }
   auto [jv, jl] = sched.split(ji, lanes, TailStrategy::Guard);
   if (nv > 1) sched.unroll(jv);
-  if (mi > 1) sched.unroll(ii);
+  if (height > 1) sched.unroll(rows);
   // The register tile accumulates in a local buffer over the (blocked) reduction.
-  sched.cacheWrite(kt > 0 ? "k_i" : "k");
+  sched.cacheWrite(acc);
+  vectors = {jl, jl + "_r", jl + "_w"};
+  if (rest == 0) return vectors;
+  // The last N mod (nv·L) columns: one narrower tile, in vectors of halving widths.
+  KILN_ASSERT(tail.size() == 3, "matmul sketch: the column tail is not a three-loop nest");
+  sched.reorder({tail[2], tail[1], tail[0]});
+  if (height > 1) sched.unroll(tail[1]);
+  sched.cacheWrite(tail[2]);
+  if (rest >= 2)
+    for (const char* suffix : {"", "_r", "_w"}) vectors.push_back(tail[0] + suffix);
+  return vectors;
+}
+
+}  // namespace
+
+void applyMatmulSketch(Schedule& sched, const MatmulShape& s, const Knobs& knobs, int lanes) {
+  if (!matmulAnnotationFits(s, knobs, lanes))
+    throw Error("matmul sketch: annotation '" + knobsText(knobs) + "' does not fit the shape",
+                ErrorKind::InvalidInput);
+  lanes = matmulLanes(s, lanes);
+  int64_t mi = knobs.at("mi"), nv = knobs.at("nv"), kt = knob(knobs, "kt", 0), par = knob(knobs, "par", 0);
+  std::vector<std::string> before = sched.loopNames();
+  auto [io, ii] = sched.split("i", mi, TailStrategy::Loop);
+  std::vector<std::string> tail = newLoops(sched, before, {io, ii});  // rows, cols, k of the tail
+  std::vector<std::string> vectors = tileRows(sched, s, ii, mi, "j", "k", nv, kt, lanes);
+  if (s.m % mi != 0) {
+    // The last M mod mi rows: one shorter tile over the whole reduction.
+    KILN_ASSERT(tail.size() == 3, "matmul sketch: the row tail is not a three-loop nest");
+    std::vector<std::string> more = tileRows(sched, s, tail[0], s.m % mi, tail[1], tail[2], nv, 0, lanes);
+    vectors.insert(vectors.end(), more.begin(), more.end());
+  }
   if (par == 1) sched.parallel(io);
   if (par == 2) sched.parallel("b");
-  if (par == 3) sched.parallel(sched.fuse("b", io));
-  sched.vectorize(jl);
-  sched.vectorize(jl + "_r");
-  sched.vectorize(jl + "_w");
+  if (par == 3) {
+    // With tail rows, the batch loop is distributed first: the row tiles of every batch in one
+    // parallel loop, then the tail rows of every batch in another.
+    if (s.m % mi != 0) {
+      std::vector<std::string> parts = sched.fission("b");
+      for (size_t p = 1; p < parts.size(); ++p) sched.parallel(parts[p]);
+    }
+    sched.parallel(sched.fuse("b", io));
+  }
+  for (const std::string& v : vectors) sched.vectorize(v);
 }
 
 Trace matmulTrace(const std::string& key, const Knobs& knobs, int lanes) {

@@ -8,32 +8,41 @@
 // The plain nest of y[..., M, N] = a[..., M, K] · b[..., K, N] (numpy broadcasting over the
 // batch axes, flattened into one batch loop; both operands of rank ≥ 2):
 //
-//   for zb, zi, zj:        y[zb, zi, zj] = 0
-//   for b, i, j, k:        y[b, i, j] = y[b, i, j] + a[b', i, k] · b[b'', k, j]
+//   for b, i, j, k:        y[b, i, j] = select(k == 0, 0, y[b, i, j]) + a[b', i, k] · b[b'', k, j]
 //
-// A fused epilogue is not part of it: the fused lowering (fused.cpp) applies it in place after
-// an anchor that never called it, so a trace recorded on a standalone task replays unchanged on
-// every kernel with the key.
+// a reduction that starts from 0 at its first step, with no pass of its own. A fused epilogue
+// is not part of it: it is applied where the tile is written back (the scheduled nest never
+// reads y, so each element's last store is its result), so a trace recorded on a standalone
+// task replays unchanged on every kernel with the key.
 //
 // The sketch (multi-level tiling of the reduction nest, TVM Ansor's "SSRSRS" cut down to what a
-// CPU register tile needs), as primitives on that nest:
+// CPU register tile needs), as primitives on that nest, with L lanes (the target's, halved while
+// wider than N):
 //
 //   split(i; mi, 1)                  row tile, a tail loop for the M mod mi last rows
-//   reorder(j, i_i)                  rows of the tile inside the column loop
-//   split(j; nv·L, 1)                column tile of nv vectors of L lanes, tail loop for the rest
-//   split(k; kt, 0)                  (kt > 0) cache block of the reduction
-//   reorder(j_o, k, i_i, j_i)        (with kt: k_o, j_o, k_i, i_i, j_i) the tile innermost
-//   split(j_i; L, 0)  unroll(j_i_o)  unroll(i_i)        the mi × nv register tile
-//   cache_write(k | k_i)             accumulated in a local buffer (registers) over the reduction
-//   parallel(i_o | b | fuse(b, i_o))                    the outer data-parallel loop
-//   vectorize(j_i_i) (and its copies j_i_i_r, j_i_i_w)  contiguous along j in y and b, a
-//                                    broadcast of a[.., i, k]
-//   init nest: split(zj; L, 1) vectorize(zj_i), parallel of its outer loop
+//   for the row tile (rows i_i) and then the tail rows (i_t, with its loops j_t, k_t):
+//     reorder(j, i_i)                rows of the tile inside the column loop
+//     split(j; nv·L, 1)              column tile of nv vectors, a tail loop for the rest
+//     split(k; kt, 0)                (kt > 0, row tile only) cache block of the reduction
+//     reorder(j_o, k, i_i, j_i)      (with kt: k_o, j_o, k_i, i_i, j_i) the tile innermost
+//     split(j_i; L, 0)  unroll(j_i_o)  unroll(i_i)          the mi × nv register tile
+//     cache_write(k | k_i)           accumulated in a local buffer (registers) over the reduction,
+//                                    starting from 0 (no read of y; with kt, from y after the
+//                                    first block)
+//     the column tail (N mod nv·L columns): reorder(k, rows, j) unroll(rows) cache_write(k), one
+//                                    narrower tile in vectors of halving widths
+//   parallel(i_o | b | fuse(b, i_o))                        the outer data-parallel loop; with
+//                                    tail rows and par 3, fission(b) first: the row tiles of all
+//                                    batches in one parallel loop, the tail rows' tiles in others
+//   vectorize every tile's column loop and its copies (_r, _w): contiguous along j in y and b,
+//                                    a broadcast of a[.., i, k]
 //
 // Its annotation (the knobs the tuner searches: mi, nv, kt, par) fills the split factors and the
-// parallel choice; factors that do not divide M or N leave tail loops. A configuration without
-// "mi" (the heuristic's rows/cols) keeps the hand-written lowering in ops_gemm.cpp, which stays
-// the default: the search only replaces it where a record says a trace is faster.
+// parallel choice. Every matmul with two operands of rank ≥ 2 and N ≥ 2 is this sketch: untuned,
+// with matmulDefaultKnobs. A vector operand or a single output column takes dense's dot-product
+// tile instead (ops_gemm.cpp). Records of the hand-written schedule this replaced (knobs rows,
+// cols) are read as the annotation mi = rows, nv = cols; traces recorded on the older plain nest,
+// which set y to 0 in loops zb, zi, zj first, are rebuilt from their record's annotation.
 #pragma once
 
 #include <cstdint>
@@ -72,27 +81,35 @@ tir::Stmt matmulPlainNest(const MatmulShape& s, const tir::Buffer& a, const tir:
 /// traces of a matmul key are recorded on and checked against.
 tir::PrimFunc matmulPlainFunc(const std::string& key);
 
-/// The hand-written lowering's configuration (rows, cols), as it records it in attrs["schedule"]:
-/// the default point of a matmul key's space.
-Knobs matmulHandKnobs(const MatmulShape& s, const LowerOptions& options);
-/// Its row tile (the largest of 4, 3, 2, 1 dividing M; 4 with a tail loop when neither 4 nor 3
-/// divides an M of 8 or more) and column vectors per tile.
-int matmulHandRows(int64_t m);
-/// Whether M rows take 4-row tiles and a tail loop by default (dense_packed and the hand matmul):
-/// when neither 4 nor 3 divides an M of 8 or more, as 37 or 197 tokens (a 1- or 2-row tile
-/// reloads the weights for every row or two).
+/// The default row tile: the largest of 4, 3, 2, 1 dividing M; 4 with a tail loop when neither 4
+/// nor 3 divides an M of 8 or more.
+int matmulDefaultRows(int64_t m);
+/// Whether M rows take 4-row tiles and a tail loop by default (dense_packed and matmul): when
+/// neither 4 nor 3 divides an M of 8 or more, as 37 or 197 tokens (a 1- or 2-row tile reloads
+/// the weights for every row or two).
 bool fourRowsWithATail(int64_t m);
-int matmulHandVectors(int rows, int budget);
+/// The default column vectors of a `rows`-row tile within an accumulator budget (at most 4).
+int matmulDefaultVectors(int rows, int budget);
 
-/// The most multiply-adds a parallel loop whose indices divide may hold when rows or columns have
-/// a tail loop: its legality check replays them (without tails it is proven statically).
+/// The most multiply-adds a parallel batch or fused loop may hold with a cache block of the
+/// reduction (kt > 0): its legality check replays them (otherwise it is proven statically).
 inline constexpr int64_t kMatmulCheckedIterations = int64_t{1} << 20;
 
+/// The vector width the sketch uses for the target's `lanes`: halved while wider than N (at least 2).
+int matmulLanes(const MatmulShape& s, int lanes);
+/// The untuned kernel's annotation: the hand-written tile it replaced (matmulDefaultRows rows,
+/// matmulDefaultVectors vectors of an accumulator `budget`), kt 0, and the first parallel loop of
+/// 3, 2, 1 that fits where wantParallel says the product is worth threads (else par 0).
+Knobs matmulDefaultKnobs(const MatmulShape& s, int lanes, int budget);
+/// A record's configuration as an annotation: itself with "mi", the annotation mi = rows,
+/// nv = cols (kt 0, the default's par) for the hand-written schedule's knobs; nullopt otherwise.
+std::optional<Knobs> matmulAnnotationOf(const MatmulShape& s, const Knobs& knobs, int lanes, int budget);
+/// Whether a recorded trace was made on the older plain nest (it names the zero-fill loops).
+bool matmulTraceIsStale(const tir::Trace& trace);
 /// Whether annotation `knobs` is one the sketch takes for this shape on `lanes`-wide vectors
 /// (mi ≤ M, nv·lanes ≤ N, kt a proper divisor of K or 0, the parallel choice available: par 1
 /// parallel row tiles (≥ 2 of them), 2 the batch loop (≥ 2 batches), 3 the fused batch × row-tile
-/// loop (M divisible by mi); par 2 over a divided batch index (two batch axes longer than 1) and
-/// par 3 with a tail loop in the rows or columns only while the whole product is within
+/// loop (≥ 2 of each); par 2 and 3 with kt > 0 only while the whole product is within
 /// kMatmulCheckedIterations).
 bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes);
 /// Every annotation that fits, in a fixed order.

@@ -18,6 +18,7 @@
 
 namespace kiln::core::tir {
 class Schedule;
+class Trace;
 }
 
 namespace kiln::core::lower {
@@ -245,11 +246,14 @@ tir::PrimFunc plainFunc(std::string name, const tir::Buffer& x, const tir::Buffe
 /// annotation (knobs with "mi") applied by `sketch`. A record whose annotation `fits` refuses
 /// (made for another form of the kernel) selects neither. An undefined Stmt when no
 /// configuration selects one, so the caller's default takes over. A trace that does not
-/// replay, or fitting knobs a primitive refuses, throw one line naming the key. Sets
-/// ctx.schedule and ctx.trace.
-tir::Stmt tunedBySketch(const OpContext& ctx, tir::PrimFunc plain,
-                        const std::function<bool(const std::map<std::string, int64_t>&)>& fits,
-                        const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch);
+/// replay, or fitting knobs a primitive refuses, throw one line naming the key; a trace `stale`
+/// says was recorded on an older plain nest is rebuilt from its record's annotation instead.
+/// Sets ctx.schedule and ctx.trace.
+tir::Stmt tunedBySketch(
+    const OpContext& ctx, tir::PrimFunc plain,
+    const std::function<bool(const std::map<std::string, int64_t>&)>& fits,
+    const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch,
+    const std::function<bool(const tir::Trace&)>& stale = {});
 /// `plain` scheduled by `sketch` with the default annotation `knobs` (an untuned kernel whose
 /// default is its sketch); sets ctx.schedule and ctx.trace.
 tir::Stmt defaultSketch(const OpContext& ctx, tir::PrimFunc plain, const std::map<std::string, int64_t>& knobs,

@@ -9,6 +9,8 @@
 #include "core/lower/schedule_config.h"
 #include "core/tir/functor.h"
 #include "core/tir/schedule.h"
+#include "core/tir/schedule_analysis.h"
+#include "core/tir/simplify.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -289,11 +291,20 @@ PrimFunc plainFunc(std::string name, const Buffer& x, const Buffer& w, const Buf
 }
 
 Stmt tunedBySketch(const OpContext& ctx, PrimFunc plain, const std::function<bool(const Knobs&)>& fits,
-                   const std::function<void(Schedule&, const Knobs&)>& sketch) {
+                   const std::function<void(Schedule&, const Knobs&)>& sketch,
+                   const std::function<bool(const Trace&)>& stale) {
   const ScheduleConfigs* configs = ctx.options.schedules.get();
   if (!configs) return Stmt();
   const std::string* traceText = configs->findTrace(ctx.tuneKey);
   const Knobs* knobs = configs->find(ctx.tuneKey);
+  // A trace recorded on an older form of the plain nest gives way to its record's annotation.
+  if (traceText && stale && knobs && knobs->count("mi")) {
+    try {
+      if (stale(Trace::parse(*traceText))) traceText = nullptr;
+    } catch (const Error&) {
+      // Not a trace at all: the replay below refuses it with one line.
+    }
+  }
   if (!traceText && (!knobs || !knobs->count("mi"))) return Stmt();
   // A sketch annotation made for another form of the kernel (e.g. Winograd's for the direct
   // convolution) selects neither its trace nor its knobs here.
@@ -329,6 +340,51 @@ Stmt defaultSketch(const OpContext& ctx, PrimFunc plain, const Knobs& knobs,
   return sched.func().body;
 }
 
+namespace {
+
+/// `e` as Σ coefficient · atom + constant over + − and products with constants (any other
+/// subexpression, a variable or a division, is an atom).
+void linearTerms(const Expr& e, int64_t scale, std::vector<std::pair<Expr, int64_t>>& terms,
+                 int64_t& constant) {
+  if (const int64_t* c = asConstInt(e)) {
+    constant += scale * *c;
+  } else if (const auto* add = e.as<Add>()) {
+    linearTerms(add->a, scale, terms, constant);
+    linearTerms(add->b, scale, terms, constant);
+  } else if (const auto* sub = e.as<Sub>()) {
+    linearTerms(sub->a, scale, terms, constant);
+    linearTerms(sub->b, -scale, terms, constant);
+  } else if (const auto* mul = e.as<Mul>(); mul && asConstInt(mul->b)) {
+    linearTerms(mul->a, scale * *asConstInt(mul->b), terms, constant);
+  } else if (mul && asConstInt(mul->a)) {
+    linearTerms(mul->b, scale * *asConstInt(mul->a), terms, constant);
+  } else {
+    terms.emplace_back(e, scale);
+  }
+}
+
+/// {q, r} with e = q · d + r and 0 ≤ r ≤ d − lanes over `ranges` (the enclosing loops): the terms
+/// whose coefficients d divides make q, the others r. nullopt when r's bounds are not known to fit.
+std::optional<std::pair<Expr, Expr>> divideByRanges(
+    const Expr& e, int64_t d, int64_t lanes, const std::map<const Var*, schedule_detail::Interval>& ranges) {
+  std::vector<std::pair<Expr, int64_t>> terms;
+  int64_t constant = 0;
+  linearTerms(e, 1, terms, constant);
+  Type t = e.type();
+  Expr q = IntImm::make(t, constant / d), r = IntImm::make(t, constant % d);
+  for (const auto& [atom, coef] : terms) {
+    if (coef % d == 0)
+      q = q + atom * IntImm::make(t, coef / d);
+    else
+      r = r + atom * IntImm::make(t, coef);
+  }
+  std::optional<schedule_detail::Interval> span = schedule_detail::boundsOf(r, ranges);
+  if (!span || span->lo < 0 || span->hi + lanes > d) return std::nullopt;
+  return std::make_pair(simplify(q), simplify(r));
+}
+
+}  // namespace
+
 Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leading, int64_t n) {
   const BufferNode* y = ctx.out[0].get();
   struct ReadsOutput : IRVisitor {
@@ -347,16 +403,50 @@ Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leadi
     const OpContext* ctx;
     const Shape* leading;
     int64_t n;
+    std::map<const Var*, schedule_detail::Interval> ranges;  // the enclosing loops
     using IRMutator::visit;
+    Stmt visit(const For* op, const Stmt& self) override {
+      const int64_t *mn = asConstInt(op->min), *ext = asConstInt(op->extent);
+      if (mn && ext && *ext > 0) ranges[op->var.as<Var>()] = {*mn, *mn + *ext - 1};
+      Stmt out = IRMutator::visit(op, self);
+      ranges.erase(op->var.as<Var>());
+      return out;
+    }
+    /// The axis indices of element `flat` of [leading..., n]: each division by an axis taken
+    /// apart by the loops' ranges where it can be (no integer division left in the code), else
+    /// `/` and `%`.
+    std::vector<Expr> axes(const Expr& flat, int64_t span) {
+      std::vector<int64_t> dims(leading->begin(), leading->end());
+      dims.push_back(n);
+      std::vector<Expr> idx(dims.size());
+      Expr rest = flat;
+      for (size_t d = dims.size(); d-- > 0;) {
+        if (d == 0) {
+          idx[d] = rest;
+          break;
+        }
+        const int64_t width = d + 1 == dims.size() ? span : 1;
+        if (auto qr = divideByRanges(rest, dims[d], width, ranges)) {
+          idx[d] = qr->second, rest = qr->first;
+        } else {
+          idx[d] = rest % dims[d], rest = rest / dims[d];
+        }
+      }
+      return idx;
+    }
     Stmt visit(const Store* op, const Stmt& self) override {
       if (op->buffer != ctx->out[0]) return IRMutator::visit(op, self);
       if (ctx->flatEpilogue)
         return Store::make(op->buffer, op->index, ctx->flatEpilogue(op->value, op->index));
       const auto* ramp = op->index.as<Ramp>();
-      Expr flat = ramp ? ramp->base : op->index;
-      std::vector<Expr> index = rowIndex(flat / n, *leading);
-      Expr col = flat % n;
-      index.push_back(ramp ? Ramp::make(col, ramp->stride, ramp->lanes) : col);
+      // The elements a vector store covers (a ramp of unknown stride is never divided by ranges).
+      int64_t span = 1;
+      if (ramp) {
+        const int64_t* stride = asConstInt(ramp->stride);
+        span = stride && *stride > 0 ? (ramp->lanes - 1) * *stride + 1 : std::numeric_limits<int32_t>::max();
+      }
+      std::vector<Expr> index = axes(ramp ? ramp->base : op->index, span);
+      if (ramp) index.back() = Ramp::make(index.back(), ramp->stride, ramp->lanes);
       return Store::make(op->buffer, op->index, ctx->applyEpilogue(op->value, index));
     }
   } apply;

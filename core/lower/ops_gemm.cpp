@@ -25,13 +25,13 @@
 // to its plain nest by schedule primitives, with a tuned configuration's annotation or trace, else
 // the default annotation (that tile).
 //
-// matmul, a [..., M, K] · b [..., K, N]: b is contiguous along N, so the tile vectorizes the
-// output columns: acc[r][v] += broadcast(a[m0 + r, k]) · b[k, n0 + v·L : +L], with the columns
-// of a row cut into full tiles in a loop and leftovers in narrower vectors; R rows per tile, and
-// the last M mod R rows in a loop of their own (matmulHandRows). A product with one
-// output column (b a vector) uses dense's K-vectorized dot product instead. That hand-written
-// schedule is the default; a tuned configuration of the matmul's key instead schedules the plain
-// nest of gemm_search.h with primitives (the record's trace, or the sketch of its knobs).
+// matmul, a [..., M, K] · b [..., K, N]: every product of N ≥ 2 columns is the sketch of
+// gemm_search.h on its plain nest (a vector first operand as one row), with a tuned record's
+// trace or annotation, else the default annotation: R rows × nv vectors of output columns in
+// registers, acc[r][v] += broadcast(a[m0 + r, k]) · b[k, n0 + v·L : +L], tail loops for the last
+// rows and columns, the epilogue applied where the tile is written back. A product with one
+// output column (b a vector or one column) uses dense's K-vectorized dot product instead, R rows
+// at a time (matmulDefaultRows), the last M mod R rows in a loop of their own.
 #include <algorithm>
 #include <functional>
 
@@ -50,13 +50,6 @@ namespace {
 
 int laneCount(const OpContext& ctx) {
   return ctx.out[0]->elemType.bits == 64 ? std::max(1, ctx.options.vectorLanes / 2) : ctx.options.vectorLanes;
-}
-
-/// Largest of `candidates` that divides n (1 when none does).
-int largestDivisor(int64_t n, std::initializer_list<int> candidates) {
-  for (int c : candidates)
-    if (c >= 1 && n % c == 0) return c;
-  return 1;
 }
 
 /// Σ_k a[aBase(r) + k] · b[bBase(c) + k] for an R × C tile, K-vectorized (dense and 1-column
@@ -121,31 +114,30 @@ struct DotTile {
   }
 };
 
-Stmt tunedMatmul(const OpContext& ctx, const MatmulShape& s) {
-  PrimFunc plain;
-  plain.name = "matmul";
-  plain.params = {ctx.in[0], ctx.in[1], ctx.out[0]};
-  plain.body = matmulPlainNest(s, ctx.in[0], ctx.in[1], ctx.out[0]);
-  const int lanes = laneCount(ctx);
-  return tunedBySketch(
-      ctx, std::move(plain), [&](const Knobs& k) { return matmulAnnotationFits(s, k, lanes); },
-      [&](Schedule& sched, const Knobs& k) { applyMatmulSketch(sched, s, k, lanes); });
+/// A matmul of N ≥ 2 columns: the sketch of gemm_search.h on its plain nest (a vector first
+/// operand as one row), with a record's trace or annotation, else the default annotation.
+Stmt sketchedMatmul(const OpContext& ctx, const MatmulShape& s, const Shape& leading) {
+  PrimFunc plain = plainFunc("matmul", ctx.in[0], ctx.in[1], nullptr, ctx.out[0],
+                             matmulPlainNest(s, ctx.in[0], ctx.in[1], ctx.out[0]));
+  const int lanes = laneCount(ctx), budget = accumulatorBudget(ctx.options);
+  auto sketch = [&](Schedule& sched, const Knobs& k) { applyMatmulSketch(sched, s, k, lanes); };
+  Stmt nest;
+  if (!ctx.tuneKey.empty()) {
+    nest = tunedBySketch(
+        ctx, plain, [&](const Knobs& k) { return matmulAnnotationFits(s, k, lanes); }, sketch,
+        matmulTraceIsStale);
+    // A record of the hand-written schedule this sketch replaced (rows, cols): its annotation.
+    const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey);
+    if (!nest.defined() && tuned && !tuned->count("mi"))
+      if (std::optional<Knobs> k = matmulAnnotationOf(s, *tuned, lanes, budget))
+        nest = defaultSketch(ctx, plain, *k, sketch);
+  }
+  if (!nest.defined())
+    nest = defaultSketch(ctx, std::move(plain), matmulDefaultKnobs(s, lanes, budget), sketch);
+  return ctx.epilogue ? epilogueAtStores(ctx, nest, leading, s.n) : nest;
 }
 
 }  // namespace
-
-int matmulHandRows(int64_t m) {
-  if (fourRowsWithATail(m)) return 4;  // as dense_packed's default (ViT's 197 tokens)
-  return largestDivisor(m, {4, 3, 2, 1});
-}
-int matmulHandVectors(int rows, int budget) { return std::max(1, std::min(4, (budget - 1) / rows - 1)); }
-
-Knobs matmulHandKnobs(const MatmulShape& s, const LowerOptions& options) {
-  GemmKnobs knobs;
-  knobs.rows = matmulHandRows(s.m);
-  knobs.cols = s.n == 1 ? 1 : matmulHandVectors(knobs.rows, accumulatorBudget(options));
-  return parseKnobs(knobs.str());
-}
 
 Stmt lowerDense(const OpContext& ctx) {
   ctx.requireFloat();
@@ -240,14 +232,16 @@ Stmt lowerMatmul(const OpContext& ctx) {
   const Shape &as = ctx.inTypes[0].shape, &bs = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
   bool aVec = as.size() == 1, bVec = bs.size() == 1;
   ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
-  if (!ctx.tuneKey.empty()) {
-    Stmt tuned = tunedMatmul(ctx, *matmulShape(as, bs));
-    if (tuned.defined()) return tuned;
+  const int64_t k = as.back(), n = bVec ? 1 : bs.back();
+  if (n >= 2) {
+    // A vector first operand is one row: y [..., N] is laid out as [..., 1, N].
+    std::optional<MatmulShape> s = matmulShape(aVec ? Shape{1, k} : as, bs);
+    KILN_ASSERT(s.has_value(), "matmul: the operand shapes do not multiply");
+    return sketchedMatmul(ctx, *s, Shape(ys.begin(), ys.end() - 1));
   }
-  int64_t k = as.back();
-  int64_t n = bVec ? 1 : bs.back();
+  // One output column: rows of dot products, K-vectorized.
   int64_t mRows = aVec ? 1 : as[as.size() - 2];
-  size_t batchRank = ys.size() - (aVec ? 0 : 1) - (bVec ? 0 : 1);
+  size_t batchRank = ys.size() - (aVec ? 0 : 1);
   Shape batch(ys.begin(), ys.begin() + static_cast<std::ptrdiff_t>(batchRank));
   int64_t batches = 1;
   for (int64_t d : batch) batches *= d;
@@ -261,20 +255,16 @@ Stmt lowerMatmul(const OpContext& ctx) {
     return out;
   };
   std::vector<int64_t> aStrides = batchStrides(as, aVec), bStrides = batchStrides(bs, bVec);
-
-  Type elem = ctx.out[0]->elemType;
-  int lanes = laneCount(ctx);
-  int budget = accumulatorBudget(ctx.options);
-  bool parallel = wantParallel(ctx.outTypes[0].numel(), k);
+  const bool parallel = wantParallel(ctx.outTypes[0].numel(), k);
 
   // The fused loop over (batch, m-tile) of R-row tiles, then (when R does not divide M) a loop
   // over the batches for the last M mod R rows.
   GemmKnobs knobs;
-  knobs.rows = matmulHandRows(mRows);
-  knobs.cols = n == 1 ? 1 : matmulHandVectors(knobs.rows, budget);
+  knobs.rows = matmulDefaultRows(mRows);
+  knobs.cols = 1;
   const int64_t rowTiles = mRows / knobs.rows;
   const int tailRows = static_cast<int>(mRows % knobs.rows);
-  // The product of `rows` rows from m0 in the batch of flat index bIndex.
+  // The dot products of `rows` rows from m0 in the batch of flat index bIndex.
   auto rowBlock = [&](int rows, const Expr& bIndex, const Expr& m0) -> Stmt {
     std::vector<Expr> bIdx = rowIndex(bIndex, batch.empty() ? Shape{1} : batch);
     Expr aBatch = i64(0), bBatch = i64(0);
@@ -282,74 +272,17 @@ Stmt lowerMatmul(const OpContext& ctx) {
       if (aStrides[d]) aBatch = aBatch + bIdx[d] * aStrides[d];
       if (bStrides[d]) bBatch = bBatch + bIdx[d] * bStrides[d];
     }
-    Expr yBatch = bIndex * (mRows * n);
-    auto outIndex = [&](const Expr& row, const Expr& col) {
+    Expr yBatch = bIndex * mRows;
+    DotTile dot{ctx, ctx.in[0], ctx.in[1], k, laneCount(ctx)};
+    std::vector<Expr> aBase;
+    for (int r = 0; r < rows; ++r) aBase.push_back(aBatch + (m0 + r) * k);
+    return dot.build(aBase, {bBatch}, [&](int r, int, Expr sum) {
+      Expr row = m0 + r;
       std::vector<Expr> idx = batch.empty() ? std::vector<Expr>{} : bIdx;
       if (!aVec) idx.push_back(row);
-      if (!bVec) idx.push_back(col);
-      return idx;
-    };
-    if (n == 1) {
-      DotTile dot{ctx, ctx.in[0], ctx.in[1], k, lanes};
-      std::vector<Expr> aBase;
-      for (int r = 0; r < rows; ++r) aBase.push_back(aBatch + (m0 + r) * k);
-      return dot.build(aBase, {bBatch}, [&](int r, int, Expr sum) {
-        Expr row = m0 + r;
-        return Store::make(ctx.out[0], yBatch + row, ctx.applyEpilogue(sum, outIndex(row, i64(0))));
-      });
-    }
-    // Column vectors of the row block: full tiles of `vecs` vectors in a loop, leftovers in
-    // narrower vectors.
-    const int vecs = knobs.cols;
-    auto tile = [&](const Expr& n0, const std::vector<std::pair<int64_t, int>>& vectors) {
-      int64_t width = 0;
-      for (const auto& [off, l] : vectors) width = std::max<int64_t>(width, off + l);
-      Buffer acc = makeBuffer("acc", elem, {rows * width});
-      auto slot = [&](int r, int64_t off) { return i64(r * width + off); };
-      std::vector<Stmt> init, stores;
-      for (int r = 0; r < rows; ++r)
-        for (const auto& [off, l] : vectors) init.push_back(vstore(acc, slot(r, off), splat(literal(elem, 0), l)));
-      Expr kk = Var::make("k");
-      std::vector<Stmt> fmas;
-      for (const auto& [off, l] : vectors) {
-        Expr bv = Var::make("b" + std::to_string(off), elem.withLanes(static_cast<uint16_t>(l)));
-        std::vector<Stmt> per;
-        for (int r = 0; r < rows; ++r) {
-          Expr av = Load::make(ctx.in[0], aBatch + (m0 + r) * k + kk);
-          per.push_back(vstore(acc, slot(r, off), vload(acc, slot(r, off), l) + splat(av, l) * bv));
-        }
-        fmas.push_back(LetStmt::make(bv, vload(ctx.in[1], bBatch + kk * n + n0 + off, l), Seq::make(std::move(per))));
-      }
-      for (int r = 0; r < rows; ++r)
-        for (const auto& [off, l] : vectors) {
-          Expr row = m0 + r, col = n0 + off;
-          Expr value = ctx.applyEpilogue(vload(acc, slot(r, off), l), outIndex(row, vramp(col, l)));
-          stores.push_back(vstore(ctx.out[0], yBatch + row * n + col, value));
-        }
-      return Allocate::make(acc, Seq::make({Seq::make(std::move(init)), serialFor(kk, 0, k, Seq::make(std::move(fmas))),
-                                            Seq::make(std::move(stores))}));
-    };
-    std::vector<Stmt> parts;
-    int64_t full = int64_t{vecs} * lanes, count = n / full;
-    if (count > 0) {
-      std::vector<std::pair<int64_t, int>> vectors;
-      for (int v = 0; v < vecs; ++v) vectors.push_back({int64_t{v} * lanes, lanes});
-      Expr nb = Var::make("nb");
-      parts.push_back(serialFor(nb, 0, count, tile(nb * full, vectors)));
-    }
-    // Leftover columns in halving vectors, at most `vecs` per tile.
-    std::vector<std::pair<int64_t, int>> leftovers;  // (absolute column, lanes)
-    int64_t start = count * full;
-    for (int l = lanes; l >= 1; l /= 2)
-      for (; n - start >= l; start += l) leftovers.push_back({start, l});
-    for (size_t i = 0; i < leftovers.size(); i += static_cast<size_t>(vecs)) {
-      int64_t origin = leftovers[i].first;
-      std::vector<std::pair<int64_t, int>> group;
-      for (size_t j = i; j < std::min(leftovers.size(), i + static_cast<size_t>(vecs)); ++j)
-        group.push_back({leftovers[j].first - origin, leftovers[j].second});
-      parts.push_back(tile(i64(origin), group));
-    }
-    return Seq::make(std::move(parts));
+      if (!bVec) idx.push_back(i64(0));
+      return Store::make(ctx.out[0], yBatch + row, ctx.applyEpilogue(sum, idx));
+    });
   };
   ctx.schedule = knobs.str();
   const ForKind kind = parallel ? ForKind::Parallel : ForKind::Serial;

@@ -141,11 +141,13 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
       for (int64_t cols = 1; cols <= 16; ++cols)
         if (lower::denseTileFits(rows, cols, m, n, options)) space.add({{"rows", rows}, {"cols", cols}});
   } else if (parts.kind == "matmul") {
-    // The hand-written schedule first (the default every candidate is compared with), then the
-    // sketch's annotations (gemm_search.h).
+    // The default annotation first (what an untuned build runs), then every other that fits
+    // (gemm_search.h).
     lower::MatmulShape s = lower::matmulShapeOfKey(parts.params, key);
-    space.add(lower::matmulHandKnobs(s, options));
-    for (Knobs& k : lower::matmulAnnotations(s, options.vectorLanes)) space.add(std::move(k));
+    Knobs first = lower::matmulDefaultKnobs(s, options.vectorLanes, lower::accumulatorBudget(options));
+    space.add(first);
+    for (Knobs& k : lower::matmulAnnotations(s, options.vectorLanes))
+      if (k != first) space.add(std::move(k));
   } else if (parts.kind == "dense_packed") {
     // The default annotation first (what an untuned build runs), then every other that fits.
     lower::DensePackedShape s = lower::densePackedShapeOfKey(parts.params, key);

@@ -15,6 +15,7 @@
 #include "core/ir/parser.h"
 #include "core/lower/interpreter.h"
 #include "core/lower/lower.h"
+#include "core/lower/schedule.h"
 #include "core/tir/functor.h"
 #include "core/tir/printer.h"
 #include "core/tir/schedule_analysis.h"
@@ -115,7 +116,11 @@ TEST(MatmulSearch, KeysDescribeBothOperands) {
       "graph(%a: f32[3,5,7], %b: f32[7,9]) {\n  %y = matmul(%a, %b) : f32[3,5,9]\n  return %y\n}\n");
   PrimFunc f = lowerNode(g, 0, "f");
   EXPECT_EQ(f.attrs.at("tune_key"), "matmul:ra=3,a0=3,a1=5,a2=7,rb=2,b0=7,b1=9:f32");
-  EXPECT_EQ(f.attrs.count("trace"), 0u);  // no record: the hand-written schedule
+  // No record: the sketch with the default annotation.
+  LowerOptions options;  // 8 lanes
+  Knobs first = matmulDefaultKnobs(*matmulShape({3, 5, 7}, {7, 9}), 8, accumulatorBudget(options));
+  EXPECT_EQ(f.attrs.at("schedule"), knobsText(first));
+  EXPECT_EQ(f.attrs.at("trace"), matmulTrace(f.attrs.at("tune_key"), first, 8).str());
   Graph v = parseGraph("graph(%a: f32[3,5,7], %b: f32[7]) {\n  %y = matmul(%a, %b) : f32[3,5]\n  return %y\n}\n");
   EXPECT_EQ(lowerNode(v, 0, "f").attrs.count("tune_key"), 0u);
 }
@@ -207,7 +212,9 @@ TEST(MatmulSearch, TunedLoweringRunsAndRefusesBadTraces) {
     configs->traces[key] = f.attrs.at("trace");
     EXPECT_EQ(tir::print(lowerNode(g, 0, "f", options)), tir::print(f));
   }
-  // A fused epilogue (residual add, relu) runs after the scheduled nest.
+  // A fused epilogue (residual add, relu) is applied where the tiles are written back (no pass
+  // reads the output again), with tail loops in the rows, the columns or both; with a cache block
+  // of the reduction (kt) the tile is read back between blocks, and the epilogue runs after it.
   Graph fused = parseGraph(
       "graph(%a: f32[2,3,9,20], %b: f32[3,20,19], %r: f32[19]) {\n"
       "  %y = matmul(%a, %b) : f32[2,3,9,19]\n"
@@ -220,21 +227,29 @@ TEST(MatmulSearch, TunedLoweringRunsAndRefusesBadTraces) {
   for (size_t i = 0; i < fusedWant.size(); ++i) fusedWant[i] = std::max(0.0f, fusedWant[i] + rt.data<float>()[i % 19]);
   Graph grouped = fused;
   grouped.addGroup("g", 0, 3);
+  for (const Knobs& knobs : {Knobs{{"mi", 3}, {"nv", 2}, {"kt", 0}, {"par", 3}},
+                             Knobs{{"mi", 4}, {"nv", 1}, {"kt", 0}, {"par", 1}},
+                             Knobs{{"mi", 2}, {"nv", 2}, {"kt", 0}, {"par", 2}}}) {
+    SCOPED_TRACE(knobsText(knobs));
+    expectSketchKernel(grouped, options, key, knobs, "k", {at, bt, rt}, fusedWant);
+  }
   auto configs = std::make_shared<ScheduleConfigs>();
-  configs->byKey[key] = Knobs{{"mi", 3}, {"nv", 2}, {"kt", 0}, {"par", 3}};
+  configs->byKey[key] = Knobs{{"mi", 3}, {"nv", 2}, {"kt", 5}, {"par", 3}};
   options.schedules = configs;
   LoweredModule module = lowerGraph(grouped, options);
   ASSERT_EQ(module.funcs.size(), 1u);
-  EXPECT_EQ(module.funcs[0].attrs.count("trace"), 1u);
+  EXPECT_NE(module.funcs[0].attrs.at("trace").find("cache_write(k_i)"), std::string::npos);
   for (Engine e : {Engine::Interpreter, Engine::Jit})
     EXPECT_TRUE(allClose(evalModule(module, {at, bt, rt}, e)[0], fusedWant)) << (e == Engine::Jit ? "jit" : "interp");
-  // Knobs that do not fit fall back to the hand-written schedule, with or without a trace (a
-  // record made for another form of the kernel); a trace of fitting knobs that does not replay
-  // stops the build with one line naming the key.
+  // Knobs that do not fit fall back to the default annotation, with or without a trace (a record
+  // made for another form of the kernel); a trace of fitting knobs that does not replay stops the
+  // build with one line naming the key.
+  const std::string fallback =
+      matmulTrace(key, matmulDefaultKnobs(s, 8, accumulatorBudget(options)), 8).str();
   configs->byKey[key] = Knobs{{"mi", 40}, {"nv", 1}, {"kt", 0}, {"par", 0}};
-  EXPECT_EQ(lowerNode(g, 0, "f", options).attrs.count("trace"), 0u);
+  EXPECT_EQ(lowerNode(g, 0, "f", options).attrs.at("trace"), fallback);
   configs->traces[key] = "split(nope; 4, 1)\n";
-  EXPECT_EQ(lowerNode(g, 0, "f", options).attrs.count("trace"), 0u);
+  EXPECT_EQ(lowerNode(g, 0, "f", options).attrs.at("trace"), fallback);
   configs->byKey[key] = Knobs{{"mi", 3}, {"nv", 2}, {"kt", 0}, {"par", 3}};
   try {
     lowerNode(g, 0, "f", options);
@@ -245,6 +260,45 @@ TEST(MatmulSearch, TunedLoweringRunsAndRefusesBadTraces) {
     EXPECT_NE(what.find("does not replay"), std::string::npos) << what;
     EXPECT_EQ(what.find('\n'), std::string::npos) << what;
   }
+}
+
+// Records made before the plain nest started its reduction from 0: a trace that names the old
+// zero-fill loops (zb, zi, zj) is rebuilt from its record's annotation, and the hand-written
+// schedule's knobs (rows, cols) are read as the annotation mi = rows, nv = cols.
+TEST(MatmulSearch, OlderRecordsAreReadAsAnnotations) {
+  Graph g = parseGraph(
+      "graph(%a: f32[2,12,16], %b: f32[2,16,40]) {\n  %y = matmul(%a, %b) : f32[2,12,40]\n  return %y\n}\n");
+  MatmulShape s = *matmulShape({2, 12, 16}, {2, 16, 40});
+  std::string key = keyOf(s);
+  LowerOptions options;  // 8 lanes
+  auto configs = std::make_shared<ScheduleConfigs>();
+  options.schedules = configs;
+  const Knobs knobs{{"mi", 3}, {"nv", 2}, {"kt", 0}, {"par", 2}};
+  configs->byKey[key] = knobs;
+  configs->traces[key] = "parallel(zb)\nsplit(zj; 8, 1)\nvectorize(zj_i)\nsplit(i; 3, 1)\n";
+  PrimFunc rebuilt = lowerNode(g, 0, "f", options);
+  EXPECT_EQ(rebuilt.attrs.at("schedule"), knobsText(knobs));
+  EXPECT_EQ(rebuilt.attrs.at("trace"), matmulTrace(key, knobs, 8).str());
+  EXPECT_TRUE(matmulTraceIsStale(Trace::parse(configs->traces[key])));
+  EXPECT_FALSE(matmulTraceIsStale(matmulTrace(key, knobs, 8)));
+  // The hand-written schedule's record: its tile, with the default's parallel loop.
+  configs->traces.clear();
+  configs->byKey[key] = Knobs{{"rows", 3}, {"cols", 2}};
+  Knobs read = *matmulAnnotationOf(s, configs->byKey[key], 8, accumulatorBudget(options));
+  EXPECT_EQ(read.at("mi"), 3);
+  EXPECT_EQ(read.at("nv"), 2);
+  EXPECT_EQ(read.at("par"), matmulDefaultKnobs(s, 8, accumulatorBudget(options)).at("par"));
+  PrimFunc hand = lowerNode(g, 0, "f", options);
+  EXPECT_EQ(hand.attrs.at("schedule"), knobsText(read));
+  EXPECT_EQ(hand.attrs.at("trace"), matmulTrace(key, read, 8).str());
+  // Rows beyond M: the default annotation.
+  configs->byKey[key] = Knobs{{"rows", 13}, {"cols", 1}};
+  EXPECT_FALSE(matmulAnnotationOf(s, configs->byKey[key], 8, accumulatorBudget(options)).has_value());
+  EXPECT_EQ(lowerNode(g, 0, "f", options).attrs.at("schedule"),
+            knobsText(matmulDefaultKnobs(s, 8, accumulatorBudget(options))));
+  runtime::Tensor at = randomTensor(s.a, 1), bt = randomTensor(s.b, 2);
+  EXPECT_TRUE(
+      allClose(evalGraph(g, {at, bt}, Engine::Jit, options)[0], reference(s, toVector(at), toVector(bt))));
 }
 
 // Real attention sizes: the dependence checks of reorder and parallel trace one execution of
@@ -260,6 +314,36 @@ TEST(MatmulSearch, LargeNestsScheduleWithinTheCheckBudget) {
   applyMatmulSketch(sched, s, knobs, 8);
   std::vector<float> a = randomData(numel(s.a), 1), b = randomData(numel(s.b), 2);
   EXPECT_TRUE(close(run(sched.func(), s, a, b), run(plain, s, a, b)));
+}
+
+// Tail rows and columns do not stop the proofs: ViT's 197 tokens over 12 × 8 heads (a divided
+// batch index) with 4-row tiles and 64-column tiles, the batch loop distributed (fission) and
+// the row tiles of all batches fused into one parallel loop, the tail rows of all batches in
+// another — 3.8 · 10⁸ multiply-adds, far beyond what the replay could step through — is
+// scheduled without replaying (tail loops included), and each primitive of its trace applies.
+TEST(MatmulSearch, TailsAndAFissionedBatchNeedNoReplay) {
+  MatmulShape s = *matmulShape({8, 12, 197, 64}, {8, 12, 64, 197});
+  Knobs knobs{{"mi", 4}, {"nv", 4}, {"kt", 0}, {"par", 3}};
+  ASSERT_TRUE(matmulAnnotationFits(s, knobs, 16));
+  Trace trace = matmulTrace(keyOf(s), knobs, 16);
+  std::string text = trace.str();
+  EXPECT_NE(text.find("fission(b)"), std::string::npos) << text;
+  EXPECT_NE(text.find("parallel(b_f)"), std::string::npos) << text;
+  EXPECT_NE(text.find("parallel(b_i_o_fused)"), std::string::npos) << text;
+  // A small shape of the same form agrees with the reference, and its replay-checked schedule
+  // (no proofs) is the same function.
+  MatmulShape small = *matmulShape({2, 3, 9, 8}, {2, 3, 8, 21});
+  Knobs k{{"mi", 4}, {"nv", 2}, {"kt", 0}, {"par", 3}};
+  ASSERT_TRUE(matmulAnnotationFits(small, k, 8));
+  Schedule proven(matmulPlainFunc(keyOf(small)));
+  applyMatmulSketch(proven, small, k, 8);
+  tir::schedule_detail::setStaticProofs(false);
+  Schedule replayed(matmulPlainFunc(keyOf(small)));
+  EXPECT_NO_THROW(applyMatmulSketch(replayed, small, k, 8));
+  tir::schedule_detail::setStaticProofs(true);
+  EXPECT_EQ(tir::print(replayed.func()), tir::print(proven.func()));
+  std::vector<float> a = randomData(numel(small.a), 5), b = randomData(numel(small.b), 6);
+  EXPECT_TRUE(close(run(proven.func(), small, a, b), reference(small, a, b)));
 }
 
 // The shortcut is not taken where executions of the scope differ: for o: for i: for j:
@@ -358,20 +442,23 @@ TEST(MatmulSearch, EveryOfferedAnnotationAppliesOnAttentionShapes) {
   }
   EXPECT_GT(batchParallel, 0);
   EXPECT_GT(fused, 0);
-  // Two long batch axes divide the batch index: without tails the batch loop and the fused one
-  // are proven disjoint without a replay of the 6 × 128 × 64 × 128 product; with a tail (nv = 3
-  // of 4 vectors) they would replay it, beyond the budget, and are not offered.
+  // Two long batch axes divide the batch index: the batch loop and the fused one are proven
+  // disjoint without a replay of the 6 × 128 × 64 × 128 product, with a column tail too (nv = 3
+  // of 4 vectors); with a cache block of the reduction (kt) they would replay it, beyond the
+  // budget, and are not offered.
   const std::string twoKey = "matmul:ra=4,a0=2,a1=3,a2=128,a3=128,rb=4,b0=2,b1=3,b2=128,b3=64:f32";
   MatmulShape two = matmulShapeOfKey(parseTuneKey(twoKey).params, twoKey);
-  int divided = 0;
+  int divided = 0, tails = 0;
   for (const Knobs& knobs : matmulAnnotations(two, 16)) {
-    if (knob(knobs, "par", 0) < 2) continue;
+    if (knob(knobs, "par", 0) < 2 || knob(knobs, "mi", 0) % 2 != 0) continue;
     SCOPED_TRACE(knobsText(knobs));
     EXPECT_NO_THROW(matmulTrace(twoKey, knobs, 16));
-    EXPECT_NE(knob(knobs, "nv", 0), 3);
+    EXPECT_EQ(knob(knobs, "kt", 0), 0);
+    tails += knob(knobs, "nv", 0) == 3;
     ++divided;
   }
   EXPECT_GT(divided, 0);
+  EXPECT_GT(tails, 0);
 }
 
 // ---- dense_packed ---------------------------------------------------------------------------------
