@@ -287,6 +287,23 @@ bool disjointIterations(const For* loop, const std::set<const BufferNode*>* amon
   return true;
 }
 
+namespace {
+
+/// Whether axes (|coefficient|, extent) form a mixed radix above a low part that spans `reach`:
+/// sorted by coefficient, each exceeds what the low part and the smaller axes reach, so a value
+/// determines every axis's digit.
+bool mixedRadix(std::vector<std::pair<int64_t, int64_t>> axes, int64_t reach) {
+  std::sort(axes.begin(), axes.end());
+  for (const auto& [coef, e] : axes) {
+    if (e <= 1) continue;
+    if (coef <= reach) return false;
+    reach += coef * (e - 1);
+  }
+  return true;
+}
+
+}  // namespace
+
 /// Whether the iterations of `loop` provably touch disjoint elements of every buffer they write,
 /// where loop variables enter the indices divided or recombined: f / E and f % E (fuse's form),
 /// those again (a flat tile index taken apart into image, row and column: t / P, (t % P) / W,
@@ -497,13 +514,7 @@ bool disjointDividedIterations(const For* loop) {
         if (info.iteration && info.extent > 1 && !replaced.count(v) && !d.coefs.count(v)) return false;
       std::vector<std::pair<int64_t, int64_t>> axes;  // |coefficient|, extent
       for (const auto& [v, coef] : d.coefs) axes.emplace_back(std::abs(coef), known1.at(v).extent);
-      std::sort(axes.begin(), axes.end());
-      int64_t reach = d.hi - d.lo;
-      for (const auto& [coef, e] : axes) {
-        if (e <= 1) continue;
-        if (coef <= reach) return false;
-        reach += coef * (e - 1);
-      }
+      if (!mixedRadix(std::move(axes), d.hi - d.lo)) return false;
     }
     return true;
   };
@@ -545,13 +556,7 @@ bool disjointDividedIterations(const For* loop) {
     for (const auto& [v, coef] : shape.moving) axes.emplace_back(std::abs(coef), known.at(v).extent);
     if (shape.lanes > 1) axes.emplace_back(std::abs(shape.stride), shape.lanes);
     for (const auto& axis : offsetAxes(shape.constants)) axes.push_back(axis);
-    std::sort(axes.begin(), axes.end());
-    int64_t reach = 0;
-    for (const auto& [coef, e] : axes) {
-      if (e <= 1) continue;
-      if (coef <= reach) return false;
-      reach += coef * (e - 1);
-    }
+    if (!mixedRadix(std::move(axes), 0)) return false;
   }
   return true;
 }
