@@ -241,7 +241,7 @@ Stmt lowerMatmul(const OpContext& ctx) {
   }
   // One output column: rows of dot products, K-vectorized.
   int64_t mRows = aVec ? 1 : as[as.size() - 2];
-  size_t batchRank = ys.size() - (aVec ? 0 : 1);
+  size_t batchRank = ys.size() - (aVec ? 0 : 1) - (bVec ? 0 : 1);
   Shape batch(ys.begin(), ys.begin() + static_cast<std::ptrdiff_t>(batchRank));
   int64_t batches = 1;
   for (int64_t d : batch) batches *= d;

@@ -125,6 +125,34 @@ TEST(MatmulSearch, KeysDescribeBothOperands) {
   EXPECT_EQ(lowerNode(v, 0, "f").attrs.count("tune_key"), 0u);
 }
 
+// Products of one output column (b a vector, or a matrix of one column) take the dot-product
+// tile, a vector first operand of several columns the sketch as one row; all agree with the
+// reference, broadcast batch axes included.
+TEST(MatmulSearch, VectorOperandsAndOneColumn) {
+  struct Case {
+    Shape a, b, y;
+  };
+  for (const Case& c : {Case{{3, 5, 7}, {7, 1}, {3, 5, 1}}, Case{{2, 1, 5, 7}, {3, 7, 1}, {2, 3, 5, 1}},
+                        Case{{3, 5, 7}, {7}, {3, 5}}, Case{{7}, {2, 7, 9}, {2, 9}}, Case{{7}, {7}, {}}}) {
+    auto text = [](const Shape& s) {
+      std::string t;
+      for (size_t d = 0; d < s.size(); ++d) t += (d ? "," : "") + std::to_string(s[d]);
+      return "f32[" + t + "]";
+    };
+    std::string src = "graph(%a: " + text(c.a) + ", %b: " + text(c.b) +
+                      ") {\n  %y = matmul(%a, %b) : " + text(c.y) + "\n  return %y\n}\n";
+    SCOPED_TRACE(src);
+    Graph g = parseGraph(src);
+    // The reference as matrices: a vector a is one row, a vector b one column.
+    Shape am = c.a.size() == 1 ? Shape{1, c.a[0]} : c.a, bm = c.b.size() == 1 ? Shape{c.b[0], 1} : c.b;
+    MatmulShape s = *matmulShape(am, bm);
+    runtime::Tensor at = randomTensor(c.a, 1), bt = randomTensor(c.b, 2);
+    std::vector<float> want = reference(s, toVector(at), toVector(bt));
+    for (Engine e : {Engine::Interpreter, Engine::Jit})
+      EXPECT_TRUE(allClose(evalGraph(g, {at, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
+  }
+}
+
 TEST(MatmulSearch, PlainNestComputesTheProduct) {
   std::mt19937 rng(11);
   for (int t = 0; t < 12; ++t) {
