@@ -240,7 +240,6 @@ std::vector<std::string> newLoops(const Schedule& sched, const std::vector<std::
 std::vector<std::string> tileRows(Schedule& sched, const MatmulShape& s, const std::string& rows,
                                   int64_t height, const std::string& cols, const std::string& k, int64_t nv,
                                   int64_t kt, int lanes) {
-  std::vector<std::string> vectors;
   sched.reorder({cols, rows});
   const int64_t width = nv * lanes, rest = s.n % width;
   std::vector<std::string> before = sched.loopNames();
@@ -259,7 +258,7 @@ std::vector<std::string> tileRows(Schedule& sched, const MatmulShape& s, const s
   if (height > 1) sched.unroll(rows);
   // The register tile accumulates in a local buffer over the (blocked) reduction.
   sched.cacheWrite(acc);
-  vectors = {jl, jl + "_r", jl + "_w"};
+  std::vector<std::string> vectors = {jl, jl + "_r", jl + "_w"};
   if (rest == 0) return vectors;
   // The last N mod (nv·L) columns: one narrower tile, in vectors of halving widths.
   KILN_ASSERT(tail.size() == 3, "matmul sketch: the column tail is not a three-loop nest");

@@ -342,37 +342,19 @@ Stmt defaultSketch(const OpContext& ctx, PrimFunc plain, const Knobs& knobs,
 
 namespace {
 
-/// `e` as Σ coefficient · atom + constant over + − and products with constants (any other
-/// subexpression, a variable or a division, is an atom).
-void linearTerms(const Expr& e, int64_t scale, std::vector<std::pair<Expr, int64_t>>& terms,
-                 int64_t& constant) {
-  if (const int64_t* c = asConstInt(e)) {
-    constant += scale * *c;
-  } else if (const auto* add = e.as<Add>()) {
-    linearTerms(add->a, scale, terms, constant);
-    linearTerms(add->b, scale, terms, constant);
-  } else if (const auto* sub = e.as<Sub>()) {
-    linearTerms(sub->a, scale, terms, constant);
-    linearTerms(sub->b, -scale, terms, constant);
-  } else if (const auto* mul = e.as<Mul>(); mul && asConstInt(mul->b)) {
-    linearTerms(mul->a, scale * *asConstInt(mul->b), terms, constant);
-  } else if (mul && asConstInt(mul->a)) {
-    linearTerms(mul->b, scale * *asConstInt(mul->a), terms, constant);
-  } else {
-    terms.emplace_back(e, scale);
-  }
-}
-
 /// {q, r} with e = q · d + r and 0 ≤ r ≤ d − lanes over `ranges` (the enclosing loops): the terms
 /// whose coefficients d divides make q, the others r. nullopt when r's bounds are not known to fit.
 std::optional<std::pair<Expr, Expr>> divideByRanges(
     const Expr& e, int64_t d, int64_t lanes, const std::map<const Var*, schedule_detail::Interval>& ranges) {
-  std::vector<std::pair<Expr, int64_t>> terms;
-  int64_t constant = 0;
-  linearTerms(e, 1, terms, constant);
+  // Σ coefficient · atom + constant, over every variable, divisions and other products as atoms.
+  std::optional<schedule_detail::Affine> form =
+      schedule_detail::affineForm(e, schedule_detail::varsIn(e), schedule_detail::NonAffine::Atom);
+  if (!form) return std::nullopt;
   Type t = e.type();
-  Expr q = IntImm::make(t, constant / d), r = IntImm::make(t, constant % d);
-  for (const auto& [atom, coef] : terms) {
+  Expr q = IntImm::make(t, form->constant / d), r = IntImm::make(t, form->constant % d);
+  for (const auto& [text, term] : form->terms) {
+    const auto& [atom, coef] = term;
+    if (coef == 0) continue;
     if (coef % d == 0)
       q = q + atom * IntImm::make(t, coef / d);
     else

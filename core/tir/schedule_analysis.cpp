@@ -314,35 +314,37 @@ Affine combined(Affine a, const Affine& b, int64_t sign) {
 
 }  // namespace
 
-std::optional<Affine> affineForm(const Expr& e, const std::set<const Var*>& inner) {
+std::optional<Affine> affineForm(const Expr& e, const std::set<const Var*>& inner, NonAffine nonAffine) {
   if (!e.type().isInt() || e.type().isVector()) return std::nullopt;
   if (const int64_t* c = asConstInt(e)) return Affine{{}, *c};
-  if (!dependsOn(e, inner)) {
+  auto atom = [&e] {
     Affine a;
     a.terms.emplace(print(e), std::make_pair(e, int64_t{1}));
     return a;
-  }
+  };
+  if (!dependsOn(e, inner)) return atom();
   if (const auto* v = e.as<Var>()) {
     Affine a;
     a.terms.emplace(v->name, std::make_pair(e, int64_t{1}));
     return a;
   }
   if (const auto* add = e.as<Add>()) {
-    auto a = affineForm(add->a, inner), b = affineForm(add->b, inner);
+    auto a = affineForm(add->a, inner, nonAffine), b = affineForm(add->b, inner, nonAffine);
     if (!a || !b) return std::nullopt;
     return combined(*a, *b, 1);
   }
   if (const auto* sub = e.as<Sub>()) {
-    auto a = affineForm(sub->a, inner), b = affineForm(sub->b, inner);
+    auto a = affineForm(sub->a, inner, nonAffine), b = affineForm(sub->b, inner, nonAffine);
     if (!a || !b) return std::nullopt;
     return combined(*a, *b, -1);
   }
   if (const auto* mul = e.as<Mul>()) {
-    auto a = affineForm(mul->a, inner), b = affineForm(mul->b, inner);
+    auto a = affineForm(mul->a, inner, nonAffine), b = affineForm(mul->b, inner, nonAffine);
     if (!a || !b) return std::nullopt;
     if (b->terms.empty()) return scaled(*a, b->constant);
     if (a->terms.empty()) return scaled(*b, a->constant);
   }
+  if (nonAffine == NonAffine::Atom) return atom();
   return std::nullopt;
 }
 

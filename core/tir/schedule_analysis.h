@@ -88,9 +88,13 @@ struct Affine {
   int64_t constant = 0;
   Expr toExpr(Type t) const;
 };
-/// The affine form of `e` over the Vars in `inner`; nullopt when `e` is not affine in them
-/// (a product of two inner-dependent values, / or % of one, a load that depends on one, ...).
-std::optional<Affine> affineForm(const Expr& e, const std::set<const Var*>& inner);
+/// What affineForm does with a subexpression that is not affine in the inner Vars (a product of
+/// two inner-dependent values, / or % of one, a load that depends on one, ...).
+enum class NonAffine { Fail, Atom };
+/// The affine form of `e` over the Vars in `inner`; nullopt when `e` is not affine in them, or with
+/// NonAffine::Atom every such subexpression kept whole as one more atom (never nullopt).
+std::optional<Affine> affineForm(const Expr& e, const std::set<const Var*>& inner,
+                                 NonAffine nonAffine = NonAffine::Fail);
 
 /// A closed integer interval.
 struct Interval {

@@ -33,6 +33,33 @@ using tir::PrimFunc;
 using tir::Schedule;
 using tir::Trace;
 
+/// Whether an index of a load of parameter `name` in `f` divides or takes a remainder.
+bool loadIndexDivides(const PrimFunc& f, const std::string& name) {
+  struct Scan : tir::IRVisitor {
+    std::string name;
+    int depth = 0;  // inside the index of a load of `name`
+    bool divides = false;
+    using tir::IRVisitor::visit;
+    void visit(const tir::Load* op) override {
+      bool ours = op->buffer->name == name;
+      depth += ours;
+      tir::IRVisitor::visit(op);
+      depth -= ours;
+    }
+    void visit(const tir::Div* op) override {
+      divides = divides || depth > 0;
+      tir::IRVisitor::visit(op);
+    }
+    void visit(const tir::Mod* op) override {
+      divides = divides || depth > 0;
+      tir::IRVisitor::visit(op);
+    }
+  } scan;
+  scan.name = name;
+  scan.visitStmt(f.body);
+  return scan.divides;
+}
+
 /// y = a · b (numpy broadcasting over the batch axes) in double precision.
 std::vector<float> reference(const MatmulShape& s, const std::vector<float>& a, const std::vector<float>& b) {
   std::vector<float> y(static_cast<size_t>(s.batches * s.m * s.n));
@@ -260,6 +287,14 @@ TEST(MatmulSearch, TunedLoweringRunsAndRefusesBadTraces) {
                              Knobs{{"mi", 2}, {"nv", 2}, {"kt", 0}, {"par", 2}}}) {
     SCOPED_TRACE(knobsText(knobs));
     expectSketchKernel(grouped, options, key, knobs, "k", {at, bt, rt}, fusedWant);
+    // The residual's column index is taken from the loops' ranges, not by / and %.
+    auto tuned = std::make_shared<ScheduleConfigs>();
+    tuned->byKey[key] = knobs;
+    LowerOptions withKnobs = options;
+    withKnobs.schedules = tuned;
+    PrimFunc k = lowerGraph(grouped, withKnobs).funcs[0];
+    EXPECT_GT(loadsOf(k, k.params[2]), 0) << tir::print(k);
+    EXPECT_FALSE(loadIndexDivides(k, k.params[2]->name)) << tir::print(k);
   }
   auto configs = std::make_shared<ScheduleConfigs>();
   configs->byKey[key] = Knobs{{"mi", 3}, {"nv", 2}, {"kt", 5}, {"par", 3}};

@@ -189,6 +189,36 @@ TEST(TirSchedule, SplitDividingNeedsNoGuard) {
   EXPECT_EQ(loopNames(f), (std::vector<std::string>{"i_o", "i_i"}));
 }
 
+// A reduction whose first iteration is named by `k == 0` (the plain nests start from 0 this way)
+// keeps a condition on variables equal to constants when k is split: k_o == 0 && k_i == 0, so the
+// split nest is still a reduction initReduction recognizes, and reorder can move k_o outward.
+TEST(TirSchedule, SplitRewritesAFirstIterationConditionAsAConjunction) {
+  Buffer x = makeBuffer("x", Type::f32(), {2, 8}), z = makeBuffer("z", Type::f32(), {2});
+  Expr i = Var::make("i"), k = Var::make("k");
+  PrimFunc f;
+  f.name = "f";
+  f.params = {x, z};
+  f.body = For::make(i, i64(0), i64(2), ForKind::Serial,
+                     For::make(k, i64(0), i64(8), ForKind::Serial,
+                               Store::make(z, i,
+                                           Select::make(EQ::make(k, i64(0)), f32(0), Load::make(z, i)) +
+                                               Load::make(x, i * i64(8) + k))));
+  PrimFunc out = scheduled(f, [](Schedule& s) {
+    s.split("k", 4);
+    s.reorder({"k_o", "i"});
+  });
+  EXPECT_EQ(print(out), R"(func f(x: f32[2,8], z: f32[2]) {
+  for (k_o, 0, 2) {
+    for (i, 0, 2) {
+      for (k_i, 0, 4) {
+        z[i] = (select(((k_o == 0) && (k_i == 0)), 0.0f, z[i]) + x[((i * 8) + ((k_o * 4) + k_i))])
+      }
+    }
+  }
+}
+)");
+}
+
 TEST(TirSchedule, ReorderFuseAndTile) {
   PrimFunc r = scheduled(lowerFirst(kBroadcast), [](Schedule& s) { s.reorder({"i2", "i0"}); });
   EXPECT_EQ(print(r), R"(func f(x: f32[4,5,6], y: f32[5,1], z: f32[4,5,6]) {
