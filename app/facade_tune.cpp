@@ -53,7 +53,7 @@ PreparedTune prepareTune(const std::string& path, const TuneOptions& options) {
   open.inputs = options.inputs;
   auto model = openModel(path, open);
   if (!model) throw Error(model.error().message, model.error().kind);
-  PreparedTune p{model.value(), lowerFor(*model.value(), options.build), {}, {}};
+  PreparedTune p{model.value(), lowerFor(*model.value(), options.build), {}, {}, 0, 0, {}};
   if (!p.lowered.target.runnable)
     throw Error("target '" + options.build.target + "' is for cross-compilation, candidates cannot run here",
                 ErrorKind::Usage);

@@ -14,11 +14,11 @@
 //             It decides the weight transform, so alter-layout reads it (schedule.h)
 //   oc_vecs   output-channel vectors per register tile (fixes the weight packing, so the
 //             alter-layout pass reads it as well as the lowering)
-//   ow_block  output columns per register tile (direct); output tiles per register tile of
-//             the batched GEMM (Winograd)
+//   ow_block  output columns per register tile (direct; in a Winograd record, from the retired
+//             Winograd builder, read as the sketch's mi below)
 //   flatten   1: a pointwise convolution walks its OH·OW outputs as one row (direct only)
-//   oc_outer  1: the parallel loop runs output-channel groups outside rows (direct) or tile
-//             blocks (Winograd): weights stay in cache; 0: the other way round
+//   oc_outer  1: the parallel loop runs output-channel groups outside rows: weights stay in
+//             cache; 0: the other way round (in a Winograd record read as the sketch's po)
 //   unroll    unroll factor of the innermost reduction loop over a block's input channels
 //   par_chunks  chunks per thread of the parallel loops (runtime launch granularity)
 //   vec_lanes the SIMD width of the accumulators, weight loads and stores (direct, incl.
@@ -29,12 +29,13 @@
 // An ungrouped or depthwise convolution may instead carry the annotation of its sketch
 // (core/lower/conv_search.h): mi (pixels per register tile), po (weight groups outermost) and
 // oc_vecs (the packing, as above); with algo 2 or 4 the same annotation is the Winograd sketch's
-// (core/lower/winograd_search.h: mi output tiles per register tile of its batched GEMM). Its
-// record stores the trace beside them.
+// (core/lower/winograd_search.h: mi output tiles per register tile of its batched GEMM), the only
+// Winograd schedule. Its record stores the trace beside them.
 // Knobs of dense: rows (input rows per tile, dividing M) and cols (weight rows per tile).
 // Knobs of matmul ("matmul:ra=3,a0=12,a1=128,a2=64,rb=3,b0=12,b1=64,b2=128:f32", both operand
-// shapes): the heuristic's rows/cols keep the hand-written lowering; mi, nv, kt, par annotate the
-// sketch of core/lower/gemm_search.h, whose trace a record stores beside its knobs.
+// shapes): mi, nv, kt, par annotate the sketch of core/lower/gemm_search.h (also the untuned
+// default), whose trace a record stores beside its knobs; a record of the former hand-written
+// lowering's rows/cols is read as mi/nv.
 // Knobs of dense_packed ("dense_packed:m=128,k=256,n=1024,p=64,b=1:f32", p the panel width
 // pack-dense chose): mi, nv, po annotate its sketch (gemm_search.h), which is also its default;
 // a record of the former hand-written kernel's rows/cols builds that default.

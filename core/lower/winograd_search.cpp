@@ -246,6 +246,17 @@ Knobs winogradSketchDefaultKnobs(const WinogradShape& s, int registers) {
   return k;
 }
 
+std::optional<Knobs> winogradAnnotationOf(const WinogradShape& s, const Knobs& knobs, int registers) {
+  if (knobs.count("mi")) return knobs;
+  if (!knobs.count("ow_block")) return std::nullopt;
+  const int64_t byDefault = knob(winogradSketchDefaultKnobs(s, registers), "po", 0);
+  for (int64_t po : {knob(knobs, "oc_outer", byDefault), byDefault}) {
+    Knobs k{{"algo", s.m}, {"mi", knobs.at("ow_block")}, {"po", po}, {"oc_vecs", s.vecs}};
+    if (winogradSketchFits(s, k, registers)) return k;
+  }
+  return std::nullopt;
+}
+
 std::vector<Knobs> winogradSketchAnnotations(const WinogradShape& s, int registers) {
   std::vector<Knobs> out = convSketchAnnotations(s.gemm(), registers);
   for (Knobs& k : out) k["algo"] = s.m;

@@ -1,9 +1,9 @@
 // Winograd F(m×m, 3×3) convolutions (conv2d_winograd_nchwc) as a plain loop nest and a sketch,
-// as core/lower/conv_search.h has for direct ones: the transforms of both the hand-written
-// builder (ops_conv_winograd.cpp) and the sketch, the sketch's plain nest, and the rule whose
+// as core/lower/conv_search.h has for direct ones: the transforms, the plain nest, and the rule whose
 // annotations (mi, po) the tuner searches. A configuration with "mi" and "algo" = m is a sketch
-// annotation; untuned, the kernel is the sketch with its default annotation, and a record of
-// builder knobs (without "mi") selects the builder.
+// annotation; untuned, the kernel is the sketch with its default annotation. There is no other
+// schedule: a record of the former hand-written builder's knobs (ow_block, oc_outer; no "mi") is
+// read as the annotation it stands for (winogradAnnotationOf).
 //
 // ## The plain nest
 //
@@ -102,6 +102,11 @@ bool winogradSketchFits(const WinogradShape& s, const Knobs& knobs, int register
 /// groups outermost when the filter is the larger operand); else convSketchDefaultKnobs of the
 /// GEMM, with the algorithm.
 Knobs winogradSketchDefaultKnobs(const WinogradShape& s, int registers);
+/// The annotation a record of the retired hand-written builder's knobs (algo, oc_vecs, ow_block,
+/// oc_outer; no mi) stands for: its tile of ow_block output tiles as mi, its loop order oc_outer
+/// as po (the default's order when that tile does not fit with it). A sketch annotation is
+/// returned as it is; nullopt when the knobs have no tile or the tile does not fit.
+std::optional<Knobs> winogradAnnotationOf(const WinogradShape& s, const Knobs& knobs, int registers);
 /// Every annotation that fits, po and mi ascending.
 std::vector<Knobs> winogradSketchAnnotations(const WinogradShape& s, int registers);
 /// Whether the annotation's tile blocks take the output transform of their tiles into their

@@ -101,29 +101,11 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
       for (Knobs& k : lower::convSketchAnnotations(*s, options.vectorRegisters))
         if (!space.m_index.count(k)) space.add(std::move(k));
     }
-    // Winograd: register tiles of v vectors × b output tiles (the last block may be narrower, so
-    // every b up to the tile count is distinct).
+    // Winograd: the sketch's annotations (winograd_search.h) of each tile size and packing, each
+    // default a seed.
     for (int64_t m : {4, 2}) {
       if (!plan.winograd) break;
       if (m > options.winograd) continue;  // --winograd 2 or 0: the build would not run it
-      int64_t tiles = plan.g.n * ceilDiv(plan.g.outHeight(), m) * ceilDiv(plan.g.outWidth(), m);
-      for (int64_t chunks : chunkOrder)
-        for (int64_t unroll : unrolls)
-          for (int64_t v : {1, 2, 3, 4, 6, 8}) {
-            if (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options)) continue;
-            for (int64_t b = 1; b <= tiles && lower::packedConvTileFits(v, b, options); ++b)
-              for (int64_t ocOuter : {1, 0}) {
-                if (!ocOuter && !lower::convOrdersDiffer(blocks / v, ceilDiv(tiles, b))) continue;
-                space.add({{"algo", m},
-                           {"oc_vecs", v},
-                           {"ow_block", b},
-                           {"flatten", 0},
-                           {"oc_outer", ocOuter},
-                           {"unroll", unroll},
-                           {"par_chunks", chunks}});
-              }
-          }
-      // The sketch's annotations (winograd_search.h) for every packing, its default a seed.
       for (int64_t v : {1, 2, 3, 4, 6, 8}) {
         if (blocks % v != 0) continue;
         std::optional<lower::WinogradShape> s =

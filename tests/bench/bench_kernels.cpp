@@ -12,7 +12,7 @@
 //
 //   build/tests/bench/bench_kernels [--benchmark_repetitions=5 --benchmark_report_aggregates_only]
 //   KILN_BENCH_TARGET="llvm -mcpu=znver3" build/tests/bench/bench_kernels   (AVX2 schedules)
-//   KILN_BENCH_WINO_KNOBS="oc_vecs=1,ow_block=7" ... --benchmark_filter=conv_algo   (other Winograd tiles)
+//   KILN_BENCH_WINO_KNOBS="oc_vecs=1,mi=7,po=0" ... --benchmark_filter=conv_algo   (other Winograd tiles)
 //   KILN_BENCH_SKETCH_KNOBS="mi=14,po=0" ... --benchmark_filter=conv_sketch   (other sketch tiles)
 //
 // Each row reports GFLOPS (2·MACs per second) and pct_peak (of the measured single-thread peak
@@ -225,12 +225,11 @@ Compiled winogradConv(const ConvShape& s, int m) {
   int64_t outBlock = lower::channelBlock(s.oc, o), inBlock = lower::channelBlock(s.c, o);
   int64_t oh = s.h + 2 * s.pad - 2, ow = s.w + 2 * s.pad - 2;
   int ocVecs = lower::packedConvOcVecs(s.oc, outBlock, ow, false, o);
-  // KILN_BENCH_WINO_KNOBS="oc_vecs=1,ow_block=7,oc_outer=0,unroll=2": other register tiles.
+  // KILN_BENCH_WINO_KNOBS="oc_vecs=1,mi=7,po=0": other sketch annotations (winograd_search.h).
   lower::Knobs knobs;
   if (const char* text = std::getenv("KILN_BENCH_WINO_KNOBS")) {
     knobs = lower::parseKnobs(text);
     knobs["algo"] = m;
-    knobs["flatten"] = 0;
     ocVecs = static_cast<int>(lower::knob(knobs, "oc_vecs", ocVecs));
   }
   Graph g;

@@ -373,7 +373,9 @@ TEST(PointwiseConvSearch, ResidualEpilogueReadsAtTheStoreOffset) {
     } residual;
     residual.visitStmt(f.body);
     EXPECT_GT(residual.loads, 0);
-    if (!perChannel) EXPECT_EQ(residual.divided, 0) << tir::print(f);
+    if (!perChannel) {
+      EXPECT_EQ(residual.divided, 0) << tir::print(f);
+    }
     std::vector<float> want = conv;
     for (size_t i = 0; i < want.size(); ++i) {
       float v = want[i] + r[i] + (perChannel ? c[(i / 140) * 4 + i % 4] : 0.0f);

@@ -250,19 +250,23 @@ TEST(TuneSpace, WinogradAndUnrollKnobsOnlyWhereTheyApply) {
   // The first-layer convolution's 3 input channels (block 1) cannot unroll.
   const std::string rgb = "conv2d_nchwc:n=1,c=3,h=9,w=9,o=16,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,g=1:f32";
   EXPECT_EQ(ConfigSpace::forKey(rgb, avx2()).knobValues().at("unroll"), std::vector<int64_t>{1});
-  // Direct and Winograd points with equal tiles are neighbours (the tuner can walk across).
-  Knobs direct{{"algo", 0},    {"oc_vecs", 2}, {"ow_block", 4},
-               {"flatten", 0}, {"oc_outer", 1}, {"unroll", 1}, {"par_chunks", 4}};
-  Knobs wino = direct;
-  wino["algo"] = 4;
-  auto d = conv.indexOf(direct), w = conv.indexOf(wino);
-  ASSERT_TRUE(d && w);
-  auto around = conv.neighbors(*d);
-  EXPECT_NE(std::find(around.begin(), around.end(), *w), around.end());
+  // Winograd points are the sketch's annotations (winograd_search.h) only: there is no other
+  // Winograd schedule.
+  int64_t winograd = 0;
+  for (int64_t i = 0; i < conv.size(); ++i) {
+    const Knobs& k = conv.config(i);
+    if (lower::knob(k, "algo", 0) == 0) continue;
+    ++winograd;
+    EXPECT_EQ(k.count("mi"), 1u) << lower::knobsText(k);
+    EXPECT_EQ(k.count("ow_block"), 0u) << lower::knobsText(k);
+  }
+  EXPECT_GT(winograd, 0);
 }
 
 // A record with algo=4 changes the generated kernel (the Winograd lowering, with the record's
-// tile) and the result still matches the untuned direct kernel (the sketch's default).
+// tile) and the result still matches the untuned direct kernel (the sketch's default). The record
+// here has the knobs of the former hand-written Winograd builder: it builds the Winograd sketch
+// with its tile (ow_block as mi) and loop order (oc_outer as po).
 TEST(TuneSpace, WinogradRecordChangesTheKernelAndStillMatches) {
   Graph reference = taskGraph(kConv);
   runtime::Tensor x = lower::testing::randomTensor(reference.type(reference.inputs()[0]).shape, 3);
@@ -275,8 +279,8 @@ TEST(TuneSpace, WinogradRecordChangesTheKernelAndStillMatches) {
                            {"oc_outer", 0}, {"unroll", 4},  {"par_chunks", 16}};
   lower::LoweredModule m = lowerTask(kConv, avx2(), configs);
   const tir::PrimFunc& f = taskKernel(m, kConv);
-  EXPECT_EQ(f.attrs.at("schedule"), lower::knobsText(configs->byKey[kConv]));
-  EXPECT_EQ(f.attrs.at("parallel_chunks"), "16");  // its parallel loops take the chunked launch
+  EXPECT_EQ(f.attrs.at("schedule"), "algo=4,mi=5,oc_vecs=2,po=0");
+  EXPECT_EQ(f.attrs.count("trace"), 1u);
   expectResultWith(kConv, configs, x, expected);
   // The same record given to lowering only (weights packed for the direct kernel) is ignored.
   Graph direct = taskGraph(kConv);
