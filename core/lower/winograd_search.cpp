@@ -249,12 +249,23 @@ Knobs winogradSketchDefaultKnobs(const WinogradShape& s, int registers) {
 std::optional<Knobs> winogradAnnotationOf(const WinogradShape& s, const Knobs& knobs, int registers) {
   if (knobs.count("mi")) return knobs;
   if (!knobs.count("ow_block")) return std::nullopt;
-  const int64_t byDefault = knob(winogradSketchDefaultKnobs(s, registers), "po", 0);
+  // The builder ran a narrower last block where its tile did not divide the tiles, and always
+  // transformed each block's products while they were in cache. The sketch does the latter only
+  // when its tile divides the tiles (winogradSketchMerges), so the record's tile is read as the
+  // nearest one that merges (the narrower first), else as it is.
+  const int64_t block = knobs.at("ow_block"),
+                byDefault = knob(winogradSketchDefaultKnobs(s, registers), "po", 0);
+  std::optional<Knobs> asItIs;
   for (int64_t po : {knob(knobs, "oc_outer", byDefault), byDefault}) {
-    Knobs k{{"algo", s.m}, {"mi", knobs.at("ow_block")}, {"po", po}, {"oc_vecs", s.vecs}};
-    if (winogradSketchFits(s, k, registers)) return k;
+    for (int64_t d = 0; d <= std::max<int64_t>(block, s.tiles); ++d)
+      for (int64_t mi : {block - d, block + d}) {
+        Knobs k{{"algo", s.m}, {"mi", mi}, {"po", po}, {"oc_vecs", s.vecs}};
+        if (mi < 1 || !winogradSketchFits(s, k, registers)) continue;
+        if (winogradSketchMerges(s, k)) return k;
+        if (mi == block && !asItIs) asItIs = k;
+      }
   }
-  return std::nullopt;
+  return asItIs;
 }
 
 std::vector<Knobs> winogradSketchAnnotations(const WinogradShape& s, int registers) {

@@ -107,11 +107,22 @@ void checkWinograd(const ConvCase& p, int m, int lanes, bool interpreter, int oc
         "conv2d_winograd_nchwc", g.graph.node(0).attrs,
         {g.graph.type(g.graph.node(0).inputs[0]), g.graph.type(g.graph.node(0).inputs[1])}, {})] = knobs;
     options.schedules = configs;
-    // A record of the former builder's knobs is read as the sketch annotation of its tile and
-    // loop order (the tiles here fit with either order); a sketch's record is its annotation.
+    // A record of the former builder's knobs is read as the sketch annotation of its loop order
+    // (the tiles here fit with either order) and the nearest tile that merges; a sketch's record is
+    // its annotation.
     Knobs used = knobs;
-    if (!knobs.count("mi"))
-      used = {{"algo", m}, {"mi", knobs.at("ow_block")}, {"po", knobs.at("oc_outer")}, {"oc_vecs", ocVecs}};
+    if (!knobs.count("mi")) {
+      const Node& node = g.graph.node(0);
+      std::optional<WinogradShape> shape =
+          winogradShape(g.graph.type(node.inputs[0]).shape, g.graph.type(node.inputs[1]).shape,
+                        g.graph.type(node.outputs[0]).shape, m, {p.ph, p.pw}, p.bias);
+      ASSERT_TRUE(shape.has_value());
+      std::optional<Knobs> annotation = winogradAnnotationOf(*shape, knobs, options.vectorRegisters);
+      ASSERT_TRUE(annotation.has_value());
+      used = *annotation;
+      EXPECT_EQ(used.at("po"), knobs.at("oc_outer"));
+      EXPECT_TRUE(winogradSketchMerges(*shape, used)) << knobsText(used);
+    }
     tir::PrimFunc f = lowerNode(g.graph, 0, "wino", options);
     EXPECT_EQ(f.attrs["schedule"], knobsText(used));
     EXPECT_EQ(f.attrs.count("trace"), 1u);
@@ -158,6 +169,30 @@ TEST(KernelsWinograd, RecordsOfTheFormerBuilderBuildTheirTileAsASketch) {
       checkWinograd(p, m, 8, k.at("ow_block") == 3, static_cast<int>(k.at("oc_vecs")), k);
     }
   }
+  // The builder ran a narrower last block; the sketch merges each block's output transform only
+  // when its tile divides the tiles, so a record's tile becomes the nearest that does (the
+  // narrower first): 9 tiles of F(4×4) on this 11×10 output take 5 as 3, 2 as 1; the 30 of
+  // F(2×2) take 5, 3 and 2 as they are, 4 as 3.
+  LowerOptions options = optionsFor(8);
+  WinoGraph g4 = makeWinograd(p, 4, 1, options, 7), g2 = makeWinograd(p, 2, 1, options, 7);
+  auto shapeOf = [&](const WinoGraph& g, int m) {
+    const Node& node = g.graph.node(0);
+    return *winogradShape(g.graph.type(node.inputs[0]).shape, g.graph.type(node.inputs[1]).shape,
+                          g.graph.type(node.outputs[0]).shape, m, {p.ph, p.pw}, p.bias);
+  };
+  auto tileOf = [&](const WinogradShape& s, int64_t block) {
+    Knobs record{{"algo", s.m}, {"oc_vecs", 1}, {"ow_block", block}, {"oc_outer", 0}};
+    return winogradAnnotationOf(s, record, options.vectorRegisters)->at("mi");
+  };
+  const WinogradShape s4 = shapeOf(g4, 4), s2 = shapeOf(g2, 2);
+  ASSERT_EQ(s4.tiles, 9);
+  ASSERT_EQ(s2.tiles, 30);
+  EXPECT_EQ(tileOf(s4, 5), 3);
+  EXPECT_EQ(tileOf(s4, 2), 1);
+  EXPECT_EQ(tileOf(s4, 3), 3);
+  EXPECT_EQ(tileOf(s2, 5), 5);
+  EXPECT_EQ(tileOf(s2, 4), 3);
+  EXPECT_EQ(tileOf(s2, 2), 2);
 }
 
 TEST(KernelsWinograd, RandomShapesMatchReference) {
