@@ -48,10 +48,6 @@ std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws,
     s.rows = 1, s.pixels = xs[2] * xs[3];
   }
   s.bias = bias;
-  // An output whose window lies wholly in the padding is the bias alone: the builder's case.
-  for (const std::vector<TapRun>& runs : {s.rowRuns(), s.columnRuns()})
-    for (const TapRun& run : runs)
-      if (run.hi <= run.lo) return std::nullopt;
   return s;
 }
 
@@ -113,8 +109,19 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
       Expr row = r + rows.first, col = p + cols.first, th = kh + rows.lo, tw = kw + cols.lo;
       Expr inRow = row * s.strideH + th * s.dilH - s.padH, inCol = col * s.strideW + tw * s.dilW - s.padW;
       const Expr yRow = row * s.pixels + col;
+      // A region whose windows lie wholly in the padding (no taps) is the bias alone.
+      const bool bare = rows.hi <= rows.lo || cols.hi <= cols.lo;
       Stmt nest;
-      if (s.depthwise) {
+      if (s.depthwise && bare) {
+        Expr yOff = ((n * s.groups + g) * (s.rows * s.pixels) + yRow) * s.lanes + l;
+        nest = serialFor(l, 0, s.lanes,
+                         Store::make(y, yOff, b ? Load::make(b, g * s.lanes + l) : literal(y->elemType, 0)));
+      } else if (bare) {
+        Expr v = var("v"), block = g * s.vectors + v;
+        Expr yOff = ((n * (s.groups * s.vectors) + block) * (s.rows * s.pixels) + yRow) * s.lanes + l;
+        Expr start = b ? Load::make(b, block * s.lanes + l) : literal(y->elemType, 0);
+        nest = serialFor(v, 0, s.vectors, serialFor(l, 0, s.lanes, Store::make(y, yOff, start)));
+      } else if (s.depthwise) {
         // One channel block g: y[n, g, row, col, l] over the taps of lane l only.
         Expr yOff = ((n * s.groups + g) * (s.rows * s.pixels) + yRow) * s.lanes + l;
         Expr xOff = (((n * s.groups + g) * s.inHeight + inRow) * s.inWidth + inCol) * s.lanes + l;
@@ -236,8 +243,16 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
   for (size_t a = 0; a < rowRuns.size(); ++a)
     for (size_t b = 0; b < columnRuns.size(); ++b) {
       auto loop = [&](const char* base, const char* suffix = "") { return names.region(base, a, b) + suffix; };
-      // The tile runs along the region's longer axis: the rows of a border column.
       const int64_t rows = rowRuns[a].count, cols = columnRuns[b].count;
+      if (rowRuns[a].hi <= rowRuns[a].lo || columnRuns[b].hi <= columnRuns[b].lo) {
+        // No taps: the bias stored in vectors, serially (a border strip is too little work for a
+        // parallel launch of its own).
+        if (s.vectors > 1 && !s.depthwise) sched.unroll(loop("v"));
+        if (!vectors) sched.unroll(loop("l"));
+        vectorLoops.push_back(loop("l"));
+        continue;
+      }
+      // The tile runs along the region's longer axis: the rows of a border column.
       const bool alongRows = rows > cols;
       const int64_t extent = alongRows ? rows : cols, tile = std::min(mi, extent), rest = extent % tile;
       auto [to, ti] = sched.split(loop(alongRows ? "r" : "p"), tile, TailStrategy::Loop);

@@ -31,6 +31,9 @@
 //           + x[n, c, (r0 + r)·sh + (kh0 + kh)·dh − ph, (q0 + p)·sw + (kw0 + kw)·dw − pw, i]
 //             · w[g, c, kh0 + kh, kw0 + kw, i, v·L + l]
 //
+// A region whose windows lie wholly in the padding (a run with no taps, e.g. the border of a
+// padded 1×1) has no reduction: for r, p, v, l: y[…] = b[…] or 0.
+//
 // An axis of one run adds no index to the names: a 3×3 with padding 1 has three runs of rows (the
 // first row, the interior, the last) and three of columns, the interior region's loops being
 // r_1_1, p_1_1, c_1_1, … . A depthwise convolution (one channel block per weight group, g its
@@ -50,10 +53,11 @@
 //   parallel(fuse(g, p_o) | …)         the outer data-parallel loop (strided 1×1: fuse(g, r) or r)
 //   vectorize(l) (and l_r, l_w)        contiguous along l in y and w, a broadcast of x[…]
 //
-// A regioned convolution takes the same steps in every region, along the region's longer axis
-// (the rows of a border column): a tile of min(mi, extent) pixels, the rest of the axis a second
-// tile of its own (the split's tail loop moved inside the reduction), no one-pixel loops. po = 1
-// runs the weight groups g in parallel; po = 0 each region's outer loop.
+// A regioned convolution takes the same steps in every region with taps, along the region's
+// longer axis (the rows of a border column): a tile of min(mi, extent) pixels, the rest of the
+// axis a second tile of its own (the split's tail loop moved inside the reduction), no one-pixel
+// loops. A region without taps stores the bias in vectors (serially when po = 0). po = 1 runs
+// the weight groups g in parallel; po = 0 each region's outer loop.
 //
 // po = 1 keeps a weight block's output channels outermost (its weights stay in cache while the
 // pixels stream by, the builder's oc_outer); po = 0 walks pixel tiles outermost.

@@ -20,9 +20,8 @@
 // contiguous because of the packing; broadcasts come straight from memory (AVX-512 embedded
 // broadcast). 1×1 convolutions are the same tile without kh/kw loops: a packed GEMM; on narrow
 // rows (7×7) their spatial axes are flattened into one row so that the tiles stay full. This
-// builder runs only for a record of its knobs (and for outputs whose window lies wholly in the
-// padding): an untuned convolution (groups 1 or depthwise) and one whose record is a sketch
-// annotation or trace run the sketch of conv_search.h (the same tile, built by schedule
+// builder runs only for a record of its knobs: an untuned convolution (groups 1 or depthwise) and one whose
+// record is a sketch annotation or trace run the sketch of conv_search.h (the same tile, built by schedule
 // primitives on a plain nest; untuned, its default annotation).
 //
 // Vector width (knob vec_lanes = w, schedule.h packedConvLaneChoices): by default w = L. With
@@ -337,9 +336,15 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   // A convolution whose record is a sketch annotation or trace (conv_search.h).
   const int64_t groups = ctx.attrs.getInt("groups", 1);
   if (auto shape = convSketchShape(xs, ws, ys, stride, pad, dil, groups, ctx.in.size() == 3)) {
-    // Untuned, every convolution the sketch takes runs its default annotation; a record of
-    // builder knobs keeps the builder.
-    Stmt nest = sketchConv(ctx, *shape, !tuned);
+    // Untuned, every convolution the sketch takes runs its default annotation, unless padding
+    // beyond the window's reach (outputs without taps) cuts it into more than 5 × 5 regions (a
+    // 3×3 with padding 3: 7 × 7 regions, measured 1.4× slower than the builder and 6× the compile
+    // time); a record of builder knobs keeps the builder.
+    const std::vector<TapRun> rows = shape->rowRuns(), cols = shape->columnRuns();
+    auto bare = [](const TapRun& run) { return run.hi <= run.lo; };
+    const bool beyondReach =
+        std::any_of(rows.begin(), rows.end(), bare) || std::any_of(cols.begin(), cols.end(), bare);
+    Stmt nest = sketchConv(ctx, *shape, !tuned && !(beyondReach && rows.size() * cols.size() > 25));
     if (nest.defined()) return nest;
   }
   bool flatten = packedConvFlattens(s.kh, s.kw, stride, pad, s.ow, ctx.options);

@@ -229,8 +229,8 @@ Knobs winogradSketchDefaultKnobs(const WinogradShape& s, int registers) {
   // The tallest tile (at most 16 tiles that fit the registers, a block's products at most 64 KB,
   // the stack's share) whose blocks merge, unless that is under half the tallest that fits
   // (then the pointwise sketch's choice, a tail loop after the blocks); weight groups outermost
-  // when the transformed filter is at least as large as the transformed input (the builder's
-  // order, schedule.h convChannelsOuter).
+  // when the transformed filter is at least as large as the transformed input (the direct
+  // builder's order, schedule.h convChannelsOuter).
   const int64_t po = convChannelsOuter(s.og * s.ob, s.tiles) ? 1 : 0;
   const int64_t perTile = s.positions() * (po == 1 ? s.vecs : s.ocb) * s.lanes;  // products, floats
   int64_t tallest = 0;
@@ -302,7 +302,7 @@ void applyMergedSketch(Schedule& sched, const WinogradShape& s, int64_t mi, int6
   std::string outer = pOuter;
   if (po == 1) sched.merge("g", blocks);
   sched.merge(pOuter, tiles);
-  // The products of one block only, while they are in cache (the builder's per-block buffer).
+  // The products of one block only, while they are in cache.
   sched.storeAt("wino_m", pOuter);
   if (po == 1 && parallel) outer = sched.fuse("g", pOuter);
   if (parallel) sched.parallel(outer);

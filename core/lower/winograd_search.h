@@ -22,7 +22,7 @@
 //
 // ## The sketch (annotation mi, po; algo = m and oc_vecs = V fixed by alter-layout's weight)
 //
-// When mi divides T (winogradSketchMerges), as the hand builder's kernel:
+// When mi divides T (winogradSketchMerges), as the retired hand-written builder did:
 //
 //   reorder(p, n, g, v)                 tile blocks outermost (po = 1: g, p, n, v — weight
 //   split(p; mi, 1)                     groups, then tile blocks)

@@ -192,8 +192,10 @@ TEST(PointwiseConvSearch, ShapesAreReadFromUngroupedAndDepthwiseKernels) {
   EXPECT_EQ(tapRuns(4, 7, 3, 2, 3, 2), (std::vector<TapRun>{{0, 1, 2, 3}, {1, 1, 1, 3}, {2, 1, 0, 3}, {3, 1, 0, 2}}));
   EXPECT_FALSE(convSketchShape(xs, ws, ys, {2, 2}, {0, 0}, {1, 1}, 1, true));  // the output of another stride
   EXPECT_FALSE(convSketchShape(xs, ws, ys, {1, 1}, {1, 1}, {1, 1}, 1, true));  // padded 1×1: a larger output
-  // A padded 1×1 whose border outputs see only padding (the bias alone): the builder's.
-  EXPECT_FALSE(convSketchShape(xs, ws, {2, 4, 6, 7, 8}, {1, 1}, {1, 1}, {1, 1}, 1, true));
+  // A padded 1×1 whose border outputs see only padding (the bias alone): runs without taps.
+  auto bare = convSketchShape(xs, ws, {2, 4, 6, 7, 8}, {1, 1}, {1, 1}, {1, 1}, 1, true);
+  ASSERT_TRUE(bare.has_value());
+  EXPECT_EQ(bare->rowRuns(), (std::vector<TapRun>{{0, 1, 1, 1}, {1, 4, 0, 1}, {5, 1, 0, 0}}));
   EXPECT_FALSE(convSketchShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, {2, 2}, 1, true));  // dilated: smaller
   EXPECT_FALSE(convSketchShape(xs, ws, ys, {1, 1}, {0, 0}, {1, 1}, 3, true));  // grouped
   auto depthwise = convSketchShape({1, 3, 4, 5, 8}, {3, 1, 3, 3, 1, 8}, {1, 3, 4, 5, 8}, {1, 1}, {1, 1}, {1, 1}, 24, true);
@@ -428,12 +430,14 @@ TEST(PointwiseConvSearch, TheKeysTraceIsTheKernels) {
 TEST(WindowConvSearch, SketchTracesReplayVerifyAndAgree) {
   std::mt19937 rng(29);
   auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
-  int checked = 0, padded = 0;
+  int checked = 0, padded = 0, bare = 0;
   for (int t = 0; t < 12; ++t) {
     const int64_t lanes = t % 3 == 0 ? 1 : (t % 3 == 1 ? 4 : 8), cb = pick(1, 2), ib = t % 4 == 3 ? 3 : lanes;
     const int64_t kh = t == 5 ? 7 : pick(1, 3), kw = t == 5 ? 7 : (kh == 1 ? pick(2, 3) : pick(1, 3));
     const int64_t sh = pick(1, 2), sw = pick(1, 2), dh = t % 4 == 1 ? 2 : 1, dw = t % 4 == 1 ? pick(1, 2) : 1;
-    const int64_t ph = pick(0, kh / 2 + (t == 5 ? 1 : 0)), pw = pick(0, kw / 2);
+    // Shape 7 pads beyond the window's reach: its border outputs see only padding (no taps).
+    const int64_t ph = t == 7 ? (kh - 1) * dh + 1 : pick(0, kh / 2 + (t == 5 ? 1 : 0));
+    const int64_t pw = t == 7 ? (kw - 1) * dw + 1 : pick(0, kw / 2);
     const int64_t n = pick(1, 2), groups = pick(1, 2), vectors = pick(1, 3);
     const int64_t height = (kh - 1) * dh + 1 + pick(0, 3), width = (kw - 1) * dw + 1 + pick(0, 5);
     const int64_t oh = (height + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (width + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
@@ -443,6 +447,8 @@ TEST(WindowConvSearch, SketchTracesReplayVerifyAndAgree) {
     ASSERT_TRUE(shape.has_value());
     ASSERT_TRUE(shape->rowed());
     padded += shape->padded();
+    for (const std::vector<TapRun>& runs : {shape->rowRuns(), shape->columnRuns()})
+      for (const TapRun& run : runs) bare += run.hi <= run.lo;
     SCOPED_TRACE("shape " + std::to_string(t) + ": " + std::to_string(kh) + "x" + std::to_string(kw) + " stride " +
                  std::to_string(sh) + "," + std::to_string(sw) + " pad " + std::to_string(ph) + "," + std::to_string(pw));
     checked += checkEveryAnnotation(*shape, 16, static_cast<uint32_t>(50 + 3 * t));
@@ -450,11 +456,13 @@ TEST(WindowConvSearch, SketchTracesReplayVerifyAndAgree) {
   }
   EXPECT_GE(checked, 60);
   EXPECT_GE(padded, 6);
+  EXPECT_GE(bare, 2);  // shape 7's first row and first column at least
   // Depthwise (groups = channels): the same regions over the taps of each lane.
   int depthwise = 0;
   for (int t = 0; t < 6; ++t) {
     const int64_t lanes = t % 3 == 0 ? 1 : (t % 3 == 1 ? 4 : 8), blocks = pick(2, 3);  // groups > 1
-    const int64_t k = t == 5 ? 5 : 3, stride = pick(1, 2), dil = t == 4 ? 2 : 1, pad = pick(0, k / 2 * dil);
+    const int64_t k = t == 5 ? 5 : 3, stride = pick(1, 2), dil = t == 4 ? 2 : 1;
+    const int64_t pad = t == 3 ? (k - 1) * dil + 1 : pick(0, k / 2 * dil);  // 3: border outputs without taps
     const int64_t n = pick(1, 2), height = (k - 1) * dil + 1 + pick(0, 4), width = (k - 1) * dil + 1 + pick(0, 6);
     const int64_t oh = (height + 2 * pad - dil * (k - 1) - 1) / stride + 1;
     const int64_t ow = (width + 2 * pad - dil * (k - 1) - 1) / stride + 1;
@@ -510,6 +518,42 @@ TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
   for (const Knobs& knobs : {Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}}, Knobs{{"mi", 3}, {"po", 0}, {"oc_vecs", 2}}}) {
     SCOPED_TRACE(knobsText(knobs));
     EXPECT_NE(expectRecordRuns(stem, options, stemKey, knobs, c).find("kw_2_2"), std::string::npos);  // the interior
+  }
+}
+
+// Outputs whose window lies wholly in the padding (a padded 1×1's border, a 3×3 padded by 3) are
+// regions of their own that store the bias: with records the sketch computes them, in the
+// interpreter and as JIT code. Untuned, the padded 1×1 (3 × 3 regions) takes the sketch's default;
+// the 3×3 padded by 3 (7 × 7 regions, slower than the builder) keeps the builder.
+TEST(WindowConvSearch, OutputsBeyondThePaddingsReachStoreTheBias) {
+  struct Case {
+    Shape xs, ws, ys;
+    int64_t pad;
+    bool sketchByDefault;
+  };
+  for (const Case& k : {Case{{1, 2, 5, 6, 8}, {2, 2, 1, 1, 8, 8}, {1, 2, 7, 8, 8}, 1, true},
+                        Case{{1, 2, 4, 5, 8}, {2, 2, 3, 3, 8, 8}, {1, 2, 8, 9, 8}, 3, false}}) {
+    auto text = [](const Shape& sh) {
+      std::string out;
+      for (int64_t d : sh) out += (out.empty() ? "" : ",") + std::to_string(d);
+      return out;
+    };
+    const std::string pad = std::to_string(k.pad);
+    Graph g = oneConv(text(k.xs), text(k.ws), text(k.ys),
+                      "groups=1, padding=[" + pad + "," + pad + "], out_layout=\"NCHW8c\"");
+    auto s = convSketchShape(k.xs, k.ws, k.ys, {1, 1}, {k.pad, k.pad}, {1, 1}, 1, true);
+    ASSERT_TRUE(s.has_value());
+    SCOPED_TRACE(std::to_string(s->rowRuns().size()) + " x " + std::to_string(s->columnRuns().size()) +
+                 " regions");
+    const SketchCase c = sketchCase(*s, k.xs, k.ws, 40);
+    const std::vector<Knobs> all = convSketchAnnotations(*s, 16);
+    ASSERT_FALSE(all.empty());
+    expectKeyedSketches(g, c, {all.front(), all[all.size() / 2], all.back()});
+    LowerOptions options;
+    LoweredModule untuned = lowerGraph(g, options);
+    EXPECT_EQ(untuned.funcs[0].attrs.at("schedule").find("mi=") != std::string::npos, k.sketchByDefault)
+        << untuned.funcs[0].attrs.at("schedule");
+    EXPECT_TRUE(allClose(evalModule(untuned, c.inputs, Engine::Jit)[0], c.want));
   }
 }
 

@@ -390,7 +390,7 @@ TEST(ImportBreadth, ViewWritesThatCannotBeMadeFunctionalAreRefused) {
 }
 
 TEST(ImportBreadth, VectorNorms) {  // F.normalize in Swin v2's cosine attention
-  check("Norms",
+  check("VectorNorms",              // a name of its own: ctest runs tests in parallel, each saving NAME.pt
         "def forward(self, x0):\n"
         "  a = x0 / torch.linalg_vector_norm(x0, 2.0, [-1], True).clamp_min(1e-12).expand_as(x0)\n"
         "  b = torch.linalg_vector_norm(x0, 3.0, [0, 2], True)\n"
