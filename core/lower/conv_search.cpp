@@ -76,6 +76,13 @@ std::vector<TapRun> ConvSketchShape::columnRuns() const {
   return tapRuns(pixels, inWidth, kw, strideW, padW, dilW);
 }
 
+bool ConvSketchShape::beyondReach() const {
+  for (const std::vector<TapRun>& runs : {rowRuns(), columnRuns()})
+    for (const TapRun& run : runs)
+      if (run.noTaps()) return true;
+  return false;
+}
+
 namespace {
 
 /// Accumulator vectors a tile may hold: the builder's budget (schedule.h accumulatorBudget), the
@@ -110,7 +117,7 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
       Expr inRow = row * s.strideH + th * s.dilH - s.padH, inCol = col * s.strideW + tw * s.dilW - s.padW;
       const Expr yRow = row * s.pixels + col;
       // A region whose windows lie wholly in the padding (no taps) is the bias alone.
-      const bool bare = rows.hi <= rows.lo || cols.hi <= cols.lo;
+      const bool bare = rows.noTaps() || cols.noTaps();
       Stmt nest;
       if (s.depthwise && bare) {
         Expr yOff = ((n * s.groups + g) * (s.rows * s.pixels) + yRow) * s.lanes + l;
@@ -244,7 +251,7 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
     for (size_t b = 0; b < columnRuns.size(); ++b) {
       auto loop = [&](const char* base, const char* suffix = "") { return names.region(base, a, b) + suffix; };
       const int64_t rows = rowRuns[a].count, cols = columnRuns[b].count;
-      if (rowRuns[a].hi <= rowRuns[a].lo || columnRuns[b].hi <= columnRuns[b].lo) {
+      if (rowRuns[a].noTaps() || columnRuns[b].noTaps()) {
         // No taps: the bias stored in vectors, serially (a border strip is too little work for a
         // parallel launch of its own).
         if (s.vectors > 1 && !s.depthwise) sched.unroll(loop("v"));

@@ -78,6 +78,8 @@ namespace kiln::core::lower {
 /// the image: outputs [first, first + count), taps [lo, hi) of the window.
 struct TapRun {
   int64_t first = 0, count = 0, lo = 0, hi = 0;
+  /// Outputs whose window lies wholly in the padding.
+  bool noTaps() const { return hi <= lo; }
   bool operator==(const TapRun&) const = default;
 };
 
@@ -119,6 +121,8 @@ struct ConvSketchShape {
   /// The runs of output rows and of output columns (one run each without a window or padding).
   std::vector<TapRun> rowRuns() const;
   std::vector<TapRun> columnRuns() const;
+  /// Whether some outputs' windows lie wholly in the padding (a run without taps).
+  bool beyondReach() const;
   double flops() const {
     return 2.0 * static_cast<double>(n * rows * pixels) * static_cast<double>(cb * ib * kh * kw) *
            static_cast<double>(groups * vectors * lanes);

@@ -20,9 +20,10 @@
 // contiguous because of the packing; broadcasts come straight from memory (AVX-512 embedded
 // broadcast). 1×1 convolutions are the same tile without kh/kw loops: a packed GEMM; on narrow
 // rows (7×7) their spatial axes are flattened into one row so that the tiles stay full. This
-// builder runs only for a record of its knobs: an untuned convolution (groups 1 or depthwise) and one whose
-// record is a sketch annotation or trace run the sketch of conv_search.h (the same tile, built by schedule
-// primitives on a plain nest; untuned, its default annotation).
+// builder runs only for a record of its knobs (and, untuned, for a convolution padded beyond its
+// window's reach into more than 5 × 5 regions): an untuned convolution (groups 1 or depthwise)
+// and one whose record is a sketch annotation or trace run the sketch of conv_search.h (the same
+// tile, built by schedule primitives on a plain nest; untuned, its default annotation).
 //
 // Vector width (knob vec_lanes = w, schedule.h packedConvLaneChoices): by default w = L. With
 // w = L/2 every L-lane vector above is S = L/w vectors of w lanes — accumulators acc[v·S + s][b],
@@ -340,11 +341,8 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
     // beyond the window's reach (outputs without taps) cuts it into more than 5 × 5 regions (a
     // 3×3 with padding 3: 7 × 7 regions, measured 1.4× slower than the builder and 6× the compile
     // time); a record of builder knobs keeps the builder.
-    const std::vector<TapRun> rows = shape->rowRuns(), cols = shape->columnRuns();
-    auto bare = [](const TapRun& run) { return run.hi <= run.lo; };
-    const bool beyondReach =
-        std::any_of(rows.begin(), rows.end(), bare) || std::any_of(cols.begin(), cols.end(), bare);
-    Stmt nest = sketchConv(ctx, *shape, !tuned && !(beyondReach && rows.size() * cols.size() > 25));
+    const size_t regions = shape->rowRuns().size() * shape->columnRuns().size();
+    Stmt nest = sketchConv(ctx, *shape, !tuned && !(shape->beyondReach() && regions > 25));
     if (nest.defined()) return nest;
   }
   bool flatten = packedConvFlattens(s.kh, s.kw, stride, pad, s.ow, ctx.options);

@@ -196,6 +196,8 @@ TEST(PointwiseConvSearch, ShapesAreReadFromUngroupedAndDepthwiseKernels) {
   auto bare = convSketchShape(xs, ws, {2, 4, 6, 7, 8}, {1, 1}, {1, 1}, {1, 1}, 1, true);
   ASSERT_TRUE(bare.has_value());
   EXPECT_EQ(bare->rowRuns(), (std::vector<TapRun>{{0, 1, 1, 1}, {1, 4, 0, 1}, {5, 1, 0, 0}}));
+  EXPECT_TRUE(bare->beyondReach());
+  EXPECT_FALSE(window->beyondReach());
   EXPECT_FALSE(convSketchShape(xs, {2, 3, 3, 3, 8, 16}, ys, {1, 1}, {1, 1}, {2, 2}, 1, true));  // dilated: smaller
   EXPECT_FALSE(convSketchShape(xs, ws, ys, {1, 1}, {0, 0}, {1, 1}, 3, true));  // grouped
   auto depthwise = convSketchShape({1, 3, 4, 5, 8}, {3, 1, 3, 3, 1, 8}, {1, 3, 4, 5, 8}, {1, 1}, {1, 1}, {1, 1}, 24, true);
@@ -448,7 +450,7 @@ TEST(WindowConvSearch, SketchTracesReplayVerifyAndAgree) {
     ASSERT_TRUE(shape->rowed());
     padded += shape->padded();
     for (const std::vector<TapRun>& runs : {shape->rowRuns(), shape->columnRuns()})
-      for (const TapRun& run : runs) bare += run.hi <= run.lo;
+      for (const TapRun& run : runs) bare += run.noTaps();
     SCOPED_TRACE("shape " + std::to_string(t) + ": " + std::to_string(kh) + "x" + std::to_string(kw) + " stride " +
                  std::to_string(sh) + "," + std::to_string(sw) + " pad " + std::to_string(ph) + "," + std::to_string(pw));
     checked += checkEveryAnnotation(*shape, 16, static_cast<uint32_t>(50 + 3 * t));
