@@ -72,7 +72,9 @@ PreparedTune prepareTune(const std::string& path, const TuneOptions& options) {
   }
   if (!options.onlyTasks.empty()) {
     std::set<std::string> wanted(options.onlyTasks.begin(), options.onlyTasks.end());
-    std::erase_if(p.tasks, [&](const auto& t) { return !wanted.count(t.name) && !wanted.count(t.key); });
+    std::erase_if(p.tasks, [&](const auto& t) {
+      return !wanted.count(t.name) && !wanted.count(t.key) && !wanted.count(t.kind);
+    });
     if (p.tasks.empty()) throw Error("none of the requested tasks is in the model", ErrorKind::Usage);
   }
   return p;
@@ -329,8 +331,10 @@ int TuneResult::searchedCalls() const {
   int calls = 0;
   std::set<std::string> tuned;
   for (const auto& t : tasks) {
+    if (t.bestKnobs.empty()) continue;  // nothing chosen: the build runs the default, counted below
     tuned.insert(t.info.workloadKey);
-    if (!t.bestKnobs.empty() && core::lower::parseKnobs(t.bestKnobs).count("mi")) calls += t.info.weight;
+    // A sketch's annotation: a convolution's or GEMM's has mi, an element nest's is all it has.
+    if (t.info.op == "nest" || core::lower::parseKnobs(t.bestKnobs).count("mi")) calls += t.info.weight;
   }
   for (const auto& [key, n] : untunedSketchCalls)
     if (!tuned.count(key)) calls += n;

@@ -43,7 +43,8 @@ struct TuneOptions {
   double measureTimeoutSeconds = 10;  // per candidate, in the child process
   int batchSize = 8;         // candidates proposed, compiled and measured per round
   std::string recordsPath;   // JSON-lines records file (read to resume, appended to); "" none
-  std::vector<std::string> onlyTasks;  // tune only these task names (empty: all)
+  // Tune only these kernel names, tuning keys or kinds ("conv2d_nchwc", "nest", ...) (empty: all).
+  std::vector<std::string> onlyTasks;
   uint64_t seed = 1;
   StoreOptions store;        // records are also kept in the session store
   int confirmTop = 3;         // after a task's search, its best N configurations and the default

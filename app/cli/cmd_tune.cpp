@@ -47,10 +47,20 @@ std::string gflops(double flops) {
 /// ("conv2d_nchwc:n=1,c=64,...:f32"): a piece that starts "name=" continues the key before it.
 std::vector<std::string> splitTaskList(const std::vector<std::string>& args) {
   std::vector<std::string> out;
+  // The next comma outside brackets (a nest key's workload holds commas in [...] and {...}).
+  auto nextComma = [](const std::string& text, size_t from) {
+    int depth = 0;
+    for (size_t i = from; i < text.size(); ++i) {
+      if (text[i] == '[' || text[i] == '{' || text[i] == '(') ++depth;
+      if (text[i] == ']' || text[i] == '}' || text[i] == ')') --depth;
+      if (text[i] == ',' && depth == 0) return i;
+    }
+    return std::string::npos;
+  };
   for (const std::string& arg : args) {
     size_t start = 0;
     for (;;) {
-      size_t comma = arg.find(',', start);
+      size_t comma = nextComma(arg, start);
       std::string piece = arg.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       size_t eq = piece.find('='), colon = piece.find(':');
       bool continues = !out.empty() && eq != std::string::npos && (colon == std::string::npos || colon > eq) &&
@@ -246,7 +256,9 @@ void registerTune(CLI::App& cli, Action& action) {
   cmd->add_option("--time-limit", o.timeLimitSeconds, "wall-clock limit of the whole run in seconds")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--batch-size", o.batchSize, "candidates compiled and measured per round")->check(CLI::PositiveNumber);
-  cmd->add_option("--tasks", o.onlyTasks, "tune only these kernels or tuning keys (comma- or space-separated)");
+  cmd->add_option("--tasks", o.onlyTasks,
+                  "tune only these kernels, tuning keys or kinds (conv2d_nchwc, dense, dense_packed, matmul, "
+                  "nest; comma- or space-separated)");
   cmd->add_option("--seed", o.seed, "random seed of the tuners");
   cmd->add_flag("--list-tasks", args->listTasks, "list the tasks and their space sizes, then stop");
   cmd->add_option("--confirm", o.confirmTop,

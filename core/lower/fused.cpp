@@ -17,8 +17,11 @@
 //   offset), loads constant along it become a scalar Load broadcast to the lanes. Should an
 //   anchor lowering not call the epilogue, a second loop nest applies it in place (correct,
 //   one extra pass over the output).
-// - Element chain: one loop nest over the root's output. When nothing in the group needs
-//   per-axis indices (no broadcasting, transposes or per-channel ops) the nest is one flat loop.
+// - Element chain: one loop nest over the root's output, built serial and scalar and scheduled by
+//   its sketch (nest_search.h: vectors, unrolling, the parallel loop; a record of its tuning key
+//   chooses the annotation). When nothing in the group needs per-axis indices (no broadcasting,
+//   transposes or per-channel ops) the nest is one flat loop. An element op outside any group is
+//   lowered the same way, as a group of one (lowerElementNestNode).
 // - Concat root: one loop nest per concat input, each evaluating that input's expression.
 // - Reduction root (mean, sum): the reduction's own lowering runs with OpContext::prologue
 //   evaluating its input at each position it reads (per axis, or flat when canUseFlat holds for
@@ -32,8 +35,11 @@
 #include "core/ir/printer.h"
 #include "core/lower/lower.h"
 #include "core/lower/lower_internal.h"
+#include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
+#include "core/tir/schedule.h"
 #include "core/tir/simplify.h"
+#include "core/tir/vectorize.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -274,8 +280,8 @@ bool canUseFlat(const Graph& graph, const FusedGroup& group, NodeId end = -1, No
 
 class GroupLowering {
  public:
-  GroupLowering(const Graph& graph, int group, const LowerOptions& options)
-      : m_graph(graph), m_groupIndex(group), m_group(graph.groups().at(group)), m_options(options) {
+  GroupLowering(const Graph& graph, const FusedGroup& group, const LowerOptions& options)
+      : m_graph(graph), m_group(group), m_options(options) {
     const Node& root = graph.node(m_group.root());
     KILN_ASSERT(root.outputs.size() == 1, "fused group @" + m_group.name + ": the root must have one output");
     m_out = root.outputs[0];
@@ -295,7 +301,7 @@ class GroupLowering {
     };
     PrimFunc func;
     func.name = funcName;
-    for (ValueId v : groupInputs(m_graph, m_groupIndex)) {
+    for (ValueId v : groupInputs(m_graph, m_group)) {
       m_params[v] = param(m_graph.value(v));
       func.params.push_back(m_params[v]);
     }
@@ -315,15 +321,37 @@ class GroupLowering {
       body = lowerElementNest();
     func.body = renameClashes(body, func.params);
     func = simplify(func);
+    if (m_elementNest)
+      func = scheduleElementNest(std::move(func));
+    else
+      func.body = simplify(vectorizeInnermostLoops(func.body, m_options.vectorLanes));
     std::string ops;
     for (NodeId n = m_group.first; n < m_group.end; ++n) ops += (ops.empty() ? "" : ",") + m_graph.node(n).op;
-    func.attrs["workload_key"] = groupWorkloadKey(m_graph, m_groupIndex);
+    func.attrs["workload_key"] = groupWorkloadKey(m_graph, m_group);
     func.attrs["op"] = "fused";
     func.attrs["ops"] = ops;
     recordSchedule(func, m_schedule);
     if (!m_tuneKey.empty()) func.attrs["tune_key"] = m_tuneKey;
     if (!m_trace.empty()) func.attrs["trace"] = m_trace;
     return func;
+  }
+
+  /// The element nest's sketch (nest_search.h) under its record's annotation or the default. Only
+  /// f32 nests have a tuning key (a task graph fills its inputs with random floats).
+  PrimFunc scheduleElementNest(PrimFunc func) {
+    bool f32 = m_graph.type(m_out).dtype == DType::Float32;
+    for (ValueId v : groupInputs(m_graph, m_group)) f32 = f32 && m_graph.type(v).dtype == DType::Float32;
+    const Knobs* tuned = nullptr;
+    if (f32) {
+      m_tuneKey = elementNestTuneKey(groupWorkloadKey(m_graph, m_group));
+      if (m_options.schedules) tuned = m_options.schedules->find(m_tuneKey);
+    }
+    Knobs knobs = elementNestKnobsOf(tuned, m_graph.type(m_out).numel(), m_options);
+    tir::Schedule sched(std::move(func));
+    applyElementNestSketch(sched, m_outBuffer->name, knobs);
+    m_schedule = knobsText(knobs);
+    m_trace = sched.trace().str();
+    return sched.func();
   }
 
  private:
@@ -386,18 +414,20 @@ class GroupLowering {
     return Seq::make({body, nest.wrap(Store::make(m_outBuffer, offset, value))});
   }
 
+  // The plain nest, serial and scalar: its sketch (scheduleElementNest) makes it fast.
   Stmt lowerElementNest() {
+    m_elementNest = true;
     const Shape& shape = m_graph.type(m_out).shape;
     int64_t numel = m_graph.type(m_out).numel();
     GroupEvaluator eval(m_graph, m_group, m_params);
     if (canUseFlat(m_graph, m_group)) {
-      LoopNest nest({numel}, {"i"}, wantParallel(numel));
+      LoopNest nest({numel}, {"i"}, false);
       Index idx{{numel}, {nest[0]}, 1, nullptr, {}, true};
       Expr offset = nest.offset({1});
       idx.axes[0] = offset;
       return nest.wrap(Store::make(m_outBuffer, offset, eval.valueAt(m_out, idx)));
     }
-    LoopNest nest(shape, {}, wantParallel(numel));
+    LoopNest nest(shape, {}, false);
     Expr value = eval.valueAt(m_out, nestIndex(nest, shape));
     return nest.wrap(Store::make(m_outBuffer, nest.offset(contiguousStrides(shape)), value));
   }
@@ -455,8 +485,7 @@ class GroupLowering {
   }
 
   const Graph& m_graph;
-  int m_groupIndex;
-  const FusedGroup& m_group;
+  FusedGroup m_group;
   LowerOptions m_options;
   ValueId m_out = -1;
   NodeId m_anchor = -1;
@@ -466,6 +495,7 @@ class GroupLowering {
   std::string m_schedule;
   std::string m_tuneKey;
   std::string m_trace;
+  bool m_elementNest = false;  // the body is lowerElementNest's plain nest
 };
 
 }  // namespace
@@ -494,7 +524,10 @@ FusedRole fusedRole(const std::string& op) {
 }
 
 std::vector<ValueId> groupInputs(const Graph& graph, int group) {
-  const FusedGroup& g = graph.groups().at(group);
+  return groupInputs(graph, graph.groups().at(group));
+}
+
+std::vector<ValueId> groupInputs(const Graph& graph, const FusedGroup& g) {
   std::vector<ValueId> inputs;
   auto add = [&](ValueId v) {
     NodeId p = graph.value(v).producer;
@@ -511,8 +544,11 @@ std::vector<ValueId> groupInputs(const Graph& graph, int group) {
 }
 
 std::string groupWorkloadKey(const Graph& graph, int group) {
-  const FusedGroup& g = graph.groups().at(group);
-  std::vector<ValueId> inputs = groupInputs(graph, group);
+  return groupWorkloadKey(graph, graph.groups().at(group));
+}
+
+std::string groupWorkloadKey(const Graph& graph, const FusedGroup& g) {
+  std::vector<ValueId> inputs = groupInputs(graph, g);
   std::string key = "fused[";
   for (NodeId n = g.first; n < g.end; ++n) {
     const Node& node = graph.node(n);
@@ -544,7 +580,27 @@ std::string groupWorkloadKey(const Graph& graph, int group) {
 }
 
 PrimFunc lowerGroup(const Graph& graph, int group, const std::string& funcName, const LowerOptions& options) {
-  return GroupLowering(graph, group, options).run(funcName);
+  return GroupLowering(graph, graph.groups().at(group), options).run(funcName);
+}
+
+bool lowersAsElementNest(const Graph& graph, NodeId n) {
+  const Node& node = graph.node(n);
+  if (node.group >= 0 || node.outputs.size() != 1 || !node.regions.empty()) return false;
+  const std::string& op = node.op;
+  if (!isUnaryElementwise(op) && !isBinaryElementwise(op) && op != "transpose" && op != "layout_transform" &&
+      op != "strided_slice")
+    return false;
+  if (graph.type(node.outputs[0]).dtype != DType::Float32) return false;
+  for (ValueId v : node.inputs)
+    if (graph.type(v).dtype != DType::Float32) return false;
+  return true;
+}
+
+PrimFunc lowerElementNestNode(const Graph& graph, NodeId n, const std::string& funcName,
+                              const LowerOptions& options) {
+  PrimFunc f = GroupLowering(graph, FusedGroup{funcName, n, n + 1}, options).run(funcName);
+  f.attrs["op"] = graph.node(n).op;
+  return f;
 }
 
 }  // namespace kiln::core::lower

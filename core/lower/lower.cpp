@@ -195,8 +195,11 @@ class GraphLowering {
         continue;
       }
       runtime::KernelCall call;
-      call.kernel = kernelFor(fromNode(m_graph, id));
-      for (ValueId v : node.inputs) call.args.push_back(m_slotOf.at(v));
+      const bool nest = lowersAsElementNest(m_graph, id);
+      call.kernel = nest ? kernelForNest(id) : kernelFor(fromNode(m_graph, id));
+      // A nest's parameters are its group's inputs: an operand used twice is passed once.
+      for (ValueId v : nest ? groupInputs(m_graph, FusedGroup{node.op, id, id + 1}) : node.inputs)
+        call.args.push_back(m_slotOf.at(v));
       for (ValueId v : node.outputs) call.args.push_back(m_slotOf.at(v));
       call.numOutputs = static_cast<int>(node.outputs.size());
       call.node = m_labelPrefix + nodeLabel(m_graph, node);
@@ -269,7 +272,6 @@ class GraphLowering {
     if (it != funcByKey().end()) return it->second;
     std::string name = freshKernelName(m_graph.groups()[group].name);
     tir::PrimFunc func = lowerGroup(m_graph, group, name, m_options);
-    func.body = simplify(vectorizeInnermostLoops(func.body, m_options.vectorLanes));
     funcs().push_back(std::move(func));
     funcByKey().emplace(key, name);
     return name;
@@ -335,6 +337,19 @@ class GraphLowering {
     if (it != funcByKey().end()) return it->second;
     std::string name = freshKernelName(app.op + "_" + std::to_string(m_root->m_opCount[app.op]++));
     funcs().push_back(lowerApplication(app, name, m_options));
+    funcByKey().emplace(key, name);
+    return name;
+  }
+
+  // The kernel of element op `id` outside any group, lowered as a nest of its own on first use of
+  // its workload key.
+  std::string kernelForNest(NodeId id) {
+    const std::string& op = m_graph.node(id).op;
+    std::string key = groupWorkloadKey(m_graph, FusedGroup{op, id, id + 1});
+    auto it = funcByKey().find(key);
+    if (it != funcByKey().end()) return it->second;
+    std::string name = freshKernelName(op + "_" + std::to_string(m_root->m_opCount[op]++));
+    funcs().push_back(lowerElementNestNode(m_graph, id, name, m_options));
     funcByKey().emplace(key, name);
     return name;
   }

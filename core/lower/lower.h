@@ -80,14 +80,23 @@ FusedRole fusedRole(const std::string& op);
 /// The group's inputs in parameter order: the anchor's inputs first, then the other values read
 /// inside the group in order of first use (each once).
 std::vector<ValueId> groupInputs(const Graph& graph, int group);
+std::vector<ValueId> groupInputs(const Graph& graph, const FusedGroup& group);
 /// Stable text key of a group's computation: every member's op, attributes and types, with its
 /// operands named by position (%k: member k, $j: input j), so groups with equal keys share a
 /// kernel.
 std::string groupWorkloadKey(const Graph& graph, int group);
+std::string groupWorkloadKey(const Graph& graph, const FusedGroup& group);
 /// Lowers fused group `group` to one PrimFunc named `funcName` (attrs: "workload_key", "op" =
 /// "fused", "ops" = "conv2d,add,relu").
 tir::PrimFunc lowerGroup(const Graph& graph, int group, const std::string& funcName,
                          const LowerOptions& options = {});
+/// Whether node `n` outside any group lowers as an element nest of its own (a group of one:
+/// nest_search.h's sketch and tuning key): an f32 element-wise op, transpose, layout transform
+/// or slice with f32 operands.
+bool lowersAsElementNest(const Graph& graph, NodeId n);
+/// Lowers such a node as a group of one (attrs as lowerGroup's, "op" the node's op).
+tir::PrimFunc lowerElementNestNode(const Graph& graph, NodeId n, const std::string& funcName,
+                                   const LowerOptions& options = {});
 
 struct LoweredModule {
   std::vector<tir::PrimFunc> funcs;  // one per distinct workload, in first-use order

@@ -61,10 +61,19 @@ double ConvGeometry::flops() const {
 }
 
 TuneKeyParts parseTuneKey(std::string_view key) {
+  constexpr std::string_view nest = "nest:";
+  if (key.substr(0, nest.size()) == nest) {
+    if (key.size() == nest.size())
+      throw Error("malformed tuning key '" + std::string(key) + "'", ErrorKind::InvalidInput);
+    return {"nest", {}, "f32", std::string(key.substr(nest.size()))};
+  }
   size_t a = key.find(':'), b = key.rfind(':');
   if (a == std::string_view::npos || a == b || a == 0)
     throw Error("malformed tuning key '" + std::string(key) + "'", ErrorKind::InvalidInput);
-  return {std::string(key.substr(0, a)), parseKnobs(key.substr(a + 1, b - a - 1)), std::string(key.substr(b + 1))};
+  return {std::string(key.substr(0, a)),
+          parseKnobs(key.substr(a + 1, b - a - 1)),
+          std::string(key.substr(b + 1)),
+          {}};
 }
 
 ConvGeometry convGeometryOfKey(const Knobs& p) {

@@ -39,6 +39,9 @@
 // Knobs of dense_packed ("dense_packed:m=128,k=256,n=1024,p=64,b=1:f32", p the panel width
 // pack-dense chose): mi, nv, po annotate its sketch (gemm_search.h), which is also its default;
 // a record of the former hand-written kernel's rows/cols builds that default.
+// Knobs of an element nest ("nest:fused[transpose{perm=[0,2,1,3]}($0:f32[1,4,128,64])->f32[...];
+// reshape{...}(%0)->f32[1,128,256]]", the fused group's workload key: its ops, attributes and
+// types): vl, un, par annotate its sketch (nest_search.h), which is also its default.
 //
 // Lowerings validate a configuration against the workload and the target and fall back to the
 // heuristic when it does not fit, so a stale record can never produce a wrong kernel.
@@ -82,11 +85,14 @@ struct ConvGeometry {
   double flops() const;  // multiply-adds × 2
 };
 
-/// The parts of a key: "conv2d_nchwc", the parameters, the dtype name.
+/// The parts of a key: "conv2d_nchwc", the parameters, the dtype name. A key of an element nest
+/// ("nest:" + the fused group's workload key, core/lower/nest_search.h) has no parameters: its
+/// workload is the whole rest of the key, and its dtype f32 (only f32 nests have keys).
 struct TuneKeyParts {
   std::string kind;
   Knobs params;
   std::string dtype;
+  std::string workload;  // a nest key's group workload ("fused[...]"); empty for other kinds
 };
 /// Splits a key; throws kiln::Error (InvalidInput) when it is not one.
 TuneKeyParts parseTuneKey(std::string_view key);

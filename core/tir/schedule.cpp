@@ -530,8 +530,11 @@ void Schedule::vectorize(const std::string& loop) {
                           std::to_string(kMaxVectorizeExtent) + " (split it first)");
   // vectorizeInnermostLoops takes the lane count of 32-bit elements; twice the extent makes the
   // widest piece the largest power of two ≤ n for every element width up to 64 bits.
-  Stmt vec = tir::vectorizeInnermostLoops(site.stmt, static_cast<int>(2 * n));
-  if (vec.same(site.stmt))
+  // Divisions the enclosing loops' ranges resolve (a reshape's index after a split at its axis
+  // boundary) go first: what is left of them must not depend on the loop.
+  Stmt plain = simplifyWithin(site.stmt, site.enclosing);
+  Stmt vec = tir::vectorizeInnermostLoops(plain, static_cast<int>(2 * n));
+  if (vec.same(plain))
     fail("vectorize", "loop " + quoted(name) +
                           " is not straight-line code with stores contiguous in it (guards, reductions and strided "
                           "stores do not vectorize; split with a tail loop instead of a guard)");

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 
 #include "core/tir/functor.h"
+#include "core/tir/schedule_analysis.h"
 
 namespace kiln::core::tir {
 namespace {
@@ -22,6 +25,14 @@ bool isConst(const Expr& e, int64_t v) {
 Expr boolImm(bool v) { return IntImm::make(Type::boolean(), v ? 1 : 0); }
 
 class Simplifier : public IRMutator {
+ public:
+  /// A loop around the statement to simplify: its range holds for the divisions inside.
+  void enclose(const For* loop) {
+    const int64_t *lo = asConstInt(loop->min), *n = asConstInt(loop->extent);
+    const Var* var = loop->var.as<Var>();
+    if (lo && n && var) m_ranges[var] = schedule_detail::Interval{*lo, *lo + *n - 1};
+  }
+
  protected:
   using IRMutator::visit;
 
@@ -86,6 +97,7 @@ class Simplifier : public IRMutator {
     if (ia && ib && *ib != 0) return IntImm::make(op->type, *ia / *ib);
     if (const double *fa = asConstFloat(a), *fb = asConstFloat(b); fa && fb) return foldFloat(op->type, *fa / *fb);
     if (isConst(b, 1)) return a;
+    if (auto qr = divideByLoopRanges(a, ib)) return qr->first;
     return rebuild<Div>(op, self, a, b);
   }
 
@@ -94,6 +106,7 @@ class Simplifier : public IRMutator {
     const int64_t *ia = asConstInt(a), *ib = asConstInt(b);
     if (ia && ib && *ib != 0) return IntImm::make(op->type, *ia % *ib);
     if (op->type.isInt() && isConst(b, 1)) return IntImm::make(op->type, 0);
+    if (auto qr = divideByLoopRanges(a, ib)) return qr->second;
     return rebuild<Mod>(op, self, a, b);
   }
 
@@ -172,7 +185,12 @@ class Simplifier : public IRMutator {
       if (*e <= 0) return Stmt();
       if (*e == 1) return mutate(substitute(op->body, {{op->var, mn}}));
     }
+    // The loop's range, for the divisions and remainders of its body (divideByLoopRanges).
+    const int64_t *lo = asConstInt(mn), *n = asConstInt(ext);
+    const Var* var = op->var.as<Var>();
+    if (lo && n && var) m_ranges[var] = schedule_detail::Interval{*lo, *lo + *n - 1};
     Stmt body = mutate(op->body);
+    if (var) m_ranges.erase(var);
     if (!body.defined()) return Stmt();
     if (mn.same(op->min) && ext.same(op->extent) && body.same(op->body)) return self;
     return For::make(op->var, mn, ext, op->forKind, body);
@@ -218,6 +236,39 @@ class Simplifier : public IRMutator {
   }
 
  private:
+  /// {e / d, e % d} without a division when the enclosing loops' ranges allow it: e's affine form
+  /// (divisions and other non-affine parts kept as atoms) splits into q·d (the terms whose
+  /// coefficients d divides) and a remainder r with 0 ≤ r < d, and e ≥ 0 (so truncating division
+  /// agrees). What a reshape's flat index becomes inside the loops over its axes:
+  /// ((i·256 + j·64 + k) / 256) % 128 with j < 4, k < 64, i < 128 is i.
+  std::optional<std::pair<Expr, Expr>> divideByLoopRanges(const Expr& e, const int64_t* d) const {
+    if (!d || *d <= 0 || m_ranges.empty() || !e.type().isInt() || e.type().isVector() || asConstInt(e))
+      return std::nullopt;
+    std::optional<schedule_detail::Interval> whole = schedule_detail::boundsOf(e, m_ranges);
+    if (!whole || whole->lo < 0) return std::nullopt;
+    Type t = e.type();
+    if (whole->hi < *d) return std::make_pair(IntImm::make(t, 0), e);
+    std::optional<schedule_detail::Affine> form =
+        schedule_detail::affineForm(e, schedule_detail::varsIn(e), schedule_detail::NonAffine::Atom);
+    if (!form) return std::nullopt;
+    Expr q = IntImm::make(t, form->constant / *d), r = IntImm::make(t, form->constant % *d);
+    bool moved = false;
+    for (const auto& [text, term] : form->terms) {
+      const auto& [atom, coef] = term;
+      if (coef == 0) continue;
+      if (coef % *d == 0) {
+        q = q + atom * IntImm::make(t, coef / *d);
+        moved = true;
+      } else {
+        r = r + atom * IntImm::make(t, coef);
+      }
+    }
+    if (!moved) return std::nullopt;
+    std::optional<schedule_detail::Interval> rest = schedule_detail::boundsOf(r, m_ranges);
+    if (!rest || rest->lo < 0 || rest->hi >= *d) return std::nullopt;
+    return std::make_pair(tir::simplify(q), tir::simplify(r));
+  }
+
   template <typename Node>
   static Expr rebuild(const Node* op, const Expr& self, const Expr& a, const Expr& b) {
     if (a.same(op->a) && b.same(op->b)) return self;
@@ -231,6 +282,8 @@ class Simplifier : public IRMutator {
     if (c == 0) return x;
     return Add::make(x, IntImm::make(t, c));
   }
+
+  std::map<const Var*, schedule_detail::Interval> m_ranges;  // the enclosing loops with constant bounds
 };
 
 }  // namespace
@@ -242,6 +295,13 @@ Expr simplify(const Expr& e) {
 
 Stmt simplify(const Stmt& st) {
   Simplifier s;
+  Stmt out = s.mutate(st);
+  return out.defined() ? out : Seq::make({});
+}
+
+Stmt simplifyWithin(const Stmt& st, const std::vector<const For*>& enclosing) {
+  Simplifier s;
+  for (const For* loop : enclosing) s.enclose(loop);
   Stmt out = s.mutate(st);
   return out.defined() ? out : Seq::make({});
 }

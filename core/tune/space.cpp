@@ -7,6 +7,7 @@
 
 #include "core/lower/conv_search.h"
 #include "core/lower/gemm_search.h"
+#include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
 #include "core/lower/winograd_search.h"
 #include "runtime/error.h"
@@ -138,6 +139,10 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
     space.add(first);
     for (Knobs& k : lower::densePackedAnnotations(s, lanes, options.vectorRegisters))
       if (k != first) space.add(std::move(k));
+  } else if (parts.kind == "nest") {
+    // The default annotation first (nest_search.h), then the others.
+    space.m_params["numel"] = lower::elementNestOutputs(key);
+    for (Knobs& k : lower::elementNestAnnotations(space.m_params["numel"], options)) space.add(std::move(k));
   } else {
     throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
   }
@@ -290,6 +295,17 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          lg(static_cast<double>(s.m)),
          lg(static_cast<double>(s.k)),
          lg(static_cast<double>(s.n))};
+    return f;
+  }
+  if (m_kind == "nest") {
+    const int64_t numel = m_params.at("numel"), lanes = k.at("vl"), unroll = k.at("un"), par = k.at("par");
+    const double vectors = static_cast<double>(numel) / static_cast<double>(lanes);
+    f = {static_cast<float>(lanes),
+         static_cast<float>(unroll),
+         static_cast<float>(par),
+         lg(vectors),
+         lg(par ? vectors / threads : vectors),  // vectors per thread
+         lg(static_cast<double>(numel))};
     return f;
   }
   if (m_kind == "dense_packed") {

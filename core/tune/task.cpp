@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/lower/gemm_search.h"
+#include "core/lower/nest_search.h"
 #include "core/lower/schedule_config.h"
 #include "runtime/error.h"
 
@@ -68,12 +69,16 @@ double taskFlops(const std::string& key) {
            static_cast<double>(knob(parts.params, "n", 1));
   if (parts.kind == "matmul") return lower::matmulShapeOfKey(parts.params, key).flops();
   if (parts.kind == "dense_packed") return lower::densePackedShapeOfKey(parts.params, key).flops();
+  // An element nest: one operation per output element (a copy's is a move), so its rate reads as
+  // outputs per second beside the other tasks' FLOP/s.
+  if (parts.kind == "nest") return static_cast<double>(lower::elementNestOutputs(key));
   throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
 }
 
 Graph taskGraph(const std::string& key, uint64_t seed) {
   lower::TuneKeyParts parts = lower::parseTuneKey(key);
   requireF32(parts, key);
+  if (parts.kind == "nest") return lower::elementNestTaskGraph(key);
   std::mt19937 rng(static_cast<uint32_t>(seed));
   Graph g;
   if (parts.kind == "conv2d_nchwc") {

@@ -130,8 +130,27 @@ int occurrences(const std::string& text, const std::string& needle) {
 constexpr int kTrials = 30;  // per task: enough that a run outlasts the second kill
 
 std::vector<std::string> tuneArgs(const fs::path& db, const fs::path& records, int trials = kTrials) {
-  return {"tune", model(), "--tuner", "random", "--trials", std::to_string(trials), "--batch-size", "3", "--threads",
-          "1", "--no-compare", "--confirm", "0", "--db", db.string(), "--records", records.string(), "--seed", "5"};
+  return {"tune",
+          model(),
+          "--tasks",
+          "conv2d_nchwc",
+          "--tuner",
+          "random",
+          "--trials",
+          std::to_string(trials),
+          "--batch-size",
+          "3",
+          "--threads",
+          "1",
+          "--no-compare",
+          "--confirm",
+          "0",
+          "--db",
+          db.string(),
+          "--records",
+          records.string(),
+          "--seed",
+          "5"};
 }
 
 /// (workload key, knobs) of every stored tuning record; a duplicate was measured twice.

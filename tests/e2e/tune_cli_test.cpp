@@ -84,7 +84,8 @@ std::string common(const std::string& part = "") {
 TEST(TuneCli, RecordsAreWrittenResumedAndApplied) {
   fs::path records = tempDir() / "resume.jsonl";
   fs::remove(records);
-  Outcome first = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
+  Outcome first = kiln("tune " + model() + " --tasks conv2d_nchwc --tuner random --trials 3 --records " +
+                       records.string() + common());
   ASSERT_EQ(first.exitCode, 0) << first.err;
   std::vector<nlohmann::json> lines = searchLines(records);
   ASSERT_EQ(lines.size(), 3u);
@@ -111,11 +112,13 @@ TEST(TuneCli, RecordsAreWrittenResumedAndApplied) {
 
   // Resuming with the same budget measures nothing; a larger one measures only the difference,
   // never a configuration already in the records.
-  Outcome again = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
+  Outcome again = kiln("tune " + model() + " --tasks conv2d_nchwc --tuner random --trials 3 --records " +
+                       records.string() + common());
   ASSERT_EQ(again.exitCode, 0) << again.err;
   EXPECT_NE(again.out.find("0 measured"), std::string::npos) << again.out;
   EXPECT_EQ(rounds(records).size(), 1u) << "nothing new was measured: no new round";
-  Outcome more = kiln("tune " + model() + " --tuner xgb --trials 5 --records " + records.string() + common());
+  Outcome more = kiln("tune " + model() + " --tasks conv2d_nchwc --tuner xgb --trials 5 --records " +
+                      records.string() + common());
   ASSERT_EQ(more.exitCode, 0) << more.err;
   lines = searchLines(records);
   ASSERT_EQ(lines.size(), 5u);
@@ -166,11 +169,12 @@ TEST(TuneCli, RecordsAreWrittenResumedAndApplied) {
 TEST(TuneCli, ARerunIntoANewRecordsFileLeavesTheRecordsItsBuildUses) {
   // A first run keeps its records in the store only; a rerun with --records finds everything
   // measured and must still leave a file that builds as the store does.
-  Outcome first = kiln("tune " + model() + " --tuner random --trials 3" + common());
+  Outcome first = kiln("tune " + model() + " --tasks conv2d_nchwc --tuner random --trials 3" + common());
   ASSERT_EQ(first.exitCode, 0) << first.err;
   fs::path records = tempDir() / "new.jsonl";
   fs::remove(records);
-  Outcome again = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
+  Outcome again = kiln("tune " + model() + " --tasks conv2d_nchwc --tuner random --trials 3 --records " +
+                       records.string() + common());
   ASSERT_EQ(again.exitCode, 0) << again.err;
   EXPECT_NE(again.out.find("0 measured"), std::string::npos) << again.out;
   EXPECT_NE(again.out.find("records: 0 written, "), std::string::npos) << again.out;
@@ -194,7 +198,8 @@ TEST(TuneCli, ARerunIntoANewRecordsFileLeavesTheRecordsItsBuildUses) {
 
   // A third run finds the file complete: nothing is copied twice.
   size_t lines = readLines(records).size();
-  Outcome third = kiln("tune " + model() + " --tuner random --trials 3 --records " + records.string() + common());
+  Outcome third = kiln("tune " + model() + " --tasks conv2d_nchwc --tuner random --trials 3 --records " +
+                       records.string() + common());
   ASSERT_EQ(third.exitCode, 0) << third.err;
   EXPECT_NE(third.out.find("records: 0 written to "), std::string::npos) << third.out;
   EXPECT_EQ(readLines(records).size(), lines);
@@ -223,7 +228,8 @@ TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
   fs::path records = tempDir() / "faults.jsonl";
   fs::remove(records);
   // Grid order measures ow_block=1 and =2 early; the first crashes its worker, the second hangs.
-  Outcome o = kiln("tune " + model() + " --tuner grid --trials 6 --timeout " + std::to_string(kSanitized ? 12 : 3) + " --records " + records.string() + common(),
+  Outcome o = kiln("tune " + model() + " --tasks conv2d_nchwc --tuner grid --trials 6 --timeout " +
+                       std::to_string(kSanitized ? 12 : 3) + " --records " + records.string() + common(),
                    "KILN_TUNE_FAULT=crash:ow_block=1,");
   ASSERT_EQ(o.exitCode, 0) << o.err;
   EXPECT_FALSE(o.signaled);
@@ -250,8 +256,8 @@ TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
   fs::remove(hung);
   // A measurement's deadline must hold a healthy candidate's repeats: under AddressSanitizer one
   // took over 2 s on a loaded CI machine and was (rightly) recorded as a timeout.
-  o = kiln("tune " + model() + " --tuner grid --trials 4 --timeout " + std::to_string(kSanitized ? 12 : 2) +
-               " --records " + hung.string() + common("hang"),
+  o = kiln("tune " + model() + " --tasks conv2d_nchwc --tuner grid --trials 4 --timeout " +
+               std::to_string(kSanitized ? 12 : 2) + " --records " + hung.string() + common("hang"),
            "KILN_TUNE_FAULT=hang:ow_block=2,");
   ASSERT_EQ(o.exitCode, 0) << o.err;
   lines = searchLines(hung);
@@ -273,13 +279,15 @@ TEST(TuneCli, CrashingAndHangingCandidatesAreRecordedAndTuningGoesOn) {
 TEST(TuneCli, BadRecordLinesAreSkippedAndCounted) {
   fs::path records = tempDir() / "bad.jsonl";
   fs::remove(records);
-  Outcome o = kiln("tune " + model() + " --trials 2 --confirm 0 --records " + records.string() + common());
+  Outcome o = kiln("tune " + model() + " --tasks conv2d_nchwc --trials 2 --confirm 0 --records " +
+                   records.string() + common());
   ASSERT_EQ(o.exitCode, 0) << o.err;
   {
     std::ofstream out(records, std::ios::app);
     out << "garbage\n{\"key\":1}\n";
   }
-  o = kiln("tune " + model() + " --trials 3 --confirm 0 --records " + records.string() + common("more"));
+  o = kiln("tune " + model() + " --tasks conv2d_nchwc --trials 3 --confirm 0 --records " + records.string() +
+           common("more"));
   ASSERT_EQ(o.exitCode, 0) << o.err;
   EXPECT_NE(o.err.find("skipped 2 bad line(s)"), std::string::npos) << o.err;
   // The good records are kept (not measured again), the bad lines stay, one new record follows.
@@ -293,7 +301,8 @@ TEST(TuneCli, BadRecordLinesAreSkippedAndCounted) {
     std::ofstream out(garbage);
     out << "garbage\n{\"key\":1}\n";
   }
-  o = kiln("tune " + model() + " --trials 2 --records " + garbage.string() + common("garbage"));
+  o = kiln("tune " + model() + " --tasks conv2d_nchwc --trials 2 --records " + garbage.string() +
+           common("garbage"));
   EXPECT_EQ(o.exitCode, 5) << o.err;
   EXPECT_NE(o.err.find("not a tuning-records file"), std::string::npos) << o.err;
   EXPECT_EQ(fs::file_size(garbage), 18u);
@@ -319,6 +328,32 @@ void expectKilnMatchesEager(const std::string& model, const fs::path& records) {
     ++checked;
   }
   EXPECT_EQ(checked, 1) << compared.dump();
+}
+
+// Element nests are tasks like any kernel: --tasks nest takes every one of the model's (here the
+// layout transforms at its edges), each candidate is a nest record, and the build with them
+// matches PyTorch. A nest's key names it too: its commas inside brackets separate nothing.
+TEST(TuneCli, ElementNestsAreTasksToo) {
+  fs::path records = tempDir() / "nests.jsonl";
+  fs::remove(records);
+  Outcome o = kiln("tune " + model() + " --tasks nest --tuner random --trials 3 --confirm 0 --records " +
+                   records.string() + common());
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  std::vector<nlohmann::json> lines = readLines(records);
+  ASSERT_EQ(lines.size(), 6u) << o.out;  // two nests, three candidates each
+  std::set<std::string> keys;
+  for (const auto& r : lines) {
+    EXPECT_EQ(r["error"], "") << r.dump();
+    EXPECT_EQ(r["key"].get<std::string>().rfind("nest:fused[layout_transform", 0), 0u) << r.dump();
+    keys.insert(r["key"].get<std::string>());
+  }
+  ASSERT_EQ(keys.size(), 2u);
+  Outcome list = kiln("tune " + model() + " --list-tasks --tasks '" + *keys.begin() + "'" + common("list"));
+  ASSERT_EQ(list.exitCode, 0) << list.err;
+  EXPECT_NE(list.out.find(*keys.begin()), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find(*keys.rbegin()), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find("conv2d_nchwc:"), std::string::npos) << list.out;
+  expectKilnMatchesEager(model(), records);
 }
 
 TEST(TuneCli, MatmulRecordsCarryTracesThatBuildAndMatchPyTorch) {
@@ -422,8 +457,9 @@ TEST(TuneCli, PointwiseConvSketchRecordsBuildAndMatchPyTorch) {
 TEST(TuneCli, LoopFeatureTunerMeasuresDistinctCandidates) {
   fs::path records = tempDir() / "loops.jsonl";
   fs::remove(records);
-  Outcome o = kiln("tune " + model() + " --features loops --trials 14 --batch-size 5 --records " + records.string() +
-                   common());
+  Outcome o = kiln("tune " + model() +
+                   " --tasks conv2d_nchwc --features loops --trials 14 --batch-size 5 --records " +
+                   records.string() + common());
   ASSERT_EQ(o.exitCode, 0) << o.err;
   std::vector<nlohmann::json> searched = searchLines(records);
   ASSERT_EQ(searched.size(), 14u);
@@ -442,8 +478,8 @@ TEST(TuneCli, CacheFlushTimesCandidatesColdAndSaysSo) {
     std::string name = flush ? "flush" : "warm";
     fs::path records = tempDir() / (name + ".jsonl"), json = tempDir() / (name + ".json");
     fs::remove(records);
-    Outcome o = kiln("tune " + model() + (flush ? " --cache-flush" : "") + " --trials 3 --records " +
-                     records.string() + " --json " + json.string() + common(name));
+    Outcome o = kiln("tune " + model() + " --tasks conv2d_nchwc" + (flush ? " --cache-flush" : "") +
+                     " --trials 3 --records " + records.string() + " --json " + json.string() + common(name));
     ASSERT_EQ(o.exitCode, 0) << o.err;
     std::vector<nlohmann::json> lines = readLines(records);
     EXPECT_GE(lines.size(), 3u);

@@ -206,8 +206,11 @@ TEST(LowerGraph, ControlFlowBecomesCallsOfSubPlans) {
   std::map<std::string, int> defined;
   for (const auto& f : m.funcs) ++defined[f.name];
   std::function<void(const runtime::GraphPlan&)> check = [&](const runtime::GraphPlan& p) {
-    for (const auto& c : p.calls)
-      if (c.kind == runtime::CallKind::Kernel) EXPECT_EQ(defined[c.kernel], 1) << c.kernel;
+    for (const auto& c : p.calls) {
+      if (c.kind == runtime::CallKind::Kernel) {
+        EXPECT_EQ(defined[c.kernel], 1) << c.kernel;
+      }
+    }
     for (const auto& r : p.regions) check(r);
   };
   check(m.plan);

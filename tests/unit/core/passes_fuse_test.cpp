@@ -281,6 +281,8 @@ TEST(FusedLowering, VectorEpiloguesLoadAlongTheRamp) {
   expectSameNumerics(dense, "fuse-ops", 1e-4);
 }
 
+// A chain without broadcasts or transposes is one flat loop, which its sketch (nest_search.h)
+// cuts into vectors of the target's lanes (8 by default).
 TEST(FusedLowering, FlatChainIsOneLoop) {
   const char* text = R"(graph(%x: f32[4,64], %y: f32[256]) {
   %r = reshape(%x) {shape=[256]} : f32[256]
@@ -292,11 +294,12 @@ TEST(FusedLowering, FlatChainIsOneLoop) {
   ASSERT_TRUE(fuseOps(g));
   tir::PrimFunc f = lower::lowerGroup(g, 0, "f");
   EXPECT_EQ(tir::print(f), R"(func f(x: f32[4,64], y: f32[256], e: f32[256]) {
-  for (i, 0, 256) {
-    e[i] = sigmoid((x[i] + y[i]))
+  for (i_o, 0, 32) {
+    e[ramp((i_o * 8), 1, 8)] = sigmoid((x[ramp((i_o * 8), 1, 8)] + y[ramp((i_o * 8), 1, 8)]))
   }
 }
 )");
+  EXPECT_EQ(f.attrs.at("trace"), "split(i; 8, 1)\nvectorize(i_i)\n");
   expectSameNumerics(text, "fuse-ops");
 }
 
@@ -318,12 +321,12 @@ TEST(FusedLowering, EpilogueLoadsBiasAndResidualPerElement) {
     for (oh, 0, 2) {
       for (ow, 0, 2) {
         acc[0] = 0.0f
-        for (ih, ((oh * 2) / 2), (((((oh + 1) * 2) + 1) / 2) - ((oh * 2) / 2))) {
-          for (iw, ((ow * 2) / 2), (((((ow + 1) * 2) + 1) / 2) - ((ow * 2) / 2))) {
+        for (ih, oh, ((oh + 1) - oh)) {
+          for (iw, ow, ((ow + 1) - ow)) {
             acc[0] = (acc[0] + x[(((c * 4) + (ih * 2)) + iw)])
           }
         }
-        s[(((c * 4) + (oh * 2)) + ow)] = (((acc[0] / f32(((((((oh + 1) * 2) + 1) / 2) - ((oh * 2) / 2)) * (((((ow + 1) * 2) + 1) / 2) - ((ow * 2) / 2))))) + b[c]) + res[(((c * 4) + (oh * 2)) + ow)])
+        s[(((c * 4) + (oh * 2)) + ow)] = (((acc[0] / f32((((oh + 1) - oh) * ((ow + 1) - ow)))) + b[c]) + res[(((c * 4) + (oh * 2)) + ow)])
       }
     }
   }

@@ -34,6 +34,47 @@ TEST(Tir, SimplifierRemovesTrivialLoopsAndBranches) {
   EXPECT_EQ(print(simplify(Seq::make({dead, guarded}))), "out[1] = 3.0f\n");
 }
 
+// Inside loops with constant bounds, a division or remainder whose remainder part stays within
+// the divisor goes away: a reshape's flat index read inside the loops over its axes.
+TEST(Tir, SimplifierResolvesDivisionsByLoopRanges) {
+  Buffer in = makeBuffer("in", Type::f32(), {128 * 256}), out = makeBuffer("out", Type::f32(), {128 * 256});
+  Expr i = Var::make("i"), j = Var::make("j"), k = Var::make("k");
+  Expr flat = i * 256 + j * 64 + k;
+  auto nest = [&](int64_t jExtent, int64_t kExtent) {
+    Stmt store = Store::make(out, flat, Load::make(in, (flat / 256) % 128 * 256 + flat % 256));
+    return For::make(
+        i, 0, 128, ForKind::Serial,
+        For::make(j, 0, jExtent, ForKind::Serial, For::make(k, 0, kExtent, ForKind::Serial, store)));
+  };
+  EXPECT_EQ(print(simplify(nest(4, 64))), R"(for (i, 0, 128) {
+  for (j, 0, 4) {
+    for (k, 0, 64) {
+      out[(((i * 256) + (j * 64)) + k)] = in[((i * 256) + ((j * 64) + k))]
+    }
+  }
+}
+)");
+  // k reaches 64 · 4 + 64 > 256: the remainder could overflow into i, so the division stays.
+  std::string wider = print(simplify(nest(4, 65)));
+  EXPECT_NE(wider.find(" / 256)"), std::string::npos) << wider;
+  EXPECT_NE(wider.find(" % 256)"), std::string::npos) << wider;
+  // A whole expression below the divisor: the division is 0 and the remainder the expression.
+  Stmt small = For::make(k, 0, 64, ForKind::Serial, Store::make(out, k, Load::make(in, k / 64 + k % 64)));
+  EXPECT_EQ(print(simplify(small)), "for (k, 0, 64) {\n  out[k] = in[k]\n}\n");
+  // Without loops (or with a negative range) nothing is known.
+  EXPECT_EQ(print(simplify(flat / 256)), "((((i * 256) + (j * 64)) + k) / 256)");
+  Stmt negative = For::make(k, -4, 8, ForKind::Serial, Store::make(out, k + 4, Load::make(in, k % 64 + 4)));
+  EXPECT_NE(print(simplify(negative)).find("% 64"), std::string::npos);
+  Stmt shifted = For::make(k, -4, 8, ForKind::Serial, Store::make(out, k + 4, Load::make(in, (k + 4) % 64)));
+  EXPECT_EQ(print(simplify(shifted)).find("% 64"), std::string::npos);
+  // simplifyWithin takes the ranges of loops around the statement.
+  Stmt inner = Store::make(out, k, Load::make(in, (i * 64 + k) / 64));
+  Stmt iLoop = For::make(i, 0, 128, ForKind::Serial, inner),
+       kLoop = For::make(k, 0, 64, ForKind::Serial, inner);
+  EXPECT_EQ(print(simplifyWithin(inner, {iLoop.as<For>(), kLoop.as<For>()})), "out[k] = in[i]\n");
+  EXPECT_EQ(print(simplifyWithin(inner, {iLoop.as<For>()})), "out[k] = in[(((i * 64) + k) / 64)]\n");
+}
+
 TEST(Tir, MutatorKeepsUnchangedNodes) {
   Buffer a = makeBuffer("a", Type::f32(), {8});
   Expr i = Var::make("i");

@@ -44,6 +44,10 @@ lower::LowerOptions avx2() { return lower::lowerOptionsFor("haswell", ""); }
 const std::string kConv = "conv2d_nchwc:n=1,c=8,h=9,w=11,o=32,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32";
 const std::string kPointwise = "conv2d_nchwc:n=1,c=16,h=7,w=7,o=32,kh=1,kw=1,sh=1,sw=1,ph=0,pw=0,dh=1,dw=1,g=1:f32";
 const std::string kDense = "dense:m=2,k=37,n=21:f32";
+// An element nest: a transpose, a broadcast add, a reshape and a sigmoid in one fused group.
+const std::string kNest =
+    "nest:fused[transpose{perm=[1,0,2]}($0:f32[2,8,24])->f32[8,2,24]; add(%0,$1:f32[24])->f32[8,2,24]; "
+    "reshape{shape=[8,48]}(%1)->f32[8,48]; sigmoid(%2)->f32[8,48]]";
 
 /// The task graph after alter-layout with `configs`, lowered.
 lower::LoweredModule lowerTask(const std::string& key, const lower::LowerOptions& base,
@@ -79,7 +83,7 @@ TEST(TuneKeys, RoundTripAndGeometry) {
 }
 
 TEST(TuneKeys, LoweredKernelCarriesTheKeyItsTaskGraphIsBuiltFrom) {
-  for (const std::string& key : {kConv, kPointwise, kDense}) {
+  for (const std::string& key : {kConv, kPointwise, kDense, kNest}) {
     lower::LoweredModule m = lowerTask(key, avx2(), nullptr);
     const tir::PrimFunc& f = taskKernel(m, key);
     EXPECT_FALSE(f.attrs.at("schedule").empty()) << key;
@@ -87,7 +91,7 @@ TEST(TuneKeys, LoweredKernelCarriesTheKeyItsTaskGraphIsBuiltFrom) {
 }
 
 TEST(TuneSpace, EveryConfigurationIsValidDistinctAndCanonical) {
-  for (const std::string& key : {kConv, kPointwise, kDense}) {
+  for (const std::string& key : {kConv, kPointwise, kDense, kNest}) {
     ConfigSpace space = ConfigSpace::forKey(key, avx2());
     ASSERT_GT(space.size(), 4) << key;
     std::set<Knobs> seen;
@@ -156,6 +160,37 @@ void expectResultWith(const std::string& key, const std::shared_ptr<lower::Sched
     for (int64_t i = 0; i < got[0].numel(); ++i)
       ASSERT_NEAR(got[0].data<float>()[i], expected[0].data<float>()[i], 1e-4) << "at " << i;
   }
+}
+
+// Every annotation of an element nest builds its own schedule and computes what the default does,
+// in the interpreter and the JIT. It counts one operation per output element.
+TEST(TuneSpace, EveryElementNestAnnotationBuildsAndMatches) {
+  EXPECT_DOUBLE_EQ(taskFlops(kNest), 8 * 48);
+  EXPECT_THROW(taskFlops("nest:fused[relu($0:f32[4])->f32[4]"), Error);
+  ConfigSpace space = ConfigSpace::forKey(kNest, avx2());
+  EXPECT_EQ(space.size(), 18);  // vl 8, 4, 1 × un 1, 2, 4 × par 0, 1
+  Graph g = taskGraph(kNest);
+  std::vector<runtime::Tensor> inputs;
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    inputs.push_back(lower::testing::randomTensor(g.type(g.inputs()[i]).shape, 5 + static_cast<uint32_t>(i)));
+  std::vector<runtime::Tensor> expected = evalGraph(g, inputs, Engine::Interpreter, avx2());
+  std::set<std::string> traces;
+  for (int64_t i = 0; i < space.size(); ++i) {
+    auto configs = std::make_shared<lower::ScheduleConfigs>();
+    configs->byKey[kNest] = space.config(i);
+    lower::LowerOptions options = avx2();
+    options.schedules = configs;
+    const tir::PrimFunc& f = taskKernel(lower::lowerGraph(g, options), kNest);
+    EXPECT_EQ(f.attrs.at("schedule"), lower::knobsText(space.config(i)));
+    traces.insert(f.attrs.at("trace"));
+    for (Engine engine : {Engine::Interpreter, Engine::Jit}) {
+      std::vector<runtime::Tensor> got = evalGraph(g, inputs, engine, options);
+      for (int64_t e = 0; e < got[0].numel(); ++e)
+        ASSERT_NEAR(got[0].data<float>()[e], expected[0].data<float>()[e], 1e-5)
+            << lower::knobsText(space.config(i));
+    }
+  }
+  EXPECT_GT(traces.size(), 8u);
 }
 
 // Apply-best changes the generated schedule: every configuration of the space lowers to a
@@ -757,7 +792,8 @@ TEST(Tuners, LoopFeatureTunerProposesEachConfigurationOnce) {
 }
 
 TEST(TuneTasks, ExtractedWithWeightsFromTheLoweredModule) {
-  // Two convolutions with the same shape and one with another: two tasks, weights 2 and 1.
+  // Two convolutions with the same shape and one with another: two tasks, weights 2 and 1, first
+  // (the layout transforms at the graph's edges are element nests, one operation per output, after them).
   Graph g;
   ValueId x = g.addInput("x", TensorType{DType::Float32, {1, 8, 10, 10}});
   auto conv = [&](ValueId in, int64_t o, const char* name) {
@@ -770,7 +806,13 @@ TEST(TuneTasks, ExtractedWithWeightsFromTheLoweredModule) {
   g.setOutputs({c});
   passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}")).run(g);
   std::vector<TuneTask> tasks = extractTasks(lower::lowerGraph(g, avx2()));
-  ASSERT_EQ(tasks.size(), 2u);
+  ASSERT_EQ(tasks.size(), 4u);
+  for (size_t i = 2; i < tasks.size(); ++i) {
+    EXPECT_EQ(tasks[i].kind, "nest");
+    EXPECT_TRUE(tasks[i].flops == 8 * 10 * 10 || tasks[i].flops == 16 * 10 * 10) << tasks[i].flops;  // x, c
+    EXPECT_NE(tasks[i].key.find("layout_transform"), std::string::npos) << tasks[i].key;
+  }
+  tasks.resize(2);
   int weights = tasks[0].weight + tasks[1].weight;
   EXPECT_EQ(weights, 3);
   for (const TuneTask& t : tasks) {

@@ -1,0 +1,232 @@
+// The element nest's sketch (core/lower/nest_search.h): each annotation computes what the plain
+// nest does (TIR interpreter), its trace replays to the same function, and a reshape's divisions
+// vanish from the vector loop.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "core/ir/parser.h"
+#include "core/lower/interpreter.h"
+#include "core/lower/lower.h"
+#include "core/lower/nest_search.h"
+#include "core/passes/fuse_ops.h"
+#include "core/tir/printer.h"
+#include "core/tir/schedule.h"
+#include "core/tir/trace.h"
+#include "runtime/error.h"
+
+namespace kiln::core::lower {
+namespace {
+
+using namespace tir;
+
+/// y[i, j] = x[j, i] for i < 6, j < 20: a transpose, serial and scalar.
+PrimFunc plainTranspose() {
+  Buffer x = makeBuffer("x", Type::f32(), {20, 6}), y = makeBuffer("y", Type::f32(), {6, 20});
+  Expr i = Var::make("i"), j = Var::make("j");
+  PrimFunc f;
+  f.name = "transpose";
+  f.params = {x, y};
+  f.numOutputs = 1;
+  f.body =
+      For::make(i, 0, 6, ForKind::Serial,
+                For::make(j, 0, 20, ForKind::Serial, Store::make(y, i * 20 + j, Load::make(x, j * 6 + i))));
+  return f;
+}
+
+/// z[i, j] = c[j / 64, i, j % 64] for i < 128, j < 256: transpose(c) then a reshape that merges
+/// the last two axes, read through the merged index.
+PrimFunc plainMerge() {
+  Buffer c = makeBuffer("c", Type::f32(), {4, 128, 64}), z = makeBuffer("z", Type::f32(), {128, 256});
+  Expr i = Var::make("i"), j = Var::make("j");
+  Expr flat = i * 256 + j;
+  PrimFunc f;
+  f.name = "merge";
+  f.params = {c, z};
+  f.numOutputs = 1;
+  Expr index = (flat / 64) % 4 * 8192 + i * 64 + flat % 64;
+  f.body = For::make(i, 0, 128, ForKind::Serial,
+                     For::make(j, 0, 256, ForKind::Serial, Store::make(z, flat, Load::make(c, index))));
+  return f;
+}
+
+std::vector<std::vector<float>> run(const PrimFunc& f) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<std::vector<float>> args;
+  std::vector<void*> pointers;
+  for (const Buffer& b : f.params) {
+    args.emplace_back(static_cast<size_t>(b->numel()));
+    for (float& v : args.back()) v = dist(rng);
+  }
+  for (auto& a : args) pointers.push_back(a.data());
+  interpret(f, pointers);
+  return args;
+}
+
+/// The sketch under `knobs`; checks the values and the trace's replay.
+PrimFunc sketched(const PrimFunc& plain, const std::string& block, const Knobs& knobs) {
+  Schedule sched(plain);
+  applyElementNestSketch(sched, block, knobs);
+  PrimFunc out = sched.func();
+  EXPECT_EQ(run(out), run(plain)) << knobsText(knobs) << "\n" << print(out);
+  // Scalar, not unrolled and serial: no step at all.
+  const std::string trace = out.attrs.count("trace") ? out.attrs.at("trace") : "";
+  EXPECT_EQ(print(Trace::parse(trace).apply(plain)), print(out)) << knobsText(knobs);
+  return out;
+}
+
+TEST(ElementNestSketch, EveryAnnotationComputesThePlainNest) {
+  for (int64_t vl : {1, 4, 8, 16})
+    for (int64_t un : {1, 2, 4})
+      for (int64_t par : {0, 1}) sketched(plainTranspose(), "y", {{"vl", vl}, {"un", un}, {"par", par}});
+}
+
+TEST(ElementNestSketch, VectorsTailUnrollAndParallel) {
+  // 20 columns: two vectors of 8, unrolled, and a tail of 4 as one vector; 6 rows are too few to
+  // be the parallel loop and the vectors are unrolled away: nothing runs in parallel.
+  PrimFunc f = sketched(plainTranspose(), "y", {{"vl", 8}, {"un", 2}, {"par", 1}});
+  EXPECT_EQ(f.attrs.at("trace"), "split(j; 8, 1)\nvectorize(j_i)\nvectorize(j_t)\nunroll(j_o)\n");
+  // Vectors of 4: five of them, the loop over them parallel.
+  f = sketched(plainTranspose(), "y", {{"vl", 4}, {"un", 1}, {"par", 1}});
+  EXPECT_EQ(f.attrs.at("trace"), "split(j; 4, 1)\nvectorize(j_i)\nparallel(j_o)\n");
+  std::string text = print(f);
+  EXPECT_NE(text.find("x[ramp("), std::string::npos) << text;  // a gather: stride 6
+}
+
+TEST(ElementNestSketch, AReshapeBoundarySplitsTheLoopAndItsDivisionsVanish) {
+  PrimFunc f = sketched(plainMerge(), "z", {{"vl", 16}, {"un", 1}, {"par", 1}});
+  EXPECT_EQ(f.attrs.at("trace"), "split(j; 64, 1)\nsplit(j_i; 16, 1)\nvectorize(j_i_i)\nparallel(i)\n");
+  std::string text = print(f);
+  EXPECT_EQ(text.find('/'), std::string::npos) << text;
+  EXPECT_EQ(text.find('%'), std::string::npos) << text;
+  EXPECT_NE(text.find("c[ramp("), std::string::npos) << text;
+}
+
+// The lowering of a fused element chain runs the sketch under its default annotation and records
+// both on the kernel.
+TEST(ElementNestSketch, FusedElementChainsRunTheDefaultSketch) {
+  Graph g = parseGraph(R"(graph(%x: f32[1,4,128,64]) {
+  %t = transpose(%x) {perm=[0,2,1,3]} : f32[1,128,4,64]
+  %r = reshape(%t) {shape=[1,128,256]} : f32[1,128,256]
+  %e = relu(%r) : f32[1,128,256]
+  return %e
+})");
+  ASSERT_TRUE(passes::fuseOps(g));
+  LowerOptions options;
+  options.vectorLanes = 16;
+  PrimFunc f = lowerGroup(g, 0, "f", options);
+  EXPECT_EQ(f.attrs.at("schedule"), "par=1,un=1,vl=16");
+  EXPECT_EQ(f.attrs.at("trace"), "split(i2; 64, 1)\nsplit(i2_i; 16, 1)\nvectorize(i2_i_i)\nparallel(i1)\n");
+  std::string text = print(f);
+  EXPECT_EQ(text.find('/'), std::string::npos) << text;
+  EXPECT_NE(text.find("x[ramp("), std::string::npos) << text;
+  EXPECT_EQ(elementNestDefaultKnobs(8, options), (Knobs{{"par", 0}, {"un", 1}, {"vl", 16}}));
+}
+
+const char* kNestGraph = R"(graph(%x: f32[2,8,24], %y: f32[24]) {
+  %t = transpose(%x) {perm=[1,0,2]} : f32[8,2,24]
+  %a = add(%t, %y) : f32[8,2,24]
+  %r = reshape(%a) {shape=[8,48]} : f32[8,48]
+  %e = sigmoid(%r) : f32[8,48]
+  return %e
+})";
+
+PrimFunc lowerNest(const Graph& graph, const LowerOptions& options) {
+  Graph g = graph;
+  EXPECT_TRUE(passes::fuseOps(g));
+  EXPECT_EQ(g.groups().size(), 1u);
+  return lowerGroup(g, 0, "f", options);
+}
+
+// A nest's tuning key is its group's workload, and the graph the key describes lowers to a
+// kernel with the same key: a task is rebuilt from the key alone.
+TEST(ElementNestKey, TheTaskGraphOfAKeyHasTheKernelOfThatKey) {
+  LowerOptions options;
+  options.vectorLanes = 8;
+  PrimFunc f = lowerNest(parseGraph(kNestGraph), options);
+  const std::string key = f.attrs.at("tune_key");
+  EXPECT_EQ(key, "nest:" + f.attrs.at("workload_key"));
+  EXPECT_EQ(parseTuneKey(key).kind, "nest");
+  EXPECT_EQ(elementNestOutputs(key), 8 * 48);
+  Graph task = elementNestTaskGraph(key);
+  EXPECT_EQ(task.inputs().size(), 2u);
+  LoweredModule module = lowerGraph(task, options);
+  int withKey = 0;
+  for (const PrimFunc& k : module.funcs)
+    withKey += k.attrs.count("tune_key") && k.attrs.at("tune_key") == key;
+  EXPECT_EQ(withKey, 1) << key;
+
+  // Only f32 nests have keys (a task graph fills its inputs with random floats).
+  Graph ints = parseGraph(R"(graph(%x: i32[4,6]) {
+  %t = transpose(%x) {perm=[1,0]} : i32[6,4]
+  %n = neg(%t) : i32[6,4]
+  return %n
+})");
+  EXPECT_EQ(lowerNest(ints, options).attrs.count("tune_key"), 0u);
+}
+
+// An element op outside any group is a nest of its own, with a key; other ops and non-f32 ones
+// keep their own lowerings.
+TEST(ElementNestKey, ElementOpsOutsideGroupsAreNestsOfTheirOwn) {
+  Graph g = parseGraph(R"(graph(%x: f32[1,128,256], %m: f32[1,128,1], %i: i32[4,6]) {
+  %c = sub(%x, %m) : f32[1,128,256]
+  %s = softmax(%c) {axis=2} : f32[1,128,256]
+  %t = transpose(%i) {perm=[1,0]} : i32[6,4]
+  return %s, %t
+})");
+  LowerOptions options;
+  options.vectorLanes = 16;
+  LoweredModule module = lowerGraph(g, options);
+  std::map<std::string, const PrimFunc*> byName;
+  for (const PrimFunc& f : module.funcs) byName[f.name] = &f;
+  ASSERT_TRUE(byName.count("sub_0"));
+  const PrimFunc& sub = *byName.at("sub_0");
+  EXPECT_EQ(sub.attrs.at("op"), "sub");
+  EXPECT_EQ(sub.attrs.at("tune_key"), "nest:fused[sub($0:f32[1,128,256],$1:f32[1,128,1])->f32[1,128,256]]");
+  EXPECT_EQ(sub.attrs.at("trace"), "split(i2; 16, 1)\nvectorize(i2_i)\nparallel(i1)\n");
+  EXPECT_EQ(elementNestTaskGraph(sub.attrs.at("tune_key")).nodes().size(), 1u);
+  ASSERT_TRUE(byName.count("softmax_0") && byName.count("transpose_0"));
+  EXPECT_EQ(byName.at("softmax_0")->attrs.count("tune_key"), 0u);
+  EXPECT_EQ(byName.at("transpose_0")->attrs.count("tune_key"), 0u);
+}
+
+TEST(ElementNestKey, MalformedKeysAreRefusedInOneLine) {
+  for (const char* key : {"nest:", "nest:relu($0:f32[4])->f32[4]", "nest:fused[relu($0:f32[4])->f32[4]",
+                          "nest:fused[relu($1:f32[4])->f32[4]]", "nest:fused[relu(%3)->f32[4]]",
+                          "nest:fused[relu($0:f32[4])]", "nest:fused[nosuchop($0:f32[4])->f32[4]]"}) {
+    SCOPED_TRACE(key);
+    try {
+      elementNestTaskGraph(key);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A record of the key chooses the annotation; one that is not an annotation builds the default.
+TEST(ElementNestKey, RecordsChooseTheAnnotation) {
+  LowerOptions options;
+  options.vectorLanes = 16;
+  Graph g = parseGraph(kNestGraph);
+  const std::string key = lowerNest(g, options).attrs.at("tune_key");
+  std::vector<Knobs> all = elementNestAnnotations(8 * 48, options);
+  EXPECT_EQ(all.size(), 24u);  // vl 16, 8, 4, 1 × un 1, 2, 4 × par 0, 1
+  EXPECT_EQ(all.front(), elementNestDefaultKnobs(8 * 48, options));
+  auto configs = std::make_shared<ScheduleConfigs>();
+  options.schedules = configs;
+  // The reshape cuts the 48 columns into 2 × 24: six vectors of 4, unrolled by 2.
+  configs->byKey[key] = {{"vl", 4}, {"un", 2}, {"par", 0}};
+  PrimFunc tuned = lowerNest(g, options);
+  EXPECT_EQ(tuned.attrs.at("schedule"), "par=0,un=2,vl=4");
+  EXPECT_NE(tuned.attrs.at("trace").find("unroll("), std::string::npos) << tuned.attrs.at("trace");
+  configs->byKey[key] = {{"vl", 3}, {"un", 1}, {"par", 0}};
+  EXPECT_EQ(lowerNest(g, options).attrs.at("schedule"), knobsText(elementNestDefaultKnobs(8 * 48, options)));
+}
+
+}  // namespace
+}  // namespace kiln::core::lower
