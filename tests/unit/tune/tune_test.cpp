@@ -180,7 +180,8 @@ TEST(TuneSpace, EveryElementNestAnnotationBuildsAndMatches) {
     configs->byKey[kNest] = space.config(i);
     lower::LowerOptions options = avx2();
     options.schedules = configs;
-    const tir::PrimFunc& f = taskKernel(lower::lowerGraph(g, options), kNest);
+    const lower::LoweredModule module = lower::lowerGraph(g, options);
+    const tir::PrimFunc& f = taskKernel(module, kNest);
     EXPECT_EQ(f.attrs.at("schedule"), lower::knobsText(space.config(i)));
     traces.insert(f.attrs.at("trace"));
     for (Engine engine : {Engine::Interpreter, Engine::Jit}) {
