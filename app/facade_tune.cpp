@@ -333,8 +333,9 @@ int TuneResult::searchedCalls() const {
   for (const auto& t : tasks) {
     if (t.bestKnobs.empty()) continue;  // nothing chosen: the build runs the default, counted below
     tuned.insert(t.info.workloadKey);
-    // A sketch's annotation: a convolution's or GEMM's has mi, an element nest's is all it has.
-    if (t.info.op == "nest" || core::lower::parseKnobs(t.bestKnobs).count("mi")) calls += t.info.weight;
+    // A sketch's annotation: a convolution's or GEMM's has mi, a nest's is all it has.
+    if (t.info.op == "nest" || t.info.op == "reduce" || core::lower::parseKnobs(t.bestKnobs).count("mi"))
+      calls += t.info.weight;
   }
   for (const auto& [key, n] : untunedSketchCalls)
     if (!tuned.count(key)) calls += n;

@@ -21,12 +21,16 @@
 //   its sketch (nest_search.h: vectors, unrolling, the parallel loop; a record of its tuning key
 //   chooses the annotation). When nothing in the group needs per-axis indices (no broadcasting,
 //   transposes or per-channel ops) the nest is one flat loop. An element op outside any group is
-//   lowered the same way, as a group of one (lowerElementNestNode).
+//   lowered the same way, as a group of one (lowerAsGroupOfOne).
 // - Concat root: one loop nest per concat input, each evaluating that input's expression.
 // - Reduction root (mean, sum): the reduction's own lowering runs with OpContext::prologue
 //   evaluating its input at each position it reads (per axis, or flat when canUseFlat holds for
 //   the ops before the root), so e.g. mean(relu(add(x, y))) reads x and y once and writes only
-//   the means.
+//   the means. Reductions along rows are row nests (nest_search.h) with a tuning key made from
+//   the group's workload.
+// A reduction or softmax outside any group is lowered as a group of one too (lowerAsGroupOfOne):
+// a reduction as the root of its group, softmax by its own lowering over the group's parameters;
+// both get a row nest's key.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -315,6 +319,9 @@ class GroupLowering {
       body = lowerAnchored();
     else if (fusedRole(m_graph.node(m_group.root()).op) == FusedRole::Reduce)
       body = lowerReduceRoot();
+    else if (m_group.end - m_group.first == 1 &&
+             fusedRole(m_graph.node(m_group.root()).op) == FusedRole::None)
+      body = lowerLoneOp();
     else if (m_graph.node(m_group.root()).op == "concat")
       body = lowerConcatRoot();
     else
@@ -323,7 +330,7 @@ class GroupLowering {
     func = simplify(func);
     if (m_elementNest)
       func = scheduleElementNest(std::move(func));
-    else
+    else if (!m_rowNest)  // a row nest is vectorized by its sketch, or scalar by its annotation
       func.body = simplify(vectorizeInnermostLoops(func.body, m_options.vectorLanes));
     std::string ops;
     for (NodeId n = m_group.first; n < m_group.end; ++n) ops += (ops.empty() ? "" : ",") + m_graph.node(n).op;
@@ -339,11 +346,10 @@ class GroupLowering {
   /// The element nest's sketch (nest_search.h) under its record's annotation or the default. Only
   /// f32 nests have a tuning key (a task graph fills its inputs with random floats).
   PrimFunc scheduleElementNest(PrimFunc func) {
-    bool f32 = m_graph.type(m_out).dtype == DType::Float32;
-    for (ValueId v : groupInputs(m_graph, m_group)) f32 = f32 && m_graph.type(v).dtype == DType::Float32;
+    const std::string workload = f32Workload();
     const Knobs* tuned = nullptr;
-    if (f32) {
-      m_tuneKey = elementNestTuneKey(groupWorkloadKey(m_graph, m_group));
+    if (!workload.empty()) {
+      m_tuneKey = elementNestTuneKey(workload);
       if (m_options.schedules) tuned = m_options.schedules->find(m_tuneKey);
     }
     Knobs knobs = elementNestKnobsOf(tuned, m_graph.type(m_out).numel(), m_options);
@@ -458,9 +464,44 @@ class GroupLowering {
                                                            " passed a prologue index of the wrong rank");
       return eval.valueAt(input, Index{inType.shape, index, lanes, nullptr, {}, false});
     };
+    ctx.nestWorkload = f32Workload();
     Stmt body = lowering(ctx);
-    m_schedule = ctx.schedule;
+    takeSchedule(ctx);
     return body;
+  }
+
+  // An op that fuses with nothing (softmax), lowered alone as a group of one: its own lowering
+  // over the group's parameters.
+  Stmt lowerLoneOp() {
+    NodeId id = m_group.root();
+    const Node& node = m_graph.node(id);
+    OpLowering lowering = findLowering(node.op);
+    KILN_ASSERT(lowering != nullptr, "group of one @" + m_group.name + ": no lowering of " + node.op);
+    OpContext ctx = nodeContext(m_graph, id);
+    ctx.options = m_options;
+    ctx.where = m_where;
+    for (ValueId v : node.inputs) ctx.in.push_back(m_params.at(v));
+    ctx.out = {m_outBuffer};
+    ctx.nestWorkload = f32Workload();
+    Stmt body = lowering(ctx);
+    takeSchedule(ctx);
+    return body;
+  }
+
+  /// What a reduction's or lone op's lowering chose; a trace means a row nest's sketch ran.
+  void takeSchedule(const OpContext& ctx) {
+    m_schedule = ctx.schedule;
+    m_tuneKey = ctx.tuneKey;
+    m_trace = ctx.trace;
+    m_rowNest = !ctx.trace.empty() || ctx.tuneKey.rfind("reduce:", 0) == 0;
+  }
+
+  /// The group's workload key when its inputs and output are f32 (only those have tuning keys: a
+  /// task graph fills its inputs with random floats), else "".
+  std::string f32Workload() const {
+    bool f32 = m_graph.type(m_out).dtype == DType::Float32;
+    for (ValueId v : groupInputs(m_graph, m_group)) f32 = f32 && m_graph.type(v).dtype == DType::Float32;
+    return f32 ? groupWorkloadKey(m_graph, m_group) : "";
   }
 
   // out[..., offset_j + i, ...] = input_j[..., i, ...], one loop nest per input.
@@ -496,6 +537,7 @@ class GroupLowering {
   std::string m_tuneKey;
   std::string m_trace;
   bool m_elementNest = false;  // the body is lowerElementNest's plain nest
+  bool m_rowNest = false;      // the body is a row nest scheduled by its sketch (nest_search.h)
 };
 
 }  // namespace
@@ -583,12 +625,12 @@ PrimFunc lowerGroup(const Graph& graph, int group, const std::string& funcName, 
   return GroupLowering(graph, graph.groups().at(group), options).run(funcName);
 }
 
-bool lowersAsElementNest(const Graph& graph, NodeId n) {
+bool lowersAsGroupOfOne(const Graph& graph, NodeId n) {
   const Node& node = graph.node(n);
   if (node.group >= 0 || node.outputs.size() != 1 || !node.regions.empty()) return false;
   const std::string& op = node.op;
   if (!isUnaryElementwise(op) && !isBinaryElementwise(op) && op != "transpose" && op != "layout_transform" &&
-      op != "strided_slice")
+      op != "strided_slice" && fusedRole(op) != FusedRole::Reduce && op != "softmax")
     return false;
   if (graph.type(node.outputs[0]).dtype != DType::Float32) return false;
   for (ValueId v : node.inputs)
@@ -596,8 +638,8 @@ bool lowersAsElementNest(const Graph& graph, NodeId n) {
   return true;
 }
 
-PrimFunc lowerElementNestNode(const Graph& graph, NodeId n, const std::string& funcName,
-                              const LowerOptions& options) {
+PrimFunc lowerAsGroupOfOne(const Graph& graph, NodeId n, const std::string& funcName,
+                           const LowerOptions& options) {
   PrimFunc f = GroupLowering(graph, FusedGroup{funcName, n, n + 1}, options).run(funcName);
   f.attrs["op"] = graph.node(n).op;
   return f;

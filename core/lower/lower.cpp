@@ -195,10 +195,10 @@ class GraphLowering {
         continue;
       }
       runtime::KernelCall call;
-      const bool nest = lowersAsElementNest(m_graph, id);
-      call.kernel = nest ? kernelForNest(id) : kernelFor(fromNode(m_graph, id));
-      // A nest's parameters are its group's inputs: an operand used twice is passed once.
-      for (ValueId v : nest ? groupInputs(m_graph, FusedGroup{node.op, id, id + 1}) : node.inputs)
+      const bool alone = lowersAsGroupOfOne(m_graph, id);
+      call.kernel = alone ? kernelForGroupOfOne(id) : kernelFor(fromNode(m_graph, id));
+      // A group's parameters are its inputs: an operand used twice is passed once.
+      for (ValueId v : alone ? groupInputs(m_graph, FusedGroup{node.op, id, id + 1}) : node.inputs)
         call.args.push_back(m_slotOf.at(v));
       for (ValueId v : node.outputs) call.args.push_back(m_slotOf.at(v));
       call.numOutputs = static_cast<int>(node.outputs.size());
@@ -341,15 +341,15 @@ class GraphLowering {
     return name;
   }
 
-  // The kernel of element op `id` outside any group, lowered as a nest of its own on first use of
-  // its workload key.
-  std::string kernelForNest(NodeId id) {
+  // The kernel of op `id` outside any group lowered as a group of one (lowersAsGroupOfOne), on
+  // first use of its workload key.
+  std::string kernelForGroupOfOne(NodeId id) {
     const std::string& op = m_graph.node(id).op;
     std::string key = groupWorkloadKey(m_graph, FusedGroup{op, id, id + 1});
     auto it = funcByKey().find(key);
     if (it != funcByKey().end()) return it->second;
     std::string name = freshKernelName(op + "_" + std::to_string(m_root->m_opCount[op]++));
-    funcs().push_back(lowerElementNestNode(m_graph, id, name, m_options));
+    funcs().push_back(lowerAsGroupOfOne(m_graph, id, name, m_options));
     funcByKey().emplace(key, name);
     return name;
   }

@@ -90,13 +90,14 @@ std::string groupWorkloadKey(const Graph& graph, const FusedGroup& group);
 /// "fused", "ops" = "conv2d,add,relu").
 tir::PrimFunc lowerGroup(const Graph& graph, int group, const std::string& funcName,
                          const LowerOptions& options = {});
-/// Whether node `n` outside any group lowers as an element nest of its own (a group of one:
-/// nest_search.h's sketch and tuning key): an f32 element-wise op, transpose, layout transform
-/// or slice with f32 operands.
-bool lowersAsElementNest(const Graph& graph, NodeId n);
+/// Whether node `n` outside any group lowers as a group of one, which gives it a nest's sketch and
+/// tuning key (nest_search.h): an f32 element-wise op, transpose, layout transform or slice (an
+/// element nest), or an f32 reduction (mean, sum, max, min) or softmax (a row nest when it
+/// reduces along rows), its operands f32.
+bool lowersAsGroupOfOne(const Graph& graph, NodeId n);
 /// Lowers such a node as a group of one (attrs as lowerGroup's, "op" the node's op).
-tir::PrimFunc lowerElementNestNode(const Graph& graph, NodeId n, const std::string& funcName,
-                                   const LowerOptions& options = {});
+tir::PrimFunc lowerAsGroupOfOne(const Graph& graph, NodeId n, const std::string& funcName,
+                                const LowerOptions& options = {});
 
 struct LoweredModule {
   std::vector<tir::PrimFunc> funcs;  // one per distinct workload, in first-use order

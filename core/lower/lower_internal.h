@@ -45,6 +45,11 @@ struct OpContext {
   /// made the body from the plain nest; lower.cpp records it as PrimFunc::attrs["trace"].
   mutable std::string trace;
 
+  /// Set by the fused lowering for a group whose inputs and output are f32 (a reduction root, or
+  /// an op lowered as a group of one): the group's workload key, from which a row nest
+  /// (nest_search.h) makes its tuning key.
+  std::string nestWorkload;
+
   /// The tuned knobs for `key` from options.schedules, or nullptr.
   const std::map<std::string, int64_t>* tunedKnobs(const std::string& key) const;
 
@@ -203,10 +208,6 @@ tir::Stmt serialFor(const tir::Expr& var, int64_t min, int64_t extent, tir::Stmt
 
 /// A literal of the (scalar) buffer element type `t`.
 tir::Expr literal(tir::Type t, double value);
-/// The lowest value of `t` (-inf for floats), the identity of max.
-tir::Expr lowestValue(tir::Type t);
-/// The highest value of `t` (+inf for floats), the identity of min.
-tir::Expr highestValue(tir::Type t);
 
 /// `count` as a literal of float type `t` (divisors of mean/avg).
 inline tir::Expr countLiteral(tir::Type t, int64_t count) { return literal(t, static_cast<double>(count)); }

@@ -147,19 +147,6 @@ Expr literal(Type t, double value) {
   return IntImm::make(t.element(), static_cast<int64_t>(value));
 }
 
-Expr lowestValue(Type t) {
-  if (t.isFloat()) return FloatImm::make(t.element(), -std::numeric_limits<double>::infinity());
-  if (t.code == Type::Code::UInt || t.isBool()) return IntImm::make(t.element(), 0);
-  return IntImm::make(t.element(), t.bits >= 64 ? std::numeric_limits<int64_t>::min()
-                                                 : -(int64_t{1} << (t.bits - 1)));
-}
-
-Expr highestValue(Type t) {
-  if (t.isFloat()) return FloatImm::make(t.element(), std::numeric_limits<double>::infinity());
-  if (t.code == Type::Code::UInt) return IntImm::make(t.element(), t.bits >= 64 ? -1 : (int64_t{1} << t.bits) - 1);
-  return IntImm::make(t.element(), t.bits >= 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (t.bits - 1)) - 1);
-}
-
 namespace {
 
 class ClashRenamer : public IRMutator {
@@ -340,33 +327,6 @@ Stmt defaultSketch(const OpContext& ctx, PrimFunc plain, const Knobs& knobs,
   return sched.func().body;
 }
 
-namespace {
-
-/// {q, r} with e = q · d + r and 0 ≤ r ≤ d − lanes over `ranges` (the enclosing loops): the terms
-/// whose coefficients d divides make q, the others r. nullopt when r's bounds are not known to fit.
-std::optional<std::pair<Expr, Expr>> divideByRanges(
-    const Expr& e, int64_t d, int64_t lanes, const std::map<const Var*, schedule_detail::Interval>& ranges) {
-  // Σ coefficient · atom + constant, over every variable, divisions and other products as atoms.
-  std::optional<schedule_detail::Affine> form =
-      schedule_detail::affineForm(e, schedule_detail::varsIn(e), schedule_detail::NonAffine::Atom);
-  if (!form) return std::nullopt;
-  Type t = e.type();
-  Expr q = IntImm::make(t, form->constant / d), r = IntImm::make(t, form->constant % d);
-  for (const auto& [text, term] : form->terms) {
-    const auto& [atom, coef] = term;
-    if (coef == 0) continue;
-    if (coef % d == 0)
-      q = q + atom * IntImm::make(t, coef / d);
-    else
-      r = r + atom * IntImm::make(t, coef);
-  }
-  std::optional<schedule_detail::Interval> span = schedule_detail::boundsOf(r, ranges);
-  if (!span || span->lo < 0 || span->hi + lanes > d) return std::nullopt;
-  return std::make_pair(simplify(q), simplify(r));
-}
-
-}  // namespace
-
 Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leading, int64_t n) {
   const BufferNode* y = ctx.out[0].get();
   struct ReadsOutput : IRVisitor {
@@ -408,7 +368,7 @@ Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leadi
           break;
         }
         const int64_t width = d + 1 == dims.size() ? span : 1;
-        if (auto qr = divideByRanges(rest, dims[d], width, ranges)) {
+        if (auto qr = schedule_detail::divideByRanges(rest, dims[d], ranges, width)) {
           idx[d] = qr->second, rest = qr->first;
         } else {
           idx[d] = rest % dims[d], rest = rest / dims[d];

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -77,8 +78,12 @@ Knobs elementNestDefaultKnobs(int64_t numel, const LowerOptions& options) {
   return {{"vl", std::max(1, options.vectorLanes)}, {"un", 1}, {"par", wantParallel(numel) ? 1 : 0}};
 }
 
-std::vector<Knobs> elementNestAnnotations(int64_t numel, const LowerOptions& options) {
-  std::vector<Knobs> all{elementNestDefaultKnobs(numel, options)};
+namespace {
+
+/// `first`, then every other point of the grid vl ∈ {lanes, its halves down to 4, 1} × un ∈ {1, 2,
+/// 4} × par ∈ {0, 1}.
+std::vector<Knobs> annotationsAfter(Knobs first, const LowerOptions& options) {
+  std::vector<Knobs> all{std::move(first)};
   std::vector<int64_t> lanes{1};
   for (int64_t l = std::max(1, options.vectorLanes); l >= 4; l /= 2) lanes.push_back(l);
   for (int64_t vl : lanes)
@@ -90,15 +95,41 @@ std::vector<Knobs> elementNestAnnotations(int64_t numel, const LowerOptions& opt
   return all;
 }
 
-Knobs elementNestKnobsOf(const Knobs* tuned, int64_t numel, const LowerOptions& options) {
-  std::vector<Knobs> all = elementNestAnnotations(numel, options);
+Knobs chosen(const Knobs* tuned, std::vector<Knobs> all) {
   if (tuned && std::find(all.begin(), all.end(), *tuned) != all.end()) return *tuned;
   return all.front();
+}
+
+}  // namespace
+
+std::vector<Knobs> elementNestAnnotations(int64_t numel, const LowerOptions& options) {
+  return annotationsAfter(elementNestDefaultKnobs(numel, options), options);
+}
+
+Knobs elementNestKnobsOf(const Knobs* tuned, int64_t numel, const LowerOptions& options) {
+  return chosen(tuned, elementNestAnnotations(numel, options));
+}
+
+Knobs rowNestDefaultKnobs(const RowNestShape& shape, int lanes) {
+  const int64_t vectors = shape.length / std::max(1, lanes);
+  const int64_t accumulators = vectors >= 4 ? 4 : vectors >= 2 ? 2 : 1;
+  const bool parallel = shape.passes > 1 ? wantParallel(shape.rows * shape.length)  // softmax: its outputs
+                                         : wantParallel(shape.rows, shape.length);
+  return {{"vl", std::max(1, lanes)}, {"un", accumulators}, {"par", parallel ? 1 : 0}};
+}
+
+std::vector<Knobs> rowNestAnnotations(const RowNestShape& shape, const LowerOptions& options) {
+  return annotationsAfter(rowNestDefaultKnobs(shape, options.vectorLanes), options);
+}
+
+Knobs rowNestKnobsOf(const Knobs* tuned, const RowNestShape& shape, const LowerOptions& options) {
+  return chosen(tuned, rowNestAnnotations(shape, options));
 }
 
 // ---- keys and task graphs ------------------------------------------------------------------------
 
 std::string elementNestTuneKey(const std::string& workloadKey) { return "nest:" + workloadKey; }
+std::string rowNestTuneKey(const std::string& workloadKey) { return "reduce:" + workloadKey; }
 
 namespace {
 
@@ -143,10 +174,11 @@ struct WorkloadNode {
 
 std::vector<WorkloadNode> parseWorkload(const std::string& key) {
   TuneKeyParts parts = parseTuneKey(key);
-  if (parts.kind != "nest") badKey(key, "not an element nest's key");
+  if (parts.kind != "nest" && parts.kind != "reduce") badKey(key, "not a nest's key");
   const std::string& w = parts.workload;
   const std::string head = "fused[";
-  if (w.compare(0, head.size(), head) != 0 || w.back() != ']') badKey(key, "expected fused[...] after nest:");
+  if (w.compare(0, head.size(), head) != 0 || w.back() != ']')
+    badKey(key, "expected fused[...] after " + parts.kind + ":");
   std::vector<WorkloadNode> nodes;
   for (const std::string& text : splitTopLevel(w.substr(head.size(), w.size() - head.size() - 1), "; ")) {
     WorkloadNode n;
@@ -171,7 +203,7 @@ std::vector<WorkloadNode> parseWorkload(const std::string& key) {
 
 }  // namespace
 
-Graph elementNestTaskGraph(const std::string& key) {
+Graph nestTaskGraph(const std::string& key) {
   std::vector<WorkloadNode> nodes = parseWorkload(key);
   std::map<int64_t, std::string> inputs;  // $i → its type
   std::string body;
@@ -202,8 +234,10 @@ Graph elementNestTaskGraph(const std::string& key) {
     if (i != expected++) badKey(key, "its inputs are not numbered $0, $1, ...");
     params += (params.empty() ? "" : ", ") + ("%in" + std::to_string(i)) + ": " + type;
   }
-  std::string text = "graph(" + params + ") {\n  group @nest {\n" + body + "  }\n  return %v" +
-                     std::to_string(nodes.size() - 1) + "\n}\n";
+  // One node is lowered as a group of one (lower.h: lowersAsGroupOfOne), as it was in its model.
+  if (nodes.size() > 1) body = "  group @nest {\n" + body + "  }\n";
+  std::string text =
+      "graph(" + params + ") {\n" + body + "  return %v" + std::to_string(nodes.size() - 1) + "\n}\n";
   try {
     return parseGraph(text);
   } catch (const Error& e) {
@@ -212,24 +246,35 @@ Graph elementNestTaskGraph(const std::string& key) {
 }
 
 int64_t elementNestOutputs(const std::string& key) {
-  Graph g = elementNestTaskGraph(key);
+  Graph g = nestTaskGraph(key);
   return g.type(g.outputs().at(0)).numel();
 }
 
-void applyElementNestSketch(Schedule& sched, const std::string& block, const Knobs& knobs) {
-  std::vector<std::string> outer = sched.getLoops(block);
-  if (outer.empty()) return;
-  const int64_t lanes = knob(knobs, "vl", 1), unroll = knob(knobs, "un", 1);
-  std::string inner = outer.back();
-  outer.pop_back();
-  // 1. The reshape boundary.
-  if (int64_t c = reshapeBoundary(sched, block, inner)) {
-    auto [o, i] = sched.split(inner, c, TailStrategy::Loop);
-    outer.push_back(o);
-    inner = i;
+RowNestShape rowNestShapeOfKey(const std::string& key) {
+  Graph g = nestTaskGraph(key);
+  if (parseTuneKey(key).kind != "reduce") badKey(key, "not a reduction's key");
+  const Node& root = g.node(g.value(g.outputs().at(0)).producer);
+  const TensorType& in = g.type(root.inputs.at(0));
+  const TensorType& out = g.type(root.outputs.at(0));
+  if (root.op == "softmax") {
+    int64_t rank = static_cast<int64_t>(in.shape.size());
+    int64_t axis = rank == 0 ? 0 : normalizeAxis(root.attrs.getInt("axis"), rank);
+    if (rank > 0 && axis != rank - 1)
+      badKey(key, "a softmax along an axis other than the last is not a row nest");
+    int64_t length = rank == 0 ? 1 : in.shape.back();
+    return {length ? in.numel() / length : 0, length, 4};
   }
-  // 2. Vectors, and their tail.
-  std::string vectors;  // the loop over whole vectors, when there is one
+  if (fusedRole(root.op) != FusedRole::Reduce) badKey(key, "its root " + root.op + " is not a reduction");
+  return {out.numel(), out.numel() ? in.numel() / out.numel() : 0};
+}
+
+namespace {
+
+/// Steps 2 and 3 of the element sketch on loop `inner`: vectors of `lanes` lanes and their tail,
+/// then `unroll` vectors unrolled. Returns the loop over (groups of) vectors that is left, "" when
+/// none is.
+std::string vectorsAndUnroll(Schedule& sched, const std::string& inner, int64_t lanes, int64_t unroll) {
+  std::string vectors;
   if (lanes > 1 && extentOf(sched, inner) > lanes) {
     const int64_t n = extentOf(sched, inner);
     std::set<std::string> before;
@@ -248,7 +293,6 @@ void applyElementNestSketch(Schedule& sched, const std::string& block, const Kno
   } else {
     vectors = inner;
   }
-  // 3. Unrolled vectors.
   if (unroll > 1 && !vectors.empty()) {
     const int64_t n = extentOf(sched, vectors);
     if (n > unroll && n % unroll == 0) {
@@ -260,6 +304,92 @@ void applyElementNestSketch(Schedule& sched, const std::string& block, const Kno
       vectors.clear();
     }
   }
+  return vectors;
+}
+
+/// A loop of `n` ≥ 2 iterations (constant), unrolled when short.
+void unrollShort(Schedule& sched, const std::string& loop) {
+  if (int64_t n = extentOf(sched, loop); n >= 2 && n <= 16) sched.unroll(loop);
+}
+
+/// Folds the fold loop `fold` (y[f] = y[f] op partial[i] over i < n, n a power of two) as a tree:
+/// each level adds the upper half of the partial results to the lower half in one vector
+/// (rfactor again), the last pair scalar.
+void foldTree(Schedule& sched, std::string fold) {
+  for (int64_t n = extentOf(sched, fold); n > 2 && n % 2 == 0; n /= 2) {
+    auto [halves, half] = sched.split(fold, n / 2, TailStrategy::Loop);
+    sched.rfactor(half);
+    tryVectorize(sched, half);
+    sched.unroll(halves);
+    tryVectorize(sched, half + "_init");
+    fold = half + "_fold";
+  }
+  unrollShort(sched, fold);
+}
+
+/// The reduction loop `loop` (a store into one element): split into `unroll` accumulators of
+/// `lanes` lanes, each updated by vectors (rfactor), then the accumulators folded into one vector
+/// and its lanes into the element as a tree (foldTree); the iterations the accumulators do not
+/// cover run scalar.
+void reductionVectors(Schedule& sched, const std::string& loop, int64_t lanes, int64_t unroll) {
+  const int64_t n = extentOf(sched, loop);
+  if (lanes < 2 || n < lanes) return;
+  while (unroll > 1 && n < lanes * unroll) unroll /= 2;
+  const int64_t width = lanes * unroll;
+  std::string partial = loop;
+  if (n > width) partial = sched.split(loop, width, TailStrategy::Loop).second;
+  sched.rfactor(partial);
+  const std::string init = partial + "_init";
+  if (unroll == 1) {
+    tryVectorize(sched, partial);
+    tryVectorize(sched, init);
+  } else {
+    // Accumulator a, lane l: a · lanes + l.
+    auto [acc, lane] = sched.split(partial, lanes, TailStrategy::Loop);
+    tryVectorize(sched, lane);
+    sched.unroll(acc);
+    auto [initAcc, initLane] = sched.split(init, lanes, TailStrategy::Loop);
+    tryVectorize(sched, initLane);
+    sched.unroll(initAcc);
+  }
+  foldTree(sched, partial + "_fold");
+}
+
+/// The loops of a row nest's body: the statements directly inside `body` (through sequences,
+/// allocations and lets) that are loops.
+std::vector<const For*> rowParts(const Stmt& body) {
+  std::vector<const For*> parts;
+  std::function<void(const Stmt&)> walk = [&](const Stmt& s) {
+    if (const auto* f = s.as<For>()) {
+      parts.push_back(f);
+    } else if (const auto* seq = s.as<Seq>()) {
+      for (const Stmt& x : seq->stmts) walk(x);
+    } else if (const auto* a = s.as<Allocate>()) {
+      walk(a->body);
+    } else if (const auto* let = s.as<LetStmt>()) {
+      walk(let->body);
+    }
+  };
+  walk(body);
+  return parts;
+}
+
+}  // namespace
+
+void applyElementNestSketch(Schedule& sched, const std::string& block, const Knobs& knobs) {
+  std::vector<std::string> outer = sched.getLoops(block);
+  if (outer.empty()) return;
+  const int64_t lanes = knob(knobs, "vl", 1), unroll = knob(knobs, "un", 1);
+  std::string inner = outer.back();
+  outer.pop_back();
+  // 1. The reshape boundary.
+  if (int64_t c = reshapeBoundary(sched, block, inner)) {
+    auto [o, i] = sched.split(inner, c, TailStrategy::Loop);
+    outer.push_back(o);
+    inner = i;
+  }
+  // 2 and 3. Vectors, their tail, and unrolled vectors.
+  std::string vectors = vectorsAndUnroll(sched, inner, lanes, unroll);
   // 4. The parallel loop.
   if (knob(knobs, "par", 0) == 0) return;
   size_t k = 0;
@@ -273,6 +403,32 @@ void applyElementNestSketch(Schedule& sched, const std::string& block, const Kno
   } else if (!vectors.empty() && extentOf(sched, vectors) >= 2) {
     sched.parallel(vectors);
   }
+}
+
+void applyRowNestSketch(Schedule& sched, const Knobs& knobs) {
+  const int64_t lanes = knob(knobs, "vl", 1), unroll = knob(knobs, "un", 1);
+  // The loop over rows, unless the nest has one row and no such loop.
+  std::vector<const For*> top = rowParts(sched.func().body);
+  std::string rows;
+  std::vector<const For*> parts = top;
+  if (top.size() == 1 && schedule_detail::containsLoop(top[0]->body)) {
+    rows = schedule_detail::loopName(top[0]);
+    parts = rowParts(top[0]->body);
+  }
+  // Each pass over the row: a reduction when its store does not move with the loop.
+  std::vector<std::pair<std::string, bool>> passes;
+  for (const For* f : parts) {
+    const auto* store = f->body.as<Store>();
+    bool reduces = store && !schedule_detail::varsIn(store->index).count(f->var.as<Var>());
+    passes.emplace_back(schedule_detail::loopName(f), reduces);
+  }
+  for (const auto& [loop, reduces] : passes) {
+    if (reduces)
+      reductionVectors(sched, loop, lanes, unroll);
+    else
+      vectorsAndUnroll(sched, loop, lanes, unroll);
+  }
+  if (knob(knobs, "par", 0) != 0 && !rows.empty() && extentOf(sched, rows) >= 2) sched.parallel(rows);
 }
 
 }  // namespace kiln::core::lower

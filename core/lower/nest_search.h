@@ -13,9 +13,9 @@
 //
 // Tuning. A nest whose inputs and output are f32 has the tuning key "nest:" + its group's
 // workload key (lower.h: the ops, their attributes and types, inputs numbered $0, $1, ...), which
-// describes the computation completely: elementNestTaskGraph rebuilds it as a graph of its own.
+// describes the computation completely: nestTaskGraph rebuilds it as a graph of its own.
 // Its space is the annotations below; a record's knobs build the sketch again (its trace is
-// derived, not replayed).
+// derived, not replayed). Reductions and softmax are row nests (below), with a sketch of their own.
 #pragma once
 
 #include <cstdint>
@@ -48,11 +48,50 @@ Knobs elementNestKnobsOf(const Knobs* tuned, int64_t numel, const LowerOptions& 
 
 /// "nest:" + `workloadKey`.
 std::string elementNestTuneKey(const std::string& workloadKey);
-/// The graph a nest key describes: a graph input per group input ($i), the group's nodes in one
-/// fused group, its root's value the output. Lowered, its kernel has this key. Throws kiln::Error
-/// (InvalidInput) when `key` is not a nest key or its workload does not parse.
-Graph elementNestTaskGraph(const std::string& key);
+/// The graph a nest or row nest key describes: a graph input per group input ($i), the group's
+/// nodes in one fused group (one node alone), its root's value the output. Lowered, its kernel
+/// has this key. Throws kiln::Error (InvalidInput) when `key` is not such a key or its workload
+/// does not parse.
+Graph nestTaskGraph(const std::string& key);
 /// The output elements of a nest key's workload (its root's type); throws as above.
 int64_t elementNestOutputs(const std::string& key);
+
+// ---- row nests ----------------------------------------------------------------------------------
+// A row nest is a reduction along rows (mean, sum, max, min over trailing axes, alone or at the
+// root of a fused group whose element ops it evaluates as it reads) or a softmax along the last
+// axis. Its plain form (ops_reduce.cpp) is a loop over rows around passes over the row, each a
+// loop around one store: a reduction into one element (y[o] = y[o] op v) or a map (one element
+// per iteration). Softmax is four passes: the max, the exponentials, their sum, the division.
+// The sketch, per pass:
+//   - a reduction: its loop split into `un` accumulators of `vl` lanes (rfactor keeps their
+//     partial results apart), each updated by vectors; the accumulators folded into one vector
+//     (rfactor again), then its lanes into the element; the iterations left over run scalar;
+//   - a map: vectors of `vl` lanes and their tail, `un` of them unrolled (the element sketch);
+// and the loop over rows parallel with `par`. Annotation knobs as the element nest's.
+// Tuning key: "reduce:" + the group's workload key (f32 only).
+
+/// The rows and the length of each row a row nest reduces, and its passes over a row.
+struct RowNestShape {
+  int64_t rows = 0, length = 0;
+  int64_t passes = 1;  // softmax: 4
+};
+
+/// The untuned annotation: vectors of `lanes` lanes (the element type's), as many accumulators
+/// (up to 4) as the row has vectors, parallel rows when there is enough work (wantParallel: a
+/// reduction's outputs of `length` reads each, a softmax's rows · length outputs).
+Knobs rowNestDefaultKnobs(const RowNestShape& shape, int lanes);
+/// The default (f32 lanes) first, then the element nest's grid.
+std::vector<Knobs> rowNestAnnotations(const RowNestShape& shape, const LowerOptions& options);
+/// `tuned` when it is one of the annotations, else the default.
+Knobs rowNestKnobsOf(const Knobs* tuned, const RowNestShape& shape, const LowerOptions& options);
+/// Applies the sketch above to a row nest's plain function. Vectors a loop does not admit are
+/// left out, as in the element nest.
+void applyRowNestSketch(tir::Schedule& sched, const Knobs& knobs);
+
+/// "reduce:" + `workloadKey`.
+std::string rowNestTuneKey(const std::string& workloadKey);
+/// The shape of a row nest key's reduction; throws kiln::Error (InvalidInput) when `key` is not
+/// one (a softmax along another axis than the last is not).
+RowNestShape rowNestShapeOfKey(const std::string& key);
 
 }  // namespace kiln::core::lower

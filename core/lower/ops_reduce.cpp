@@ -1,29 +1,37 @@
 // Lowerings of reductions: mean, sum, max and min over axes (keepdims or not), and softmax along
 // an axis.
 //
-// Reductions loop over the kept axes outside (in the output's memory order, parallel when large)
-// and over the reduced axes inside, accumulating into a local buffer started at the identity
-// (0; −inf / +inf for a float max / min, the type's extremes for integers). The output has the
-// same flat layout with or without keepdims, so the loop nest runs over the keepdims shape. When
-// the reduced axes are the trailing ones (a contiguous span per output: mean over H, W of NCHW,
-// the last axis of a sequence, a whole tensor reduced to one value) the span is combined in
-// vectors — a few independent vector accumulators, combined and reduced across lanes at the end,
-// then the scalar tail — which reassociates a sum (within float rounding; max / min are exact).
+// Row nests. A reduction over the trailing axes (a contiguous span per output: mean over H, W of
+// NCHW, the last axis of a sequence, a whole tensor reduced to one value) and a softmax along the
+// last axis are built as plain row nests and scheduled by their sketch (nest_search.h: vector
+// accumulators kept apart by rfactor, folded at the end; the loop over rows parallel), under the
+// record of their tuning key when the fused lowering gave them one (OpContext::nestWorkload):
+//   for (o, 0, rows) { y[o] = identity; for (k, 0, n) y[o] = y[o] op x[o·n + k]; mean: y[o] /= n }
+// The identity is 0, or −inf / +inf for a float max / min (the type's extremes for integers).
+// Vectors reassociate a sum (within float rounding; max / min are exact).
+//
+// Other reductions loop over the kept axes outside (in the output's memory order, parallel when
+// large) and over the reduced axes inside, accumulating into a local scalar. The output has the
+// same flat layout with or without keepdims, so the loop nest runs over the keepdims shape.
 //
 // In a fused group (fuse-ops, O2) a reduction root reads its input through OpContext::inputAt:
 // the element ops producing it (relu(add(x, y)), exp(x), abs(x), ...) are evaluated at each
-// position the reduction reads, so the input never reaches memory. The vector path then needs the
-// position per axis: it stays in use when the prologue is flat (no broadcasting in the group) or
-// only the last axis is reduced; other fused reductions accumulate in scalars.
+// position the reduction reads, so the input never reaches memory. A row nest then needs the
+// position per axis: it is one when the prologue is flat (no broadcasting in the group) or only
+// the last axis is reduced; other fused reductions take the scalar form.
 //
-// softmax is numerically stable: m = max_l x[l]; e[l] = exp(x[l] − m) written to the output
-// while summing s; then y[l] = e[l] / s. Along a contiguous axis (the last) each pass runs in
-// vectors of the target's width with lane reductions for the max and the sum.
+// softmax is numerically stable: m = max_l x[l]; y[l] = exp(x[l] − m); s = Σ_l y[l];
+// y[l] = y[l] / s, four passes over the row (the sum reads back what the exponentials wrote, from
+// the cache). Along another axis than the last it is one scalar nest over the outer and inner
+// positions with the same passes.
 #include <functional>
+#include <map>
 #include <set>
 
 #include "core/lower/lower_internal.h"
+#include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
+#include "core/tir/schedule.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -49,38 +57,25 @@ Reducer reducerFor(const std::string& op, Type t) {
   return {literal(t, 0), [](const Expr& a, const Expr& b) { return a + b; }};  // sum, mean
 }
 
-/// x[0] ⊕ ... ⊕ x[span − 1], vectorized (see the file comment); `load(k, lanes)` reads x[k]
-/// (a vector of x[k .. k + lanes) when lanes > 1). Returns the statements and the scalar result,
-/// readable after them; `locals` receives the local buffers to allocate.
-std::pair<Stmt, Expr> vectorReduce(const std::function<Expr(const Expr&, int)>& load, int64_t span, int lanes, Type t,
-                                   const Reducer& reducer, std::vector<Buffer>& locals) {
-  const Combine& combine = reducer.combine;
-  int64_t vecs = span / lanes;
-  int accs = static_cast<int>(std::clamp<int64_t>(vecs, 1, 4));
-  RegisterTile acc("acc", t, accs, lanes);
-  Buffer scratch = makeBuffer("lanes", t, {lanes}), result = makeLocal("result", t);
-  locals.insert(locals.end(), {acc.buffer(), scratch, result});
-  std::vector<Stmt> body;
-  for (int a = 0; a < accs; ++a) body.push_back(acc.set(a, splat(reducer.identity, lanes)));
-  int64_t rounds = vecs / accs;
-  Expr r = Var::make("r");
-  std::vector<Stmt> step;
-  for (int a = 0; a < accs; ++a)
-    step.push_back(acc.set(a, combine(acc.get(a), load((r * accs + a) * lanes, lanes))));
-  body.push_back(serialFor(r, 0, rounds, Seq::make(std::move(step))));
-  for (int64_t v = rounds * accs; v < vecs; ++v) {
-    int a = static_cast<int>(v % accs);
-    body.push_back(acc.set(a, combine(acc.get(a), load(i64(v * lanes), lanes))));
+/// `plain` (the kernel's parameters around a row nest) scheduled by the row nest's sketch, under
+/// the record of its tuning key when it has one (f32 groups, OpContext::nestWorkload).
+Stmt scheduledRowNest(const OpContext& ctx, Stmt plain, const RowNestShape& shape) {
+  PrimFunc f;
+  f.name = ctx.op;
+  f.params = ctx.in;
+  f.params.insert(f.params.end(), ctx.out.begin(), ctx.out.end());
+  f.numOutputs = static_cast<int>(ctx.out.size());
+  f.body = std::move(plain);
+  const std::map<std::string, int64_t>* tuned = nullptr;
+  Knobs knobs;
+  if (!ctx.nestWorkload.empty() && ctx.out[0]->elemType == Type::f32()) {
+    ctx.tuneKey = rowNestTuneKey(ctx.nestWorkload);
+    tuned = ctx.tunedKnobs(ctx.tuneKey);
+    knobs = rowNestKnobsOf(tuned, shape, ctx.options);
+  } else {
+    knobs = rowNestDefaultKnobs(shape, lanesFor(ctx));
   }
-  Expr total = acc.get(0);
-  for (int a = 1; a < accs; ++a) total = combine(total, acc.get(a));
-  auto [reduce, lanesResult] = horizontalReduce(total, scratch, combine);
-  body.push_back(reduce);
-  body.push_back(storeLocal(result, lanesResult));
-  Expr k = Var::make("k");
-  body.push_back(
-      serialFor(k, vecs * lanes, span - vecs * lanes, storeLocal(result, combine(loadLocal(result), load(k, 1)))));
-  return {Seq::make(std::move(body)), loadLocal(result)};
+  return defaultSketch(ctx, std::move(f), knobs, applyRowNestSketch);
 }
 
 }  // namespace
@@ -105,36 +100,29 @@ Stmt lowerReduce(const OpContext& ctx) {
 
   Type t = ctx.out[0]->elemType;
   Reducer reducer = reducerFor(ctx.op, t);
-  int lanes = lanesFor(ctx);
   bool trailing = !axes.empty() && *axes.begin() + static_cast<int64_t>(axes.size()) == rank;
   // A fused input is read per axis unless its prologue is flat: a vector then runs along the
   // last axis only.
   bool vectorReadable = !ctx.prologue || ctx.prologueFlat || axes.size() == 1;
-  if (trailing && count >= lanes && lanes > 1 && vectorReadable) {
-    int64_t kept = runtime::numElements(keptShape);
-    LoopNest nest({kept}, {"o"}, wantParallel(kept, count));
-    Expr base = nest[0] * count;
-    // The kept axes' indices, split from the flat output index (a fused prologue's per-axis
-    // index; unused otherwise).
-    std::vector<Expr> keptIndex;
+  if (trailing && vectorReadable) {
+    const int64_t kept = runtime::numElements(keptShape);
+    Expr o = Var::make("o"), k = Var::make("k");
+    // The kept axes' indices, split from the row (a fused prologue's per-axis index; unused
+    // otherwise).
+    std::vector<Expr> index;
     if (ctx.prologue && !ctx.prologueFlat) {
       std::vector<int64_t> keptStrides = contiguousStrides(keptShape);
       for (int64_t d = 0; d + 1 < rank; ++d)
-        keptIndex.push_back(xs[d] == 1 ? i64(0) : nest[0] / i64(keptStrides[d]) % i64(xs[d]));
+        index.push_back(xs[d] == 1 ? i64(0) : o / i64(keptStrides[d]) % i64(xs[d]));
+      index.push_back(k);
     }
-    auto load = [&](const Expr& k, int n) {
-      Expr offset = n > 1 ? vramp(base + k, n) : base + k;
-      std::vector<Expr> index;
-      if (!keptIndex.empty()) {
-        index = keptIndex;
-        index.push_back(n > 1 ? vramp(k, n) : k);
-      }
-      return ctx.inputAt(index, offset);
-    };
-    std::vector<Buffer> locals;
-    auto [reduceCode, value] = vectorReduce(load, count, lanes, t, reducer, locals);
-    Expr result = isMean ? value / countLiteral(t, count) : value;
-    return nest.wrap(Seq::make({reduceCode, Store::make(ctx.out[0], nest[0], result)}), locals);
+    const Buffer& y = ctx.out[0];
+    std::vector<Stmt> row{
+        Store::make(y, o, reducer.identity),
+        serialFor(k, 0, count,
+                  Store::make(y, o, reducer.combine(Load::make(y, o), ctx.inputAt(index, o * count + k))))};
+    if (isMean) row.push_back(Store::make(y, o, Load::make(y, o) / countLiteral(t, count)));
+    return scheduledRowNest(ctx, serialFor(o, 0, kept, Seq::make(std::move(row))), {kept, count});
   }
 
   LoopNest nest(keptShape, {}, wantParallel(ctx.outTypes[0].numel(), count));
@@ -153,63 +141,34 @@ Stmt lowerSoftmax(const OpContext& ctx) {
   ctx.requireFloat();
   const Shape& xs = ctx.inTypes[0].shape;
   int64_t rank = static_cast<int64_t>(xs.size());
-  int64_t axis = normalizeAxis(ctx.attrs.getInt("axis"), rank);
+  int64_t axis = rank == 0 ? 0 : normalizeAxis(ctx.attrs.getInt("axis"), rank);
   int64_t outer = 1, inner = 1, len = rank == 0 ? 1 : xs[axis];  // a scalar is a length-1 axis
   for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
   for (int64_t d = axis + 1; d < rank; ++d) inner *= xs[d];
 
   const Buffer &x = ctx.in[0], &y = ctx.out[0];
   Type t = y->elemType;
-  int lanes = lanesFor(ctx);
-  LoopNest nest({outer, inner}, {"o", "i"}, wantParallel(ctx.outTypes[0].numel()));
-  Expr base = nest.offset({len * inner, 1});
   Buffer maxBuf = makeLocal("row_max", t), sumBuf = makeLocal("row_sum", t);
-  int64_t vecs = inner == 1 && lanes > 1 ? len / lanes : 0;
-
-  // Scalar passes over [from, len) (the whole row, or the tail after the vectors).
-  auto scalarPasses = [&](int64_t from, std::vector<Stmt>& maxPart, std::vector<Stmt>& expPart,
-                          std::vector<Stmt>& normPart) {
-    Expr l0 = Var::make("l"), l1 = Var::make("l"), l2 = Var::make("l");
-    Expr e = Var::make("e", t);
-    maxPart.push_back(serialFor(l0, from, len - from,
-                                storeLocal(maxBuf, max(loadLocal(maxBuf), Load::make(x, base + l0 * inner)))));
-    Expr expValue = call("exp", {Load::make(x, base + l1 * inner) - loadLocal(maxBuf)});
-    expPart.push_back(serialFor(
-        l1, from, len - from,
-        LetStmt::make(e, expValue, Seq::make({Store::make(y, base + l1 * inner, e), storeLocal(sumBuf, loadLocal(sumBuf) + e)}))));
-    normPart.push_back(serialFor(l2, from, len - from,
-                                 Store::make(y, base + l2 * inner, Load::make(y, base + l2 * inner) / loadLocal(sumBuf))));
+  // The four passes over the row starting at `base`, its elements `inner` apart.
+  auto passes = [&](const Expr& base) {
+    Expr l0 = Var::make("l"), l1 = Var::make("l"), l2 = Var::make("l"), l3 = Var::make("l");
+    auto at = [&](const Expr& l) { return base + l * inner; };
+    return Seq::make(
+        {storeLocal(maxBuf, lowestValue(t)),
+         serialFor(l0, 0, len, storeLocal(maxBuf, max(loadLocal(maxBuf), Load::make(x, at(l0))))),
+         serialFor(l1, 0, len,
+                   Store::make(y, at(l1), call("exp", {Load::make(x, at(l1)) - loadLocal(maxBuf)}))),
+         storeLocal(sumBuf, literal(t, 0)),
+         serialFor(l2, 0, len, storeLocal(sumBuf, loadLocal(sumBuf) + Load::make(y, at(l2)))),
+         serialFor(l3, 0, len, Store::make(y, at(l3), Load::make(y, at(l3)) / loadLocal(sumBuf)))});
   };
-
-  std::vector<Stmt> maxPart = {storeLocal(maxBuf, lowestValue(t))}, expPart = {storeLocal(sumBuf, literal(t, 0))},
-                    normPart;
-  std::vector<Buffer> locals = {maxBuf, sumBuf};
-  if (vecs > 0) {
-    RegisterTile acc("acc", t, 1, lanes);
-    Buffer scratch = makeBuffer("lanes", t, {lanes});
-    locals.insert(locals.end(), {acc.buffer(), scratch});
-    Expr v0 = Var::make("v"), v1 = Var::make("v"), v2 = Var::make("v");
-    maxPart.push_back(acc.set(0, splat(lowestValue(t), lanes)));
-    maxPart.push_back(serialFor(v0, 0, vecs, acc.set(0, max(acc.get(0), vload(x, base + v0 * lanes, lanes)))));
-    auto [maxCode, maxValue] = horizontalReduce(acc.get(0), scratch, [](const Expr& a, const Expr& b) { return max(a, b); });
-    maxPart.push_back(maxCode);
-    maxPart.push_back(storeLocal(maxBuf, maxValue));
-    Expr e = Var::make("e", t.withLanes(static_cast<uint16_t>(lanes)));
-    expPart.push_back(acc.set(0, splat(literal(t, 0), lanes)));
-    Expr expValue = call("exp", {vload(x, base + v1 * lanes, lanes) - splat(loadLocal(maxBuf), lanes)});
-    expPart.push_back(serialFor(v1, 0, vecs,
-                                LetStmt::make(e, expValue, Seq::make({vstore(y, base + v1 * lanes, e), acc.set(0, acc.get(0) + e)}))));
-    auto [sumCode, sumValue] = horizontalSum(acc.get(0), scratch);
-    expPart.push_back(sumCode);
-    expPart.push_back(storeLocal(sumBuf, sumValue));
-    normPart.push_back(serialFor(v2, 0, vecs,
-                                 vstore(y, base + v2 * lanes, vload(y, base + v2 * lanes, lanes) / splat(loadLocal(sumBuf), lanes))));
+  if (inner == 1) {
+    Expr o = Var::make("o");
+    Stmt row = Allocate::make(maxBuf, Allocate::make(sumBuf, passes(o * len)));
+    return scheduledRowNest(ctx, serialFor(o, 0, outer, row), {outer, len, 4});
   }
-  // The tail's max must be folded in before any exp: reorder as max(vec), max(tail), exp(vec),
-  // exp(tail), norm(vec), norm(tail).
-  scalarPasses(vecs * lanes, maxPart, expPart, normPart);
-  Stmt body = Seq::make({Seq::make(std::move(maxPart)), Seq::make(std::move(expPart)), Seq::make(std::move(normPart))});
-  return nest.wrap(body, locals);
+  LoopNest nest({outer, inner}, {"o", "i"}, wantParallel(ctx.outTypes[0].numel()));
+  return nest.wrap(passes(nest.offset({len * inner, 1})), {maxBuf, sumBuf});
 }
 
 }  // namespace kiln::core::lower

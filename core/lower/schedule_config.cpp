@@ -61,11 +61,13 @@ double ConvGeometry::flops() const {
 }
 
 TuneKeyParts parseTuneKey(std::string_view key) {
-  constexpr std::string_view nest = "nest:";
-  if (key.substr(0, nest.size()) == nest) {
-    if (key.size() == nest.size())
+  // Nests (nest_search.h): the kind, then a group's workload key.
+  for (std::string_view kind : {"nest", "reduce"}) {
+    if (key.size() < kind.size() + 1 || key.substr(0, kind.size()) != kind || key[kind.size()] != ':')
+      continue;
+    if (key.size() == kind.size() + 1)
       throw Error("malformed tuning key '" + std::string(key) + "'", ErrorKind::InvalidInput);
-    return {"nest", {}, "f32", std::string(key.substr(nest.size()))};
+    return {std::string(kind), {}, "f32", std::string(key.substr(kind.size() + 1))};
   }
   size_t a = key.find(':'), b = key.rfind(':');
   if (a == std::string_view::npos || a == b || a == 0)

@@ -41,7 +41,9 @@
 // a record of the former hand-written kernel's rows/cols builds that default.
 // Knobs of an element nest ("nest:fused[transpose{perm=[0,2,1,3]}($0:f32[1,4,128,64])->f32[...];
 // reshape{...}(%0)->f32[1,128,256]]", the fused group's workload key: its ops, attributes and
-// types): vl, un, par annotate its sketch (nest_search.h), which is also its default.
+// types): vl, un, par annotate its sketch (nest_search.h), which is also its default. A row nest
+// (a reduction or softmax, "reduce:fused[mean{axes=[-1],keepdims=1}($0:f32[1,128,256])->...]")
+// has the same knobs on its own sketch (nest_search.h).
 //
 // Lowerings validate a configuration against the workload and the target and fall back to the
 // heuristic when it does not fit, so a stale record can never produce a wrong kernel.
@@ -85,14 +87,15 @@ struct ConvGeometry {
   double flops() const;  // multiply-adds × 2
 };
 
-/// The parts of a key: "conv2d_nchwc", the parameters, the dtype name. A key of an element nest
-/// ("nest:" + the fused group's workload key, core/lower/nest_search.h) has no parameters: its
-/// workload is the whole rest of the key, and its dtype f32 (only f32 nests have keys).
+/// The parts of a key: "conv2d_nchwc", the parameters, the dtype name. A key of an element or row
+/// nest ("nest:" or "reduce:" + the fused group's workload key, core/lower/nest_search.h) has no
+/// parameters: its workload is the whole rest of the key, and its dtype f32 (only f32 nests have
+/// keys).
 struct TuneKeyParts {
   std::string kind;
   Knobs params;
   std::string dtype;
-  std::string workload;  // a nest key's group workload ("fused[...]"); empty for other kinds
+  std::string workload;  // a nest's group workload ("fused[...]"); empty for other kinds
 };
 /// Splits a key; throws kiln::Error (InvalidInput) when it is not one.
 TuneKeyParts parseTuneKey(std::string_view key);

@@ -1,5 +1,6 @@
 #include "core/tir/expr.h"
 
+#include <limits>
 #include <set>
 
 #include "runtime/error.h"
@@ -235,6 +236,21 @@ Expr cast(Type t, Expr v) { return v.type() == t ? v : Cast::make(t, std::move(v
 Expr call(const std::string& name, std::vector<Expr> args) { return Call::make(name, std::move(args)); }
 Expr f32(double v) { return FloatImm::make(Type::f32(), v); }
 Expr i64(int64_t v) { return IntImm::make(Type::i64(), v); }
+
+Expr lowestValue(Type t) {
+  if (t.isFloat()) return FloatImm::make(t.element(), -std::numeric_limits<double>::infinity());
+  if (t.code == Type::Code::UInt || t.isBool()) return IntImm::make(t.element(), 0);
+  return IntImm::make(t.element(),
+                      t.bits >= 64 ? std::numeric_limits<int64_t>::min() : -(int64_t{1} << (t.bits - 1)));
+}
+
+Expr highestValue(Type t) {
+  if (t.isFloat()) return FloatImm::make(t.element(), std::numeric_limits<double>::infinity());
+  if (t.code == Type::Code::UInt)
+    return IntImm::make(t.element(), t.bits >= 64 ? -1 : (int64_t{1} << t.bits) - 1);
+  return IntImm::make(t.element(),
+                      t.bits >= 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (t.bits - 1)) - 1);
+}
 
 const int64_t* asConstInt(const Expr& e) {
   const auto* imm = e.as<IntImm>();

@@ -230,6 +230,10 @@ Expr cast(Type t, Expr v);
 Expr call(const std::string& name, std::vector<Expr> args);
 Expr f32(double v);
 Expr i64(int64_t v);
+/// The lowest value of scalar type `t` (-inf for floats), the identity of max.
+Expr lowestValue(Type t);
+/// The highest value of scalar type `t` (+inf for floats), the identity of min.
+Expr highestValue(Type t);
 
 /// The constant value when `e` is an IntImm.
 const int64_t* asConstInt(const Expr& e);

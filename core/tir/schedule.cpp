@@ -593,6 +593,8 @@ void Schedule::apply(const TraceStep& step) {
     computeAt(step.loops[0], step.loops[1]);
   } else if (p == "cache_write") {
     cacheWrite(step.loops[0]);
+  } else if (p == "rfactor") {
+    rfactor(step.loops[0]);
   }
 }
 

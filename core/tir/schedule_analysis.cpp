@@ -8,6 +8,7 @@
 
 #include "core/tir/functor.h"
 #include "core/tir/printer.h"
+#include "core/tir/simplify.h"
 #include "runtime/error.h"
 
 namespace kiln::core::tir::schedule_detail {
@@ -408,6 +409,30 @@ std::optional<Interval> boundsOf(const Expr& e, const std::map<const Var*, Inter
     return Interval{std::max(p->first.lo, p->second.lo), std::max(p->first.hi, p->second.hi)};
   }
   return std::nullopt;
+}
+
+std::optional<std::pair<Expr, Expr>> divideByRanges(const Expr& e, int64_t d,
+                                                    const std::map<const Var*, Interval>& ranges,
+                                                    int64_t span) {
+  if (d <= 0 || span < 1 || !e.type().isInt() || e.type().isVector()) return std::nullopt;
+  std::optional<Interval> whole = boundsOf(e, ranges);
+  if (!whole || whole->lo < 0) return std::nullopt;
+  Type t = e.type();
+  if (whole->hi + span <= d) return std::make_pair(IntImm::make(t, 0), e);
+  std::optional<Affine> form = affineForm(e, varsIn(e), NonAffine::Atom);
+  if (!form) return std::nullopt;
+  Expr q = IntImm::make(t, form->constant / d), r = IntImm::make(t, form->constant % d);
+  for (const auto& [text, term] : form->terms) {
+    const auto& [atom, coef] = term;
+    if (coef == 0) continue;
+    if (coef % d == 0)
+      q = q + atom * IntImm::make(t, coef / d);
+    else
+      r = r + atom * IntImm::make(t, coef);
+  }
+  std::optional<Interval> rest = boundsOf(r, ranges);
+  if (!rest || rest->lo < 0 || rest->hi + span > d) return std::nullopt;
+  return std::make_pair(simplify(q), simplify(r));
 }
 
 // ---- exact dependence check --------------------------------------------------------------------

@@ -104,6 +104,17 @@ struct Interval {
 /// the expression is outside the supported arithmetic.
 std::optional<Interval> boundsOf(const Expr& e, const std::map<const Var*, Interval>& ranges);
 
+/// {e / d, e % d} without a division, given the ranges of e's Vars: e's affine form (divisions
+/// and other non-affine parts kept as atoms) splits into q·d (the terms whose coefficients d
+/// divides) and a remainder r. Holds when e ≥ 0 (truncating division agrees) and 0 ≤ r ≤ d −
+/// span: the `span` consecutive elements from e (a vector's) share one quotient. What a
+/// reshape's flat index becomes inside the loops over its axes: ((i·256 + j·64 + k) / 256) % 128
+/// with j < 4, k < 64, i < 128 is i. nullopt when the ranges do not show it (or e is not a
+/// scalar integer).
+std::optional<std::pair<Expr, Expr>> divideByRanges(const Expr& e, int64_t d,
+                                                    const std::map<const Var*, Interval>& ranges,
+                                                    int64_t span = 1);
+
 // ---- reductions that start from an initial value ------------------------------------------------------
 
 /// The operands of a + b, a · b, min(a, b) or max(a, b): the operations a reduction may update

@@ -236,37 +236,11 @@ class Simplifier : public IRMutator {
   }
 
  private:
-  /// {e / d, e % d} without a division when the enclosing loops' ranges allow it: e's affine form
-  /// (divisions and other non-affine parts kept as atoms) splits into q·d (the terms whose
-  /// coefficients d divides) and a remainder r with 0 ≤ r < d, and e ≥ 0 (so truncating division
-  /// agrees). What a reshape's flat index becomes inside the loops over its axes:
-  /// ((i·256 + j·64 + k) / 256) % 128 with j < 4, k < 64, i < 128 is i.
+  /// {e / d, e % d} without a division when the enclosing loops' ranges allow it
+  /// (schedule_detail::divideByRanges).
   std::optional<std::pair<Expr, Expr>> divideByLoopRanges(const Expr& e, const int64_t* d) const {
-    if (!d || *d <= 0 || m_ranges.empty() || !e.type().isInt() || e.type().isVector() || asConstInt(e))
-      return std::nullopt;
-    std::optional<schedule_detail::Interval> whole = schedule_detail::boundsOf(e, m_ranges);
-    if (!whole || whole->lo < 0) return std::nullopt;
-    Type t = e.type();
-    if (whole->hi < *d) return std::make_pair(IntImm::make(t, 0), e);
-    std::optional<schedule_detail::Affine> form =
-        schedule_detail::affineForm(e, schedule_detail::varsIn(e), schedule_detail::NonAffine::Atom);
-    if (!form) return std::nullopt;
-    Expr q = IntImm::make(t, form->constant / *d), r = IntImm::make(t, form->constant % *d);
-    bool moved = false;
-    for (const auto& [text, term] : form->terms) {
-      const auto& [atom, coef] = term;
-      if (coef == 0) continue;
-      if (coef % *d == 0) {
-        q = q + atom * IntImm::make(t, coef / *d);
-        moved = true;
-      } else {
-        r = r + atom * IntImm::make(t, coef);
-      }
-    }
-    if (!moved) return std::nullopt;
-    std::optional<schedule_detail::Interval> rest = schedule_detail::boundsOf(r, m_ranges);
-    if (!rest || rest->lo < 0 || rest->hi >= *d) return std::nullopt;
-    return std::make_pair(tir::simplify(q), tir::simplify(r));
+    if (!d || m_ranges.empty() || asConstInt(e)) return std::nullopt;
+    return schedule_detail::divideByRanges(e, *d, m_ranges);
   }
 
   template <typename Node>

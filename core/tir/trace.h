@@ -15,6 +15,7 @@
 //   merge(i, j)               loop j into the loop i it directly follows
 //   store_at(t, i)            local buffer t allocated per iteration of loop i
 //   fission(i)                loop i distributed over the statements of its body
+//   rfactor(k)                reduction loop k's partial results kept apart, then folded
 //
 // Loops are named by their variables (core/tir/schedule.h explains the naming), and every name a
 // primitive creates is a deterministic function of the names it started from, so a trace recorded

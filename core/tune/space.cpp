@@ -143,6 +143,11 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
     // The default annotation first (nest_search.h), then the others.
     space.m_params["numel"] = lower::elementNestOutputs(key);
     for (Knobs& k : lower::elementNestAnnotations(space.m_params["numel"], options)) space.add(std::move(k));
+  } else if (parts.kind == "reduce") {
+    lower::RowNestShape s = lower::rowNestShapeOfKey(key);
+    space.m_params["rows"] = s.rows;
+    space.m_params["length"] = s.length;
+    for (Knobs& k : lower::rowNestAnnotations(s, options)) space.add(std::move(k));
   } else {
     throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
   }
@@ -306,6 +311,20 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          lg(vectors),
          lg(par ? vectors / threads : vectors),  // vectors per thread
          lg(static_cast<double>(numel))};
+    return f;
+  }
+  if (m_kind == "reduce") {
+    const int64_t rows = m_params.at("rows"), length = m_params.at("length");
+    const int64_t lanes = k.at("vl"), accs = k.at("un"), par = k.at("par");
+    const double steps = static_cast<double>(length) / static_cast<double>(lanes * accs);
+    f = {static_cast<float>(lanes),
+         static_cast<float>(accs),
+         static_cast<float>(par),
+         lg(steps),                                    // vector steps per row and accumulator
+         static_cast<float>(length % (lanes * accs)),  // scalar iterations left per row
+         lg(par ? static_cast<double>(rows) / threads : static_cast<double>(rows)),  // rows per thread
+         lg(static_cast<double>(rows)),
+         lg(static_cast<double>(length))};
     return f;
   }
   if (m_kind == "dense_packed") {

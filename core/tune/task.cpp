@@ -72,13 +72,18 @@ double taskFlops(const std::string& key) {
   // An element nest: one operation per output element (a copy's is a move), so its rate reads as
   // outputs per second beside the other tasks' FLOP/s.
   if (parts.kind == "nest") return static_cast<double>(lower::elementNestOutputs(key));
+  // A row nest: one operation per element of a row it reads (softmax's four passes count once).
+  if (parts.kind == "reduce") {
+    lower::RowNestShape s = lower::rowNestShapeOfKey(key);
+    return static_cast<double>(s.rows) * static_cast<double>(s.length);
+  }
   throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
 }
 
 Graph taskGraph(const std::string& key, uint64_t seed) {
   lower::TuneKeyParts parts = lower::parseTuneKey(key);
   requireF32(parts, key);
-  if (parts.kind == "nest") return lower::elementNestTaskGraph(key);
+  if (parts.kind == "nest" || parts.kind == "reduce") return lower::nestTaskGraph(key);
   std::mt19937 rng(static_cast<uint32_t>(seed));
   Graph g;
   if (parts.kind == "conv2d_nchwc") {

@@ -20,9 +20,9 @@ namespace kiln::core::tune {
 struct TuneTask {
   std::string name;     // the first kernel with this key ("fused_conv2d_nchwc_add_relu_3")
   std::string key;      // tuning key
-  std::string kind;     // "conv2d_nchwc", "dense", "matmul", "dense_packed", "nest"
+  std::string kind;     // "conv2d_nchwc", "dense", "matmul", "dense_packed", "nest", "reduce"
   int weight = 0;       // kernel calls per inference with this key
-  double flops = 0;     // per call (an element nest: one per output element)
+  double flops = 0;     // per call (element nest: one per output element; row nest: per element read)
   std::string defaultKnobs;  // the heuristic's knobs in the model's build
 };
 
@@ -36,8 +36,8 @@ double taskFlops(const std::string& key);
 
 /// A graph that computes just the key's anchor op on plain-layout inputs, with deterministic
 /// pseudo-random weights (and a bias, as batch-norm folding leaves one on every convolution); a
-/// matmul's two operands are both graph inputs. An element nest's graph is its fused group, every
-/// value it reads a graph input (core/lower/nest_search.h).
+/// matmul's two operands are both graph inputs. An element or row nest's graph is its fused group
+/// (one node alone), every value it reads a graph input (core/lower/nest_search.h).
 /// Its O3 build holds one kernel with this key (conv2d_nchwc after alter-layout), next to the
 /// layout transforms at its edges.
 Graph taskGraph(const std::string& key, uint64_t seed = 1);

@@ -356,6 +356,30 @@ TEST(TuneCli, ElementNestsAreTasksToo) {
   expectKilnMatchesEager(model(), records);
 }
 
+// Reductions and softmax are tasks too (row nests): --tasks reduce takes BERT's layer-norm means
+// and its softmax, each candidate a reduce record, and the build with them matches PyTorch.
+TEST(TuneCli, ReductionsAreTasksToo) {
+  std::string bert = std::string(KILN_MODELS_DIR) + "/bert_encoder.pt";
+  fs::path records = tempDir() / "reductions.jsonl";
+  fs::remove(records);
+  Outcome o = kiln("tune " + bert + " --tasks reduce --tuner random --trials 3 --confirm 0 --records " +
+                   records.string() + common());
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  std::set<std::string> keys;
+  for (const auto& r : readLines(records)) {
+    EXPECT_EQ(r["error"], "") << r.dump();
+    EXPECT_EQ(r["key"].get<std::string>().rfind("reduce:fused[", 0), 0u) << r.dump();
+    keys.insert(r["key"].get<std::string>());
+  }
+  bool softmax = false, mean = false;
+  for (const std::string& k : keys) {
+    softmax = softmax || k.find("softmax{") != std::string::npos;
+    mean = mean || k.find("mean{") != std::string::npos;
+  }
+  EXPECT_TRUE(softmax && mean) << o.out;
+  expectKilnMatchesEager(bert, records);
+}
+
 TEST(TuneCli, MatmulRecordsCarryTracesThatBuildAndMatchPyTorch) {
   std::string bert = std::string(KILN_MODELS_DIR) + "/bert_encoder.pt";
   fs::path records = tempDir() / "matmul.jsonl";

@@ -1,6 +1,6 @@
-// The element nest's sketch (core/lower/nest_search.h): each annotation computes what the plain
-// nest does (TIR interpreter), its trace replays to the same function, and a reshape's divisions
-// vanish from the vector loop.
+// The element and row nests' sketches (core/lower/nest_search.h): each annotation computes what
+// the plain nest does (TIR interpreter), its trace replays to the same function, a reshape's
+// divisions vanish from the vector loop, and a reduction's accumulators are vectors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,9 +11,11 @@
 #include "core/lower/interpreter.h"
 #include "core/lower/lower.h"
 #include "core/lower/nest_search.h"
+#include "core/lower/schedule_config.h"
 #include "core/passes/fuse_ops.h"
 #include "core/tir/printer.h"
 #include "core/tir/schedule.h"
+#include "core/tir/simplify.h"
 #include "core/tir/trace.h"
 #include "runtime/error.h"
 
@@ -151,7 +153,7 @@ TEST(ElementNestKey, TheTaskGraphOfAKeyHasTheKernelOfThatKey) {
   EXPECT_EQ(key, "nest:" + f.attrs.at("workload_key"));
   EXPECT_EQ(parseTuneKey(key).kind, "nest");
   EXPECT_EQ(elementNestOutputs(key), 8 * 48);
-  Graph task = elementNestTaskGraph(key);
+  Graph task = nestTaskGraph(key);
   EXPECT_EQ(task.inputs().size(), 2u);
   LoweredModule module = lowerGraph(task, options);
   int withKey = 0;
@@ -168,8 +170,8 @@ TEST(ElementNestKey, TheTaskGraphOfAKeyHasTheKernelOfThatKey) {
   EXPECT_EQ(lowerNest(ints, options).attrs.count("tune_key"), 0u);
 }
 
-// An element op outside any group is a nest of its own, with a key; other ops and non-f32 ones
-// keep their own lowerings.
+// An element op outside any group is a nest of its own, with a key, and a softmax along the last
+// axis a row nest with a key; other ops and non-f32 ones keep their own lowerings.
 TEST(ElementNestKey, ElementOpsOutsideGroupsAreNestsOfTheirOwn) {
   Graph g = parseGraph(R"(graph(%x: f32[1,128,256], %m: f32[1,128,1], %i: i32[4,6]) {
   %c = sub(%x, %m) : f32[1,128,256]
@@ -187,9 +189,11 @@ TEST(ElementNestKey, ElementOpsOutsideGroupsAreNestsOfTheirOwn) {
   EXPECT_EQ(sub.attrs.at("op"), "sub");
   EXPECT_EQ(sub.attrs.at("tune_key"), "nest:fused[sub($0:f32[1,128,256],$1:f32[1,128,1])->f32[1,128,256]]");
   EXPECT_EQ(sub.attrs.at("trace"), "split(i2; 16, 1)\nvectorize(i2_i)\nparallel(i1)\n");
-  EXPECT_EQ(elementNestTaskGraph(sub.attrs.at("tune_key")).nodes().size(), 1u);
+  EXPECT_EQ(nestTaskGraph(sub.attrs.at("tune_key")).nodes().size(), 1u);
   ASSERT_TRUE(byName.count("softmax_0") && byName.count("transpose_0"));
-  EXPECT_EQ(byName.at("softmax_0")->attrs.count("tune_key"), 0u);
+  EXPECT_EQ(byName.at("softmax_0")->attrs.at("tune_key"),
+            "reduce:fused[softmax{axis=2}($0:f32[1,128,256])->f32[1,128,256]]");
+  EXPECT_EQ(rowNestShapeOfKey(byName.at("softmax_0")->attrs.at("tune_key")).rows, 128);
   EXPECT_EQ(byName.at("transpose_0")->attrs.count("tune_key"), 0u);
 }
 
@@ -199,7 +203,7 @@ TEST(ElementNestKey, MalformedKeysAreRefusedInOneLine) {
                           "nest:fused[relu($0:f32[4])]", "nest:fused[nosuchop($0:f32[4])->f32[4]]"}) {
     SCOPED_TRACE(key);
     try {
-      elementNestTaskGraph(key);
+      nestTaskGraph(key);
       ADD_FAILURE() << "accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
@@ -226,6 +230,168 @@ TEST(ElementNestKey, RecordsChooseTheAnnotation) {
   EXPECT_NE(tuned.attrs.at("trace").find("unroll("), std::string::npos) << tuned.attrs.at("trace");
   configs->byKey[key] = {{"vl", 3}, {"un", 1}, {"par", 0}};
   EXPECT_EQ(lowerNest(g, options).attrs.at("schedule"), knobsText(elementNestDefaultKnobs(8 * 48, options)));
+}
+
+// ---- row nests -------------------------------------------------------------------------------------
+
+/// The kernel with a row nest's tuning key of `text` (fused at O2 when `fuse`), under `knobs`
+/// when given.
+PrimFunc rowKernel(const std::string& text, bool fuse, const Knobs* knobs = nullptr, int lanes = 8) {
+  Graph g = parseGraph(text);
+  if (fuse) passes::fuseOps(g);  // a lone op stays outside groups
+  LowerOptions options;
+  options.vectorLanes = lanes;
+  LoweredModule plain = lowerGraph(g, options);
+  const PrimFunc* found = nullptr;
+  for (const PrimFunc& f : plain.funcs)
+    if (f.attrs.count("tune_key") && f.attrs.at("tune_key").rfind("reduce:", 0) == 0) found = &f;
+  EXPECT_TRUE(found) << text;
+  if (!found || !knobs) return found ? *found : PrimFunc();
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[found->attrs.at("tune_key")] = *knobs;
+  options.schedules = configs;
+  LoweredModule tuned = lowerGraph(g, options);
+  for (const PrimFunc& f : tuned.funcs)
+    if (f.name == found->name) return f;
+  ADD_FAILURE() << "no kernel " << found->name;
+  return PrimFunc();
+}
+
+::testing::AssertionResult close(const std::vector<std::vector<float>>& a,
+                                 const std::vector<std::vector<float>>& b) {
+  for (size_t p = 0; p < a.size(); ++p)
+    for (size_t i = 0; i < a[p].size(); ++i)
+      if (!(std::fabs(a[p][i] - b[p][i]) <= 1e-5 * (1 + std::fabs(b[p][i]))))
+        return ::testing::AssertionFailure()
+               << "argument " << p << " element " << i << ": " << a[p][i] << " vs " << b[p][i];
+  return ::testing::AssertionSuccess();
+}
+
+const char* kRowGraphs[] = {
+    // A mean whose row (37) leaves a scalar tail after any vectors.
+    R"(graph(%x: f32[3,37]) {
+  %m = mean(%x) {axes=[1], keepdims=1} : f32[3,1]
+  return %m
+})",
+    // A max over two trailing axes: rows of 60.
+    R"(graph(%x: f32[2,3,20]) {
+  %m = max(%x) {axes=[1,2]} : f32[2]
+  return %m
+})",
+    // Layer norm's variance, fused: the row read through a broadcasting prologue.
+    R"(graph(%x: f32[4,70], %m: f32[4,1]) {
+  %c = sub(%x, %m) : f32[4,70]
+  %q = mul(%c, %c) : f32[4,70]
+  %v = mean(%q) {axes=[1], keepdims=1} : f32[4,1]
+  return %v
+})",
+    // Softmax along the last axis: four passes over rows of 45.
+    R"(graph(%x: f32[6,45]) {
+  %s = softmax(%x) {axis=-1} : f32[6,45]
+  return %s
+})",
+};
+
+// Scalar, single accumulator and serial, the sketch applies no step: that kernel is the plain
+// nest, and every annotation computes what it does and replays on it (the lowering simplifies the
+// result: a loop of one iteration goes).
+TEST(RowNestSketch, EveryAnnotationComputesThePlainNest) {
+  for (const char* text : kRowGraphs) {
+    SCOPED_TRACE(text);
+    const Knobs scalar{{"vl", 1}, {"un", 1}, {"par", 0}};
+    PrimFunc plain = rowKernel(text, true, &scalar);
+    EXPECT_EQ(plain.attrs.count("trace") ? plain.attrs.at("trace") : "", "");
+    const std::vector<std::vector<float>> expected = run(plain);
+    LowerOptions options;
+    options.vectorLanes = 8;
+    for (const Knobs& k : rowNestAnnotations(rowNestShapeOfKey(plain.attrs.at("tune_key")), options)) {
+      PrimFunc f = rowKernel(text, true, &k);
+      EXPECT_EQ(f.attrs.at("schedule"), knobsText(k));
+      EXPECT_TRUE(close(run(f), expected)) << knobsText(k) << "\n" << print(f);
+      const std::string trace = f.attrs.count("trace") ? f.attrs.at("trace") : "";
+      EXPECT_EQ(print(simplify(Trace::parse(trace).apply(plain))), print(f)) << knobsText(k);
+    }
+  }
+}
+
+// The default: 4 accumulators of 8 lanes kept apart by rfactor, then folded as a tree (the upper
+// half of the partial results added to the lower half, 32 → 16 → 8 → 4 → 2, the last pair
+// scalar); the scalar tail after them.
+TEST(RowNestSketch, TheDefaultKeepsVectorAccumulatorsApart) {
+  PrimFunc f = rowKernel(kRowGraphs[0], true);
+  EXPECT_EQ(f.attrs.at("schedule"), "par=0,un=4,vl=8");
+  std::string expected =
+      "split(k; 32, 1)\nrfactor(k_i)\nsplit(k_i; 8, 1)\nvectorize(k_i_i)\nunroll(k_i_o)\n"
+      "split(k_i_init; 8, 1)\nvectorize(k_i_init_i)\nunroll(k_i_init_o)\n";
+  std::string fold = "k_i_fold";
+  for (int half : {16, 8, 4, 2}) {
+    expected += "split(" + fold + "; " + std::to_string(half) + ", 1)\nrfactor(" + fold + "_i)\nvectorize(" +
+                fold + "_i)\nunroll(" + fold + "_o)\nvectorize(" + fold + "_i_init)\n";
+    fold += "_i_fold";
+  }
+  expected += "unroll(" + fold + ")\n";
+  EXPECT_EQ(f.attrs.at("trace"), expected);
+  const std::string text = print(f);
+  EXPECT_NE(text.find("m_rf[ramp((k_i_o * 8), 1, 8)] = (m_rf[ramp((k_i_o * 8), 1, 8)] + x[ramp("),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("for (k_t, 0, 5)"), std::string::npos) << text;
+  // Softmax: the max and the sum reduce in vectors, the exponentials and the division are vector
+  // maps; rows are parallel when the outputs are many.
+  const char* wide = R"(graph(%x: f32[64,100]) {
+  %s = softmax(%x) {axis=-1} : f32[64,100]
+  return %s
+})";
+  PrimFunc softmax = rowKernel(wide, false);
+  EXPECT_EQ(softmax.attrs.at("schedule"), "par=1,un=4,vl=8");
+  EXPECT_EQ(softmax.attrs.at("tune_key"), "reduce:fused[softmax{axis=-1}($0:f32[64,100])->f32[64,100]]");
+  const std::string trace = softmax.attrs.at("trace");
+  EXPECT_NE(trace.find("rfactor(l_i)"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("rfactor(l_2_i)"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("vectorize(l_1_i)"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("vectorize(l_3_i)"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("parallel(o)"), std::string::npos) << trace;
+}
+
+// A row nest's key is "reduce:" + its group's workload; the graph the key describes lowers to a
+// kernel with that key. Reductions that are not along rows, softmax along another axis and
+// integer reductions have none.
+TEST(RowNestKey, TheTaskGraphOfAKeyHasTheKernelOfThatKey) {
+  for (const char* text : kRowGraphs) {
+    SCOPED_TRACE(text);
+    PrimFunc f = rowKernel(text, true);
+    const std::string key = f.attrs.at("tune_key");
+    EXPECT_EQ(key, "reduce:" + f.attrs.at("workload_key"));
+    EXPECT_EQ(parseTuneKey(key).kind, "reduce");
+    Graph task = nestTaskGraph(key);
+    LowerOptions options;
+    options.vectorLanes = 8;
+    int withKey = 0;
+    for (const PrimFunc& k : lowerGraph(task, options).funcs)
+      withKey += k.attrs.count("tune_key") && k.attrs.at("tune_key") == key;
+    EXPECT_EQ(withKey, 1) << key;
+  }
+  EXPECT_EQ(rowNestShapeOfKey("reduce:fused[mean{axes=[1],keepdims=1}($0:f32[3,37])->f32[3,1]]").length, 37);
+  RowNestShape softmax = rowNestShapeOfKey("reduce:fused[softmax{axis=-1}($0:f32[6,45])->f32[6,45]]");
+  EXPECT_EQ(softmax.rows, 6);
+  EXPECT_EQ(softmax.passes, 4);
+  Graph g = parseGraph(R"(graph(%x: f32[4,6,5], %i: i32[4,6]) {
+  %a = sum(%x) {axes=[1]} : f32[4,5]
+  %s = softmax(%x) {axis=1} : f32[4,6,5]
+  %n = sum(%i) {axes=[1]} : i32[4]
+  return %a, %s, %n
+})");
+  for (const PrimFunc& f : lowerGraph(g, {}).funcs) EXPECT_EQ(f.attrs.count("tune_key"), 0u) << f.name;
+  for (const char* key : {"reduce:fused[relu($0:f32[4])->f32[4]]",
+                          "reduce:fused[softmax{axis=0}($0:f32[6,45])->f32[6,45]]", "reduce:"}) {
+    SCOPED_TRACE(key);
+    try {
+      rowNestShapeOfKey(key);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidInput);
+    }
+  }
 }
 
 }  // namespace

@@ -733,6 +733,96 @@ TEST(TirSchedule, CacheWriteRejectsWhatItCannotStage) {
   EXPECT_EQ(s.trace().str(), "");
 }
 
+/// for (o, 0, rows) { y[o] = start; for (k, 0, n) y[o] = y[o] op x[o·n + k] }
+PrimFunc rowReduction(int64_t rows, int64_t n, bool isMax) {
+  Buffer x = makeBuffer("x", Type::f32(), {rows, n}), y = makeBuffer("y", Type::f32(), {rows});
+  Expr o = Var::make("o"), k = Var::make("k");
+  Expr old = Load::make(y, o), v = Load::make(x, o * i64(n) + k);
+  PrimFunc f;
+  f.name = "rows";
+  f.params = {x, y};
+  f.numOutputs = 1;
+  f.body = For::make(
+      o, i64(0), i64(rows), ForKind::Serial,
+      Seq::make(
+          {Store::make(y, o, isMax ? lowestValue(Type::f32()) : FloatImm::make(Type::f32(), 0)),
+           For::make(k, i64(0), i64(n), ForKind::Serial, Store::make(y, o, isMax ? max(old, v) : old + v))}));
+  return f;
+}
+
+TEST(TirSchedule, RfactorKeepsPartialResultsApartSoTheyVectorize) {
+  PrimFunc f = scheduled(
+      rowReduction(3, 37, false),
+      [](Schedule& s) {
+        s.split("k", 8, TailStrategy::Loop);
+        s.rfactor("k_i");
+        s.vectorize("k_i");
+        s.vectorize("k_i_init");
+      },
+      1e-5);
+  EXPECT_EQ(print(f), R"(func rows(x: f32[3,37], y: f32[3]) {
+  for (o, 0, 3) {
+    y[o] = 0.0f
+    allocate y_rf: f32[8]
+    y_rf[ramp(0, 1, 8)] = x8(-0.0f)
+    for (k_o, 0, 4) {
+      y_rf[ramp(0, 1, 8)] = (y_rf[ramp(0, 1, 8)] + x[ramp(((o * 37) + (k_o * 8)), 1, 8)])
+    }
+    for (k_i_fold, 0, 8) {
+      y[o] = (y[o] + y_rf[k_i_fold])
+    }
+    for (k_t, 0, 5) {
+      y[o] = (y[o] + x[((o * 37) + (32 + k_t))])
+    }
+  }
+}
+)");
+  // A max folds from -inf, and the chain reaches up through perfectly nested reduction loops: all
+  // of k_o and k_i reduce into y[o], the factored loop being k_i.
+  scheduled(rowReduction(2, 32, true), [](Schedule& s) {
+    s.split("k", 4, TailStrategy::Loop);
+    s.rfactor("k_i");
+    s.unroll("k_i_fold");
+    s.parallel("o");
+  });
+  // Factoring the whole loop: every update its own partial result.
+  PrimFunc whole = scheduled(rowReduction(2, 5, false), [](Schedule& s) { s.rfactor("k"); });
+  EXPECT_NE(print(whole).find("y_rf: f32[5]"), std::string::npos) << print(whole);
+}
+
+TEST(TirSchedule, RfactorRejectsWhatIsNotAReductionIntoOneElement) {
+  Schedule s(rowReduction(3, 8, false));
+  EXPECT_EQ(errorOf([&] { s.rfactor("o"); }),
+            "rfactor: the body of loop 'o' is not a perfect loop nest around one store");
+  // A loop that moves the element: y[k] = y[k] + x[k].
+  Buffer x = makeBuffer("x", Type::f32(), {8}), y = makeBuffer("y", Type::f32(), {8});
+  Expr k = Var::make("k"), r = Var::make("r");
+  PrimFunc f;
+  f.name = "moving";
+  f.params = {x, y};
+  f.body = For::make(
+      r, i64(0), i64(2), ForKind::Serial,
+      For::make(k, i64(0), i64(8), ForKind::Serial, Store::make(y, k, Load::make(y, k) + Load::make(x, k))));
+  Schedule moving(f);
+  EXPECT_EQ(errorOf([&] { moving.rfactor("k"); }), "rfactor: loop 'k' moves the element of 'y' it updates");
+  // Not an update of the element: y[0] = x[k], and y[0] = y[0] - x[k].
+  f.body = For::make(k, i64(0), i64(8), ForKind::Serial, Store::make(y, i64(0), Load::make(x, k)));
+  Schedule copy(f);
+  EXPECT_NE(errorOf([&] { copy.rfactor("k"); }).find("rfactor: the store to 'y' is not a reduction"),
+            std::string::npos);
+  f.body = For::make(k, i64(0), i64(8), ForKind::Serial,
+                     Store::make(y, i64(0), Load::make(y, i64(0)) - Load::make(x, k)));
+  Schedule minus(f);
+  EXPECT_NE(errorOf([&] { minus.rfactor("k"); }).find("is not a reduction"), std::string::npos);
+  // Already vectorized.
+  Schedule vectors(rowReduction(3, 8, false));
+  auto [o, i] = vectors.split("k", 4, TailStrategy::Loop);
+  vectors.rfactor(i);
+  vectors.vectorize(i);
+  EXPECT_EQ(errorOf([&] { vectors.rfactor(o); }), "rfactor: the store to 'y_rf' is vectorized already");
+  EXPECT_EQ(print(s.func()), print(rowReduction(3, 8, false)));
+}
+
 // Nests far beyond the replay budget: a reduction reorders without replaying (its updates
 // commute), and a column-block loop of a row-major output, or its fusion with the row blocks,
 // parallelizes by the mixed-radix proof.
@@ -894,7 +984,7 @@ bool randomStep(Schedule& s, std::mt19937& rng, const PrimFunc& func) {
   // Neighbours in pre-order are often parent and child: good candidates for fuse, tile, reorder.
   auto next = [&](size_t k) { return loops[std::min(loops.size() - 1, at + k)]; };
   try {
-    switch (pick(0, 10)) {
+    switch (pick(0, 11)) {
       case 0: s.split(loop(), pick(1, 9), pick(0, 1) ? TailStrategy::Loop : TailStrategy::Guard); break;
       case 1: {
         std::vector<std::string> some = {next(1), loops[at]};
@@ -910,6 +1000,7 @@ bool randomStep(Schedule& s, std::mt19937& rng, const PrimFunc& func) {
       case 7: s.computeAt("t", loop()); break;
       case 8: s.cacheWrite(loop()); break;
       case 9: s.fission(loop()); break;
+      case 10: s.rfactor(loop()); break;
       default: {
         // A split that tends to be vectorizable.
         auto [o, i] = s.split(loop(), std::vector<int64_t>{2, 4, 8}[pick(0, 2)], TailStrategy::Loop);
@@ -941,13 +1032,18 @@ TEST(TirSchedule, RandomSchedulesPreserveResults) {
     SCOPED_TRACE(s.trace().str() + print(out));
     // Reordered reductions and vector lane sums reassociate float sums.
     ASSERT_TRUE(sameValues(interpret(out, round), interpret(original, round), 1e-5));
-    PrimFunc replay = s.trace().empty() ? original : Trace::parse(s.trace().str()).apply(original);
+    // The steps taken here, after the lowering's own (a reduction's sketch).
+    const size_t history =
+        original.attrs.count("trace") ? Trace::parse(original.attrs.at("trace")).steps().size() : 0;
+    const Trace taken(std::vector<TraceStep>(s.trace().steps().begin() + static_cast<std::ptrdiff_t>(history),
+                                             s.trace().steps().end()));
+    PrimFunc replay = taken.empty() ? original : taken.apply(original);
     EXPECT_EQ(print(replay), print(out));
     // Every step the static dependence proofs accepted, the replay accepts too.
     schedule_detail::setStaticProofs(false);
     std::string replayError;
     try {
-      replay = s.trace().empty() ? original : Trace::parse(s.trace().str()).apply(original);
+      replay = taken.empty() ? original : taken.apply(original);
     } catch (const Error& e) {
       replayError = e.what();
     }
