@@ -194,10 +194,23 @@ int tuneCommand(TuneArgs& a) {
               r.tuner.c_str(), r.totalMeasured, r.totalErrors, duration(r.wallSeconds).c_str());
   std::printf("%-36s %5s %7s %9s %9s %9s %9s  %s\n", "kernel", "calls", "trials", "default", "best", "GFLOP/s",
               "speedup", "best knobs");
+  // A kernel's time with three significant digits or more: 291.0us, 1.62us, 0.380us, 12.345ms.
+  auto kernelTime = [](double ms) {
+    char text[32];
+    const double us = ms * 1e3;
+    if (ms >= 10 || ms <= 0)
+      std::snprintf(text, sizeof text, "%.3fms", ms);
+    else if (us >= 10)
+      std::snprintf(text, sizeof text, "%.1fus", us);
+    else
+      std::snprintf(text, sizeof text, us >= 1 ? "%.2fus" : "%.3fus", us);
+    return std::string(text);
+  };
   for (const auto& t : r.tasks) {
     double speedup = t.defaultMs > 0 && t.bestMs > 0 ? t.defaultMs / t.bestMs : 0;
-    std::printf("%-36.36s %5d %7d %8.4fms %8.4fms %9.1f %8.2fx  %s\n", t.info.name.c_str(), t.info.weight,
-                t.measured + t.skipped, t.defaultMs, t.bestMs, t.bestGflops, speedup, t.bestKnobs.c_str());
+    std::printf("%-36.36s %5d %7d %9s %9s %9.1f %8.2fx  %s\n", t.info.name.c_str(), t.info.weight,
+                t.measured + t.skipped, kernelTime(t.defaultMs).c_str(), kernelTime(t.bestMs).c_str(),
+                t.bestGflops, speedup, t.bestKnobs.c_str());
   }
   int confirmed = 0;
   for (const auto& t : r.tasks) confirmed += t.confirmed > 0;
@@ -258,7 +271,7 @@ void registerTune(CLI::App& cli, Action& action) {
   cmd->add_option("--batch-size", o.batchSize, "candidates compiled and measured per round")->check(CLI::PositiveNumber);
   cmd->add_option("--tasks", o.onlyTasks,
                   "tune only these kernels, tuning keys or kinds (conv2d_nchwc, dense, dense_packed, matmul, "
-                  "nest; comma- or space-separated)");
+                  "nest, reduce; comma- or space-separated)");
   cmd->add_option("--seed", o.seed, "random seed of the tuners");
   cmd->add_flag("--list-tasks", args->listTasks, "list the tasks and their space sizes, then stop");
   cmd->add_option("--confirm", o.confirmTop,

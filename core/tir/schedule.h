@@ -130,7 +130,7 @@ class Schedule {
   /// update a local buffer y_rf of `loop`'s extent at `loop`'s index instead (started at op's
   /// identity by a loop `loop`_init before them), and a loop `loop`_fold after them combines its
   /// elements into y[f]. The factored loop's iterations then update distinct elements, so it
-  /// vectorizes. Reassociates floats as reorder does.
+  /// vectorizes. Reassociates floats as reorder does. At most 1024 partial results.
   void rfactor(const std::string& loop);
 
   /// Applies one recorded step (trace replay).

@@ -19,6 +19,7 @@
 // chain: `y[f] = y[f] op v`, f free of every loop of the chain and v not reading y.
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "core/tir/functor.h"
 #include "core/tir/printer.h"
@@ -34,6 +35,8 @@ using namespace schedule_detail;
 namespace {
 
 const char* const kPrim = "rfactor";
+// The most partial results rfactor keeps (a local buffer on the stack of every thread).
+constexpr int64_t kMaxPartials = 1024;
 
 /// A store `y[f] = y[f] op v` (either operand order): op's identity and its combination.
 struct Update {
@@ -113,6 +116,10 @@ void Schedule::rfactor(const std::string& loop) {
   const int64_t* min = asConstInt(factored->min);
   const int64_t* extent = asConstInt(factored->extent);
   if (!min || !extent || *extent < 1) fail(kPrim, "loop " + quoted(loop) + " has non-constant bounds");
+  if (*extent > kMaxPartials)
+    fail(kPrim, "loop " + quoted(loop) + " has " + std::to_string(*extent) +
+                    " iterations, more partial results than " + std::to_string(kMaxPartials) +
+                    " (split it first)");
   if (loadsBuffer(store->index, store->buffer.get()))
     fail(kPrim, "the index of " + quoted(block) + " reads " + quoted(block));
   std::optional<Update> update = reductionUpdate(store);

@@ -820,6 +820,10 @@ TEST(TirSchedule, RfactorRejectsWhatIsNotAReductionIntoOneElement) {
   vectors.rfactor(i);
   vectors.vectorize(i);
   EXPECT_EQ(errorOf([&] { vectors.rfactor(o); }), "rfactor: the store to 'y_rf' is vectorized already");
+  // Too many partial results for a local buffer.
+  Schedule wide(rowReduction(2, 5000, false));
+  EXPECT_EQ(errorOf([&] { wide.rfactor("k"); }),
+            "rfactor: loop 'k' has 5000 iterations, more partial results than 1024 (split it first)");
   EXPECT_EQ(print(s.func()), print(rowReduction(3, 8, false)));
 }
 
