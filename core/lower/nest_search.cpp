@@ -111,11 +111,17 @@ Knobs elementNestKnobsOf(const Knobs* tuned, int64_t numel, const LowerOptions& 
 }
 
 Knobs rowNestDefaultKnobs(const RowNestShape& shape, int lanes) {
-  const int64_t vectors = shape.length / std::max(1, lanes);
-  const int64_t accumulators = vectors >= 4 ? 4 : vectors >= 2 ? 2 : 1;
+  lanes = std::max(1, lanes);
+  // The most accumulators (up to 4) among those that leave the fewest elements to the scalar tail:
+  // a row of 100 in vectors of 16 takes 2 (96 in vectors, 4 left), not 4 (64, 36 left).
+  int64_t accumulators = 1, covered = 0;
+  for (int64_t a : {1, 2, 4}) {
+    const int64_t width = a * lanes, inVectors = shape.length / width * width;
+    if (inVectors > 0 && inVectors >= covered) accumulators = a, covered = inVectors;
+  }
   const bool parallel = shape.passes > 1 ? wantParallel(shape.rows * shape.length)  // softmax: its outputs
                                          : wantParallel(shape.rows, shape.length);
-  return {{"vl", std::max(1, lanes)}, {"un", accumulators}, {"par", parallel ? 1 : 0}};
+  return {{"vl", lanes}, {"un", accumulators}, {"par", parallel ? 1 : 0}};
 }
 
 std::vector<Knobs> rowNestAnnotations(const RowNestShape& shape, const LowerOptions& options) {

@@ -76,9 +76,10 @@ struct RowNestShape {
   int64_t passes = 1;  // softmax: 4
 };
 
-/// The untuned annotation: vectors of `lanes` lanes (the element type's), as many accumulators
-/// (up to 4) as the row has vectors, parallel rows when there is enough work (wantParallel: a
-/// reduction's outputs of `length` reads each, a softmax's rows · length outputs).
+/// The untuned annotation: vectors of `lanes` lanes (the element type's), the most accumulators
+/// (up to 4) that leave the fewest elements of a row to the scalar tail, parallel rows when there
+/// is enough work (wantParallel: a reduction's outputs of `length` reads each, a softmax's rows ·
+/// length outputs).
 Knobs rowNestDefaultKnobs(const RowNestShape& shape, int lanes);
 /// The default (f32 lanes) first, then the element nest's grid.
 std::vector<Knobs> rowNestAnnotations(const RowNestShape& shape, const LowerOptions& options);
