@@ -25,7 +25,6 @@
 // the cache). Along another axis than the last it is one scalar nest over the outer and inner
 // positions with the same passes.
 #include <functional>
-#include <map>
 #include <set>
 
 #include "core/lower/lower_internal.h"
@@ -66,14 +65,10 @@ Stmt scheduledRowNest(const OpContext& ctx, Stmt plain, const RowNestShape& shap
   f.params.insert(f.params.end(), ctx.out.begin(), ctx.out.end());
   f.numOutputs = static_cast<int>(ctx.out.size());
   f.body = std::move(plain);
-  const std::map<std::string, int64_t>* tuned = nullptr;
-  Knobs knobs;
+  Knobs knobs = rowNestDefaultKnobs(shape, lanesFor(ctx));
   if (!ctx.nestWorkload.empty() && ctx.out[0]->elemType == Type::f32()) {
     ctx.tuneKey = rowNestTuneKey(ctx.nestWorkload);
-    tuned = ctx.tunedKnobs(ctx.tuneKey);
-    knobs = rowNestKnobsOf(tuned, shape, ctx.options);
-  } else {
-    knobs = rowNestDefaultKnobs(shape, lanesFor(ctx));
+    knobs = rowNestKnobsOf(ctx.tunedKnobs(ctx.tuneKey), shape, ctx.options);
   }
   return defaultSketch(ctx, std::move(f), knobs, applyRowNestSketch);
 }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -377,6 +378,9 @@ TEST(TuneCli, ReductionsAreTasksToo) {
     mean = mean || k.find("mean{") != std::string::npos;
   }
   EXPECT_TRUE(softmax && mean) << o.out;
+  // Kernels of about a microsecond print in us with three significant digits, not as 0.0011ms.
+  EXPECT_TRUE(std::regex_search(o.out, std::regex(R"( [0-9]\.[0-9]{2}us )"))) << o.out;
+  EXPECT_FALSE(std::regex_search(o.out, std::regex(R"(0\.00[0-9]{2}ms)"))) << o.out;
   expectKilnMatchesEager(bert, records);
 }
 

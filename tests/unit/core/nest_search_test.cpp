@@ -336,6 +336,12 @@ TEST(RowNestSketch, TheDefaultKeepsVectorAccumulatorsApart) {
             std::string::npos)
       << text;
   EXPECT_NE(text.find("for (k_t, 0, 5)"), std::string::npos) << text;
+  // The accumulators that leave the fewest elements to the scalar tail, the most of them on a tie:
+  // a row of 100 in vectors of 16 takes 2 (4 left), not 4 (36 left); one of 256 takes 4.
+  EXPECT_EQ(knob(rowNestDefaultKnobs({128, 100}, 16), "un", 0), 2);
+  EXPECT_EQ(knob(rowNestDefaultKnobs({128, 256}, 16), "un", 0), 4);
+  EXPECT_EQ(knob(rowNestDefaultKnobs({128, 20}, 16), "un", 0), 1);
+  EXPECT_EQ(knob(rowNestDefaultKnobs({128, 8}, 16), "un", 0), 1);  // no whole vector: scalar row
   // Softmax: the max and the sum reduce in vectors, the exponentials and the division are vector
   // maps; rows are parallel when the outputs are many.
   const char* wide = R"(graph(%x: f32[64,100]) {
