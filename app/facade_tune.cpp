@@ -333,8 +333,10 @@ int TuneResult::searchedCalls() const {
   for (const auto& t : tasks) {
     if (t.bestKnobs.empty()) continue;  // nothing chosen: the build runs the default, counted below
     tuned.insert(t.info.workloadKey);
-    // A sketch's annotation: a convolution's or GEMM's has mi, a nest's is all it has.
-    if (t.info.op == "nest" || t.info.op == "reduce" || core::lower::parseKnobs(t.bestKnobs).count("mi"))
+    // A sketch's annotation: a GEMM's has mi; a convolution's or a nest's is all it has (an old
+    // record of the convolution builder's knobs builds the annotation it stands for).
+    if (t.info.op == "nest" || t.info.op == "reduce" || t.info.op == "conv2d_nchwc" ||
+        core::lower::parseKnobs(t.bestKnobs).count("mi"))
       calls += t.info.weight;
   }
   for (const auto& [key, n] : untunedSketchCalls)

@@ -98,7 +98,7 @@ void injectFault(const std::string& knobs) {
   size_t colon = s.find(':');
   if (colon == std::string::npos) return;
   std::string kind = s.substr(0, colon), needle = s.substr(colon + 1);
-  // Matched against "knobs," so that "ow_block=1," names ow_block=1 and not ow_block=12.
+  // Matched against "knobs," so that "mi=1," names mi=1 and not mi=12.
   if (needle.empty() || (knobs + ",").find(needle) == std::string::npos) return;
   if (kind == "crash") raise(SIGSEGV);
   if (kind == "hang")

@@ -8,7 +8,7 @@
 //
 //   → {"op":"compile","id":7,"key":"conv2d_nchwc:...","knobs":"oc_vecs=2,...","target":"llvm",
 //      "threads":2,"opt_level":3,"repeat":5,"min_repeat_ms":10,"cold_operands":true}
-//   ← {"id":7,"ok":true,"compile_s":0.08,"schedule":"flatten=0,oc_outer=1,oc_vecs=2,ow_block=7"}
+//   ← {"id":7,"ok":true,"compile_s":0.08,"schedule":"mi=7,oc_vecs=2,po=1"}
 //   → {"op":"measure","id":7}
 //   ← {"id":7,"ok":true,"samples_ms":[...],"median_ms":0.041,"max_abs_diff":2e-6}
 //   → {"op":"measure_together","id":0,"ids":[8,9,10]}   (several compiled candidates, timed
@@ -21,7 +21,7 @@
 //
 // For tests, KILN_TUNE_FAULT="crash:<substring>" or "hang:<substring>" makes a worker crash
 // (SIGSEGV) or hang when measuring a candidate whose knob text followed by a comma contains the
-// substring ("crash:ow_block=1," hits ow_block=1 only).
+// substring ("crash:mi=1," hits mi=1 only).
 #pragma once
 
 #include <functional>

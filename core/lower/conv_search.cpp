@@ -85,7 +85,7 @@ bool ConvSketchShape::beyondReach() const {
 
 namespace {
 
-/// Accumulator vectors a tile may hold: the builder's budget (schedule.h accumulatorBudget), the
+/// Accumulator vectors a tile may hold: schedule.h accumulatorBudget, which leaves room for the
 /// weight vectors loaded one at a time between FMAs and the input broadcast from memory.
 int64_t tileBudget(int registers) {
   LowerOptions options;
@@ -204,6 +204,7 @@ bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int 
   int64_t mi = knob(knobs, "mi", 0), po = knob(knobs, "po", -1), v = knob(knobs, "oc_vecs", s.vectors);
   if (knob(knobs, "algo", 0) != 0) return false;  // a Winograd annotation (winograd_search.h)
   if (v != s.vectors || mi < 1 || mi > s.pixels || s.lanes < 1) return false;
+  if (knobs.count("par_chunks") && parallelChunksOf(&knobs) != knobs.at("par_chunks")) return false;
   return (po == 0 || po == 1) && mi * s.vectors <= tileBudget(registers);
 }
 
@@ -213,7 +214,7 @@ Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers) {
   int64_t mi = tallest;
   while (mi > 1 && s.pixels % mi != 0) --mi;
   if (mi == 1) mi = tallest;  // no divisor: the tallest tile and a tail loop
-  // Unregioned (pointwise) nests take the builder's order (schedule.h convChannelsOuter): pixel
+  // Unregioned (pointwise) nests take the order of schedule.h convChannelsOuter: pixel
   // tiles outermost when the input is the larger operand, so each thread writes the rows it read.
   // A regioned nest runs the weight groups in parallel: its alternative, each region's outer loop
   // in parallel, is one launch per region (measured slower on ResNet-50's stem and 3×3 stride 2).
@@ -229,6 +230,23 @@ std::vector<Knobs> convSketchAnnotations(const ConvSketchShape& s, int registers
       if (convSketchAnnotationFits(s, k, registers)) out.push_back(std::move(k));
     }
   return out;
+}
+
+std::optional<Knobs> convAnnotationOf(const ConvSketchShape& s, const Knobs& knobs, int registers) {
+  if (knobs.count("mi")) return knobs;
+  if (!knobs.count("ow_block") || knob(knobs, "oc_vecs", s.vectors) != s.vectors) return std::nullopt;
+  // The builder ran one parallel loop over rows and weight groups in either order. A regioned
+  // nest's po = 0 is a parallel loop per region and weight group instead (on ResNet-50's 7×7
+  // layers, 32 groups × 9 regions: twice the builder's time), so there its order is po = 1.
+  const Knobs byDefault = convSketchDefaultKnobs(s, registers);
+  Knobs k{{"mi", std::min(knobs.at("ow_block"), s.pixels)},
+          {"po", s.regioned() ? 1 : knob(knobs, "oc_outer", byDefault.at("po"))},
+          {"oc_vecs", s.vectors}};
+  if (const int64_t chunks = parallelChunksOf(&knobs); chunks != defaultParallelChunks())
+    k["par_chunks"] = chunks;
+  while (k["mi"] > 1 && !convSketchAnnotationFits(s, k, registers)) --k["mi"];
+  if (!convSketchAnnotationFits(s, k, registers)) return std::nullopt;
+  return k;
 }
 
 namespace {

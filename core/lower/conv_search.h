@@ -1,8 +1,8 @@
 // The template-free schedule of direct packed convolutions (conv2d_nchwc, groups 1 or depthwise:
 // pointwise or any window, stride, padding and dilation): a plain loop nest and the sketch rule whose
-// annotations the tuner searches, as core/lower/gemm_search.h has for the GEMMs. A configuration
-// with "mi" is a sketch annotation. Untuned, a convolution takes the sketch's default annotation;
-// a record of builder knobs selects the hand-written builder of ops_conv_packed.cpp.
+// annotations the tuner searches, as core/lower/gemm_search.h has for the GEMMs: the only schedule
+// of these convolutions. Untuned, a convolution takes the sketch's default annotation; a record of
+// the retired hand-written builder's knobs, the annotation it stands for (convAnnotationOf).
 //
 // ## The plain nest
 //
@@ -22,7 +22,7 @@
 // whose windows reach the same taps inside the image — the interior, where every tap is inside,
 // and the border rows and columns, each with the taps that do not fall on padding. Every region
 // is a nest of its own whose tap loops cover exactly those taps, so no tap reads padding, no
-// multiply is spent on it, and no load needs a condition (the hand builder drops the same taps):
+// multiply is spent on it, and no load needs a condition:
 //
 //   for n, g:
 //     for each run A of rows (rows r0 + r, taps kh0 + kh) and run B of columns (q0 + p, kw0 + kw):
@@ -60,7 +60,8 @@
 // the weight groups g in parallel; po = 0 each region's outer loop.
 //
 // po = 1 keeps a weight block's output channels outermost (its weights stay in cache while the
-// pixels stream by, the builder's oc_outer); po = 0 walks pixel tiles outermost.
+// pixels stream by); po = 0 walks pixel tiles outermost. An annotation may add par_chunks, the
+// parallel loop's launch granularity (chunks per thread, schedule.h parallelChunkChoices).
 #pragma once
 
 #include <cstdint>
@@ -145,9 +146,10 @@ tir::Stmt convSketchPlainNest(const ConvSketchShape& s, const tir::Buffer& x, co
 /// The plain nest as a function of its own (params x, w, [b,] y), to record traces on.
 tir::PrimFunc convSketchPlainFunc(const ConvSketchShape& s);
 
-/// Whether annotation `knobs` (mi, po, oc_vecs) is one the sketch takes for this shape with
-/// `registers` vector registers: oc_vecs the packing's V, at most the builder's accumulator
-/// budget of mi·V vectors (schedule.h accumulatorBudget: 28 of 32 registers, 13 of 16).
+/// Whether annotation `knobs` (mi, po, oc_vecs, optionally par_chunks) is one the sketch takes
+/// for this shape with `registers` vector registers: oc_vecs the packing's V, at most mi·V
+/// accumulator vectors (schedule.h accumulatorBudget: 28 of 32 registers, 13 of 16), par_chunks
+/// one of schedule.h parallelChunkChoices (the parallel loop's launch granularity).
 bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int registers);
 /// The sketch's plain choice for this shape: the tallest tile of at most 16 pixels that fits the
 /// registers and divides P (a tail loop when only 1 would), weight groups outermost when the
@@ -155,6 +157,14 @@ bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int 
 Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers);
 /// Every annotation that fits, po and mi (1..16) ascending.
 std::vector<Knobs> convSketchAnnotations(const ConvSketchShape& s, int registers);
+/// The annotation a record of the retired hand-written builder's knobs (oc_vecs, ow_block,
+/// oc_outer, par_chunks; no mi) stands for: its loop order oc_outer as po (the default's when it
+/// has none; always 1 in a regioned nest, whose po = 0 is a parallel loop per region), as mi its
+/// ow_block output columns, or the widest tile below that fits the registers, and its parallel
+/// granularity. Its unroll, flatten and vec_lanes have no counterpart and are
+/// dropped. A sketch annotation is returned as it is; nullopt when the knobs have no tile or
+/// another packing.
+std::optional<Knobs> convAnnotationOf(const ConvSketchShape& s, const Knobs& knobs, int registers);
 /// Applies the sketch with annotation `knobs` to a Schedule over the plain nest; throws
 /// kiln::Error when it does not fit.
 void applyConvSketch(tir::Schedule& sched, const ConvSketchShape& s, const Knobs& knobs, int registers);

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@ struct OpContext {
   std::vector<tir::Buffer> in, out;  // parameter buffers, in the PrimFunc's order
   std::string where;                 // " (%y at model.py:3)", for diagnostics
   LowerOptions options;              // the target's vector width and caches (schedule knobs)
-  /// Set by lowerings that pick schedule knobs ("oc_vecs=2,ow_block=14"); lower.cpp records it
+  /// Set by lowerings that pick schedule knobs ("mi=14,oc_vecs=2,po=1"); lower.cpp records it
   /// as PrimFunc::attrs["schedule"].
   mutable std::string schedule;
   /// Set by lowerings with tunable knobs: the kernel's tuning key (schedule_config.h); lower.cpp
@@ -259,6 +260,18 @@ tir::Stmt tunedBySketch(
 /// default is its sketch); sets ctx.schedule and ctx.trace.
 tir::Stmt defaultSketch(const OpContext& ctx, tir::PrimFunc plain, const std::map<std::string, int64_t>& knobs,
                         const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch);
+
+/// A convolution's kernel by its sketch: a record's trace or annotation (tunedBySketch), else the
+/// annotation `retired` reads from `tuned`, a record of a retired hand-written builder's knobs (no
+/// mi; nullopt when it has none), else the default annotation `defaults`. Sets ctx.schedule and
+/// ctx.trace.
+tir::Stmt convBySketch(
+    const OpContext& ctx, tir::PrimFunc plain, const std::map<std::string, int64_t>* tuned,
+    const std::function<bool(const std::map<std::string, int64_t>&)>& fits,
+    const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch,
+    const std::function<std::optional<std::map<std::string, int64_t>>(const std::map<std::string, int64_t>&)>&
+        retired,
+    const std::map<std::string, int64_t>& defaults);
 
 /// `nest` with the fused epilogue applied at every store of the output, for a nest that never
 /// reads the output back (else `nest` unchanged, and the fused lowering applies the epilogue in a

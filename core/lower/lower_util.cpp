@@ -327,6 +327,17 @@ Stmt defaultSketch(const OpContext& ctx, PrimFunc plain, const Knobs& knobs,
   return sched.func().body;
 }
 
+Stmt convBySketch(const OpContext& ctx, PrimFunc plain, const Knobs* tuned,
+                  const std::function<bool(const Knobs&)>& fits,
+                  const std::function<void(Schedule&, const Knobs&)>& sketch,
+                  const std::function<std::optional<Knobs>(const Knobs&)>& retired, const Knobs& defaults) {
+  Stmt nest = tunedBySketch(ctx, plain, fits, sketch);
+  if (nest.defined()) return nest;
+  if (tuned && !tuned->count("mi"))
+    if (std::optional<Knobs> k = retired(*tuned)) return defaultSketch(ctx, std::move(plain), *k, sketch);
+  return defaultSketch(ctx, std::move(plain), defaults, sketch);
+}
+
 Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leading, int64_t n) {
   const BufferNode* y = ctx.out[0].get();
   struct ReadsOutput : IRVisitor {

@@ -12,8 +12,8 @@
 // scheduled by its sketch: the default annotation untuned, else a record's trace or annotation.
 // A record of the hand-written builder this replaced (knobs ow_block, oc_outer, unroll,
 // par_chunks; no mi) is read as the annotation it stands for (winogradAnnotationOf: its tile of
-// ow_block output tiles, its loop order); unroll and par_chunks have no counterpart and are
-// dropped.
+// ow_block output tiles, its loop order, its launch granularity); unroll has no counterpart and
+// is dropped.
 //
 // Transform matrices: Toom-Cook from the points 0, ±1 (m = 2) and 0, ±1, 1/2, −2 (m = 4), plus
 // ∞. Aᵀ[i][j] = pⱼⁱ; Bᵀ[j] = coefficients of Πₗ≠ⱼ (x − pₗ) (of Πₗ (x − pₗ) for ∞); G[j][k] =
@@ -134,14 +134,11 @@ Stmt lowerConv2dWinogradNchwc(const OpContext& ctx) {
   const Buffer b = s.bias ? ctx.in[2] : nullptr;
   PrimFunc plain = plainFunc("conv2d_winograd_nchwc", ctx.in[0], ctx.in[1], b, ctx.out[0],
                              winogradPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0]));
-  auto sketch = [&](Schedule& sched, const Knobs& k) { applyWinogradSketch(sched, s, k, registers); };
-  auto fits = [&](const Knobs& k) { return winogradSketchFits(s, k, registers); };
-  Stmt nest = tunedBySketch(ctx, plain, fits, sketch);
-  if (!nest.defined() && tuned && !tuned->count("mi"))
-    if (std::optional<Knobs> k = winogradAnnotationOf(s, *tuned, registers))
-      nest = defaultSketch(ctx, plain, *k, sketch);
-  if (!nest.defined())
-    nest = defaultSketch(ctx, std::move(plain), winogradSketchDefaultKnobs(s, registers), sketch);
+  Stmt nest = convBySketch(
+      ctx, std::move(plain), tuned, [&](const Knobs& k) { return winogradSketchFits(s, k, registers); },
+      [&](Schedule& sched, const Knobs& k) { applyWinogradSketch(sched, s, k, registers); },
+      [&](const Knobs& k) { return winogradAnnotationOf(s, k, registers); },
+      winogradSketchDefaultKnobs(s, registers));
   return ctx.epilogue ? epilogueAtStores(ctx, nest, Shape(ys.begin(), ys.end() - 1), ys.back()) : nest;
 }
 

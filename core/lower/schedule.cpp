@@ -99,24 +99,10 @@ bool packedConvFlattens(int64_t kh, int64_t kw, const std::vector<int64_t>& stri
   return pointwise && outWidth < accumulatorBudget(options) / 2;
 }
 
-bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options, int64_t splits) {
-  // The same budget the heuristic uses: the weight vectors are loaded one at a time between
-  // FMAs, so a full budget of accumulators does not spill (4 × 7 runs at the FMA peak with 32
-  // registers). Narrower vectors take a register each, like full ones.
-  return ocVecs >= 1 && owBlock >= 1 && splits >= 1 &&
-         ocVecs * splits * owBlock <= accumulatorBudget(options);
-}
-
-std::vector<int64_t> packedConvLaneChoices(int64_t block) {
-  std::vector<int64_t> choices{block};
-  if (block % 2 == 0 && block / 2 >= 4) choices.push_back(block / 2);
-  return choices;
-}
-
-int64_t packedConvLanesOf(const Knobs* tuned, int64_t block) {
-  int64_t lanes = tuned ? knob(*tuned, "vec_lanes", block) : block;
-  std::vector<int64_t> choices = packedConvLaneChoices(block);
-  return std::find(choices.begin(), choices.end(), lanes) != choices.end() ? lanes : block;
+bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options) {
+  // The weight vectors are loaded one at a time between FMAs, so a full budget of accumulators
+  // does not spill (4 × 7 runs at the FMA peak with 32 registers).
+  return ocVecs >= 1 && owBlock >= 1 && ocVecs * owBlock <= accumulatorBudget(options);
 }
 
 bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const LowerOptions& options) {
@@ -124,12 +110,6 @@ bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const Lower
 }
 
 bool convChannelsOuter(int64_t weightElems, int64_t activationElems) { return weightElems >= activationElems; }
-
-int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options) {
-  int64_t maxWidth = std::clamp<int64_t>(accumulatorBudget(options) / std::max(1, ocVecs), 1, 16);
-  int64_t tiles = (outWidth + maxWidth - 1) / maxWidth;
-  return static_cast<int>((outWidth + tiles - 1) / tiles);
-}
 
 const std::vector<int64_t>& parallelChunkChoices() {
   static const std::vector<int64_t> choices{1, runtime::kDefaultChunksPerThread, 16};
@@ -149,28 +129,6 @@ void recordSchedule(tir::PrimFunc& func, const std::string& schedule) {
   func.attrs["schedule"] = schedule;
   int64_t chunks = knob(parseKnobs(schedule), "par_chunks", defaultParallelChunks());
   if (chunks != defaultParallelChunks()) func.attrs["parallel_chunks"] = std::to_string(chunks);
-}
-
-std::vector<int64_t> packedConvUnrollFactors(int64_t block, bool depthwise) {
-  std::vector<int64_t> factors{1};
-  if (depthwise) return factors;
-  for (int64_t u : {2, 4})
-    if (block % u == 0) factors.push_back(u);
-  return factors;
-}
-
-Stmt unrolledFor(const Expr& var, int64_t extent, int64_t factor, const std::function<Stmt(const Expr&)>& body) {
-  if (factor <= 1 || extent % factor != 0 || extent <= factor) {
-    if (extent == factor && factor > 1) {
-      std::vector<Stmt> copies;
-      for (int64_t k = 0; k < factor; ++k) copies.push_back(body(i64(k)));
-      return Seq::make(std::move(copies));
-    }
-    return serialFor(var, 0, extent, body(var));
-  }
-  std::vector<Stmt> copies;
-  for (int64_t k = 0; k < factor; ++k) copies.push_back(body(var * factor + k));
-  return serialFor(var, 0, extent / factor, Seq::make(std::move(copies)));
 }
 
 // ---- window geometry ------------------------------------------------------------------------
@@ -270,12 +228,6 @@ std::pair<Stmt, Expr> horizontalReduce(const Expr& v, const Buffer& scratch, con
 
 std::pair<Stmt, Expr> horizontalSum(const Expr& v, const Buffer& scratch) {
   return horizontalReduce(v, scratch, [](const Expr& a, const Expr& b) { return a + b; });
-}
-
-Stmt letBind(const std::string& name, const Expr& value, const std::function<Stmt(const Expr&)>& body) {
-  if (value.as<IntImm>() || value.as<FloatImm>() || value.as<Var>()) return body(value);
-  Expr var = Var::make(name, value.type());
-  return LetStmt::make(var, value, body(var));
 }
 
 }  // namespace kiln::core::lower

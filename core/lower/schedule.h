@@ -41,8 +41,8 @@ int vectorRegistersForLanes(int lanes);
 // ---- knobs ----------------------------------------------------------------------------------
 
 /// NCHW direct convolution register tile: `ocBlock` output channels × `owVecs` column vectors.
-/// (The packed convolution's knobs are a schedule_config.h Knobs map: oc_vecs, ow_block, flatten,
-/// oc_outer, unroll, par_chunks, vec_lanes, and algo where Winograd applies.)
+/// (The packed convolution's knobs are its sketch's annotation, a schedule_config.h Knobs map: mi,
+/// po, oc_vecs, par_chunks, and algo where Winograd applies.)
 struct ConvKnobs {
   int ocBlock = 1;
   int owVecs = 1;
@@ -78,18 +78,8 @@ bool packedConvFlattens(int64_t kh, int64_t kw, const std::vector<int64_t>& stri
                         int64_t outWidth, const LowerOptions& options);
 
 /// Whether a packed-conv register tile of `ocVecs` × `owBlock` accumulators fits the vector
-/// registers (accumulatorBudget; larger tiles would spill). With `splits` > 1 (knob vec_lanes)
-/// every output vector is held as `splits` narrower accumulators: ocVecs·splits·owBlock of them.
-bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options, int64_t splits = 1);
-
-/// Vector widths of a direct packed convolution with output block `block` (knob `vec_lanes`):
-/// the block itself (the default) and, when it is at least 8, half of it (8 lanes = 256-bit
-/// vectors under AVX-512). Accumulators, weight loads, bias, epilogue and stores then use
-/// vectors of that many lanes, each output vector split into block / vec_lanes of them; the
-/// weight packing and the layouts stay the same.
-std::vector<int64_t> packedConvLaneChoices(int64_t block);
-/// The `vec_lanes` of a record when it is one of the choices for `block`, else `block`.
-int64_t packedConvLanesOf(const Knobs* tuned, int64_t block);
+/// registers (accumulatorBudget; larger tiles would spill).
+bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options);
 
 /// Whether a dense tile of `rows` input rows × `cols` weight rows is valid for an [M, K] · [N, K]ᵀ
 /// product: rows divide M, at most N columns, and the accumulators, the row vectors and one weight
@@ -104,19 +94,6 @@ bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const Lower
 /// two CPUs on cores that share no cache: 3–16 % faster on the five sample CNNs; with them on
 /// one complex within ±2 %.
 bool convChannelsOuter(int64_t weightElems, int64_t activationElems);
-
-/// Whether the two orders of that parallel loop over output channel groups × row (or tile) blocks
-/// differ. With one group or one block they are the same loop, which the lowering and the tuning
-/// space both name oc_outer=1.
-inline bool convOrdersDiffer(int64_t channelGroups, int64_t rowBlocks) { return channelGroups > 1 && rowBlocks > 1; }
-
-/// Packed conv tile width for a row of `outWidth` columns with `ocVecs` vectors per column.
-int packedConvOwBlock(int64_t outWidth, int ocVecs, const LowerOptions& options);
-
-/// Unroll factors of the packed convolutions' innermost reduction loop (over the input channels
-/// of a block, `block` of them): 1 (a loop; LLVM decides) and the factors ≤ 4 dividing `block`.
-/// Depthwise convolutions have no such loop: 1 only.
-std::vector<int64_t> packedConvUnrollFactors(int64_t block, bool depthwise);
 
 /// Parallel granularity of the packed convolutions (knob `par_chunks`): how many chunks per
 /// thread their parallel loops are cut into (runtime/thread_pool.h). Fewer, larger chunks keep a
@@ -154,11 +131,6 @@ struct WinogradMatrices {
   std::vector<double> bt;  // Bᵀ: α × α
 };
 const WinogradMatrices& winogradMatrices(int m);
-
-/// Loop `var` over [0, extent) around `body(index)`; with factor > 1 (dividing extent) the loop
-/// steps by `factor` and its body holds `factor` copies at index var·factor + k.
-tir::Stmt unrolledFor(const tir::Expr& var, int64_t extent, int64_t factor,
-                      const std::function<tir::Stmt(const tir::Expr&)>& body);
 
 // ---- column plans -----------------------------------------------------------------------------
 
@@ -220,9 +192,5 @@ class RegisterTile {
 using Combine = std::function<tir::Expr(const tir::Expr&, const tir::Expr&)>;
 std::pair<tir::Stmt, tir::Expr> horizontalReduce(const tir::Expr& v, const tir::Buffer& scratch, const Combine& combine);
 std::pair<tir::Stmt, tir::Expr> horizontalSum(const tir::Expr& v, const tir::Buffer& scratch);
-
-/// Binds `value` to a fresh Var named `name` around the statement produced by `body`.
-tir::Stmt letBind(const std::string& name, const tir::Expr& value,
-                  const std::function<tir::Stmt(const tir::Expr&)>& body);
 
 }  // namespace kiln::core::lower

@@ -8,29 +8,22 @@
 // with the same layer shapes. The key is also complete: core/tune rebuilds a standalone task
 // from it.
 //
-// Knobs of a packed convolution (conv2d_nchwc, or conv2d_winograd_nchwc after alter-layout):
+// Knobs of a packed convolution (conv2d_nchwc, or conv2d_winograd_nchwc after alter-layout), the
+// annotation of its sketch (core/lower/conv_search.h; with algo 2 or 4 core/lower/winograd_search.h,
+// whose mi counts output tiles of its batched GEMM):
 //   algo      only for Winograd-eligible convolutions (3×3, stride 1, dilation 1, groups 1):
 //             0 direct, 2 Winograd F(2×2, 3×3), 4 Winograd F(4×4, 3×3) — the output tile size.
 //             It decides the weight transform, so alter-layout reads it (schedule.h)
 //   oc_vecs   output-channel vectors per register tile (fixes the weight packing, so the
 //             alter-layout pass reads it as well as the lowering)
-//   ow_block  output columns per register tile (direct; in a Winograd record, from the retired
-//             Winograd builder, read as the sketch's mi below)
-//   flatten   1: a pointwise convolution walks its OH·OW outputs as one row (direct only)
-//   oc_outer  1: the parallel loop runs output-channel groups outside rows: weights stay in
-//             cache; 0: the other way round (in a Winograd record read as the sketch's po)
-//   unroll    unroll factor of the innermost reduction loop over a block's input channels
-//   par_chunks  chunks per thread of the parallel loops (runtime launch granularity)
-//   vec_lanes the SIMD width of the accumulators, weight loads and stores (direct, incl.
-//             depthwise): the output block L (default, left out of records and schedules) or
-//             L/2 when that is ≥ 4 (8 = 256-bit vectors on AVX-512); each output vector is then
-//             L/vec_lanes accumulators, so the tile holds oc_vecs·(L/vec_lanes)·ow_block. The
-//             weight packing and the layouts do not change
-// An ungrouped or depthwise convolution may instead carry the annotation of its sketch
-// (core/lower/conv_search.h): mi (pixels per register tile), po (weight groups outermost) and
-// oc_vecs (the packing, as above); with algo 2 or 4 the same annotation is the Winograd sketch's
-// (core/lower/winograd_search.h: mi output tiles per register tile of its batched GEMM), the only
-// Winograd schedule. Its record stores the trace beside them.
+//   mi        pixels (or Winograd tiles) per register tile
+//   po        1: weight groups outermost (their weights stay in cache); 0: pixel tiles outermost
+//   par_chunks  chunks per thread of the parallel loops (runtime launch granularity; left out at
+//             the runtime's default)
+// Its record stores the trace beside them. A record of the retired hand-written builders' knobs
+// (ow_block, oc_outer, flatten, unroll, vec_lanes, par_chunks; no mi) is read as the annotation
+// it stands for: ow_block as mi, oc_outer as po (conv_search.h convAnnotationOf,
+// winograd_search.h winogradAnnotationOf).
 // Knobs of dense: rows (input rows per tile, dividing M) and cols (weight rows per tile).
 // Knobs of matmul ("matmul:ra=3,a0=12,a1=128,a2=64,rb=3,b0=12,b1=64,b2=128:f32", both operand
 // shapes): mi, nv, kt, par annotate the sketch of core/lower/gemm_search.h (also the untuned

@@ -260,6 +260,8 @@ std::optional<Knobs> winogradAnnotationOf(const WinogradShape& s, const Knobs& k
     for (int64_t d = 0; d <= std::max<int64_t>(block, s.tiles); ++d)
       for (int64_t mi : {block - d, block + d}) {
         Knobs k{{"algo", s.m}, {"mi", mi}, {"po", po}, {"oc_vecs", s.vecs}};
+        if (const int64_t chunks = parallelChunksOf(&knobs); chunks != defaultParallelChunks())
+          k["par_chunks"] = chunks;
         if (mi < 1 || !winogradSketchFits(s, k, registers)) continue;
         if (winogradSketchMerges(s, k)) return k;
         if (mi == block && !asItIs) asItIs = k;

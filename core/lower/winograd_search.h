@@ -103,9 +103,10 @@ bool winogradSketchFits(const WinogradShape& s, const Knobs& knobs, int register
 /// GEMM, with the algorithm.
 Knobs winogradSketchDefaultKnobs(const WinogradShape& s, int registers);
 /// The annotation a record of the retired hand-written builder's knobs (algo, oc_vecs, ow_block,
-/// oc_outer; no mi) stands for: its loop order oc_outer as po (the default's order when nothing
-/// fits with it), and as mi the tile nearest to its ow_block output tiles that merges (the
-/// builder transformed every block's products while they were in cache), else ow_block itself.
+/// oc_outer, par_chunks; no mi) stands for: its loop order oc_outer as po (the default's order
+/// when nothing fits with it), as mi the tile nearest to its ow_block output tiles that merges
+/// (the builder transformed every block's products while they were in cache), else ow_block
+/// itself, and its launch granularity.
 /// A sketch annotation is returned as it is; nullopt when the knobs have no tile or nothing fits.
 std::optional<Knobs> winogradAnnotationOf(const WinogradShape& s, const Knobs& knobs, int registers);
 /// Every annotation that fits, po and mi ascending.

@@ -1,12 +1,12 @@
 // Loop-nest features: what a scheduled kernel does, read from its loop IR, as a fixed-length row
 // of numbers for the tuner's cost model (core/tune/cost_model.h).
 //
-// Knob values describe a schedule only within one schedule family (a builder's ow_block and a
-// sketch's mi are different things); the loop nest they produce is common ground. Like Ansor's
+// Knob values describe a schedule only within one schedule family (a hand-written dense kernel's
+// rows and a sketch's mi are different things); the loop nest they produce is common ground. Like Ansor's
 // features, these describe the statements of a kernel (every store, and every float let, where
 // register tiles keep their loads) by how often they run, how much arithmetic and memory traffic
 // they do, how their loops are laid out (parallel, vectorized, unrolled) and in which order
-// their loops walk the data, so one model can rank a builder's kernel against a sketch's, and
+// their loops walk the data, so one model can rank a hand-written kernel against a sketch's, and
 // what it learns on one shape carries to others.
 //
 // The row (loopFeatureNames() names each entry; counts and sizes are log2(1 + x)):

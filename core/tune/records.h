@@ -4,14 +4,14 @@
 // one error-free record per key for the build's target (bestConfigs: confirmed ones first).
 //
 //   {"key":"conv2d_nchwc:n=1,...:f32","target":"llvm -mcpu=skylake-avx512",
-//    "knobs":"flatten=0,oc_outer=1,oc_vecs=2,ow_block=14","cost_ms":0.0412,
+//    "knobs":"mi=14,oc_vecs=2,po=1","cost_ms":0.0412,
 //    "costs_ms":[0.0413,0.0412,0.0415],"error":"","tuner":"xgb","timestamp":"2026-11-21T23:59:01Z",
 //    "version":"0.1.0"}
 //
-// A matmul or dense_packed sketch record (core/lower/gemm_search.h) also has "trace": the schedule primitives that
-// build its kernel from the plain loop nest, one step per line; a record whose trace does not
-// parse is skipped like a torn line (readRecords counts it and names its line), one that parses
-// but does not replay stops the build with one line naming the key.
+// A matmul or dense_packed sketch record (core/lower/gemm_search.h) also has "trace": the schedule primitives
+// that build its kernel from the plain loop nest, one step per line; a record whose trace does not parse is
+// skipped like a torn line (readRecords counts it and names its line), one that parses but does not replay
+// stops the build with one line naming the key.
 //
 // Files are only appended to, a line at a time and flushed, so a run killed mid-write leaves at
 // most one torn last line; readers skip (and count) lines that do not parse instead of failing.

@@ -25,7 +25,6 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 struct ConvPlan {
   lower::ConvGeometry g;
   int64_t block = 1;    // output channel block L
-  int64_t inBlock = 1;  // input channel block
   bool depthwise = false;
   bool pointwise = false;
   bool winograd = false;  // eligible for Winograd (the algo knob)
@@ -38,7 +37,6 @@ ConvPlan convPlan(const Knobs& p, const lower::LowerOptions& options) {
   const lower::ConvGeometry& g = plan.g;
   plan.block = lower::channelBlock(g.o, options);
   plan.depthwise = g.groups > 1;
-  plan.inBlock = plan.depthwise ? plan.block : lower::channelBlock(g.c, options);
   plan.winograd = lower::winogradEligible(g);
   plan.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
   return plan;
@@ -58,52 +56,31 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
   if (parts.kind == "conv2d_nchwc") {
     ConvPlan plan = convPlan(parts.params, options);
     int64_t blocks = plan.g.o / plan.block;
-    std::vector<int64_t> unrolls = lower::packedConvUnrollFactors(plan.inBlock, plan.depthwise);
-    // The runtime's default granularity first, then the others.
+    // The sketch's annotations (conv_search.h) for every packing, each default a seed, each at
+    // the runtime's default launch granularity first, then the others (par_chunks).
     std::vector<int64_t> chunkOrder{lower::defaultParallelChunks()};
     for (int64_t c : lower::parallelChunkChoices())
       if (c != lower::defaultParallelChunks()) chunkOrder.push_back(c);
-    // Direct configurations first, in the order the grid tuner measures them (vector width,
-    // granularity and unroll outermost, so the first points are the plain loops at full width
-    // with the default split). vec_lanes is a knob only where it is not the block: a
-    // configuration without it runs full-width vectors, as every default schedule does.
-    space.m_defaults["vec_lanes"] = plan.block;
-    for (int64_t lanes : lower::packedConvLaneChoices(plan.block))
-      for (int64_t chunks : chunkOrder)
-        for (int64_t unroll : unrolls)
-          for (int64_t v : {1, 2, 3, 4, 6, 8}) {
-            int64_t splits = plan.block / lanes;  // accumulators per output vector
-            if (plan.depthwise ? v != 1
-                               : (blocks % v != 0 || !lower::packedConvTileFits(v, 1, options, splits)))
-              continue;
-            for (int64_t flatten : {0, 1}) {
-              if (flatten && !plan.pointwise) continue;
-              int64_t row = plan.rowWidth(flatten != 0), rows = flatten ? 1 : plan.g.outHeight();
-              for (int64_t b = 1; b <= row && lower::packedConvTileFits(v, b, options, splits); ++b) {
-                if (ceilDiv(row, ceilDiv(row, b)) != b) continue;  // balanced to another width
-                for (int64_t ocOuter : {1, 0}) {
-                  if (!ocOuter && !lower::convOrdersDiffer(blocks / v, rows)) continue;
-                  Knobs k{{"oc_vecs", v},        {"ow_block", b},    {"flatten", flatten},
-                          {"oc_outer", ocOuter}, {"unroll", unroll}, {"par_chunks", chunks}};
-                  if (plan.winograd) k["algo"] = 0;
-                  if (lanes != plan.block) k["vec_lanes"] = lanes;
-                  space.add(std::move(k));
-                }
-              }
-            }
-          }
-    // The sketch's annotations (conv_search.h) for every packing, after the builder's.
+    space.m_defaults["par_chunks"] = lower::defaultParallelChunks();
+    // The direct kernel's annotations have no algo: a Winograd point's neighbour along algo.
+    if (plan.winograd) space.m_defaults["algo"] = 0;
+    auto addChunked = [&](const Knobs& k) {
+      for (int64_t chunks : chunkOrder) {
+        Knobs c = k;
+        if (chunks != lower::defaultParallelChunks()) c["par_chunks"] = chunks;
+        if (!space.m_index.count(c)) space.add(std::move(c));
+      }
+    };
     for (int64_t v : {1, 2, 3, 4, 6, 8}) {
       if (blocks % v != 0) continue;
       std::optional<lower::ConvSketchShape> s = lower::convSketchShapeOfKey(key, v, options.vectorLanes);
       if (!s) continue;
       space.m_seeds.push_back(space.size());
-      space.add(lower::convSketchDefaultKnobs(*s, options.vectorRegisters));
-      for (Knobs& k : lower::convSketchAnnotations(*s, options.vectorRegisters))
-        if (!space.m_index.count(k)) space.add(std::move(k));
+      addChunked(lower::convSketchDefaultKnobs(*s, options.vectorRegisters));
+      for (Knobs& k : lower::convSketchAnnotations(*s, options.vectorRegisters)) addChunked(k);
     }
-    // Winograd: the sketch's annotations (winograd_search.h) of each tile size and packing, each
-    // default a seed.
+    // Winograd: the sketch's annotations (winograd_search.h) of each tile size and packing, as
+    // above.
     for (int64_t m : {4, 2}) {
       if (!plan.winograd) break;
       if (m > options.winograd) continue;  // --winograd 2 or 0: the build would not run it
@@ -113,9 +90,8 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
             lower::winogradShapeOfKey(key, static_cast<int>(m), v, options.vectorLanes);
         if (!s) continue;
         space.m_seeds.push_back(space.size());
-        space.add(lower::winogradSketchDefaultKnobs(*s, options.vectorRegisters));
-        for (Knobs& k : lower::winogradSketchAnnotations(*s, options.vectorRegisters))
-          if (!space.m_index.count(k)) space.add(std::move(k));
+        addChunked(lower::winogradSketchDefaultKnobs(*s, options.vectorRegisters));
+        for (Knobs& k : lower::winogradSketchAnnotations(*s, options.vectorRegisters)) addChunked(k);
       }
     }
   } else if (parts.kind == "dense") {
@@ -222,15 +198,10 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
   if (m_kind == "conv2d_nchwc") {
     ConvPlan plan = convPlan(m_params, m_options);
     const lower::ConvGeometry& g = plan.g;
-    // A sketch annotation (mi pixels × oc_vecs vectors, po: channel groups outermost) is a tile
-    // of mi columns (of the flattened pixels at stride 1), unrolled by the whole block.
-    const bool sketch = k.count("mi") != 0;
-    int64_t v = k.at("oc_vecs"), b = sketch ? k.at("mi") : k.at("ow_block");
-    int64_t flatten = sketch ? (plan.pointwise ? 1 : 0) : k.at("flatten");
-    int64_t ocOuter = sketch ? k.at("po") : k.at("oc_outer");
-    int64_t algo = knob(k, "algo", 0), unroll = knob(k, "unroll", 1);
-    int64_t lanes = knob(k, "vec_lanes", plan.block), splits = plan.block / lanes;
-    int64_t vectors = v * splits;  // accumulator vectors per column
+    // An annotation (mi pixels × oc_vecs vectors, po: channel groups outermost) is a tile of mi
+    // columns (of the flattened pixels at stride 1), unrolled by the whole block.
+    int64_t v = k.at("oc_vecs"), b = k.at("mi"), flatten = plan.pointwise ? 1 : 0, ocOuter = k.at("po");
+    int64_t algo = knob(k, "algo", 0), vectors = v;  // accumulator vectors per column
     double chunks = static_cast<double>(knob(k, "par_chunks", lower::defaultParallelChunks())) * threads;
     int64_t row = plan.rowWidth(flatten != 0), tiles = ceilDiv(row, b);
     int64_t rows = flatten ? 1 : g.outHeight();
@@ -265,14 +236,10 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          static_cast<float>(g.sh),
          static_cast<float>(plan.depthwise),
          static_cast<float>(algo),
-         static_cast<float>(unroll),
          static_cast<float>(taps),
          lg(chunks / threads),                                       // parallel granularity
          static_cast<float>(parallel / std::min(parallel, chunks)),  // iterations per chunk
-         static_cast<float>(std::fmod(parallel, std::min(parallel, chunks))),
-         static_cast<float>(lanes),    // vector width of the FMAs
-         static_cast<float>(splits),   // vectors per output vector
-         static_cast<float>(sketch)};  // scheduled by the sketch's primitives
+         static_cast<float>(std::fmod(parallel, std::min(parallel, chunks)))};
     return f;
   }
   if (m_kind == "matmul") {

@@ -1,15 +1,13 @@
 // Search spaces: the valid schedule configurations of a tuning task, with the features the cost
 // model learns from.
 //
-// A space is enumerated up front: the knobs of Kiln's register-tiled schedules (core/lower/
-// schedule_config.h) give a few hundred valid points per task at most, so validity is decided
-// once, here, by the same rules the lowerings check (a tile must fit the vector registers, a
-// row tile at most the row, rows of a dense tile must divide M, ...), and a search strategy
-// only ever sees valid configurations. Configurations are canonical: ow_block values that
-// planColumns would balance to another width are left out, so no two points build the same
-// kernel; a knob at its default value where it is optional (vec_lanes equal to the channel
-// block) is left out of the configuration, so it reads exactly like the schedule the lowering
-// records for it.
+// A space is enumerated up front: the annotations of Kiln's sketches (core/lower/conv_search.h,
+// winograd_search.h, gemm_search.h, nest_search.h) give a few hundred valid points per task at
+// most, so validity is decided once, here, by the same rules the lowerings check (a tile must fit
+// the vector registers and at most the row, ...), and a search strategy only ever sees valid
+// configurations. Configurations are canonical: a knob at its default value where it is optional
+// (a convolution's par_chunks at the runtime's launch granularity) is left out of the
+// configuration, so it reads exactly like the schedule the lowering records for it.
 #pragma once
 
 #include <cstdint>
@@ -53,10 +51,9 @@ class ConfigSpace {
   /// width), then the task's shape. Same length for every task of one operator kind.
   std::vector<float> features(int64_t index) const;
   std::string kind() const { return m_kind; }
-  /// Configurations worth measuring right after the heuristic's: another schedule system's own
-  /// default (a convolution's sketch annotation, one per weight packing), so every
-  /// tuning run times it against the builder. The tune loop takes those that agree with the
-  /// heuristic's configuration on the knobs they share (its packing).
+  /// Configurations worth measuring right after the heuristic's: a convolution's default
+  /// annotation of each algorithm (direct, each Winograd tile) and weight packing. The tune loop
+  /// takes those that agree with the heuristic's configuration on the knobs they share.
   const std::vector<int64_t>& seeds() const { return m_seeds; }
 
  private:
@@ -70,7 +67,7 @@ class ConfigSpace {
   std::vector<lower::Knobs> m_configs;
   std::map<lower::Knobs, int64_t> m_index;
   std::map<std::string, std::vector<int64_t>> m_values;
-  /// Optional knobs: the value a configuration without them has (vec_lanes: the block).
+  /// Optional knobs: the value a configuration without them has (par_chunks: the runtime's).
   std::map<std::string, int64_t> m_defaults;
   std::vector<int64_t> m_seeds;
 };

@@ -21,7 +21,7 @@ struct TuneTaskInfo {
 
 struct TuneTrial {
   int index = 0;           // within its task, 1-based
-  std::string knobs;       // "oc_vecs=2,ow_block=7,..."
+  std::string knobs;       // "mi=7,oc_vecs=2,po=1"
   double ms = 0;           // median per call; 0 when it failed
   double gflops = 0;
   std::string error;       // "", "timeout", "crashed (signal 11)", "wrong result (max diff 3.1)", ...

@@ -1,19 +1,18 @@
 // Microbenchmarks of Kiln's generated kernels (Google Benchmark): GFLOP/s of conv2d in the packed
-// layout (what -O3 runs) and in plain NCHW (-O0..-O2) on ResNet-50 layer shapes (and two of
-// MobileNetV2's depthwise ones), also as the template-free sketch of core/lower/conv_search.h
-// (conv_sketch), direct vs Winograd F(2×2, 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective
-// GFLOP/s, counting the direct convolution's FLOPs), dense 2048→1000, and bert_encoder's dense
-// layers over 128 and 1024 tokens (batch 1 and 8) both as dense (dot-product tile) and as -O3 runs them (pack-dense's
-// dense_packed, the outer-product tile on weight panels that the schedule primitives of its
-// sketch build, core/lower/gemm_search.h), the feed-forward layers' dense_packed_gelu (an exact
-// GELU fused at the tile's write-back) and that GELU alone over their 1024 × 1024 activation,
-// next to the measured FMA peak of this machine: a JIT-compiled loop-IR kernel of independent
-// vector FMA chains, once per vector width.
+// layout (what -O3 runs: the schedule of core/lower/conv_search.h's sketch) and in plain NCHW
+// (-O0..-O2) on ResNet-50 layer shapes (and two of MobileNetV2's depthwise ones), direct vs Winograd F(2×2,
+// 3×3) / F(4×4, 3×3) on ResNet-18's 3×3 layers (conv_algo{0,2,4}: effective GFLOP/s, counting the direct
+// convolution's FLOPs), dense 2048→1000, and bert_encoder's dense layers over 128 and 1024 tokens (batch 1
+// and 8) both as dense (dot-product tile) and as -O3 runs them (pack-dense's dense_packed, the outer-product
+// tile on weight panels that the schedule primitives of its sketch build, core/lower/gemm_search.h), the
+// feed-forward layers' dense_packed_gelu (an exact GELU fused at the tile's write-back) and that GELU alone
+// over their 1024 × 1024 activation, next to the measured FMA peak of this machine: a JIT-compiled loop-IR
+// kernel of independent vector FMA chains, once per vector width.
 //
 //   build/tests/bench/bench_kernels [--benchmark_repetitions=5 --benchmark_report_aggregates_only]
 //   KILN_BENCH_TARGET="llvm -mcpu=znver3" build/tests/bench/bench_kernels   (AVX2 schedules)
 //   KILN_BENCH_WINO_KNOBS="oc_vecs=1,mi=7,po=0" ... --benchmark_filter=conv_algo   (other Winograd tiles)
-//   KILN_BENCH_SKETCH_KNOBS="mi=14,po=0" ... --benchmark_filter=conv_sketch   (other sketch tiles)
+//   KILN_BENCH_SKETCH_KNOBS="mi=14,po=0" ... --benchmark_filter=conv_packed   (other sketch tiles)
 //
 // Each row reports GFLOPS (2·MACs per second) and pct_peak (of the measured single-thread peak
 // times the thread count). Kernels are compiled for the host ("llvm") with LowerOptions from its
@@ -182,11 +181,10 @@ struct ConvShape {
   int64_t c, h, w, oc, k, stride, pad, groups;
 };
 
-/// conv2d_nchwc on a packed input, exactly as -O3 emits it (weights pre-packed); with `sketch`
-/// (pointwise shapes) the template-free schedule of core/lower/conv_search.h instead of the
-/// builder, with its default annotation on the builder's packing, or KILN_BENCH_SKETCH_KNOBS
-/// ("mi=7,po=1": other tiles).
-Compiled packedConv(const ConvShape& s, bool sketch = false) {
+/// conv2d_nchwc on a packed input, exactly as -O3 emits it (weights pre-packed): the schedule of
+/// core/lower/conv_search.h with its default annotation, or with KILN_BENCH_SKETCH_KNOBS
+/// ("mi=7,po=1") other tiles on the same packing.
+Compiled packedConv(const ConvShape& s) {
   const auto& o = hostOptions();
   bool depthwise = s.groups > 1;
   int64_t outBlock = lower::channelBlock(s.oc, o), inBlock = depthwise ? outBlock : lower::channelBlock(s.c, o);
@@ -206,14 +204,11 @@ Compiled packedConv(const ConvShape& s, bool sketch = false) {
   g.setOutputs({g.add("conv2d_nchwc", {x, wp, b}, attrs)});
   double flops = 2.0 * s.oc * oh * ow * (s.c / s.groups) * s.k * s.k;
   lower::Knobs knobs;
-  if (sketch) {
+  if (const char* text = std::getenv("KILN_BENCH_SKETCH_KNOBS")) {
     auto shape = lower::convSketchShape({1, s.c / inBlock, s.h, s.w, inBlock}, g.type(wp).shape,
                                         {1, s.oc / outBlock, oh, ow, outBlock}, stride, pad, {1, 1}, s.groups, true);
-    if (!shape) std::fprintf(stderr, "%s: no sketch for this convolution\n", s.name);
-    else knobs = lower::convSketchDefaultKnobs(*shape, o.vectorRegisters);
-    if (const char* text = std::getenv("KILN_BENCH_SKETCH_KNOBS")) {
-      for (const auto& [name, value] : lower::parseKnobs(text)) knobs[name] = value;
-    }
+    if (shape) knobs = lower::convSketchDefaultKnobs(*shape, o.vectorRegisters);
+    for (const auto& [name, value] : lower::parseKnobs(text)) knobs[name] = value;
   }
   return compileGraph(g, {filled({1, s.c / inBlock, s.h, s.w, inBlock}, 0.f)}, flops, knobs);
 }
@@ -351,16 +346,6 @@ void registerAll() {
       std::string suffix = std::string(shape.name) + "/threads:" + std::to_string(t);
       configure(benchmark::RegisterBenchmark(("conv_packed/" + suffix).c_str(), [shape, t](benchmark::State& s) {
                   runCompiled(s, [&] { return packedConv(shape); }, t);
-                }),
-                t);
-    }
-  }
-  // Every one again as the template-free sketch (conv_search.h), the builder's rows beside.
-  for (const ConvShape& shape : resnet50Shapes()) {
-    for (int t : {1, 2}) {
-      std::string suffix = std::string(shape.name) + "/threads:" + std::to_string(t);
-      configure(benchmark::RegisterBenchmark(("conv_sketch/" + suffix).c_str(), [shape, t](benchmark::State& s) {
-                  runCompiled(s, [&] { return packedConv(shape, true); }, t);
                 }),
                 t);
     }

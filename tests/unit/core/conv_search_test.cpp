@@ -313,12 +313,12 @@ TEST(PointwiseConvSearch, TunedLoweringRunsWithAnEpilogue) {
   PrimFunc untuned = lowerGraph(fused, options).funcs[0];
   EXPECT_EQ(untuned.attrs.at("schedule"), knobsText(convSketchDefaultKnobs(s, options.vectorRegisters)));
   EXPECT_EQ(untuned.attrs.count("trace"), 1u);
-  // A record of the hand-written builder's knobs selects the builder, which has no trace.
+  // A record of the retired builder's knobs builds the annotation it stands for, with its trace.
   configs->byKey[key] = Knobs{{"ow_block", 5}, {"oc_vecs", 2}};
   PrimFunc builder = lowerGraph(fused, options).funcs[0];
-  const std::string& knobs = builder.attrs.at("schedule");
-  EXPECT_NE(knobs.find("ow_block=5"), std::string::npos) << knobs;
-  EXPECT_EQ(builder.attrs.count("trace"), 0u);
+  EXPECT_EQ(builder.attrs.at("schedule"),
+            "mi=5,oc_vecs=2,po=" + std::to_string(convSketchDefaultKnobs(s, 16).at("po")));
+  EXPECT_EQ(builder.attrs.count("trace"), 1u);
 }
 
 // A residual add and relu fused after the untuned sketch read the residual at the offset of the
@@ -525,16 +525,15 @@ TEST(WindowConvSearch, TunedLoweringOfPaddedWindows) {
 
 // Outputs whose window lies wholly in the padding (a padded 1×1's border, a 3×3 padded by 3) are
 // regions of their own that store the bias: with records the sketch computes them, in the
-// interpreter and as JIT code. Untuned, the padded 1×1 (3 × 3 regions) takes the sketch's default;
-// the 3×3 padded by 3 (7 × 7 regions, slower than the builder) keeps the builder.
+// interpreter and as JIT code, and untuned with the sketch's default annotation (a padded 1×1: 3 × 3
+// regions; a 3×3 padded by 3: 7 × 7).
 TEST(WindowConvSearch, OutputsBeyondThePaddingsReachStoreTheBias) {
   struct Case {
     Shape xs, ws, ys;
     int64_t pad;
-    bool sketchByDefault;
   };
-  for (const Case& k : {Case{{1, 2, 5, 6, 8}, {2, 2, 1, 1, 8, 8}, {1, 2, 7, 8, 8}, 1, true},
-                        Case{{1, 2, 4, 5, 8}, {2, 2, 3, 3, 8, 8}, {1, 2, 8, 9, 8}, 3, false}}) {
+  for (const Case& k : {Case{{1, 2, 5, 6, 8}, {2, 2, 1, 1, 8, 8}, {1, 2, 7, 8, 8}, 1},
+                        Case{{1, 2, 4, 5, 8}, {2, 2, 3, 3, 8, 8}, {1, 2, 8, 9, 8}, 3}}) {
     auto text = [](const Shape& sh) {
       std::string out;
       for (int64_t d : sh) out += (out.empty() ? "" : ",") + std::to_string(d);
@@ -553,8 +552,7 @@ TEST(WindowConvSearch, OutputsBeyondThePaddingsReachStoreTheBias) {
     expectKeyedSketches(g, c, {all.front(), all[all.size() / 2], all.back()});
     LowerOptions options;
     LoweredModule untuned = lowerGraph(g, options);
-    EXPECT_EQ(untuned.funcs[0].attrs.at("schedule").find("mi=") != std::string::npos, k.sketchByDefault)
-        << untuned.funcs[0].attrs.at("schedule");
+    EXPECT_EQ(untuned.funcs[0].attrs.at("schedule"), knobsText(convSketchDefaultKnobs(*s, 16)));
     EXPECT_TRUE(allClose(evalModule(untuned, c.inputs, Engine::Jit)[0], c.want));
   }
 }
@@ -562,7 +560,7 @@ TEST(WindowConvSearch, OutputsBeyondThePaddingsReachStoreTheBias) {
 // A depthwise 3×3 at stride 2 (MobileNet's downsampling): a record makes it the sketch, its regions
 // over each lane's taps, in the interpreter and as JIT code; its trace is the one the tuner builds
 // from the key. Untuned it is the sketch's default annotation, as with a record for a packing of
-// two vectors (which does not fit it); a record of builder knobs keeps the builder.
+// two vectors (which does not fit it); a record of builder knobs builds its annotation.
 TEST(WindowConvSearch, DepthwiseConvolutionsTakeTheSketch) {
   Graph g = oneConv("1,2,7,9,8", "2,1,3,3,1,8", "1,2,4,5,8", "groups=16, stride=[2,2], padding=[1,1], out_layout=\"NCHW8c\"");
   auto s = convSketchShape({1, 2, 7, 9, 8}, {2, 1, 3, 3, 1, 8}, {1, 2, 4, 5, 8}, {2, 2}, {1, 1}, {1, 1}, 16, true);
@@ -574,7 +572,8 @@ TEST(WindowConvSearch, DepthwiseConvolutionsTakeTheSketch) {
   // The interior's reduction is the taps alone.
   EXPECT_NE(sketchTrace(key, tile, 8, 16).str().find("cache_write(kh_1_1)"), std::string::npos);
   // Untuned, and with a record for a packing of two vectors (which does not fit), the kernel is
-  // the sketch's default annotation; a record of builder knobs keeps the builder.
+  // the sketch's default annotation; a record of the retired builder's knobs builds the
+  // annotation it stands for.
   const Knobs defaults = convSketchDefaultKnobs(*s, 16);
   for (const Knobs& record : {Knobs{}, Knobs{{"mi", 4}, {"po", 1}, {"oc_vecs", 2}}}) {
     auto configs = std::make_shared<ScheduleConfigs>();
@@ -589,7 +588,8 @@ TEST(WindowConvSearch, DepthwiseConvolutionsTakeTheSketch) {
   configs->byKey[key] = Knobs{{"oc_vecs", 1}, {"ow_block", 4}, {"oc_outer", 1}, {"unroll", 1}, {"flatten", 0}};
   LowerOptions options;
   options.schedules = configs;
-  EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.count("trace"), 0u);
+  const Knobs itsTile{{"mi", 4}, {"po", 1}, {"oc_vecs", 1}};
+  EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.at("trace"), sketchTrace(key, itsTile, 8, 16).str());
 }
 
 }  // namespace

@@ -102,15 +102,12 @@ TEST(TuneSpace, EveryConfigurationIsValidDistinctAndCanonical) {
       EXPECT_EQ(space.features(i).size(), width);
       for (int64_t j : space.neighbors(i)) {
         int differ = 0;
-        for (const auto& [name, values] : space.knobValues())  // a knob left out (vec_lanes) counts too
+        for (const auto& [name, values] : space.knobValues())  // a knob left out (par_chunks) counts too
           differ += lower::knob(space.config(j), name, -1) != lower::knob(space.config(i), name, -1);
         EXPECT_EQ(differ, 1);
       }
     }
   }
-  // The pointwise space offers the flattened row; the 3×3 one cannot.
-  EXPECT_EQ(ConfigSpace::forKey(kConv, avx2()).knobValues().at("flatten"), std::vector<int64_t>{0});
-  EXPECT_EQ(ConfigSpace::forKey(kPointwise, avx2()).knobValues().at("flatten"), (std::vector<int64_t>{0, 1}));
   EXPECT_THROW(ConfigSpace::forKey("softmax:n=1:f32", avx2()), Error);
 }
 
@@ -221,9 +218,8 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
     std::string heuristic = taskKernel(base, key).attrs.at("schedule");
     std::vector<runtime::Tensor> expected = evalGraph(taskGraph(key), {x}, Engine::Interpreter, avx2());
     std::set<std::string> schedules;
-    // Every configuration for the small dense space; for the convolutions a spread of them
-    // plus one of every (algo, oc_vecs, unroll, oc_outer) combination (the widest tile), and of
-    // every (oc_vecs, po) of a convolution's sketch (the tallest tile).
+    // Every configuration for the small dense space; for the convolutions a spread of them plus
+    // one of every (algo, oc_vecs, po, par_chunks) combination (the tallest tile).
     int64_t step = std::max<int64_t>(1, space.size() / 12);
     std::set<int64_t> indices;
     for (int64_t i = 0; i < space.size(); i += step) indices.insert(i);
@@ -231,12 +227,10 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
     for (int64_t i = 0; i < space.size(); ++i) {
       const Knobs& k = space.config(i);
       if (!k.count("oc_vecs")) break;
-      const bool sketch = k.count("mi") != 0;
-      std::vector<int64_t> group{lower::knob(k, "algo", 0), k.at("oc_vecs"), sketch ? -1 : k.at("unroll"),
-                                 sketch ? k.at("po") : k.at("oc_outer")};
-      const char* width = sketch ? "mi" : "ow_block";
+      std::vector<int64_t> group{lower::knob(k, "algo", 0), k.at("oc_vecs"), k.at("po"),
+                                 lower::knob(k, "par_chunks", lower::defaultParallelChunks())};
       auto [it, fresh] = widest.emplace(group, i);
-      if (!fresh && space.config(it->second).at(width) < k.at(width)) it->second = i;
+      if (!fresh && space.config(it->second).at("mi") < k.at("mi")) it->second = i;
     }
     for (const auto& [group, i] : widest) indices.insert(i);
     for (int64_t i : indices) {
@@ -254,7 +248,7 @@ TEST(TuneSpace, EachConfigurationBuildsItsOwnScheduleWithEqualResults) {
 
 // A convolution's space (pointwise, windowed or depthwise) seeds the sketch's default annotation
 // of every packing (and of the Winograd sketch's, where Winograd applies), so a tuning run times
-// it right after the builder's heuristic; other operators' spaces have no seeds.
+// them right after the heuristic's; other operators' spaces have no seeds.
 TEST(TuneSpace, ConvSpacesSeedTheSketchDefault) {
   const std::string depthwise =
       "conv2d_nchwc:n=1,c=32,h=9,w=11,o=32,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=32:f32";
@@ -288,29 +282,49 @@ TEST(TuneSpace, ConvSpacesSeedTheSketchDefault) {
   EXPECT_TRUE(ConfigSpace::forKey(kDense, avx2()).seeds().empty());
 }
 
-TEST(TuneSpace, WinogradAndUnrollKnobsOnlyWhereTheyApply) {
+// Every point of a convolution's space is a sketch annotation (conv_search.h, winograd_search.h):
+// there is no other schedule of these kernels. Each annotation comes at the runtime's launch
+// granularity first (par_chunks left out), then at the others.
+TEST(TuneSpace, ConvSpacesAreSketchAnnotationsAtEveryGranularity) {
   ConfigSpace conv = ConfigSpace::forKey(kConv, avx2());
+  // The direct kernel's annotations leave algo out (0); Winograd's carry 2 or 4.
   EXPECT_EQ(conv.knobValues().at("algo"), (std::vector<int64_t>{0, 2, 4}));
-  EXPECT_EQ(conv.knobValues().at("unroll"), (std::vector<int64_t>{1, 2, 4}));
   EXPECT_EQ(conv.knobValues().at("par_chunks"), lower::parallelChunkChoices());
   // Pointwise, strided and depthwise convolutions have no algorithm choice.
   EXPECT_EQ(ConfigSpace::forKey(kPointwise, avx2()).knobValues().count("algo"), 0u);
   const std::string depthwise = "conv2d_nchwc:n=1,c=16,h=8,w=8,o=16,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=16:f32";
-  ConfigSpace dw = ConfigSpace::forKey(depthwise, avx2());
-  EXPECT_EQ(dw.knobValues().count("algo"), 0u);
-  EXPECT_EQ(dw.knobValues().at("unroll"), std::vector<int64_t>{1});
-  // The first-layer convolution's 3 input channels (block 1) cannot unroll.
-  const std::string rgb = "conv2d_nchwc:n=1,c=3,h=9,w=9,o=16,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,g=1:f32";
-  EXPECT_EQ(ConfigSpace::forKey(rgb, avx2()).knobValues().at("unroll"), std::vector<int64_t>{1});
-  // Winograd points are the sketch's annotations (winograd_search.h) only: there is no other
-  // Winograd schedule.
+  EXPECT_EQ(ConfigSpace::forKey(depthwise, avx2()).knobValues().count("algo"), 0u);
   int64_t winograd = 0;
-  for (int64_t i = 0; i < conv.size(); ++i) {
-    const Knobs& k = conv.config(i);
-    if (lower::knob(k, "algo", 0) == 0) continue;
-    ++winograd;
-    EXPECT_EQ(k.count("mi"), 1u) << lower::knobsText(k);
-    EXPECT_EQ(k.count("ow_block"), 0u) << lower::knobsText(k);
+  for (const std::string& key : {kConv, kPointwise, depthwise}) {
+    ConfigSpace space = ConfigSpace::forKey(key, avx2());
+    std::set<std::string> names;
+    for (const auto& [name, values] : space.knobValues()) names.insert(name);
+    std::set<std::string> want{"mi", "oc_vecs", "par_chunks", "po"};
+    if (key == kConv) want.insert("algo");
+    EXPECT_EQ(names, want);
+    for (int64_t i = 0; i < space.size(); ++i) {
+      const Knobs& k = space.config(i);
+      ASSERT_EQ(k.count("mi"), 1u) << lower::knobsText(k);
+      winograd += lower::knob(k, "algo", 0) != 0;
+      if (k.count("par_chunks")) {
+        // Its twin at the default granularity comes right before it (one or two points back).
+        EXPECT_NE(k.at("par_chunks"), lower::defaultParallelChunks());
+        Knobs twin = k;
+        twin.erase("par_chunks");
+        std::optional<int64_t> t = space.indexOf(twin);
+        ASSERT_TRUE(t.has_value()) << lower::knobsText(k);
+        EXPECT_TRUE(*t == i - 1 || *t == i - 2) << lower::knobsText(k);
+        std::vector<int64_t> around = space.neighbors(i);
+        EXPECT_NE(std::find(around.begin(), around.end(), *t), around.end());
+        EXPECT_NE(space.features(i), space.features(*t));
+      }
+    }
+    // The default granularity given explicitly names the same point; other values none.
+    Knobs first = space.config(0);
+    first["par_chunks"] = lower::defaultParallelChunks();
+    EXPECT_EQ(space.indexOf(first), 0);
+    first["par_chunks"] = 3;
+    EXPECT_FALSE(space.indexOf(first).has_value());
   }
   EXPECT_GT(winograd, 0);
 }
@@ -331,7 +345,7 @@ TEST(TuneSpace, WinogradRecordChangesTheKernelAndStillMatches) {
                            {"oc_outer", 0}, {"unroll", 4},  {"par_chunks", 16}};
   lower::LoweredModule m = lowerTask(kConv, avx2(), configs);
   const tir::PrimFunc& f = taskKernel(m, kConv);
-  EXPECT_EQ(f.attrs.at("schedule"), "algo=4,mi=3,oc_vecs=2,po=0");
+  EXPECT_EQ(f.attrs.at("schedule"), "algo=4,mi=3,oc_vecs=2,par_chunks=16,po=0");
   EXPECT_EQ(f.attrs.count("trace"), 1u);
   expectResultWith(kConv, configs, x, expected);
   // The same record given to lowering only (weights packed for the direct kernel) is ignored.
@@ -346,7 +360,7 @@ TEST(TuneSpace, RecordWithAnotherPackingIsIgnoredNotMisapplied) {
   // oc_vecs decides the weight packing in alter-layout; a lowering that meets a weight packed
   // otherwise (the record applied to lowering only) must keep the heuristic.
   auto configs = std::make_shared<lower::ScheduleConfigs>();
-  configs->byKey[kConv] = {{"oc_vecs", 4}, {"ow_block", 2}, {"flatten", 0}, {"oc_outer", 0}};
+  configs->byKey[kConv] = {{"oc_vecs", 4}, {"mi", 2}, {"po", 0}};
   Graph g = taskGraph(kConv);
   passes::PassManager(passes::parsePipeline("alter-layout{lanes=8}")).run(g);  // no configs: heuristic packing
   lower::LowerOptions options = avx2();
@@ -518,8 +532,8 @@ TEST(Tuners, ProposeEachConfigurationOnceAndExhaustTheSpace) {
   ConfigSpace space = ConfigSpace::forKey(kConv, avx2());
   auto cost = [&](int64_t i) {
     const Knobs& k = space.config(i);
-    const int64_t tile = k.count("mi") ? k.at("mi") : k.at("ow_block");  // a sketch's or the builder's
-    return 1.0 + std::abs(static_cast<double>(tile - 6)) + 0.5 * static_cast<double>(k.at("oc_vecs") != 2);
+    return 1.0 + std::abs(static_cast<double>(k.at("mi") - 6)) +
+           0.5 * static_cast<double>(k.at("oc_vecs") != 2);
   };
   for (const std::string& name : tunerNames()) {
     auto tuner = makeTuner(name, space, 7);
@@ -744,10 +758,10 @@ TEST(Evolve, FindsTheOptimumScoringFewPointsOnce) {
   EXPECT_GE(scoreOf(rest[0]), std::exp(-1.0f / 8) - 1e-6f);  // a neighbour of the optimum
 }
 
-// Loop features of real candidates: the builder's kernel and a sketch's, compiled from the key
-// as the worker compiles them, give full rows; a wider register tile does more arithmetic per
-// parameter load in its inner body; every point's row is computed once.
-TEST(TuneFeatures, CandidatesOfBothFamiliesDescribeTheirLoopNests) {
+// Loop features of real candidates: a direct convolution's sketch annotations and a Winograd
+// one, compiled from the key as the worker compiles them, give full rows; a wider register tile
+// has a larger unrolled inner body; every point's row is computed once.
+TEST(TuneFeatures, CandidatesDescribeTheirLoopNests) {
   ConfigSpace space = ConfigSpace::forKey(kConv, avx2());
   CandidateFeatures loops(space, FeatureSet::Loops, avx2(), 2);
   CandidateFeatures both(space, FeatureSet::Both, avx2(), 2);
@@ -755,29 +769,27 @@ TEST(TuneFeatures, CandidatesOfBothFamiliesDescribeTheirLoopNests) {
   auto at = [&](const std::vector<float>& row, const std::string& name) {
     return row.at(static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin()));
   };
-  auto builder = [&](int64_t v, int64_t b) {
-    auto i = space.indexOf({{"algo", 0}, {"oc_vecs", v}, {"ow_block", b}, {"flatten", 0}, {"oc_outer", 1},
-                            {"unroll", 1}, {"par_chunks", lower::defaultParallelChunks()}});
-    EXPECT_TRUE(i.has_value()) << v << "x" << b;
+  auto point = [&](const Knobs& k) {
+    auto i = space.indexOf(k);
+    EXPECT_TRUE(i.has_value()) << lower::knobsText(k);
     return i.value_or(0);
   };
-  const int64_t narrow = builder(1, 1), wide = builder(2, 4);
-  int64_t sketch = -1;
-  for (int64_t i = 0; i < space.size() && sketch < 0; ++i)
-    if (space.config(i).count("mi") && lower::knob(space.config(i), "algo", 0) == 0) sketch = i;
-  ASSERT_GE(sketch, 0);
-  for (int64_t i : {narrow, wide, sketch}) {
+  const int64_t narrow = point({{"oc_vecs", 1}, {"mi", 1}, {"po", 1}}),
+                wide = point({{"oc_vecs", 2}, {"mi", 4}, {"po", 1}}),
+                winograd = point({{"algo", 2}, {"oc_vecs", 1}, {"mi", 4}, {"po", 1}});
+  for (int64_t i : {narrow, wide, winograd}) {
     const std::vector<float>& row = loops.row(i);
     ASSERT_EQ(row.size(), names.size());
     for (float x : row) EXPECT_TRUE(std::isfinite(x)) << space.config(i).size();
-    // A multiply and an add per tap inside the image (25 of 27 row taps, 31 of 33 column taps
-    // with padding 1), 8 input channels, 32 outputs. A border window's bounds count at their
-    // upper bound, so the builder's count may be up to 15 % above.
-    EXPECT_NEAR(at(row, "float_ops"), std::log2(1.0 + 2.0 * 25 * 31 * 8 * 32), 0.2) << i;
     EXPECT_EQ(both.row(i).size(), space.features(i).size() + names.size());
   }
-  EXPECT_GT(at(loops.row(wide), "inner_ops_per_param_load"), at(loops.row(narrow), "inner_ops_per_param_load"));
-  EXPECT_NE(loops.row(sketch), loops.row(narrow));
+  // A multiply and an add per tap inside the image (25 of 27 row taps, 31 of 33 column taps with
+  // padding 1), 8 input channels, 32 outputs: the direct kernel spends none on padding.
+  for (int64_t i : {narrow, wide})
+    EXPECT_NEAR(at(loops.row(i), "float_ops"), std::log2(1.0 + 2.0 * 25 * 31 * 8 * 32), 0.05) << i;
+  EXPECT_GT(at(loops.row(wide), "inner_body_ops"), at(loops.row(narrow), "inner_body_ops"));
+  EXPECT_GT(at(loops.row(wide), "unrolled_iterations"), at(loops.row(narrow), "unrolled_iterations"));
+  EXPECT_NE(loops.row(winograd), loops.row(narrow));
   double spent = loops.compileSeconds();
   loops.row(wide);
   EXPECT_EQ(loops.compileSeconds(), spent) << "a row computed twice";
@@ -841,102 +853,24 @@ TEST(TuneTasks, ExtractedWithWeightsFromTheLoweredModule) {
   EXPECT_GE(tasks[0].weight * tasks[0].flops, tasks[1].weight * tasks[1].flops);
 }
 
-// vec_lanes (narrower vectors than the output block) is a knob of direct convolutions only: the
-// block first (left out of the configuration, as in the heuristic's schedule), then half of it
-// where that is at least 4 lanes, with the tiles that fit the registers as split accumulators.
-TEST(TuneSpace, VecLanesOnDirectConvsDefaultFirstInvalidExcluded) {
-  const std::string resnet =
-      "conv2d_nchwc:n=1,c=64,h=56,w=56,o=64,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32";
-  const std::string depthwise =
-      "conv2d_nchwc:n=1,c=32,h=9,w=9,o=32,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,g=32:f32";
-  lower::LowerOptions avx512 = lower::lowerOptionsFor("znver4", "");
-  struct Case {
-    std::string key;
-    lower::LowerOptions options;
-    int64_t block;
-  };
-  for (const Case& c : {Case{kConv, avx2(), 8}, Case{kPointwise, avx2(), 8}, Case{resnet, avx512, 16},
-                        Case{depthwise, avx512, 16}}) {
-    SCOPED_TRACE(c.key + " lanes " + std::to_string(c.options.vectorLanes));
-    ConfigSpace space = ConfigSpace::forKey(c.key, c.options);
-    EXPECT_EQ(space.knobValues().at("vec_lanes"), (std::vector<int64_t>{c.block / 2, c.block}));
-    EXPECT_EQ(space.config(0).count("vec_lanes"), 0u);  // the default width first
-    int64_t lastFull = -1, firstHalf = -1, half = 0;
-    for (int64_t i = 0; i < space.size(); ++i) {
-      const Knobs& k = space.config(i);
-      if (k.count("mi")) continue;  // a pointwise convolution's sketch annotation: its own tile
-      auto lanes = k.find("vec_lanes");
-      if (lanes == k.end()) {
-        EXPECT_TRUE(lower::packedConvTileFits(k.at("oc_vecs"), k.at("ow_block"), c.options, 1));
-        if (lower::knob(k, "algo", 0) == 0) lastFull = i;
-        continue;
-      }
-      ++half;
-      if (firstHalf < 0) firstHalf = i;
-      EXPECT_EQ(lanes->second, c.block / 2);
-      EXPECT_EQ(lower::knob(k, "algo", 0), 0) << "Winograd has no vec_lanes";
-      EXPECT_TRUE(lower::packedConvTileFits(k.at("oc_vecs"), k.at("ow_block"), c.options, 2))
-          << lower::knobsText(k);
-      // Its full-width twin is in the space, one knob away, and features tell them apart.
-      Knobs twin = k;
-      twin.erase("vec_lanes");
-      auto t = space.indexOf(twin);
-      ASSERT_TRUE(t.has_value()) << lower::knobsText(k);
-      auto around = space.neighbors(i);
-      EXPECT_NE(std::find(around.begin(), around.end(), *t), around.end());
-      EXPECT_NE(space.features(i), space.features(*t));
-      EXPECT_EQ(space.features(i).size(), space.features(*t).size());
-    }
-    EXPECT_GT(half, 0);
-    EXPECT_LT(lastFull, firstHalf);
-    // The block given explicitly names the same point as leaving it out.
-    Knobs explicitFull = space.config(0);
-    explicitFull["vec_lanes"] = c.block;
-    EXPECT_EQ(space.indexOf(explicitFull), 0);
-    // Invalid: widths other than L and L/2, and split tiles past the register budget.
-    for (int64_t bad : {c.block / 4, c.block * 2, int64_t{3}}) {
-      Knobs k = space.config(0);
-      k["vec_lanes"] = bad;
-      EXPECT_FALSE(space.indexOf(k).has_value()) << bad;
-    }
-  }
-  // A full-width tile that uses the whole budget has no half-width twin (2 × 2 × 14 > 28).
-  ConfigSpace space = ConfigSpace::forKey(resnet, avx512);
-  Knobs wide{{"algo", 0},     {"oc_vecs", 2}, {"ow_block", 14}, {"flatten", 0},
-             {"oc_outer", 1}, {"unroll", 1},  {"par_chunks", 4}};
-  ASSERT_TRUE(space.indexOf(wide).has_value());
-  wide["vec_lanes"] = 8;
-  EXPECT_FALSE(space.indexOf(wide).has_value());
-  wide["ow_block"] = 7;
-  EXPECT_TRUE(space.indexOf(wide).has_value());
-  // Blocks of 4 lanes (12 output channels) have no narrower width; Winograd points never do.
-  const std::string twelve =
-      "conv2d_nchwc:n=1,c=8,h=9,w=9,o=12,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32";
-  EXPECT_EQ(ConfigSpace::forKey(twelve, avx2()).knobValues().count("vec_lanes"), 0u);
-}
-
-// A vec_lanes record (the builder's knob) changes the generated kernel (recorded in its schedule)
-// and the result still matches the untuned kernel.
-TEST(TuneSpace, VecLanesRecordChangesTheKernelAndStillMatches) {
+// A record of the retired builder's knobs (read by alter-layout for its packing, by lowering as
+// the annotation it stands for) builds the sketch with its tile, loop order and granularity, and
+// the result still matches the untuned kernel.
+TEST(TuneSpace, BuilderRecordBuildsTheAnnotationItStandsFor) {
   for (const std::string& key : {kConv, kPointwise}) {
-    ConfigSpace space = ConfigSpace::forKey(key, avx2());
     Graph reference = taskGraph(key);
     runtime::Tensor x = lower::testing::randomTensor(reference.type(reference.inputs()[0]).shape, 4);
     std::vector<runtime::Tensor> expected = evalGraph(reference, {x}, Engine::Jit, avx2());
-    std::string heuristic = taskKernel(lowerTask(key, avx2(), nullptr), key).attrs.at("schedule");
-    EXPECT_EQ(heuristic.find("vec_lanes"), std::string::npos) << heuristic;
-    // The space's first direct builder point with half-width vectors and 3-pixel tiles.
-    std::optional<Knobs> found;
-    for (int64_t i = 0; i < space.size() && !found; ++i) {
-      const Knobs& c = space.config(i);
-      const bool direct = lower::knob(c, "algo", 0) == 0;
-      if (direct && lower::knob(c, "vec_lanes", 0) == 4 && lower::knob(c, "ow_block", 0) == 3) found = c;
-    }
-    ASSERT_TRUE(found.has_value()) << key;
-    Knobs k = *found;
     auto configs = std::make_shared<lower::ScheduleConfigs>();
-    configs->byKey[key] = k;
-    EXPECT_EQ(taskKernel(lowerTask(key, avx2(), configs), key).attrs.at("schedule"), lower::knobsText(k));
+    configs->byKey[key] = {{"oc_vecs", 2}, {"ow_block", 3},  {"flatten", 0},    {"oc_outer", 0},
+                           {"unroll", 2},  {"vec_lanes", 4}, {"par_chunks", 16}};
+    if (key == kConv) configs->byKey[key]["algo"] = 0;
+    const lower::LoweredModule module = lowerTask(key, avx2(), configs);
+    const tir::PrimFunc& f = taskKernel(module, key);
+    // oc_outer=0 is po = 0 in the pointwise nest, po = 1 in the 3×3's regions (see convAnnotationOf).
+    EXPECT_EQ(f.attrs.at("schedule"),
+              key == kConv ? "mi=3,oc_vecs=2,par_chunks=16,po=1" : "mi=3,oc_vecs=2,par_chunks=16,po=0");
+    EXPECT_EQ(f.attrs.at("parallel_chunks"), "16");
     expectResultWith(key, configs, x, expected);
   }
 }
