@@ -1,12 +1,14 @@
-// The plain GEMM nests (matmul, dense_packed) and their sketch rules; see gemm_search.h.
+// The plain GEMM nests (matmul, dense, dense_packed) and their sketch rules; see gemm_search.h.
 #include "core/lower/gemm_search.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "core/lower/conv_search.h"
-#include "core/lower/winograd_search.h"
 #include "core/lower/lower_internal.h"
+#include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
+#include "core/lower/winograd_search.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -149,7 +151,25 @@ int matmulLanes(const MatmulShape& s, int lanes) {
   return l;
 }
 
+namespace {
+
+/// The one-column form's annotation fits (see gemm_search.h): mi rows (at most 8 and M), no
+/// column vectors or cache block, a parallel loop of the ones offered.
+bool dotAnnotationFits(const MatmulShape& s, const Knobs& knobs) {
+  int64_t mi = knob(knobs, "mi", 0), par = knob(knobs, "par", -1);
+  if (mi < 1 || mi > std::min<int64_t>(8, s.m) || knobs.count("nv") || knob(knobs, "kt", 0) != 0)
+    return false;
+  if (par < 0 || par > 3) return false;
+  if (par == 1 && s.m / mi < 2) return false;
+  if (par == 2 && s.batches < 2) return false;
+  if (par == 3 && (s.batches < 2 || s.m / mi < 2 || s.m % mi != 0)) return false;
+  return true;
+}
+
+}  // namespace
+
 bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes) {
+  if (s.n == 1) return dotAnnotationFits(s, knobs);
   lanes = matmulLanes(s, lanes);
   int64_t mi = knob(knobs, "mi", 0), nv = knob(knobs, "nv", 0), kt = knob(knobs, "kt", 0), par = knob(knobs, "par", 0);
   if (mi < 1 || mi > s.m || nv < 1 || lanes < 2 || nv * lanes > s.n) return false;
@@ -169,6 +189,14 @@ bool matmulAnnotationFits(const MatmulShape& s, const Knobs& knobs, int lanes) {
 
 std::vector<Knobs> matmulAnnotations(const MatmulShape& s, int lanes) {
   std::vector<Knobs> out;
+  if (s.n == 1) {
+    for (int64_t par : {3, 2, 1, 0})
+      for (int64_t mi = 1; mi <= 8; ++mi) {
+        Knobs k{{"mi", mi}, {"par", par}};
+        if (dotAnnotationFits(s, k)) out.push_back(std::move(k));
+      }
+    return out;
+  }
   std::vector<int64_t> kts{0};
   for (int64_t kt : {16, 32, 64, 128, 256})
     if (kt < s.k && s.k % kt == 0) kts.push_back(kt);
@@ -187,6 +215,14 @@ std::vector<Knobs> matmulAnnotations(const MatmulShape& s, int lanes) {
 Knobs matmulDefaultKnobs(const MatmulShape& s, int lanes, int budget) {
   lanes = matmulLanes(s, lanes);
   const int64_t mi = matmulDefaultRows(s.m);
+  if (s.n == 1) {
+    // The one-column form: the hand-written dot-product rows it replaced, parallel as below.
+    std::vector<int64_t> pars{0};
+    if (wantParallel(s.batches * s.m, s.k)) pars = {3, 2, 1, 0};
+    for (int64_t par : pars)
+      if (Knobs k{{"mi", mi}, {"par", par}}; dotAnnotationFits(s, k)) return k;
+    return {{"mi", mi}, {"par", 0}};
+  }
   const int64_t nv = std::min<int64_t>(matmulDefaultVectors(static_cast<int>(mi), budget),
                                        std::max<int64_t>(1, s.n / lanes));
   // The parallel loop, when the product is worth threads: batches × row tiles fused, else the
@@ -202,7 +238,7 @@ Knobs matmulDefaultKnobs(const MatmulShape& s, int lanes, int budget) {
 
 std::optional<Knobs> matmulAnnotationOf(const MatmulShape& s, const Knobs& knobs, int lanes, int budget) {
   if (knobs.count("mi")) return knobs;
-  if (!knobs.count("rows") || !knobs.count("cols")) return std::nullopt;
+  if (!knobs.count("rows") || !knobs.count("cols") || s.n == 1) return std::nullopt;
   Knobs k = matmulDefaultKnobs(s, lanes, budget);
   k["mi"] = knobs.at("rows");
   k["nv"] = knobs.at("cols");
@@ -232,6 +268,63 @@ std::vector<std::string> newLoops(const Schedule& sched, const std::vector<std::
         std::find(except.begin(), except.end(), name) == except.end())
       out.push_back(name);
   return out;
+}
+
+/// A dot-product tile (dense, the one-column matmul) on `k` (extent `reduction`), `rows` (extent
+/// `height`), `cols` (extent `width`) perfectly
+/// nested in that order (k outermost): the sums in registers from the bias, vectors of `lanes`
+/// partial sums per element over the first K - K mod lanes steps, folded as a tree, the rest
+/// scalar.
+void dotTile(Schedule& sched, int64_t reduction, const std::string& k, const std::string& rows,
+             int64_t height, const std::string& cols, int64_t width, int lanes) {
+  // The tile's loops and their copies; rfactor makes _init and _fold copies only of the loops
+  // that move the element (a loop of one iteration does not).
+  auto unrollTile = [&](const std::string& r, const std::string& c) {
+    const std::vector<std::string> names = sched.loopNames();
+    auto has = [&](const std::string& l) { return std::find(names.begin(), names.end(), l) != names.end(); };
+    if (height > 1 && has(r)) sched.unroll(r);
+    if (width > 1 && has(c)) sched.unroll(c);
+  };
+  sched.cacheWrite(k);
+  if (lanes < 2 || reduction < lanes) {
+    // No vector of the reduction: scalar sums over the tile.
+    unrollTile(rows, cols);
+    return;
+  }
+  std::vector<std::string> before = sched.loopNames();
+  auto [ko, ki] = sched.split(k, lanes, TailStrategy::Loop);
+  std::vector<std::string> tail = newLoops(sched, before, {ko, ki});  // k, rows, cols of the scalar steps
+  sched.reorder({rows, cols, ki});
+  sched.rfactor(ki);
+  sched.vectorize(ki);
+  sched.vectorize(ki + "_init");
+  foldPartialsAsTree(sched, ki + "_fold");
+  unrollTile(rows, cols);
+  unrollTile(rows + "_init", cols + "_init");
+  unrollTile(rows + "_fold", cols + "_fold");
+  if (tail.size() == 3) unrollTile(tail[1], tail[2]);
+}
+
+/// The one-column matmul's sketch (N = 1: b is contiguous along k, as a row of dense's w): rows of
+/// `mi` (a tail loop for M mod mi), each tile a dot-product tile over k, and the parallel loop of
+/// `par` (1 the row tiles, 2 the batches, 3 both fused).
+void applyMatmulDotSketch(Schedule& sched, const MatmulShape& s, const Knobs& knobs, int lanes) {
+  const int64_t mi = knobs.at("mi"), par = knobs.at("par");
+  int l = std::max(1, lanes);
+  while (l > 1 && l > s.k) l /= 2;
+  std::vector<std::string> before = sched.loopNames();
+  auto [io, ii] = sched.split("i", mi, TailStrategy::Loop);
+  std::vector<std::string> tail = newLoops(sched, before, {io, ii});  // rows, j, k of the tail
+  sched.reorder({"k", ii, "j"});
+  dotTile(sched, s.k, "k", ii, mi, "j", 1, l);
+  if (s.m % mi != 0) {
+    KILN_ASSERT(tail.size() == 3, "matmul sketch: the row tail is not a three-loop nest");
+    sched.reorder({tail[2], tail[0], tail[1]});
+    dotTile(sched, s.k, tail[2], tail[0], s.m % mi, tail[1], 1, l);
+  }
+  if (par == 1) sched.parallel(io);
+  if (par == 2) sched.parallel("b");
+  if (par == 3) sched.parallel(sched.fuse("b", io));
 }
 
 /// The sketch's register tiles on one block of rows: `rows`, `cols` and `k` perfectly nested in
@@ -276,6 +369,7 @@ void applyMatmulSketch(Schedule& sched, const MatmulShape& s, const Knobs& knobs
   if (!matmulAnnotationFits(s, knobs, lanes))
     throw Error("matmul sketch: annotation '" + knobsText(knobs) + "' does not fit the shape",
                 ErrorKind::InvalidInput);
+  if (s.n == 1) return applyMatmulDotSketch(sched, s, knobs, lanes);
   lanes = matmulLanes(s, lanes);
   int64_t mi = knobs.at("mi"), nv = knobs.at("nv"), kt = knob(knobs, "kt", 0), par = knob(knobs, "par", 0);
   std::vector<std::string> before = sched.loopNames();
@@ -456,12 +550,128 @@ void applyDensePackedSketch(Schedule& sched, const DensePackedShape& s, const Kn
   sched.vectorize(tl + "_w");
 }
 
+DenseShape denseShapeOfKey(const Knobs& params, const std::string& key) {
+  DenseShape s;
+  s.m = keyParam(params, "m", key), s.k = keyParam(params, "k", key), s.n = keyParam(params, "n", key);
+  if (s.m < 1 || s.k < 1 || s.n < 1)
+    throw Error("tuning key '" + key + "': all sizes must be positive", ErrorKind::InvalidInput);
+  return s;
+}
+
+Stmt densePlainNest(const DenseShape& s, const Buffer& x, const Buffer& w, const Buffer& bias,
+                    const Buffer& y) {
+  Type elem = y->elemType;
+  Expr i = Var::make("i"), j = Var::make("j"), k = Var::make("k");
+  Expr yOff = i * s.n + j;
+  Expr start = bias ? Load::make(bias, j) : literal(elem, 0);
+  Expr product = Load::make(x, i * s.k + k) * Load::make(w, j * s.k + k);
+  // The first step of the reduction starts from the bias: no separate pass sets y.
+  Stmt update = Store::make(y, yOff, Select::make(EQ::make(k, i64(0)), start, Load::make(y, yOff)) + product);
+  return serialFor(i, 0, s.m, serialFor(j, 0, s.n, serialFor(k, 0, s.k, update)));
+}
+
+PrimFunc densePlainFunc(const std::string& key) {
+  TuneKeyParts parts = f32KeyOfKind(key, "dense");
+  DenseShape s = denseShapeOfKey(parts.params, key);
+  Type elem = Type::f32();
+  Buffer x = makeBuffer("x", elem, {s.m, s.k}), w = makeBuffer("w", elem, {s.n, s.k});
+  Buffer b = makeBuffer("b", elem, {s.n}), y = makeBuffer("y", elem, {s.m, s.n});
+  return plainFunc("dense", x, w, b, y, densePlainNest(s, x, w, b, y));
+}
+
+int denseLanes(const DenseShape& s, int lanes) {
+  int l = std::max(1, lanes);
+  while (l > 1 && l > s.k) l /= 2;
+  return l;
+}
+
+Knobs denseDefaultKnobs(const DenseShape& s, int registers) {
+  // The tile with the most accumulators that fits: mi·nc accumulators, mi vectors of x and one
+  // of w in all but two of the registers, mi dividing M, at most 8 rows of w (never more than N).
+  const int64_t usable = registers - 2, widest = std::min<int64_t>(8, s.n);
+  int64_t mi = 1, most = 1;
+  for (int64_t rows : {4, 3, 2, 1}) {
+    if (s.m % rows != 0) continue;
+    int64_t cols = std::max<int64_t>(1, std::min(widest, (usable - 1 - rows) / rows));
+    if (rows * cols > mi * most) mi = rows, most = cols;
+  }
+  // Fewer rows of w when that leaves no column tail, down to a little over half of the most.
+  int64_t nc = most;
+  for (int64_t c = most; c * 2 > most; --c)
+    if (s.n % c == 0) {
+      nc = c;
+      break;
+    }
+  return {{"mi", mi}, {"nc", nc}, {"par", wantParallel(s.m * s.n, s.k) ? 1 : 0}};
+}
+
+bool denseAnnotationFits(const DenseShape& s, const Knobs& knobs, int registers) {
+  int64_t mi = knob(knobs, "mi", 0), nc = knob(knobs, "nc", 0), par = knob(knobs, "par", -1);
+  if (mi < 1 || mi > 8 || s.m % mi != 0 || nc < 1 || nc > std::min<int64_t>(16, s.n)) return false;
+  return (par == 0 || par == 1) && mi * nc + mi + 1 <= registers;
+}
+
+std::vector<Knobs> denseAnnotations(const DenseShape& s, int registers) {
+  std::vector<Knobs> out;
+  for (int64_t par : {1, 0})
+    for (int64_t mi = 1; mi <= 8; ++mi)
+      for (int64_t nc = 1; nc <= 16; ++nc) {
+        Knobs k{{"mi", mi}, {"nc", nc}, {"par", par}};
+        if (denseAnnotationFits(s, k, registers)) out.push_back(std::move(k));
+      }
+  return out;
+}
+
+std::optional<Knobs> denseAnnotationOf(const DenseShape& s, const Knobs& knobs, int registers) {
+  if (!knobs.count("rows") || !knobs.count("cols")) return std::nullopt;
+  Knobs k{
+      {"mi", knobs.at("rows")}, {"nc", knobs.at("cols")}, {"par", denseDefaultKnobs(s, registers).at("par")}};
+  if (!denseAnnotationFits(s, k, registers)) return std::nullopt;
+  return k;
+}
+
+void applyDenseSketch(Schedule& sched, const DenseShape& s, const Knobs& knobs, int lanes, int registers) {
+  if (!denseAnnotationFits(s, knobs, registers))
+    throw Error("dense sketch: annotation '" + knobsText(knobs) + "' does not fit the shape",
+                ErrorKind::InvalidInput);
+  const int64_t mi = knobs.at("mi"), nc = knobs.at("nc"), par = knobs.at("par");
+  // One tile of rows (a classifier at batch 1) splits nothing off: the loop over rows of w is
+  // then outermost.
+  std::string io, ii = "i";
+  if (mi < s.m) std::tie(io, ii) = sched.split("i", mi, TailStrategy::Loop);
+  sched.reorder({"j", ii});
+  std::vector<std::string> before = sched.loopNames();
+  auto [jo, ji] = sched.split("j", nc, TailStrategy::Loop);
+  std::vector<std::string> tail = newLoops(sched, before, {jo, ji});  // cols, rows, k of the column tail
+  sched.reorder({"k", ii, ji});
+  dotTile(sched, s.k, "k", ii, mi, ji, nc, lanes);
+  if (s.n % nc != 0) {
+    KILN_ASSERT(tail.size() == 3, "dense sketch: the column tail is not a three-loop nest");
+    sched.reorder({tail[2], tail[1], tail[0]});
+    dotTile(sched, s.k, tail[2], tail[1], mi, tail[0], s.n % nc, lanes);
+  }
+  if (par == 0) return;
+  const int64_t rowTiles = s.m / mi, colTiles = s.n / nc;
+  if (s.n % nc == 0 && rowTiles * colTiles >= 2)
+    sched.parallel(rowTiles == 1 ? jo : colTiles == 1 ? io : sched.fuse(io, jo));
+  else if (rowTiles >= 2)
+    sched.parallel(io);
+  else if (colTiles >= 2)
+    sched.parallel(jo);
+}
+
 Trace sketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers) {
   TuneKeyParts parts = parseTuneKey(key);
   if (parts.kind == "matmul") return matmulTrace(key, knobs, lanes);
   if (parts.kind == "conv2d_nchwc")
     return knob(knobs, "algo", 0) != 0 ? winogradSketchTrace(key, knobs, lanes, registers)
                                        : convSketchTrace(key, knobs, lanes, registers);
+  if (parts.kind == "dense") {
+    Schedule sched(densePlainFunc(key));
+    DenseShape s = denseShapeOfKey(parts.params, key);
+    applyDenseSketch(sched, s, knobs, denseLanes(s, lanes), registers);
+    return sched.trace();
+  }
   if (parts.kind != "dense_packed") throw Error("tuning key '" + key + "' has no sketch", ErrorKind::InvalidInput);
   Schedule sched(densePackedPlainFunc(key));
   applyDensePackedSketch(sched, densePackedShapeOfKey(parts.params, key), knobs, lanes, registers);

@@ -1,4 +1,4 @@
-// Template-free schedules for the two GEMM kernels, matmul and dense_packed: for each, a plain
+// Template-free schedules for the three GEMM kernels, matmul, dense and dense_packed: for each, a plain
 // loop nest the schedule primitives (core/tir/schedule.h) transform, and the sketch rule whose
 // annotations the tuner searches. A configuration with "mi" is a sketch annotation; a record
 // stores the trace it makes beside it.
@@ -38,9 +38,20 @@
 //                                    a broadcast of a[.., i, k]
 //
 // Its annotation (the knobs the tuner searches: mi, nv, kt, par) fills the split factors and the
-// parallel choice. Every matmul with two operands of rank ≥ 2 and N ≥ 2 is this sketch: untuned,
-// with matmulDefaultKnobs. A vector operand or a single output column takes dense's dot-product
-// tile instead (ops_gemm.cpp). Records of the hand-written schedule this replaced (knobs rows,
+// parallel choice. Every matmul of N ≥ 2 columns is this sketch (a vector first operand is one
+// row): untuned, with matmulDefaultKnobs.
+//
+// One output column (N = 1: b a vector or one column, so contiguous along k like a row of dense's
+// w) takes the dot-product form instead, on the same plain nest (its j loop of one iteration):
+//   split(i; mi, 1)                  row tiles, a tail loop for the M mod mi last rows
+//   per tile (then the tail): reorder(k, rows, j)  cache_write(k)  and dense's dot-product tile
+//                                    over k (split(k; L, 1), rfactor(k_i), vectors of partial
+//                                    sums folded as a tree; L the lanes, halved while wider than K)
+//   parallel(i_o | b | fuse(b, i_o))  par 1, 2, 3 (3 only without tail rows)
+// Its annotation is mi (at most 8) and par, no nv: untuned, matmulDefaultRows and the first
+// parallel choice of 3, 2, 1 that fits where the product is worth threads.
+//
+// Records of the hand-written schedule this replaced (knobs rows,
 // cols) are read as the annotation mi = rows, nv = cols; traces recorded on the older plain nest,
 // which set y to 0 in loops zb, zi, zj first, are rebuilt from their record's annotation.
 #pragma once
@@ -98,15 +109,18 @@ inline constexpr int64_t kMatmulCheckedIterations = int64_t{1} << 20;
 /// The vector width the sketch uses for the target's `lanes`: halved while wider than N (at least 2).
 int matmulLanes(const MatmulShape& s, int lanes);
 /// The untuned kernel's annotation: the hand-written tile it replaced (matmulDefaultRows rows,
-/// matmulDefaultVectors vectors of an accumulator `budget`), kt 0, and the first parallel loop of
-/// 3, 2, 1 that fits where wantParallel says the product is worth threads (else par 0).
+/// matmulDefaultVectors vectors of an accumulator `budget`; for N = 1 the one-column form's rows),
+/// kt 0, and the first parallel loop of 3, 2, 1 that fits where wantParallel says the product is
+/// worth threads (else par 0).
 Knobs matmulDefaultKnobs(const MatmulShape& s, int lanes, int budget);
 /// A record's configuration as an annotation: itself with "mi", the annotation mi = rows,
 /// nv = cols (kt 0, the default's par) for the hand-written schedule's knobs; nullopt otherwise.
 std::optional<Knobs> matmulAnnotationOf(const MatmulShape& s, const Knobs& knobs, int lanes, int budget);
 /// Whether a recorded trace was made on the older plain nest (it names the zero-fill loops).
 bool matmulTraceIsStale(const tir::Trace& trace);
-/// Whether annotation `knobs` is one the sketch takes for this shape on `lanes`-wide vectors
+/// Whether annotation `knobs` is one the sketch takes for this shape on `lanes`-wide vectors (for
+/// N = 1, the one-column form's: mi ≤ min(8, M), no nv or kt, par as below with par 3 only when
+/// mi divides M)
 /// (mi ≤ M, nv·lanes ≤ N, kt a proper divisor of K or 0, the parallel choice available: par 1
 /// parallel row tiles (≥ 2 of them), 2 the batch loop (≥ 2 batches), 3 the fused batch × row-tile
 /// loop (≥ 2 of each); par 2 and 3 with kt > 0 only while the whole product is within
@@ -189,7 +203,66 @@ std::vector<Knobs> densePackedAnnotations(const DensePackedShape& s, int lanes, 
 void applyDensePackedSketch(tir::Schedule& sched, const DensePackedShape& s, const Knobs& knobs, int lanes,
                             int registers);
 
-/// The sketch trace of a matmul, dense_packed or conv2d_nchwc key's annotation (recorded on its
+// ## dense
+//
+// A dense layer over the weights as the graph holds them, w [N, K] (a layer over fewer rows than
+// pack-dense packs: a classifier, a pooler), x [M, K] (the product of x's leading axes), with a
+// bias b[N] when the node has one:
+//
+//   for i, j, k:       y[i, j] = select(k == 0, b[j], y[i, j]) + x[i, k] · w[j, k]
+//
+// Both operands are contiguous along K, so the sketch vectorizes the reduction: a tile of mi rows
+// of x × nc rows of w, each of its elements a vector of L partial sums over K (at one row, a
+// stream over the weights with nc rows' loads in flight). Annotation mi (dividing M), nc, par:
+//
+//   split(i; mi, 1) (mi < M)  reorder(j, i_i)  split(j; nc, 1)   a tail j_t for the N mod nc last rows of w
+//   per tile (j_o: rows i_i, columns j_i; then the tail j_t, i_i_t, k_t):
+//     reorder(k, rows, cols)  cache_write(k)             the tile's sums in registers, from the bias
+//     split(k; L, 1)  reorder(k_o, rows, cols, k_i)       vectors of L lanes, a scalar tail loop for K mod L
+//     rfactor(k_i)                                        one vector of partial sums per element of the tile
+//     vectorize(k_i, k_i_init)  unroll(rows, cols and their _init, _fold copies)
+//     the partial sums folded as a tree (foldPartialsAsTree, nest_search.h)
+//   parallel(fuse(i_o, j_o))                              (par 1, no column tail) else parallel(i_o) or
+//                                                         parallel(j_o), whichever has 2 iterations or more
+//
+// L is the target's f32 lanes, halved while wider than K. The untuned kernel is the hand-written
+// tile this replaced: the most accumulators that fit (mi + mi·nc + 1 vector registers, mi of 4,
+// 3, 2, 1 dividing M, nc ≤ 8, preferring an nc that divides N), par where wantParallel says.
+// Records of that tile's knobs (rows, cols) are read as mi = rows, nc = cols.
+
+struct DenseShape {
+  int64_t m = 1, k = 1, n = 1;  // rows of x, reduction, rows of w
+  bool bias = true;
+  double flops() const { return 2.0 * static_cast<double>(m * n) * static_cast<double>(k); }
+};
+
+/// The shape a dense key's parameters ("dense:m=1,k=768,n=768:f32") describe, with a bias (keys
+/// do not say; a trace replays on the kernel without one); throws kiln::Error (InvalidInput) when
+/// they do not describe one.
+DenseShape denseShapeOfKey(const Knobs& params, const std::string& key);
+/// The plain nest over x, w, the bias (null without one) and y.
+tir::Stmt densePlainNest(const DenseShape& s, const tir::Buffer& x, const tir::Buffer& w,
+                         const tir::Buffer& bias, const tir::Buffer& y);
+/// A standalone function over buffers x, w, b, y of the key's shapes holding the plain nest.
+tir::PrimFunc densePlainFunc(const std::string& key);
+/// The vector width of the reduction: `lanes`, halved while wider than K (at least 1).
+int denseLanes(const DenseShape& s, int lanes);
+/// The default annotation (see above) for `registers` vector registers.
+Knobs denseDefaultKnobs(const DenseShape& s, int registers);
+/// Whether annotation `knobs` fits: mi dividing M, 1 ≤ nc ≤ min(N, 16), par 0 or 1, and the tile
+/// (mi·nc accumulators, mi vectors of x, one of w) within `registers`.
+bool denseAnnotationFits(const DenseShape& s, const Knobs& knobs, int registers);
+/// Every annotation that fits, in a fixed order.
+std::vector<Knobs> denseAnnotations(const DenseShape& s, int registers);
+/// A record of the hand-written tile's knobs (rows, cols) as the annotation it stands for (the
+/// default's par); nullopt when it does not fit.
+std::optional<Knobs> denseAnnotationOf(const DenseShape& s, const Knobs& knobs, int registers);
+/// Applies the sketch with annotation `knobs` (checked with denseAnnotationFits) on vectors of
+/// `lanes` (as denseLanes gives them).
+void applyDenseSketch(tir::Schedule& sched, const DenseShape& s, const Knobs& knobs, int lanes,
+                      int registers);
+
+/// The sketch trace of a matmul, dense, dense_packed or conv2d_nchwc key's annotation (recorded on its
 /// plain function; a convolution's direct or Winograd form by its "algo": conv_search.h,
 /// winograd_search.h); throws kiln::Error for another kind of key
 /// or an annotation that does not fit.

@@ -261,11 +261,11 @@ tir::Stmt tunedBySketch(
 tir::Stmt defaultSketch(const OpContext& ctx, tir::PrimFunc plain, const std::map<std::string, int64_t>& knobs,
                         const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch);
 
-/// A convolution's kernel by its sketch: a record's trace or annotation (tunedBySketch), else the
-/// annotation `retired` reads from `tuned`, a record of a retired hand-written builder's knobs (no
-/// mi; nullopt when it has none), else the default annotation `defaults`. Sets ctx.schedule and
-/// ctx.trace.
-tir::Stmt convBySketch(
+/// A kernel by its sketch (a convolution, dense): a record's trace or annotation (tunedBySketch),
+/// else the annotation `retired` reads from `tuned`, a record of a retired hand-written builder's
+/// knobs (no mi; nullopt when it has none), else the default annotation `defaults`. Sets
+/// ctx.schedule and ctx.trace.
+tir::Stmt kernelBySketch(
     const OpContext& ctx, tir::PrimFunc plain, const std::map<std::string, int64_t>* tuned,
     const std::function<bool(const std::map<std::string, int64_t>&)>& fits,
     const std::function<void(tir::Schedule&, const std::map<std::string, int64_t>&)>& sketch,

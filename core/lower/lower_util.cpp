@@ -327,10 +327,10 @@ Stmt defaultSketch(const OpContext& ctx, PrimFunc plain, const Knobs& knobs,
   return sched.func().body;
 }
 
-Stmt convBySketch(const OpContext& ctx, PrimFunc plain, const Knobs* tuned,
-                  const std::function<bool(const Knobs&)>& fits,
-                  const std::function<void(Schedule&, const Knobs&)>& sketch,
-                  const std::function<std::optional<Knobs>(const Knobs&)>& retired, const Knobs& defaults) {
+Stmt kernelBySketch(const OpContext& ctx, PrimFunc plain, const Knobs* tuned,
+                    const std::function<bool(const Knobs&)>& fits,
+                    const std::function<void(Schedule&, const Knobs&)>& sketch,
+                    const std::function<std::optional<Knobs>(const Knobs&)>& retired, const Knobs& defaults) {
   Stmt nest = tunedBySketch(ctx, plain, fits, sketch);
   if (nest.defined()) return nest;
   if (tuned && !tuned->count("mi"))
@@ -369,6 +369,7 @@ Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leadi
     /// apart by the loops' ranges where it can be (no integer division left in the code), else
     /// `/` and `%`.
     std::vector<Expr> axes(const Expr& flat, int64_t span) {
+      if (ctx->outTypes[0].shape.empty()) return {};  // a scalar output has no axes
       std::vector<int64_t> dims(leading->begin(), leading->end());
       dims.push_back(n);
       std::vector<Expr> idx(dims.size());

@@ -318,24 +318,9 @@ void unrollShort(Schedule& sched, const std::string& loop) {
   if (int64_t n = extentOf(sched, loop); n >= 2 && n <= 16) sched.unroll(loop);
 }
 
-/// Folds the fold loop `fold` (y[f] = y[f] op partial[i] over i < n, n a power of two) as a tree:
-/// each level adds the upper half of the partial results to the lower half in one vector
-/// (rfactor again), the last pair scalar.
-void foldTree(Schedule& sched, std::string fold) {
-  for (int64_t n = extentOf(sched, fold); n > 2 && n % 2 == 0; n /= 2) {
-    auto [halves, half] = sched.split(fold, n / 2, TailStrategy::Loop);
-    sched.rfactor(half);
-    tryVectorize(sched, half);
-    sched.unroll(halves);
-    tryVectorize(sched, half + "_init");
-    fold = half + "_fold";
-  }
-  unrollShort(sched, fold);
-}
-
 /// The reduction loop `loop` (a store into one element): split into `unroll` accumulators of
 /// `lanes` lanes, each updated by vectors (rfactor), then the accumulators folded into one vector
-/// and its lanes into the element as a tree (foldTree); the iterations the accumulators do not
+/// and its lanes into the element as a tree (foldPartialsAsTree); the iterations the accumulators do not
 /// cover run scalar.
 void reductionVectors(Schedule& sched, const std::string& loop, int64_t lanes, int64_t unroll) {
   const int64_t n = extentOf(sched, loop);
@@ -358,7 +343,7 @@ void reductionVectors(Schedule& sched, const std::string& loop, int64_t lanes, i
     tryVectorize(sched, initLane);
     sched.unroll(initAcc);
   }
-  foldTree(sched, partial + "_fold");
+  foldPartialsAsTree(sched, partial + "_fold");
 }
 
 /// The loops of a row nest's body: the statements directly inside `body` (through sequences,
@@ -381,6 +366,18 @@ std::vector<const For*> rowParts(const Stmt& body) {
 }
 
 }  // namespace
+
+void foldPartialsAsTree(Schedule& sched, std::string fold) {
+  for (int64_t n = extentOf(sched, fold); n > 2 && n % 2 == 0; n /= 2) {
+    auto [halves, half] = sched.split(fold, n / 2, TailStrategy::Loop);
+    sched.rfactor(half);
+    tryVectorize(sched, half);
+    sched.unroll(halves);
+    tryVectorize(sched, half + "_init");
+    fold = half + "_fold";
+  }
+  unrollShort(sched, fold);
+}
 
 void applyElementNestSketch(Schedule& sched, const std::string& block, const Knobs& knobs) {
   std::vector<std::string> outer = sched.getLoops(block);

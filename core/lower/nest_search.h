@@ -89,6 +89,12 @@ Knobs rowNestKnobsOf(const Knobs* tuned, const RowNestShape& shape, const LowerO
 /// left out, as in the element nest.
 void applyRowNestSketch(tir::Schedule& sched, const Knobs& knobs);
 
+/// Folds the partial results of an rfactor's fold loop `fold` (y[f] = y[f] op partial[i] over
+/// i < n) as a tree: while n is even and above 2, the upper half is combined into the lower half
+/// in one vector (rfactor again); the last pair (or an odd rest) is scalar, unrolled when short.
+/// The row nest's reductions and dense's dot-product tile (gemm_search.h) fold this way.
+void foldPartialsAsTree(tir::Schedule& sched, std::string fold);
+
 /// "reduce:" + `workloadKey`.
 std::string rowNestTuneKey(const std::string& workloadKey);
 /// The shape of a row nest key's reduction; throws kiln::Error (InvalidInput) when `key` is not

@@ -59,7 +59,7 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
   const Buffer b = s.bias ? ctx.in[2] : nullptr;
   PrimFunc plain = plainFunc("conv2d_nchwc", ctx.in[0], ctx.in[1], b, ctx.out[0],
                              convSketchPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0]));
-  Stmt nest = convBySketch(
+  Stmt nest = kernelBySketch(
       ctx, std::move(plain), tuned, [&](const Knobs& k) { return convSketchAnnotationFits(s, k, registers); },
       [&](Schedule& sched, const Knobs& k) { applyConvSketch(sched, s, k, registers); },
       [&](const Knobs& k) {

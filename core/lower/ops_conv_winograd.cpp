@@ -134,7 +134,7 @@ Stmt lowerConv2dWinogradNchwc(const OpContext& ctx) {
   const Buffer b = s.bias ? ctx.in[2] : nullptr;
   PrimFunc plain = plainFunc("conv2d_winograd_nchwc", ctx.in[0], ctx.in[1], b, ctx.out[0],
                              winogradPlainNest(s, ctx.in[0], ctx.in[1], b, ctx.out[0]));
-  Stmt nest = convBySketch(
+  Stmt nest = kernelBySketch(
       ctx, std::move(plain), tuned, [&](const Knobs& k) { return winogradSketchFits(s, k, registers); },
       [&](Schedule& sched, const Knobs& k) { applyWinogradSketch(sched, s, k, registers); },
       [&](const Knobs& k) { return winogradAnnotationOf(s, k, registers); },

@@ -68,7 +68,6 @@ int vectorRegistersForLanes(int lanes) { return lanes == 8 ? 16 : 32; }
 
 std::string ConvKnobs::str() const { return knobsText({{"oc_block", ocBlock}, {"ow_vecs", owVecs}}); }
 
-std::string GemmKnobs::str() const { return knobsText({{"rows", rows}, {"cols", cols}}); }
 
 int accumulatorBudget(const LowerOptions& options) {
   // Keep a few registers for the weight vectors and the broadcast input.
@@ -103,10 +102,6 @@ bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& opt
   // The weight vectors are loaded one at a time between FMAs, so a full budget of accumulators
   // does not spill (4 × 7 runs at the FMA peak with 32 registers).
   return ocVecs >= 1 && owBlock >= 1 && ocVecs * owBlock <= accumulatorBudget(options);
-}
-
-bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const LowerOptions& options) {
-  return rows >= 1 && cols >= 1 && m % rows == 0 && cols <= n && rows * cols + rows + 1 <= options.vectorRegisters;
 }
 
 bool convChannelsOuter(int64_t weightElems, int64_t activationElems) { return weightElems >= activationElems; }

@@ -49,13 +49,6 @@ struct ConvKnobs {
   std::string str() const;
 };
 
-/// Dense / matmul register tile: `rows` × `cols` accumulators.
-struct GemmKnobs {
-  int rows = 1;  // dense: input rows (M) per tile; matmul: rows of the result
-  int cols = 1;  // dense: weight rows (N) per tile; matmul: column vectors of the result
-  std::string str() const;
-};
-
 /// Vector registers that hold accumulators (the rest hold weights and broadcast inputs).
 int accumulatorBudget(const LowerOptions& options);
 
@@ -80,11 +73,6 @@ bool packedConvFlattens(int64_t kh, int64_t kw, const std::vector<int64_t>& stri
 /// Whether a packed-conv register tile of `ocVecs` × `owBlock` accumulators fits the vector
 /// registers (accumulatorBudget; larger tiles would spill).
 bool packedConvTileFits(int64_t ocVecs, int64_t owBlock, const LowerOptions& options);
-
-/// Whether a dense tile of `rows` input rows × `cols` weight rows is valid for an [M, K] · [N, K]ᵀ
-/// product: rows divide M, at most N columns, and the accumulators, the row vectors and one weight
-/// vector fit the registers.
-bool denseTileFits(int64_t rows, int64_t cols, int64_t m, int64_t n, const LowerOptions& options);
 
 /// The untuned order of a packed or Winograd convolution's parallel loop (knob oc_outer): output
 /// channel groups outside rows when the layer's weights are at least as large as the activation

@@ -147,8 +147,14 @@ std::string tuneKeyOf(const std::string& op, const Attrs& attrs, const std::vect
     s.bias = in.size() == 3;
     return densePackedTuneKey(s, in[0].dtype);
   }
-  if (op == "matmul" && in.size() == 2 && in[0].dtype == DType::Float32) {
-    std::optional<MatmulShape> s = matmulShape(in[0].shape, in[1].shape);
+  if (op == "matmul" && in.size() == 2 && in[0].dtype == DType::Float32 && in[0].rank() >= 1 &&
+      in[1].rank() >= 1) {
+    // A vector operand is keyed as the matrix it is lowered as (a first one a row, a second one a
+    // column): the same plain nest, so the same traces.
+    const Shape& a = in[0].shape;
+    const Shape& b = in[1].shape;
+    std::optional<MatmulShape> s =
+        matmulShape(a.size() == 1 ? Shape{1, a[0]} : a, b.size() == 1 ? Shape{b[0], 1} : b);
     if (s) return matmulTuneKey(*s, in[0].dtype);
   }
   return "";

@@ -24,11 +24,14 @@
 // (ow_block, oc_outer, flatten, unroll, vec_lanes, par_chunks; no mi) is read as the annotation
 // it stands for: ow_block as mi, oc_outer as po (conv_search.h convAnnotationOf,
 // winograd_search.h winogradAnnotationOf).
-// Knobs of dense: rows (input rows per tile, dividing M) and cols (weight rows per tile).
+// Knobs of dense ("dense:m=1,k=768,n=768:f32"): mi, nc, par annotate its sketch (gemm_search.h),
+// which is also its default, with the trace stored beside them; a record of the former
+// hand-written tile's rows/cols is read as mi/nc.
 // Knobs of matmul ("matmul:ra=3,a0=12,a1=128,a2=64,rb=3,b0=12,b1=64,b2=128:f32", both operand
-// shapes): mi, nv, kt, par annotate the sketch of core/lower/gemm_search.h (also the untuned
-// default), whose trace a record stores beside its knobs; a record of the former hand-written
-// lowering's rows/cols is read as mi/nv.
+// shapes, a vector operand as the row or column it is lowered as): mi, nv, kt, par annotate the
+// sketch of core/lower/gemm_search.h (also the untuned default; mi, par for one output column),
+// whose trace a record stores beside its knobs; a record of the former hand-written lowering's
+// rows/cols is read as mi/nv.
 // Knobs of dense_packed ("dense_packed:m=128,k=256,n=1024,p=64,b=1:f32", p the panel width
 // pack-dense chose): mi, nv, po annotate its sketch (gemm_search.h), which is also its default;
 // a record of the former hand-written kernel's rows/cols builds that default.

@@ -11,7 +11,8 @@
 // j) keeps i, j disappears; fission(i) → i, i_f, i_f_1, ...);
 // compute_at(t, L) → t_local (buffer) and its loop t_k; cache_write(L) → y_local (y the block) and copy
 // loops named after the nest's loops with _r (read) and _w (write); rfactor(k) → y_rf (buffer) and
-// loops k_init, k_fold; a copied loop body (tail loops) renames its inner variables with suffix _t.
+// loops k_init, k_fold (and r_init, r_fold for each loop r of a tile it spans); a copied loop body
+// (tail loops) renames its inner variables with suffix _t.
 // A name already taken gets _1, _2, ...
 //
 // Every primitive checks its preconditions and throws kiln::Error with one line naming the
@@ -124,13 +125,14 @@ class Schedule {
   /// rejected. The loop alone names the block, so a trace replays on kernels whose buffers are
   /// named otherwise.
   void cacheWrite(const std::string& loop);
-  /// Factors reduction loop `loop` out of a reduction into one element (schedule_rfactor.cpp):
-  /// the loops from the outermost perfectly nested one above `loop` that does not move the
-  /// element, down to the one store `y[f] = y[f] op v` (op one of + * min max) at the bottom,
-  /// update a local buffer y_rf of `loop`'s extent at `loop`'s index instead (started at op's
-  /// identity by a loop `loop`_init before them), and a loop `loop`_fold after them combines its
-  /// elements into y[f]. The factored loop's iterations then update distinct elements, so it
-  /// vectorizes. Reassociates floats as reorder does. At most 1024 partial results.
+  /// Factors reduction loop `loop` out of a reduction (schedule_rfactor.cpp): the loops from the
+  /// outermost perfectly nested one above `loop` that does not move the element, down to the one
+  /// store `y[f] = y[f] op v` (op one of + * min max) at the bottom, update a local buffer y_rf
+  /// of partial results instead, one per iteration of `loop` and of every loop of that chain that
+  /// moves the element (a register tile's), `loop`'s index innermost; loops `loop`_init before
+  /// them start it at op's identity, and loops `loop`_fold after them (with _fold copies of the
+  /// tile's loops) combine it into y. The factored loop's iterations then update distinct
+  /// elements, so it vectorizes. Reassociates floats as reorder does. At most 1024 partial results.
   void rfactor(const std::string& loop);
 
   /// Applies one recorded step (trace replay).

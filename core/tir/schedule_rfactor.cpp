@@ -15,8 +15,17 @@
 // reassociation reorder accepts).
 //
 // The reduction is the chain of loops from the outermost one above the factored loop that still
-// nests perfectly and does not move the element, down to the one store at the bottom of the
-// chain: `y[f] = y[f] op v`, f free of every loop of the chain and v not reading y.
+// nests perfectly (serial or unrolled) and does not move the element, down to the one store at
+// the bottom of the chain: `y[f] = y[f] op v`, v not reading y. Loops of the chain other than the
+// factored one may move the element (a register tile's rows and columns inside the reduction
+// loop): each is then a dimension of the partial results, so every element of the tile keeps its
+// own, and the init and fold loops run over it too:
+//
+//   for (k_o, 0, 48)                          y_rf: f32[2 · 3 · 16], index (r·3 + c)·16 + k_i
+//     for (r, 0, 2) for (c, 0, 3)             for (k_o, 0, 48) for (r, 0, 2) for (c, 0, 3)
+//       for (k_i, 0, 16)                        for (k_i, 0, 16) y_rf[...] = y_rf[...] + x·w
+//         y[r·3 + c] = y[r·3 + c] + x·w       for (r_fold, 0, 2) for (c_fold, 0, 3) for (k_i_fold, 0, 16)
+//                                               y[r_fold·3 + c_fold] = ... + y_rf[...]
 #include <functional>
 #include <optional>
 #include <string>
@@ -99,27 +108,50 @@ void Schedule::rfactor(const std::string& loop) {
     fail(kPrim, "the store to " + quoted(block) + " is vectorized already");
   std::set<const Var*> elementVars = varsIn(store->index);
   auto movesElement = [&](const For* f) { return elementVars.count(f->var.as<Var>()) != 0; };
-  // The loops above it that nest perfectly and reduce into the same element join the chain.
+  if (movesElement(factored))
+    fail(kPrim, "loop " + quoted(loop) + " moves the element of " + quoted(block) + " it updates");
+  // The loops above it that nest perfectly join the chain up to the outermost one that reduces
+  // into the element (does not move it); loops of a register tile between them (moving it) join
+  // too, each a dimension of the partial results.
   const For* top = factored;
+  std::vector<const For*> above;
   for (size_t i = site.enclosing.size(); i-- > 0;) {
     const For* f = site.enclosing[i];
-    if (f->body.get() != static_cast<const StmtNode*>(top) || movesElement(f)) break;
-    top = f;
-    chain.insert(chain.begin(), f);
+    const For* inner = above.empty() ? top : above.back();
+    if (f->body.get() != static_cast<const StmtNode*>(inner)) break;
+    if (f->forKind != ForKind::Serial && f->forKind != ForKind::Unrolled) break;
+    above.push_back(f);
+    if (!movesElement(f)) {
+      chain.insert(chain.begin(), above.rbegin(), above.rend());
+      above.clear();
+      top = f;
+    }
   }
-  for (const For* f : chain) {
-    if (movesElement(f))
-      fail(kPrim, "loop " + quoted(loopName(f)) + " moves the element of " + quoted(block) + " it updates");
+  for (const For* f : chain)
     if (f->forKind != ForKind::Serial && f->forKind != ForKind::Unrolled)
       fail(kPrim, "loop " + quoted(loopName(f)) + " is not serial or unrolled");
+  // The partial results: one per iteration of the factored loop and of each loop moving the
+  // element, the factored loop's index innermost (contiguous, so it vectorizes).
+  std::vector<const For*> dims;
+  for (const For* f : chain)
+    if (movesElement(f)) dims.push_back(f);
+  dims.push_back(factored);
+  int64_t count = 1;
+  for (const For* f : dims) {
+    const int64_t* min = asConstInt(f->min);
+    const int64_t* extent = asConstInt(f->extent);
+    if (!min || !extent || *extent < 1)
+      fail(kPrim, "loop " + quoted(loopName(f)) + " has non-constant bounds");
+    count *= *extent;
   }
-  const int64_t* min = asConstInt(factored->min);
-  const int64_t* extent = asConstInt(factored->extent);
-  if (!min || !extent || *extent < 1) fail(kPrim, "loop " + quoted(loop) + " has non-constant bounds");
-  if (*extent > kMaxPartials)
-    fail(kPrim, "loop " + quoted(loop) + " has " + std::to_string(*extent) +
-                    " iterations, more partial results than " + std::to_string(kMaxPartials) +
-                    " (split it first)");
+  if (count > kMaxPartials) {
+    const std::string what =
+        dims.size() == 1
+            ? " has " + std::to_string(count) + " iterations, more partial results"
+            : " and the loops moving the element make " + std::to_string(count) + " partial results, more";
+    fail(kPrim,
+         "loop " + quoted(loop) + what + " than " + std::to_string(kMaxPartials) + " (split it first)");
+  }
   if (loadsBuffer(store->index, store->buffer.get()))
     fail(kPrim, "the index of " + quoted(block) + " reads " + quoted(block));
   std::optional<Update> update = reductionUpdate(store);
@@ -130,21 +162,49 @@ void Schedule::rfactor(const std::string& loop) {
   // ---- build ------------------------------------------------------------------------------------
   std::set<std::string> used = usedNames(m_func.body);
   for (const Buffer& p : m_func.params) used.insert(p->name);
-  Buffer partial = makeBuffer(freshName(block + "_rf", used), store->buffer->elemType, {*extent});
-  Type it = factored->var.type();
-  auto at = [&](const Expr& var) { return simplify(var - IntImm::make(it, *min)); };
-  Expr initVar = Var::make(freshName(loop + "_init", used), it);
-  Expr foldVar = Var::make(freshName(loop + "_fold", used), it);
-  Stmt init = For::make(initVar, IntImm::make(it, 0), factored->extent, ForKind::Serial,
-                        Store::make(partial, initVar, update->identity));
-  Expr slot = at(factored->var);
+  Buffer partial = makeBuffer(freshName(block + "_rf", used), store->buffer->elemType, {count});
+  // The flat index of the partial result at the dims' variables `vars` (row-major, from each
+  // loop's min).
+  auto slotOf = [&](const std::vector<Expr>& vars) {
+    Expr slot;
+    for (size_t d = 0; d < dims.size(); ++d) {
+      Type it = dims[d]->var.type();
+      Expr at = vars[d] - dims[d]->min;
+      slot = slot.defined() ? slot * IntImm::make(it, *asConstInt(dims[d]->extent)) + at : at;
+    }
+    return simplify(slot);
+  };
+  // A nest of fresh loops over the dims (named after them + `suffix`, from 0) around `body(vars)`,
+  // the vars shifted to the dims' ranges.
+  auto nestOver = [&](const std::string& suffix, const std::function<Stmt(const std::vector<Expr>&)>& body) {
+    std::vector<Expr> loopVars, vars;
+    for (const For* f : dims) {
+      Type it = f->var.type();
+      loopVars.push_back(Var::make(freshName(loopName(f) + suffix, used), it));
+      vars.push_back(simplify(loopVars.back() + f->min));
+    }
+    Stmt nest = body(vars);
+    for (size_t d = dims.size(); d-- > 0;)
+      nest = For::make(loopVars[d], IntImm::make(dims[d]->var.type(), 0), dims[d]->extent, ForKind::Serial,
+                       nest);
+    return nest;
+  };
+  std::vector<Expr> dimVars;
+  for (const For* f : dims) dimVars.push_back(f->var);
+  Stmt init = nestOver("_init", [&](const std::vector<Expr>& vars) {
+    return Store::make(partial, slotOf(vars), update->identity);
+  });
+  Expr slot = slotOf(dimVars);
   Stmt partialUpdate = Store::make(partial, slot, update->combine(Load::make(partial, slot), update->rest));
   Stmt reduced = replaceStmt(top->body, store, partialUpdate);
   Stmt loopNest = For::make(top->var, top->min, top->extent, top->forKind, reduced);
-  Stmt fold = For::make(
-      foldVar, IntImm::make(it, 0), factored->extent, ForKind::Serial,
-      Store::make(store->buffer, store->index,
-                  update->combine(Load::make(store->buffer, store->index), Load::make(partial, foldVar))));
+  Stmt fold = nestOver("_fold", [&](const std::vector<Expr>& vars) {
+    std::vector<std::pair<Expr, Expr>> moved;
+    for (size_t d = 0; d + 1 < dims.size(); ++d) moved.emplace_back(dims[d]->var, vars[d]);
+    Expr index = moved.empty() ? store->index : simplify(substitute(store->index, moved));
+    return Store::make(store->buffer, index,
+                       update->combine(Load::make(store->buffer, index), Load::make(partial, slotOf(vars))));
+  });
   setBody(replaceStmt(m_func.body, top, Allocate::make(partial, Seq::make({init, loopNest, fold}))));
   record({"rfactor", {loop}, {}});
 }

@@ -95,10 +95,13 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
       }
     }
   } else if (parts.kind == "dense") {
-    int64_t m = knob(parts.params, "m", 1), n = knob(parts.params, "n", 1);
-    for (int64_t rows = 1; rows <= 8; ++rows)
-      for (int64_t cols = 1; cols <= 16; ++cols)
-        if (lower::denseTileFits(rows, cols, m, n, options)) space.add({{"rows", rows}, {"cols", cols}});
+    // The default annotation first (what an untuned build runs), then every other that fits
+    // (gemm_search.h).
+    lower::DenseShape s = lower::denseShapeOfKey(parts.params, key);
+    Knobs first = lower::denseDefaultKnobs(s, options.vectorRegisters);
+    space.add(first);
+    for (Knobs& k : lower::denseAnnotations(s, options.vectorRegisters))
+      if (k != first) space.add(std::move(k));
   } else if (parts.kind == "matmul") {
     // The default annotation first (what an untuned build runs), then every other that fits
     // (gemm_search.h).
@@ -246,9 +249,10 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
     lower::MatmulShape s = lower::matmulShapeOfKey(m_params, m_key);
     bool hand = !k.count("mi");
     int64_t lanes = m_options.vectorLanes;
-    int64_t rows = hand ? k.at("rows") : k.at("mi"), vecs = hand ? k.at("cols") : k.at("nv");
+    // The one-column form's annotation has no vectors of columns (0).
+    int64_t rows = hand ? k.at("rows") : k.at("mi"), vecs = hand ? k.at("cols") : knob(k, "nv", 0);
     int64_t kt = knob(k, "kt", 0), par = hand ? 3 : knob(k, "par", 0);
-    int64_t width = vecs * lanes;
+    int64_t width = std::max<int64_t>(1, vecs * lanes);
     double parallel = par == 0   ? 1.0
                       : par == 1 ? static_cast<double>(s.m / rows)
                       : par == 2 ? static_cast<double>(s.batches)
@@ -314,11 +318,16 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          lg(static_cast<double>(s.n))};
     return f;
   }
-  int64_t rows = k.at("rows"), cols = k.at("cols");
+  // dense: a sketch annotation, or a record of the hand-written tile it replaced (rows, cols,
+  // always parallel).
+  const bool hand = !k.count("mi");
+  int64_t rows = hand ? k.at("rows") : k.at("mi"), cols = hand ? k.at("cols") : k.at("nc");
+  int64_t par = hand ? 1 : k.at("par");
   int64_t m = knob(m_params, "m", 1), kk = knob(m_params, "k", 1), n = knob(m_params, "n", 1);
-  double parallel = static_cast<double>(m / rows * (n / cols));
+  double parallel = par ? static_cast<double>(m / rows * std::max<int64_t>(1, n / cols)) : 1.0;
   f = {static_cast<float>(rows),
        static_cast<float>(cols),
+       static_cast<float>(par),
        static_cast<float>(rows * cols),
        static_cast<float>(rows * cols) / static_cast<float>(rows + cols),
        static_cast<float>(n % cols) / static_cast<float>(n),

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -138,7 +139,7 @@ TEST(MatmulSearch, KeysDescribeBothOperands) {
   EXPECT_FALSE(matmulShape({2, 4, 5}, {3, 5, 6}).has_value());  // batch axes that do not broadcast
   EXPECT_THROW(matmulPlainFunc("matmul:ra=2,a0=4,a1=5,rb=2,b0=6,b1=3:f32"), Error);  // 5 ≠ 6
   EXPECT_THROW(matmulPlainFunc("matmul:ra=2,a0=4:f32"), Error);
-  // The lowering names its kernel's key; a vector operand has none.
+  // The lowering names its kernel's key.
   Graph g = parseGraph(
       "graph(%a: f32[3,5,7], %b: f32[7,9]) {\n  %y = matmul(%a, %b) : f32[3,5,9]\n  return %y\n}\n");
   PrimFunc f = lowerNode(g, 0, "f");
@@ -148,8 +149,14 @@ TEST(MatmulSearch, KeysDescribeBothOperands) {
   Knobs first = matmulDefaultKnobs(*matmulShape({3, 5, 7}, {7, 9}), 8, accumulatorBudget(options));
   EXPECT_EQ(f.attrs.at("schedule"), knobsText(first));
   EXPECT_EQ(f.attrs.at("trace"), matmulTrace(f.attrs.at("tune_key"), first, 8).str());
+  // A vector operand is keyed as the matrix it is lowered as: b [7] as one column [7, 1].
   Graph v = parseGraph("graph(%a: f32[3,5,7], %b: f32[7]) {\n  %y = matmul(%a, %b) : f32[3,5]\n  return %y\n}\n");
-  EXPECT_EQ(lowerNode(v, 0, "f").attrs.count("tune_key"), 0u);
+  PrimFunc column = lowerNode(v, 0, "f");
+  EXPECT_EQ(column.attrs.at("tune_key"), "matmul:ra=3,a0=3,a1=5,a2=7,rb=2,b0=7,b1=1:f32");
+  EXPECT_EQ(
+      column.attrs.at("trace"),
+      matmulTrace(column.attrs.at("tune_key"), matmulDefaultKnobs(*matmulShape({3, 5, 7}, {7, 1}), 8, 12), 8)
+          .str());
 }
 
 // Products of one output column (b a vector, or a matrix of one column) take the dot-product
@@ -178,6 +185,56 @@ TEST(MatmulSearch, VectorOperandsAndOneColumn) {
     for (Engine e : {Engine::Interpreter, Engine::Jit})
       EXPECT_TRUE(allClose(evalGraph(g, {at, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
   }
+}
+
+// The one-column form (N = 1) is dense's dot-product tile on the matmul's plain nest: every
+// annotation the space offers (row tiles with and without a tail, each parallel loop) replays to
+// the identical function, verifies and computes the product, broadcast batches included; the
+// untuned kernel is the default annotation, and a fused relu on a scalar output (two vectors)
+// is applied at its store.
+TEST(MatmulSearch, OneColumnIsTheDotProductSketch) {
+  for (auto [a, b] : {std::pair<Shape, Shape>{{9, 16}, {16, 1}},
+                      {{3, 5, 37}, {37, 1}},
+                      {{2, 1, 11, 20}, {3, 20, 1}},
+                      {{4, 3}, {3, 1}}}) {
+    MatmulShape s = *matmulShape(a, b);
+    const std::string key = keyOf(s);
+    PrimFunc plain = matmulPlainFunc(key);
+    std::vector<float> av = randomData(numel(s.a), 3), bv = randomData(numel(s.b), 4);
+    std::vector<float> want = reference(s, av, bv);
+    std::vector<Knobs> all = matmulAnnotations(s, 8);
+    ASSERT_FALSE(all.empty()) << key;
+    EXPECT_NE(std::find(all.begin(), all.end(), matmulDefaultKnobs(s, 8, 12)), all.end()) << key;
+    for (const Knobs& knobs : all) {
+      SCOPED_TRACE(key + " " + knobsText(knobs));
+      EXPECT_FALSE(knobs.count("nv"));
+      Schedule sched(plain);
+      applyMatmulSketch(sched, s, knobs, 8);
+      ASSERT_EQ(tir::verifyPrimFunc(sched.func()), std::vector<std::string>{});
+      EXPECT_EQ(sched.trace(), matmulTrace(key, knobs, 8));
+      EXPECT_EQ(tir::print(Trace::parse(sched.trace().str()).apply(plain)), tir::print(sched.func()));
+      if (s.k >= 8) EXPECT_NE(sched.trace().str().find("rfactor(k_i)"), std::string::npos);
+      ASSERT_TRUE(close(run(sched.func(), s, av, bv), want)) << tir::print(sched.func());
+    }
+  }
+  EXPECT_FALSE(matmulAnnotationFits(*matmulShape({9, 16}, {16, 1}), {{"mi", 4}, {"nv", 1}, {"par", 0}}, 8));
+  EXPECT_FALSE(
+      matmulAnnotationFits(*matmulShape({9, 16}, {16, 1}), {{"mi", 4}, {"par", 3}}, 8));  // one batch
+  Graph g = parseGraph(
+      "graph(%a: f32[20], %b: f32[20]) {\n"
+      "  %y = matmul(%a, %b) : f32[]\n"
+      "  %z = relu(%y) : f32[]\n"
+      "  return %z\n"
+      "}\n");
+  g.addGroup("g", 0, 2);
+  runtime::Tensor at = randomTensor({20}, 5), bt = randomTensor({20}, 6);
+  std::vector<float> want = reference(*matmulShape({1, 20}, {20, 1}), toVector(at), toVector(bt));
+  want[0] = std::max(0.0f, want[0]);
+  LoweredModule m = lowerGraph(g, LowerOptions{});
+  ASSERT_EQ(m.funcs.size(), 1u);
+  EXPECT_EQ(m.funcs[0].attrs.at("schedule"), "mi=1,par=0");
+  for (Engine e : {Engine::Interpreter, Engine::Jit})
+    EXPECT_TRUE(allClose(evalModule(m, {at, bt}, e)[0], want)) << (e == Engine::Jit ? "jit" : "interp");
 }
 
 TEST(MatmulSearch, PlainNestComputesTheProduct) {
@@ -774,6 +831,128 @@ TEST(DensePackedSearch, TunedLoweringRunsWithAnEpilogue) {
   // A record of the former hand-written kernel (rows/cols) builds the default annotation, its tile.
   configs->byKey[key] = Knobs{{"rows", 3}, {"cols", 2}};
   EXPECT_EQ(tir::print(lowerGraph(fused, options).funcs[0]), tir::print(fallback));
+}
+
+// ---- dense ----------------------------------------------------------------------------------------
+
+std::vector<float> denseReference(const DenseShape& s, const std::vector<float>& x,
+                                  const std::vector<float>& w, const std::vector<float>* b) {
+  std::vector<float> y(static_cast<size_t>(s.m * s.n));
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t n = 0; n < s.n; ++n) {
+      double acc = b ? (*b)[static_cast<size_t>(n)] : 0.0;
+      for (int64_t q = 0; q < s.k; ++q)
+        acc += double(x[static_cast<size_t>(i * s.k + q)]) * w[static_cast<size_t>(n * s.k + q)];
+      y[static_cast<size_t>(i * s.n + n)] = static_cast<float>(acc);
+    }
+  return y;
+}
+
+// The default is the hand-written tile the sketch replaced: the most accumulators within the
+// registers (a row of x at batch 1 takes 8 rows of w), rows of x dividing M, rows of w dividing N
+// when a little over half of the most do, and threads only where the product is worth them.
+TEST(DenseSearch, DefaultIsTheFormerTile) {
+  auto knobs = [](int64_t m, int64_t k, int64_t n) {
+    return knobsText(denseDefaultKnobs({m, k, n, true}, 32));
+  };
+  EXPECT_EQ(knobs(1, 768, 768), "mi=1,nc=8,par=1");
+  EXPECT_EQ(knobs(1, 512, 1000), "mi=1,nc=8,par=1");
+  EXPECT_EQ(knobs(1, 1280, 1001), "mi=1,nc=7,par=1");  // 7 divides 1001
+  EXPECT_EQ(knobs(4, 512, 1000), "mi=4,nc=5,par=1");   // (30 - 5) / 4 = 6 columns at most; 5 divides 1000
+  EXPECT_EQ(knobs(3, 64, 10), "mi=3,nc=5,par=0");      // 3 × 8 fit; 5 divides 10
+  EXPECT_EQ(knobs(1, 16, 3), "mi=1,nc=3,par=0");       // never more rows of w than N
+  EXPECT_EQ(knobsText(denseDefaultKnobs({1, 768, 768, true}, 16)), "mi=1,nc=8,par=1");
+  EXPECT_EQ(knobsText(denseDefaultKnobs({4, 768, 768, true}, 16)), "mi=2,nc=4,par=1");
+  EXPECT_EQ(denseLanes({1, 10, 4, true}, 16), 8);
+  EXPECT_EQ(denseLanes({1, 1, 4, true}, 16), 1);
+}
+
+// Every annotation on random shapes (K shorter than a vector or not a multiple of it, column
+// tails, rows dividing M): the trace replays to the identical function, which verifies, keeps
+// the tile's sums in registers (cache_write) and its vectors of partial sums apart (rfactor), and
+// computes the product.
+TEST(DenseSearch, SketchTracesReplayVerifyAndAgree) {
+  std::mt19937 rng(23);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int checked = 0, factored = 0;
+  for (int t = 0; t < 10; ++t) {
+    const int lanes = t % 2 ? 8 : 4, registers = 16;
+    DenseShape s{pick(1, 6), pick(1, 41), pick(1, 19), true};
+    std::string key = denseTuneKey(s.m, s.k, s.n, DType::Float32);
+    PrimFunc plain = densePlainFunc(key);
+    std::vector<float> x = randomData(s.m * s.k, 40 + t), w = randomData(s.n * s.k, 50 + t),
+                       b = randomData(s.n, 60 + t);
+    std::vector<float> want = denseReference(s, x, w, &b);
+    std::vector<Knobs> all = denseAnnotations(s, registers);
+    ASSERT_FALSE(all.empty()) << key;
+    EXPECT_NE(std::find(all.begin(), all.end(), denseDefaultKnobs(s, registers)), all.end()) << key;
+    for (size_t a = 0; a < all.size(); a += 1 + all.size() / 12) {
+      const Knobs& knobs = all[a];
+      SCOPED_TRACE(key + " lanes=" + std::to_string(lanes) + " " + knobsText(knobs));
+      Schedule sched(plain);
+      const int l = denseLanes(s, lanes);
+      applyDenseSketch(sched, s, knobs, l, registers);
+      const PrimFunc& scheduled = sched.func();
+      ASSERT_EQ(tir::verifyPrimFunc(scheduled), std::vector<std::string>{});
+      EXPECT_EQ(sched.trace(), sketchTrace(key, knobs, lanes, registers));
+      EXPECT_EQ(tir::print(Trace::parse(sched.trace().str()).apply(plain)), tir::print(scheduled));
+      std::string text = tir::print(scheduled);
+      EXPECT_NE(text.find("y_local"), std::string::npos) << text;
+      factored += text.find("y_local_rf") != std::string::npos;
+      std::vector<float> y(static_cast<size_t>(s.m * s.n), std::nanf(""));
+      interpret(scheduled, {x.data(), w.data(), b.data(), y.data()});
+      ASSERT_TRUE(close(y, want)) << text;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 60);
+  EXPECT_GT(factored, 0);
+  // Annotations that do not fit: rows of x that do not divide M, a tile over the registers, more
+  // rows of w than N, no parallel choice.
+  DenseShape s{4, 64, 10, true};
+  EXPECT_FALSE(denseAnnotationFits(s, {{"mi", 3}, {"nc", 2}, {"par", 1}}, 32));
+  EXPECT_FALSE(denseAnnotationFits(s, {{"mi", 4}, {"nc", 4}, {"par", 1}}, 16));  // 16 + 4 + 1 > 16
+  EXPECT_TRUE(denseAnnotationFits(s, {{"mi", 4}, {"nc", 2}, {"par", 1}}, 16));
+  EXPECT_FALSE(denseAnnotationFits(s, {{"mi", 1}, {"nc", 11}, {"par", 0}}, 32));
+  EXPECT_FALSE(denseAnnotationFits(s, {{"mi", 1}, {"nc", 2}}, 32));
+}
+
+// dense lowers through its sketch untuned (the default), with a record's annotation or trace, and
+// with a record of the former tile's knobs (rows, cols read as mi, nc); a fused relu is applied
+// where the tile is written back. Interpreter and JIT agree with the reference.
+TEST(DenseSearch, LoweringRunsWithAnEpilogueAndOlderRecords) {
+  Graph fused = parseGraph(
+      "graph(%x: f32[2,3,37], %w: f32[21,37], %b: f32[21]) {\n"
+      "  %y = dense(%x, %w, %b) : f32[2,3,21]\n"
+      "  %z = relu(%y) : f32[2,3,21]\n"
+      "  return %z\n"
+      "}\n");
+  fused.addGroup("g", 0, 2);
+  DenseShape s{6, 37, 21, true};
+  std::string key = denseTuneKey(s.m, s.k, s.n, DType::Float32);
+  runtime::Tensor xt = randomTensor({2, 3, 37}, 4), wt = randomTensor({21, 37}, 5),
+                  bt = randomTensor({21}, 6);
+  std::vector<float> b = toVector(bt);
+  std::vector<float> want = denseReference(s, toVector(xt), toVector(wt), &b);
+  for (float& v : want) v = std::max(0.0f, v);
+  LowerOptions options;  // 8 lanes, 16 registers
+  PrimFunc untuned = lowerGraph(fused, options).funcs[0];
+  EXPECT_EQ(untuned.attrs.at("tune_key"), key);
+  EXPECT_EQ(untuned.attrs.at("schedule"), knobsText(denseDefaultKnobs(s, 16)));
+  EXPECT_EQ(untuned.attrs.at("trace"), sketchTrace(key, denseDefaultKnobs(s, 16), 8, 16).str());
+  for (const Knobs& knobs : {Knobs{{"mi", 2}, {"nc", 4}, {"par", 1}}, Knobs{{"mi", 3}, {"nc", 1}, {"par", 0}},
+                             Knobs{{"mi", 6}, {"nc", 1}, {"par", 1}}}) {
+    SCOPED_TRACE(knobsText(knobs));
+    expectSketchKernel(fused, options, key, knobs, "k", {xt, wt, bt}, want);
+  }
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[key] = Knobs{{"rows", 3}, {"cols", 2}};
+  options.schedules = configs;
+  PrimFunc old = lowerGraph(fused, options).funcs[0];
+  EXPECT_EQ(old.attrs.at("schedule"), "mi=3,nc=2,par=" + std::to_string(denseDefaultKnobs(s, 16).at("par")));
+  // One that does not fit (4 rows do not divide 6) builds the default.
+  configs->byKey[key] = Knobs{{"rows", 4}, {"cols", 2}};
+  EXPECT_EQ(tir::print(lowerGraph(fused, options).funcs[0]), tir::print(untuned));
 }
 
 }  // namespace

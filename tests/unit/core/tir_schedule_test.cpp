@@ -475,16 +475,21 @@ TEST(TirSchedule, HandlesByBlockPath) {
 }
 
 TEST(TirSchedule, DuplicateLoopNamesBecomeUnique) {
-  // The dense lowering repeats variable names (kb twice); a schedule names them as the printer
-  // shows them.
-  PrimFunc f = lowerFirst(R"(graph(%x: f32[3,6], %w: f32[5,6]) {
-    %z = dense(%x, %w) : f32[3,5]
-    return %z
-  })");
+  // A lowering may repeat variable names (two distinct loops both named k, as hand-written
+  // lowerings built them); a schedule names them as the printer shows them.
+  Buffer x = makeBuffer("x", Type::f32(), {4}), y = makeBuffer("y", Type::f32(), {4});
+  Expr k1 = Var::make("k"), k2 = Var::make("k");
+  PrimFunc f;
+  f.name = "twice";
+  f.params = {x, y};
+  f.numOutputs = 1;
+  f.body = Seq::make({For::make(k1, i64(0), i64(4), ForKind::Serial, Store::make(y, k1, Load::make(x, k1))),
+                      For::make(k2, i64(0), i64(4), ForKind::Serial,
+                                Store::make(y, k2, Load::make(y, k2) + Load::make(x, k2)))});
   Schedule s(f);
-  EXPECT_EQ(s.loopNames(), (std::vector<std::string>{"kb", "kb_1"}));
+  EXPECT_EQ(s.loopNames(), (std::vector<std::string>{"k", "k_1"}));
   EXPECT_EQ(print(s.func()), print(f));
-  s.unroll("kb_1");
+  s.unroll("k_1");
   EXPECT_EQ(print(Trace::parse(s.trace().str()).apply(f)), print(s.func()));
 }
 
@@ -788,6 +793,84 @@ TEST(TirSchedule, RfactorKeepsPartialResultsApartSoTheyVectorize) {
   // Factoring the whole loop: every update its own partial result.
   PrimFunc whole = scheduled(rowReduction(2, 5, false), [](Schedule& s) { s.rfactor("k"); });
   EXPECT_NE(print(whole).find("y_rf: f32[5]"), std::string::npos) << print(whole);
+}
+
+// A register tile inside the reduction loop (dense's dot-product tile): the rows and columns that
+// move the element are dimensions of the partial results, each element keeping its own vector.
+TEST(TirSchedule, RfactorSpansTheLoopsOfARegisterTile) {
+  PrimFunc f = scheduled(
+      gemmNest(2, 3, 32),
+      [](Schedule& s) {
+        s.split("k", 8, TailStrategy::Loop);
+        s.reorder({"k_o", "i", "j", "k_i"});
+        s.rfactor("k_i");
+        s.vectorize("k_i");
+        s.vectorize("k_i_init");
+        s.unroll("i");
+        s.unroll("j");
+      },
+      1e-5);
+  EXPECT_EQ(print(f), R"(func gemm(a: f32[2,32], b: f32[32,3], y: f32[2,3]) {
+  for (z, 0, 6) {
+    y[z] = 0.0f
+  }
+  allocate y_rf: f32[48]
+  for (i_init, 0, 2) {
+    for (j_init, 0, 3) {
+      y_rf[ramp((((i_init * 3) + j_init) * 8), 1, 8)] = x8(-0.0f)
+    }
+  }
+  for (k_o, 0, 4) {
+    unrolled (i, 0, 2) {
+      unrolled (j, 0, 3) {
+        y_rf[ramp((((i * 3) + j) * 8), 1, 8)] = (y_rf[ramp((((i * 3) + j) * 8), 1, 8)] + (a[ramp(((i * 32) + (k_o * 8)), 1, 8)] * b[ramp(((k_o * 24) + j), 3, 8)]))
+      }
+    }
+  }
+  for (i_fold, 0, 2) {
+    for (j_fold, 0, 3) {
+      for (k_i_fold, 0, 8) {
+        y[((i_fold * 3) + j_fold)] = (y[((i_fold * 3) + j_fold)] + y_rf[((((i_fold * 3) + j_fold) * 8) + k_i_fold)])
+      }
+    }
+  }
+}
+)");
+  // Reduction loops on both sides of one that moves the element all join the chain: for a, b,
+  // c, d: y[c] += x[((a·2 + b)·4 + c)·8 + d], rfactor(d) keeps 4 × 8 partial results over all of
+  // a and b.
+  Buffer x = makeBuffer("x", Type::f32(), {192}), y = makeBuffer("y", Type::f32(), {4});
+  Expr a = Var::make("a"), b = Var::make("b"), c = Var::make("c"), d = Var::make("d");
+  PrimFunc nest;
+  nest.name = "nest";
+  nest.params = {x, y};
+  nest.numOutputs = 1;
+  auto loop = [](const Expr& v, int64_t n, Stmt body) {
+    return For::make(v, i64(0), i64(n), ForKind::Serial, body);
+  };
+  Expr z = Var::make("z");
+  nest.body = Seq::make(
+      {loop(z, 4, Store::make(y, z, FloatImm::make(Type::f32(), 0))),
+       loop(a, 3,
+            loop(b, 2,
+                 loop(c, 4,
+                      loop(d, 8,
+                           Store::make(y, c,
+                                       Load::make(y, c) + Load::make(x, ((a * 2 + b) * 4 + c) * 8 + d))))))});
+  PrimFunc outer = scheduled(nest, [](Schedule& s) { s.rfactor("d"); }, 1e-5);
+  const std::string text = print(outer);
+  EXPECT_NE(text.find("allocate y_rf: f32[32]"), std::string::npos) << text;
+  EXPECT_LT(text.find("for (d_init"), text.find("for (a,")) << text;
+  EXPECT_GT(text.find("for (c_fold"), text.find("for (a,")) << text;
+  // Too many partial results over the tile: 4 · 3 · 300.
+  Schedule wide(gemmNest(4, 3, 300));
+  wide.reorder({"k", "i", "j"});
+  auto [ko, ki] = wide.split("k", 300, TailStrategy::Loop);
+  (void)ko;
+  EXPECT_EQ(
+      errorOf([&] { wide.rfactor(ki); }),
+      "rfactor: loop 'k_i' and the loops moving the element make 3600 partial results, more than 1024 (split "
+      "it first)");
 }
 
 TEST(TirSchedule, RfactorRejectsWhatIsNotAReductionIntoOneElement) {

@@ -813,7 +813,7 @@ TEST(Tuners, LoopFeatureTunerProposesEachConfigurationOnce) {
       ASSERT_LT(i, space.size());
       EXPECT_TRUE(seen.insert(i).second) << "proposed " << i << " twice";
       const Knobs& k = space.config(i);
-      costs.push_back(1.0 + std::abs(static_cast<double>(k.at("rows") * k.at("cols") - 12)));
+      costs.push_back(1.0 + std::abs(static_cast<double>(k.at("mi") * k.at("nc") - 12)));
     }
     tuner->update(batch, costs);
   }
