@@ -333,11 +333,9 @@ int TuneResult::searchedCalls() const {
   for (const auto& t : tasks) {
     if (t.bestKnobs.empty()) continue;  // nothing chosen: the build runs the default, counted below
     tuned.insert(t.info.workloadKey);
-    // A sketch's annotation: a GEMM's has mi; a convolution's, a dense layer's or a nest's is all
-    // it has (an old record of a retired builder's knobs builds the annotation it stands for).
-    if (t.info.op == "nest" || t.info.op == "reduce" || t.info.op == "conv2d_nchwc" || t.info.op == "dense" ||
-        core::lower::parseKnobs(t.bestKnobs).count("mi"))
-      calls += t.info.weight;
+    // Every tunable kernel is a sketch: its best configuration is an annotation (an old record of
+    // a retired builder's knobs builds the annotation it stands for, or the default's).
+    calls += t.info.weight;
   }
   for (const auto& [key, n] : untunedSketchCalls)
     if (!tuned.count(key)) calls += n;

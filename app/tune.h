@@ -43,7 +43,8 @@ struct TuneOptions {
   double measureTimeoutSeconds = 10;  // per candidate, in the child process
   int batchSize = 8;         // candidates proposed, compiled and measured per round
   std::string recordsPath;   // JSON-lines records file (read to resume, appended to); "" none
-  // Tune only these kernel names, tuning keys or kinds ("conv2d_nchwc", "nest", "reduce", ...) (empty: all).
+  // Tune only these kernel names, tuning keys or kinds ("conv2d_nchwc", "nest", "reduce", "pool", ...)
+  // (empty: all).
   std::vector<std::string> onlyTasks;
   uint64_t seed = 1;
   StoreOptions store;        // records are also kept in the session store
@@ -107,8 +108,8 @@ struct TuneResult {
   int tunableCalls = 0;               // of those, calls of kernels with a tuning key
   std::map<std::string, int> untunedSketchCalls;  // tuning key -> calls, where untuned runs a sketch
   /// Calls of kernels that run a schedule of primitives (a sketch's trace) rather than a
-  /// hand-written builder's after this run: a tuned task's when its best configuration is a
-  /// sketch annotation, any other key's when its untuned kernel is a sketch's.
+  /// hand-written builder's after this run: every tuned task's (a tunable kernel's configurations
+  /// are sketch annotations), any other key's when its untuned kernel is a sketch's.
   int searchedCalls() const;
   StoredIds stored;
   // --slurm: the job, where its files are, and each array task's end; its records were merged

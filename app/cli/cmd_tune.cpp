@@ -271,7 +271,7 @@ void registerTune(CLI::App& cli, Action& action) {
   cmd->add_option("--batch-size", o.batchSize, "candidates compiled and measured per round")->check(CLI::PositiveNumber);
   cmd->add_option("--tasks", o.onlyTasks,
                   "tune only these kernels, tuning keys or kinds (conv2d_nchwc, dense, dense_packed, matmul, "
-                  "nest, reduce; comma- or space-separated)");
+                  "nest, reduce, pool; comma- or space-separated)");
   cmd->add_option("--seed", o.seed, "random seed of the tuners");
   cmd->add_flag("--list-tasks", args->listTasks, "list the tasks and their space sizes, then stop");
   cmd->add_option("--confirm", o.confirmTop,

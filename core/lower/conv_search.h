@@ -3,6 +3,7 @@
 // annotations the tuner searches, as core/lower/gemm_search.h has for the GEMMs: the only schedule
 // of these convolutions. Untuned, a convolution takes the sketch's default annotation; a record of
 // the retired hand-written builder's knobs, the annotation it stands for (convAnnotationOf).
+// Packed pooling is the depthwise form without weights (see "pooling" below).
 //
 // ## The plain nest
 //
@@ -107,6 +108,10 @@ struct ConvSketchShape {
   /// weight w [O/ob, N, C/ib, ib, ob], output pixel-major y [P, N, O/L, L] (pointwise only); n
   /// joins the parallel loop.
   bool ownWeights = false;
+  /// A pooling window (depthwise regions, no weight, no bias): max keeps the largest tap (−inf
+  /// before the first), sum adds them (an average's division is its lowering's epilogue).
+  enum class Pool { None, Max, Sum };
+  Pool pool = Pool::None;
   bool windowed() const { return kh != 1 || kw != 1; }
   bool padded() const { return padH != 0 || padW != 0; }
   /// Nested by runs of rows and columns whose taps inside the image agree (see the file comment).
@@ -116,7 +121,10 @@ struct ConvSketchShape {
     const int64_t in = rowed() ? inHeight * inWidth : pixels;
     return depthwise ? n * groups * in * lanes : n * cb * in * ib;
   }
-  int64_t weightElements() const { return (ownWeights ? n : 1) * groups * cb * kh * kw * ib * vectors * lanes; }
+  int64_t weightElements() const {
+    if (pool != Pool::None) return 0;
+    return (ownWeights ? n : 1) * groups * cb * kh * kw * ib * vectors * lanes;
+  }
   /// Rows × columns (loops r, p) rather than one flat row of pixels.
   bool rowed() const { return strideH != 1 || strideW != 1 || regioned(); }
   /// The runs of output rows and of output columns (one run each without a window or padding).
@@ -140,10 +148,39 @@ std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws,
                                                const std::vector<int64_t>& dilation, int64_t groups,
                                                bool bias);
 
-/// The plain nest over the kernel's buffers (b null without bias); see the file comment.
+/// The shape of a pooling window over packed x [N, C/L, H, W, L] → y [N, C/L, OH, OW, L] as a
+/// depthwise nest (`max`, else a sum): `kernel`, `stride`, `padding`, `dilation` (height, width)
+/// pairs. OH and OW may be any count the windows reach (ceil mode included: a window hanging past
+/// the input has the taps inside). nullopt when the buffers are not such a pair.
+std::optional<ConvSketchShape> poolSketchShape(const Shape& xs, const Shape& ys, bool max,
+                                               const std::vector<int64_t>& kernel,
+                                               const std::vector<int64_t>& stride,
+                                               const std::vector<int64_t>& padding,
+                                               const std::vector<int64_t>& dilation);
+
+// ---- pooling (ops_pool.cpp) ----------------------------------------------------------------------
+// Packed f32 pooling (max_pool2d, avg_pool2d, and adaptive_avg_pool2d whose windows are uniform:
+// H and W multiples of the output's) is this file's depthwise window nest without weights,
+// scheduled by the same sketch and annotations (mi, po, par_chunks). Its tuning key is "pool:" +
+// its group's workload key (lower.h), rebuilt as a task graph by nest_search.h nestTaskGraph.
+
+/// The window nest of pooling op `op` (attributes `attrs`) from packed input shape `xs` to `ys`;
+/// nullopt when the op has none (another op or layout, an adaptive pool of uneven windows).
+std::optional<ConvSketchShape> poolSketchShapeOf(const std::string& op, const Attrs& attrs, const Shape& xs,
+                                                 const Shape& ys);
+/// "pool:" + `workloadKey`.
+std::string poolTuneKey(const std::string& workloadKey);
+/// The window nest of a pool key's pooling op; throws kiln::Error (InvalidInput) when `key` is
+/// not a pool key or its pooling has no window nest.
+ConvSketchShape poolSketchShapeOfKey(const std::string& key);
+
+/// The plain nest over the kernel's buffers (b null without bias; w null for a pool); see the file
+/// comment. A pool's regions update y[…] = max(select(kh = kw = 0, −inf, y[…]), x[…]) or
+/// select(kh = kw = 0, 0, y[…]) + x[…].
 tir::Stmt convSketchPlainNest(const ConvSketchShape& s, const tir::Buffer& x, const tir::Buffer& w,
                                  const tir::Buffer& b, const tir::Buffer& y);
-/// The plain nest as a function of its own (params x, w, [b,] y), to record traces on.
+/// The plain nest as a function of its own (params x, w, [b,] y; a pool's x, y), to record traces
+/// on.
 tir::PrimFunc convSketchPlainFunc(const ConvSketchShape& s);
 
 /// Whether annotation `knobs` (mi, po, oc_vecs, optionally par_chunks) is one the sketch takes
@@ -151,9 +188,9 @@ tir::PrimFunc convSketchPlainFunc(const ConvSketchShape& s);
 /// accumulator vectors (schedule.h accumulatorBudget: 28 of 32 registers, 13 of 16), par_chunks
 /// one of schedule.h parallelChunkChoices (the parallel loop's launch granularity).
 bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int registers);
-/// The sketch's plain choice for this shape: the tallest tile of at most 16 pixels that fits the
-/// registers and divides P (a tail loop when only 1 would), weight groups outermost when the
-/// weights are at least as large as the input or the nest is regioned, else pixel tiles.
+/// The sketch's plain choice for this shape: the tallest tile of at most 16 pixels (a pool's 8)
+/// that fits the registers and divides P (a tail loop when only 1 would), weight groups outermost
+/// when the weights are at least as large as the input or the nest is regioned, else pixel tiles.
 Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers);
 /// Every annotation that fits, po and mi (1..16) ascending.
 std::vector<Knobs> convSketchAnnotations(const ConvSketchShape& s, int registers);

@@ -406,6 +406,7 @@ class GroupLowering {
         eval.seed(anchorOut, value);
         return eval.valueAt(m_out, Index{{numel}, {offset}, value.type().lanes, nullptr, {}, true});
       };
+    ctx.nestWorkload = f32Workload();  // a pooling anchor's tuning key (conv_search.h)
     Stmt body = lowering(ctx);
     m_schedule = ctx.schedule;
     m_tuneKey = ctx.tuneKey;
@@ -629,8 +630,11 @@ bool lowersAsGroupOfOne(const Graph& graph, NodeId n) {
   const Node& node = graph.node(n);
   if (node.group >= 0 || node.outputs.size() != 1 || !node.regions.empty()) return false;
   const std::string& op = node.op;
+  // Packed pooling, whose window nest is keyed by its workload (conv_search.h).
+  const bool packedPool = (op == "max_pool2d" || op == "avg_pool2d" || op == "adaptive_avg_pool2d") &&
+                          graph.type(node.inputs[0]).rank() == 5;
   if (!isUnaryElementwise(op) && !isBinaryElementwise(op) && op != "transpose" && op != "layout_transform" &&
-      op != "strided_slice" && fusedRole(op) != FusedRole::Reduce && op != "softmax")
+      op != "strided_slice" && fusedRole(op) != FusedRole::Reduce && op != "softmax" && !packedPool)
     return false;
   if (graph.type(node.outputs[0]).dtype != DType::Float32) return false;
   for (ValueId v : node.inputs)

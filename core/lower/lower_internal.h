@@ -46,9 +46,9 @@ struct OpContext {
   /// made the body from the plain nest; lower.cpp records it as PrimFunc::attrs["trace"].
   mutable std::string trace;
 
-  /// Set by the fused lowering for a group whose inputs and output are f32 (a reduction root, or
-  /// an op lowered as a group of one): the group's workload key, from which a row nest
-  /// (nest_search.h) makes its tuning key.
+  /// Set by the fused lowering for a group whose inputs and output are f32 (a reduction root, an
+  /// anchor, or an op lowered as a group of one): the group's workload key, from which a row nest
+  /// (nest_search.h) or a pool's window nest (conv_search.h) makes its tuning key.
   std::string nestWorkload;
 
   /// The tuned knobs for `key` from options.schedules, or nullptr.

@@ -369,7 +369,6 @@ Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leadi
     /// apart by the loops' ranges where it can be (no integer division left in the code), else
     /// `/` and `%`.
     std::vector<Expr> axes(const Expr& flat, int64_t span) {
-      if (ctx->outTypes[0].shape.empty()) return {};  // a scalar output has no axes
       std::vector<int64_t> dims(leading->begin(), leading->end());
       dims.push_back(n);
       std::vector<Expr> idx(dims.size());

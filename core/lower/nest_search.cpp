@@ -180,7 +180,7 @@ struct WorkloadNode {
 
 std::vector<WorkloadNode> parseWorkload(const std::string& key) {
   TuneKeyParts parts = parseTuneKey(key);
-  if (parts.kind != "nest" && parts.kind != "reduce") badKey(key, "not a nest's key");
+  if (parts.kind != "nest" && parts.kind != "reduce" && parts.kind != "pool") badKey(key, "not a nest's key");
   const std::string& w = parts.workload;
   const std::string head = "fused[";
   if (w.compare(0, head.size(), head) != 0 || w.back() != ']')

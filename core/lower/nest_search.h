@@ -48,7 +48,7 @@ Knobs elementNestKnobsOf(const Knobs* tuned, int64_t numel, const LowerOptions& 
 
 /// "nest:" + `workloadKey`.
 std::string elementNestTuneKey(const std::string& workloadKey);
-/// The graph a nest or row nest key describes: a graph input per group input ($i), the group's
+/// The graph a nest, row nest or pool key describes: a graph input per group input ($i), the group's
 /// nodes in one fused group (one node alone), its root's value the output. Lowered, its kernel
 /// has this key. Throws kiln::Error (InvalidInput) when `key` is not such a key or its workload
 /// does not parse.

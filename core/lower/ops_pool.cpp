@@ -11,7 +11,12 @@
 // - adaptive_avg_pool2d averages rows [floor(i·H/OH), ceil((i+1)·H/OH)) (same for columns); its
 //   loops have bounds computed from the output position.
 //
-// Schedules. Window taps never read padding: the taps of a row come as loop bounds computed from
+// Schedules. Packed f32 pooling is conv_search.h's window nest (a depthwise convolution's regions,
+// max or sum for the multiply-add, no weight) scheduled by its sketch: untuned the default
+// annotation, else the record of its tuning key ("pool:" + its group's workload key). An
+// average divides where the tile is written back, before a fused epilogue. Other pooling (NCHW
+// inputs, integer max pooling, adaptive windows of uneven sizes) keeps the hand-written kernels
+// below. Window taps never read padding: the taps of a row come as loop bounds computed from
 // oh (schedule.h WindowAxis::tapRange), those of a column likewise from ow. Packed inputs are
 // vectorized over the channel block: a tile of B output columns keeps B vector accumulators,
 // with the window loops outside the columns (interior tiles in a loop, border tiles unrolled
@@ -19,7 +24,9 @@
 // with a lane reduction.
 #include <algorithm>
 
+#include "core/lower/conv_search.h"
 #include "core/lower/lower_internal.h"
+#include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
 #include "runtime/error.h"
 
@@ -111,6 +118,42 @@ Stmt packedPool(const OpContext& ctx, const PoolSpec& p) {
   return For::make(f, i64(0), i64(n * cb * oh), parallel ? ForKind::Parallel : ForKind::Serial, body);
 }
 
+/// Packed f32 pooling as conv_search.h's window nest `s` under its sketch; an undefined Stmt when
+/// a record's trace leaves the output read back (the division and the epilogue then have no
+/// stores to go to: the hand-written kernel takes over).
+Stmt sketchedPool(const OpContext& ctx, const PoolSpec& p, const ConvSketchShape& s) {
+  const Shape& ys = ctx.outTypes[0].shape;
+  if (!ctx.nestWorkload.empty()) ctx.tuneKey = poolTuneKey(ctx.nestWorkload);
+  const Knobs* tuned = ctx.tuneKey.empty() ? nullptr : ctx.tunedKnobs(ctx.tuneKey);
+  const int registers = ctx.options.vectorRegisters;
+  PrimFunc plain;
+  plain.name = ctx.op;
+  plain.params = {ctx.in[0], ctx.out[0]};
+  plain.numOutputs = 1;
+  plain.body = convSketchPlainNest(s, ctx.in[0], nullptr, nullptr, ctx.out[0]);
+  Stmt nest = kernelBySketch(
+      ctx, std::move(plain), tuned, [&](const Knobs& k) { return convSketchAnnotationFits(s, k, registers); },
+      [&](Schedule& sched, const Knobs& k) { applyConvSketch(sched, s, k, registers); },
+      [](const Knobs&) { return std::optional<Knobs>(); }, convSketchDefaultKnobs(s, registers));
+  const Shape leading(ys.begin(), ys.end() - 1);
+  if (p.isMax) return ctx.epilogue ? epilogueAtStores(ctx, nest, leading, ys.back()) : nest;
+  // The average: the window's sum divided by its divisor where it is stored.
+  OpContext divide = ctx;
+  divide.flatEpilogue = nullptr;
+  int stores = 0;
+  divide.epilogue = [&](Expr value, const std::vector<Expr>& index) {
+    ++stores;
+    const int lanes = value.type().lanes;
+    Expr d = cast(value.type().element(), avgDivisor(p, index[2], index[3]));
+    return ctx.applyEpilogue(value / (lanes > 1 ? splat(d, lanes) : d), index);
+  };
+  nest = epilogueAtStores(divide, nest, leading, ys.back());
+  if (stores > 0) return nest;
+  ctx.schedule.clear();
+  ctx.trace.clear();
+  return Stmt();
+}
+
 /// NCHW pooling: one scalar accumulator per output, window taps bounded by loop limits.
 Stmt plainPool(const OpContext& ctx, const PoolSpec& p) {
   const Shape &xs = ctx.inTypes[0].shape, &ys = ctx.outTypes[0].shape;
@@ -152,6 +195,9 @@ Stmt lowerPool2d(const OpContext& ctx) {
   p.includePad = ctx.attrs.getInt("count_include_pad", 1) != 0;
   p.rows = WindowAxis{xs[2], ys[2], kernel[0], stride[0], pad[0], dil[0]};
   p.cols = WindowAxis{xs[3], ys[3], kernel[1], stride[1], pad[1], dil[1]};
+  if (std::optional<ConvSketchShape> s = poolSketchShapeOf(ctx.op, ctx.attrs, xs, ys);
+      s && ctx.inTypes[0].dtype == DType::Float32)
+    if (Stmt nest = sketchedPool(ctx, p, *s); nest.defined()) return nest;
   return xs.size() == 5 ? packedPool(ctx, p) : plainPool(ctx, p);
 }
 
@@ -163,6 +209,16 @@ Stmt lowerAdaptiveAvgPool2d(const OpContext& ctx) {
   int lanes = packed ? static_cast<int>(xs[4]) : 1;
   const Buffer &x = ctx.in[0], &y = ctx.out[0];
   Type t = y->elemType;
+
+  // Uniform windows over a packed input: an avg_pool2d's window nest.
+  if (std::optional<ConvSketchShape> s = poolSketchShapeOf(ctx.op, ctx.attrs, xs, ys);
+      s && ctx.inTypes[0].dtype == DType::Float32) {
+    PoolSpec p;
+    p.isMax = false;
+    p.rows = WindowAxis{h, oh, s->kh, s->strideH, 0, 1};
+    p.cols = WindowAxis{w, ow, s->kw, s->strideW, 0, 1};
+    if (Stmt nest = sketchedPool(ctx, p, *s); nest.defined()) return nest;
+  }
 
   // Global average of a contiguous NCHW plane: a vectorized sum with a lane reduction.
   int vl = t.bits == 64 ? std::max(1, ctx.options.vectorLanes / 2) : ctx.options.vectorLanes;
@@ -201,6 +257,47 @@ Stmt lowerAdaptiveAvgPool2d(const OpContext& ctx) {
   Stmt body = Seq::make({vstore(acc, i64(0), splat(literal(t, 0), lanes)), window,
                          vstore(y, yIndex, ctx.applyEpilogue(result, index))});
   return nest.wrap(body, {acc});
+}
+
+namespace {
+
+std::vector<int64_t> pairOf(const Attrs& attrs, const std::string& name, std::vector<int64_t> fallback) {
+  if (!attrs.has(name)) return fallback;
+  const std::vector<int64_t>& v = attrs.getInts(name);
+  if (v.size() == 1) return {v[0], v[0]};
+  return v.size() == 2 ? v : std::vector<int64_t>{};
+}
+
+}  // namespace
+
+std::optional<ConvSketchShape> poolSketchShapeOf(const std::string& op, const Attrs& attrs, const Shape& xs,
+                                                 const Shape& ys) {
+  if (xs.size() != 5 || ys.size() != 5) return std::nullopt;
+  if (op == "adaptive_avg_pool2d") {
+    if (xs[2] % ys[2] != 0 || xs[3] % ys[3] != 0) return std::nullopt;
+    const std::vector<int64_t> k{xs[2] / ys[2], xs[3] / ys[3]};
+    return poolSketchShape(xs, ys, false, k, k, {0, 0}, {1, 1});
+  }
+  if (op != "max_pool2d" && op != "avg_pool2d") return std::nullopt;
+  const std::vector<int64_t> kernel = pairOf(attrs, "kernel", {1, 1});
+  return poolSketchShape(xs, ys, op == "max_pool2d", kernel, pairOf(attrs, "stride", kernel),
+                         pairOf(attrs, "padding", {0, 0}), pairOf(attrs, "dilation", {1, 1}));
+}
+
+std::string poolTuneKey(const std::string& workloadKey) { return "pool:" + workloadKey; }
+
+ConvSketchShape poolSketchShapeOfKey(const std::string& key) {
+  if (parseTuneKey(key).kind != "pool")
+    throw Error("tuning key '" + key + "' is not a pool key", ErrorKind::InvalidInput);
+  Graph g = nestTaskGraph(key);
+  for (const Node& node : g.nodes())
+    if (node.op == "max_pool2d" || node.op == "avg_pool2d" || node.op == "adaptive_avg_pool2d") {
+      std::optional<ConvSketchShape> s =
+          poolSketchShapeOf(node.op, node.attrs, g.type(node.inputs[0]).shape, g.type(node.outputs[0]).shape);
+      if (!s) break;
+      return *s;
+    }
+  throw Error("tuning key '" + key + "': its pooling has no window nest", ErrorKind::InvalidInput);
 }
 
 }  // namespace kiln::core::lower

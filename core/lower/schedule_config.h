@@ -84,9 +84,9 @@ struct ConvGeometry {
 };
 
 /// The parts of a key: "conv2d_nchwc", the parameters, the dtype name. A key of an element or row
-/// nest ("nest:" or "reduce:" + the fused group's workload key, core/lower/nest_search.h) has no
-/// parameters: its workload is the whole rest of the key, and its dtype f32 (only f32 nests have
-/// keys).
+/// nest or a pool ("nest:", "reduce:" or "pool:" + the fused group's workload key,
+/// core/lower/nest_search.h, conv_search.h) has no parameters: its workload is the whole rest of
+/// the key, and its dtype f32 (only f32 nests have keys).
 struct TuneKeyParts {
   std::string kind;
   Knobs params;

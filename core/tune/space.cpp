@@ -122,6 +122,22 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
     // The default annotation first (nest_search.h), then the others.
     space.m_params["numel"] = lower::elementNestOutputs(key);
     for (Knobs& k : lower::elementNestAnnotations(space.m_params["numel"], options)) space.add(std::move(k));
+  } else if (parts.kind == "pool") {
+    // The window nest's annotations (conv_search.h), the default first, each at the runtime's
+    // default launch granularity, then the others (par_chunks).
+    const lower::ConvSketchShape s = lower::poolSketchShapeOfKey(key);
+    space.m_defaults["par_chunks"] = lower::defaultParallelChunks();
+    std::vector<Knobs> tiles{lower::convSketchDefaultKnobs(s, options.vectorRegisters)};
+    for (Knobs& k : lower::convSketchAnnotations(s, options.vectorRegisters)) tiles.push_back(std::move(k));
+    std::vector<int64_t> chunkOrder{lower::defaultParallelChunks()};
+    for (int64_t c : lower::parallelChunkChoices())
+      if (c != lower::defaultParallelChunks()) chunkOrder.push_back(c);
+    for (int64_t chunks : chunkOrder)
+      for (const Knobs& k : tiles) {
+        Knobs c = k;
+        if (chunks != lower::defaultParallelChunks()) c["par_chunks"] = chunks;
+        if (!space.m_index.count(c)) space.add(std::move(c));
+      }
   } else if (parts.kind == "reduce") {
     lower::RowNestShape s = lower::rowNestShapeOfKey(key);
     space.m_params["rows"] = s.rows;
@@ -282,6 +298,27 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          lg(vectors),
          lg(par ? vectors / threads : vectors),  // vectors per thread
          lg(static_cast<double>(numel))};
+    return f;
+  }
+  if (m_kind == "pool") {
+    // A tile of mi output columns (one vector each) over the window's taps; po = 1 runs the
+    // channel blocks in parallel.
+    const lower::ConvSketchShape s = lower::poolSketchShapeOfKey(m_key);
+    const int64_t mi = k.at("mi"), po = k.at("po");
+    const double chunks =
+        static_cast<double>(knob(k, "par_chunks", lower::defaultParallelChunks())) * threads;
+    const double parallel = static_cast<double>(po ? s.n * s.groups : s.rows);
+    const int64_t tiles = ceilDiv(s.pixels, mi);
+    f = {static_cast<float>(mi),
+         static_cast<float>(po),
+         static_cast<float>(tiles),
+         static_cast<float>(tiles * mi - s.pixels) / static_cast<float>(s.pixels),  // padded tile share
+         static_cast<float>(parallel / threads),                                    // iterations per thread
+         static_cast<float>(std::fmod(parallel, threads)),                          // load imbalance
+         lg(chunks),
+         lg(static_cast<double>(s.kh * s.kw)),
+         lg(static_cast<double>(s.rows * s.pixels)),
+         lg(static_cast<double>(s.n * s.groups))};
     return f;
   }
   if (m_kind == "reduce") {

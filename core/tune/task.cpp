@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 
+#include "core/lower/conv_search.h"
 #include "core/lower/gemm_search.h"
 #include "core/lower/nest_search.h"
 #include "core/lower/schedule_config.h"
@@ -77,13 +78,20 @@ double taskFlops(const std::string& key) {
     lower::RowNestShape s = lower::rowNestShapeOfKey(key);
     return static_cast<double>(s.rows) * static_cast<double>(s.length);
   }
+  // A pooling window: one operation per tap of every output element.
+  if (parts.kind == "pool") {
+    const lower::ConvSketchShape s = lower::poolSketchShapeOfKey(key);
+    return static_cast<double>(s.n * s.groups * s.rows * s.pixels * s.lanes) *
+           static_cast<double>(s.kh * s.kw);
+  }
   throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
 }
 
 Graph taskGraph(const std::string& key, uint64_t seed) {
   lower::TuneKeyParts parts = lower::parseTuneKey(key);
   requireF32(parts, key);
-  if (parts.kind == "nest" || parts.kind == "reduce") return lower::nestTaskGraph(key);
+  if (parts.kind == "nest" || parts.kind == "reduce" || parts.kind == "pool")
+    return lower::nestTaskGraph(key);
   std::mt19937 rng(static_cast<uint32_t>(seed));
   Graph g;
   if (parts.kind == "conv2d_nchwc") {

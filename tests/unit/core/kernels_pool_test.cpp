@@ -4,7 +4,11 @@
 // ceil mode, count_include_pad) and sizes that do not divide the tiles.
 #include <random>
 
+#include "core/ir/parser.h"
+#include "core/lower/conv_search.h"
+#include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
+#include "runtime/error.h"
 #include "tests/unit/core/kernels_test_util.h"
 
 namespace kiln::core::lower {
@@ -146,6 +150,156 @@ TEST(KernelsPool, AdaptiveAverage) {
   checkAdaptive(1, 32, 7, 7, 1, 1, 16);   // global, plane of 49
   checkAdaptive(2, 24, 5, 3, 1, 1, 8);    // plane shorter than two vectors
   checkAdaptive(1, 12, 10, 9, 3, 4, 4);   // overlapping windows
+}
+
+// ---- the window nest (conv_search.h) ---------------------------------------------------------
+
+/// The packed pooling graph of `pc` on input [n, c/block, h, w, block] (as alter-layout leaves it),
+/// the pool's output the graph's.
+Graph packedPoolGraph(const PoolCase& pc, int64_t block) {
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::Float32, {pc.n, pc.c / block, pc.h, pc.w, block}});
+  g.setOutputs({g.add(pc.op, {x}, pc.attrs())});
+  return g;
+}
+
+/// The kernel of `module` whose tuning key starts with "pool:" (null when none has).
+const tir::PrimFunc* poolKernel(const LoweredModule& module) {
+  for (const tir::PrimFunc& f : module.funcs)
+    if (f.attrs.count("tune_key") && f.attrs.at("tune_key").rfind("pool:", 0) == 0) return &f;
+  return nullptr;
+}
+
+/// The packed input's elements in NCHW order, as referencePool reads them.
+runtime::Tensor unpacked(const runtime::Tensor& x) {
+  const Shape& s = x.shape();
+  runtime::Tensor y = runtime::Tensor::zeros(DType::Float32, {s[0], s[1] * s[4], s[2], s[3]});
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t cb = 0; cb < s[1]; ++cb)
+      for (int64_t h = 0; h < s[2]; ++h)
+        for (int64_t w = 0; w < s[3]; ++w)
+          for (int64_t l = 0; l < s[4]; ++l)
+            y.data<float>()[((n * s[1] * s[4] + cb * s[4] + l) * s[2] + h) * s[3] + w] =
+                x.data<float>()[(((n * s[1] + cb) * s[2] + h) * s[3] + w) * s[4] + l];
+  return y;
+}
+
+// Every annotation the tuner may pick (tile mi, loop order po, launch granularity) computes the
+// pool, in the JIT, for windows with padding, stride, dilation, ceil mode and both divisors.
+TEST(KernelsPool, EveryAnnotationOfTheWindowNestComputesThePool) {
+  const std::vector<PoolCase> cases = {
+      {"max_pool2d", 1, 16, 11, 13, 3, 2, 1, 1, false, true},
+      {"avg_pool2d", 2, 16, 9, 10, 3, 2, 1, 1, true, false},
+      {"avg_pool2d", 1, 24, 7, 9, 2, 1, 1, 1, true, true},
+      {"max_pool2d", 1, 8, 12, 10, 3, 1, 1, 2, false, true},
+  };
+  for (const PoolCase& pc : cases) {
+    SCOPED_TRACE(pc.str());
+    const int64_t block = 8;
+    LowerOptions options;
+    options.vectorLanes = 8;
+    options.vectorRegisters = vectorRegistersForLanes(8);
+    Graph g = packedPoolGraph(pc, block);
+    LoweredModule untuned = lowerGraph(g, options);
+    const tir::PrimFunc* kernel = poolKernel(untuned);
+    ASSERT_NE(kernel, nullptr);
+    ASSERT_TRUE(kernel->attrs.count("trace"));  // scheduled by the window nest's sketch
+    const std::string key = kernel->attrs.at("tune_key");
+    EXPECT_EQ(key, "pool:" + kernel->attrs.at("workload_key"));
+    const ConvSketchShape s = poolSketchShapeOfKey(key);
+    runtime::Tensor x = randomTensor(g.type(g.inputs()[0]).shape, 5);
+    const Shape& ys = g.type(g.outputs()[0]).shape;
+    std::vector<float> expected = referencePool(pc, unpacked(x), ys[2], ys[3]);
+    std::vector<Knobs> annotations = convSketchAnnotations(s, options.vectorRegisters);
+    ASSERT_GE(annotations.size(), 4u);
+    for (Knobs k : annotations) {
+      if (k.at("mi") % 3 == 0) k["par_chunks"] = 1;  // a granularity other than the runtime's default
+      SCOPED_TRACE(knobsText(k));
+      auto configs = std::make_shared<ScheduleConfigs>();
+      configs->byKey[key] = k;
+      options.schedules = configs;
+      LoweredModule tuned = lowerGraph(g, options);
+      ASSERT_NE(poolKernel(tuned), nullptr);
+      EXPECT_EQ(poolKernel(tuned)->attrs.at("schedule"), knobsText(k));
+      runtime::Tensor got = evalModule(tuned, {x}, Engine::Jit)[0];
+      // Packed output [n, c/8, oh, ow, 8] against the NCHW reference.
+      std::vector<float> want(static_cast<size_t>(got.numel()));
+      const int64_t oh = ys[2], ow = ys[3], cb = ys[1];
+      for (int64_t n = 0; n < pc.n; ++n)
+        for (int64_t b = 0; b < cb; ++b)
+          for (int64_t i = 0; i < oh * ow; ++i)
+            for (int64_t l = 0; l < block; ++l)
+              want[((n * cb + b) * oh * ow + i) * block + l] =
+                  expected[(n * pc.c + b * block + l) * oh * ow + i];
+      EXPECT_TRUE(allClose(got, want, 1e-5));
+    }
+    options.schedules = nullptr;
+  }
+}
+
+// A pool key's workload rebuilds the kernel as a task graph of its own (what the tuner measures).
+// An average divides before a fused epilogue, also when a record's trace leaves the output read
+// back (the hand-written kernel then runs). An adaptive pool of uneven windows, integer and NCHW
+// pools have no window nest.
+TEST(KernelsPool, AWindowNestKeyDescribesItsKernel) {
+  const char* text = R"(graph(%x: f32[1,2,7,7,16], %y: f32[1,2,4,4,16]) {
+  group @avg {
+    %a = avg_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], count_include_pad=0} : f32[1,2,4,4,16]
+    %b = add(%a, %y) : f32[1,2,4,4,16]
+  }
+  return %b
+}
+)";
+  Graph g = parseGraph(text);
+  LowerOptions options;
+  options.vectorLanes = 16;
+  runtime::Tensor x = randomTensor({1, 2, 7, 7, 16}, 3), y = randomTensor({1, 2, 4, 4, 16}, 4);
+  PoolCase pc{"avg_pool2d", 1, 32, 7, 7, 3, 2, 1, 1, false, false};
+  std::vector<float> pooled = referencePool(pc, unpacked(x), 4, 4), want;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const int64_t l = i % 16, p = (i / 16) % 16, b = i / 256;
+    want.push_back(pooled[(b * 16 + l) * 16 + p] + y.data<float>()[i]);
+  }
+  LoweredModule module = lowerGraph(g, options);
+  const tir::PrimFunc* kernel = poolKernel(module);
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_TRUE(allClose(evalModule(module, {x, y}, Engine::Jit)[0], want, 1e-5));
+  const std::string key = kernel->attrs.at("tune_key");
+  EXPECT_EQ(parseTuneKey(key).kind, "pool");
+  const ConvSketchShape s = poolSketchShapeOfKey(key);
+  EXPECT_EQ(s.pool, ConvSketchShape::Pool::Sum);
+  EXPECT_EQ(s.groups, 2);
+  EXPECT_EQ(s.lanes, 16);
+  EXPECT_EQ(s.rows * s.pixels, 16);
+  EXPECT_EQ(s.kh * s.kw, 9);
+  int withKey = 0;
+  for (const tir::PrimFunc& f : lowerGraph(nestTaskGraph(key), options).funcs)
+    withKey += f.attrs.count("tune_key") && f.attrs.at("tune_key") == key;
+  EXPECT_EQ(withKey, 1);
+
+  // A record's trace that keeps the sum in the output: the hand-written kernel, no trace claimed.
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->traces[key] = "parallel(g)";
+  options.schedules = configs;
+  LoweredModule replayed = lowerGraph(g, options);
+  ASSERT_NE(poolKernel(replayed), nullptr);
+  EXPECT_FALSE(poolKernel(replayed)->attrs.count("trace"));
+  EXPECT_TRUE(allClose(evalModule(replayed, {x, y}, Engine::Jit)[0], want, 1e-5));
+  options.schedules = nullptr;
+
+  for (const char* none :
+       {"graph(%x: f32[1,2,10,9,16]) {\n  %a = adaptive_avg_pool2d(%x) {output_size=[3,4]} : "
+        "f32[1,2,3,4,16]\n"
+        "  return %a\n}\n",
+        "graph(%x: f32[1,32,8,8]) {\n  %a = max_pool2d(%x) {kernel=[2,2]} : f32[1,32,4,4]\n  return %a\n}\n",
+        "graph(%x: i32[1,2,8,8,16]) {\n  %a = max_pool2d(%x) {kernel=[2,2]} : i32[1,2,4,4,16]\n  return "
+        "%a\n}\n"}) {
+    SCOPED_TRACE(none);
+    EXPECT_EQ(poolKernel(lowerGraph(parseGraph(none), options)), nullptr);
+  }
+  EXPECT_THROW(poolSketchShapeOfKey("reduce:fused[mean{axes=[1],keepdims=1}($0:f32[3,37])->f32[3,1]]"),
+               kiln::Error);
+  EXPECT_THROW(poolSketchShapeOfKey("pool:fused[relu($0:f32[4])->f32[4]]"), kiln::Error);
 }
 
 }  // namespace

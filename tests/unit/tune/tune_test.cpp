@@ -48,6 +48,10 @@ const std::string kDense = "dense:m=2,k=37,n=21:f32";
 const std::string kNest =
     "nest:fused[transpose{perm=[1,0,2]}($0:f32[2,8,24])->f32[8,2,24]; add(%0,$1:f32[24])->f32[8,2,24]; "
     "reshape{shape=[8,48]}(%1)->f32[8,48]; sigmoid(%2)->f32[8,48]]";
+// A max pool's window nest (conv_search.h), as alter-layout leaves it on AVX2.
+const std::string kPool =
+    "pool:fused[max_pool2d{ceil_mode=0,dilation=[1,1],kernel=[3,3],padding=[1,1],stride=[2,2]}"
+    "($0:f32[1,2,9,11,8])->f32[1,2,5,6,8]]";
 
 /// The task graph after alter-layout with `configs`, lowered.
 lower::LoweredModule lowerTask(const std::string& key, const lower::LowerOptions& base,
@@ -91,7 +95,7 @@ TEST(TuneKeys, LoweredKernelCarriesTheKeyItsTaskGraphIsBuiltFrom) {
 }
 
 TEST(TuneSpace, EveryConfigurationIsValidDistinctAndCanonical) {
-  for (const std::string& key : {kConv, kPointwise, kDense, kNest}) {
+  for (const std::string& key : {kConv, kPointwise, kDense, kNest, kPool}) {
     ConfigSpace space = ConfigSpace::forKey(key, avx2());
     ASSERT_GT(space.size(), 4) << key;
     std::set<Knobs> seen;
@@ -205,6 +209,32 @@ TEST(TuneSpace, EveryRowNestAnnotationBuildsAndMatches) {
   EXPECT_THROW(taskFlops("reduce:fused[relu($0:f32[4])->f32[4]]"), Error);
   expectEveryNestAnnotationMatches(mean);
   expectEveryNestAnnotationMatches(softmax);
+}
+
+// A pool counts one operation per tap of every output. Its space is the window nest's annotations,
+// the default first, at every launch granularity; each builds its own schedule and computes what
+// the default does.
+TEST(TuneSpace, EveryPoolAnnotationBuildsAndMatches) {
+  EXPECT_DOUBLE_EQ(taskFlops(kPool), 2 * 5 * 6 * 8 * 9);
+  ConfigSpace space = ConfigSpace::forKey(kPool, avx2());
+  const lower::ConvSketchShape s = lower::poolSketchShapeOfKey(kPool);
+  EXPECT_EQ(space.config(0), lower::convSketchDefaultKnobs(s, avx2().vectorRegisters));
+  EXPECT_EQ(space.size(),
+            3 * static_cast<int64_t>(lower::convSketchAnnotations(s, avx2().vectorRegisters).size()));
+  Graph g = taskGraph(kPool);
+  runtime::Tensor x = lower::testing::randomTensor(g.type(g.inputs()[0]).shape, 5);
+  std::vector<runtime::Tensor> expected = evalGraph(g, {x}, Engine::Interpreter, avx2());
+  for (int64_t i = 0; i < space.size(); ++i) {
+    auto configs = std::make_shared<lower::ScheduleConfigs>();
+    configs->byKey[kPool] = space.config(i);
+    lower::LowerOptions options = avx2();
+    options.schedules = configs;
+    EXPECT_EQ(taskKernel(lower::lowerGraph(g, options), kPool).attrs.at("schedule"),
+              lower::knobsText(space.config(i)));
+    std::vector<runtime::Tensor> got = evalGraph(g, {x}, Engine::Jit, options);
+    for (int64_t e = 0; e < got[0].numel(); ++e)
+      ASSERT_EQ(got[0].data<float>()[e], expected[0].data<float>()[e]) << lower::knobsText(space.config(i));
+  }
 }
 
 // Apply-best changes the generated schedule: every configuration of the space lowers to a
