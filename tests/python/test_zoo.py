@@ -24,7 +24,10 @@ KNOWN = {
     # 0, +-1, 1/2, -2 (+-1/2 before) brought resnet152 under the bound (1.07e-3
     # -> 9.3e-4) and these two closer (1.4e-3 -> 1.1e-3, 1.66e-3 -> 1.39e-3). Kiln keeps F(4x4)
     # by default (F(2x2) costs 4-18 % on the sample ResNets); with --winograd 0 they match
-    # (test_deep_resnets_match_with_direct_convolutions below).
+    # (test_deep_resnets_match_with_direct_convolutions below). Most of the gap comes from the
+    # first stage (64 channels at 130x130): with F(2x2) for every layer above 64 channels it stays
+    # 1.03e-3 / 1.43e-3; with F(2x2) everywhere (--winograd 2) it is 8.5e-4 / 1.02e-3, Kiln then
+    # 5.4e-4 / 8.4e-4 from fp64 against PyTorch's 5.5e-4 / 7.4e-4 (2026-12-07).
     "deeplabv3_resnet101": ("wrong", "max |diff| / scale"),
     "fcn_resnet101": ("wrong", "max |diff| / scale"),
 }
