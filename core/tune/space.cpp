@@ -53,24 +53,26 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
   space.m_kind = parts.kind;
   space.m_params = parts.params;
   space.m_options = options;
+  // A sketch annotation (conv_search.h, winograd_search.h) at the runtime's default launch
+  // granularity first, then at the others (par_chunks, left out at the default).
+  std::vector<int64_t> chunkOrder{lower::defaultParallelChunks()};
+  for (int64_t c : lower::parallelChunkChoices())
+    if (c != lower::defaultParallelChunks()) chunkOrder.push_back(c);
+  auto addChunked = [&](const Knobs& k) {
+    space.m_defaults["par_chunks"] = lower::defaultParallelChunks();
+    for (int64_t chunks : chunkOrder) {
+      Knobs c = k;
+      if (chunks != lower::defaultParallelChunks()) c["par_chunks"] = chunks;
+      if (!space.m_index.count(c)) space.add(std::move(c));
+    }
+  };
   if (parts.kind == "conv2d_nchwc") {
     ConvPlan plan = convPlan(parts.params, options);
     int64_t blocks = plan.g.o / plan.block;
     // The sketch's annotations (conv_search.h) for every packing, each default a seed, each at
-    // the runtime's default launch granularity first, then the others (par_chunks).
-    std::vector<int64_t> chunkOrder{lower::defaultParallelChunks()};
-    for (int64_t c : lower::parallelChunkChoices())
-      if (c != lower::defaultParallelChunks()) chunkOrder.push_back(c);
-    space.m_defaults["par_chunks"] = lower::defaultParallelChunks();
-    // The direct kernel's annotations have no algo: a Winograd point's neighbour along algo.
+    // every granularity. The direct kernel's annotations have no algo: a Winograd point's
+    // neighbour along algo.
     if (plan.winograd) space.m_defaults["algo"] = 0;
-    auto addChunked = [&](const Knobs& k) {
-      for (int64_t chunks : chunkOrder) {
-        Knobs c = k;
-        if (chunks != lower::defaultParallelChunks()) c["par_chunks"] = chunks;
-        if (!space.m_index.count(c)) space.add(std::move(c));
-      }
-    };
     for (int64_t v : {1, 2, 3, 4, 6, 8}) {
       if (blocks % v != 0) continue;
       std::optional<lower::ConvSketchShape> s = lower::convSketchShapeOfKey(key, v, options.vectorLanes);
@@ -123,21 +125,13 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
     space.m_params["numel"] = lower::elementNestOutputs(key);
     for (Knobs& k : lower::elementNestAnnotations(space.m_params["numel"], options)) space.add(std::move(k));
   } else if (parts.kind == "pool") {
-    // The window nest's annotations (conv_search.h), the default first, each at the runtime's
-    // default launch granularity, then the others (par_chunks).
+    // The window nest's annotations (conv_search.h), the default first, each at every
+    // granularity.
     const lower::ConvSketchShape s = lower::poolSketchShapeOfKey(key);
-    space.m_defaults["par_chunks"] = lower::defaultParallelChunks();
-    std::vector<Knobs> tiles{lower::convSketchDefaultKnobs(s, options.vectorRegisters)};
-    for (Knobs& k : lower::convSketchAnnotations(s, options.vectorRegisters)) tiles.push_back(std::move(k));
-    std::vector<int64_t> chunkOrder{lower::defaultParallelChunks()};
-    for (int64_t c : lower::parallelChunkChoices())
-      if (c != lower::defaultParallelChunks()) chunkOrder.push_back(c);
-    for (int64_t chunks : chunkOrder)
-      for (const Knobs& k : tiles) {
-        Knobs c = k;
-        if (chunks != lower::defaultParallelChunks()) c["par_chunks"] = chunks;
-        if (!space.m_index.count(c)) space.add(std::move(c));
-      }
+    space.m_params = {
+        {"blocks", s.n * s.groups}, {"rows", s.rows}, {"pixels", s.pixels}, {"taps", s.kh * s.kw}};
+    addChunked(lower::convSketchDefaultKnobs(s, options.vectorRegisters));
+    for (Knobs& k : lower::convSketchAnnotations(s, options.vectorRegisters)) addChunked(k);
   } else if (parts.kind == "reduce") {
     lower::RowNestShape s = lower::rowNestShapeOfKey(key);
     space.m_params["rows"] = s.rows;
@@ -303,22 +297,22 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
   if (m_kind == "pool") {
     // A tile of mi output columns (one vector each) over the window's taps; po = 1 runs the
     // channel blocks in parallel.
-    const lower::ConvSketchShape s = lower::poolSketchShapeOfKey(m_key);
+    const int64_t blocks = m_params.at("blocks"), rows = m_params.at("rows"), pixels = m_params.at("pixels");
     const int64_t mi = k.at("mi"), po = k.at("po");
     const double chunks =
         static_cast<double>(knob(k, "par_chunks", lower::defaultParallelChunks())) * threads;
-    const double parallel = static_cast<double>(po ? s.n * s.groups : s.rows);
-    const int64_t tiles = ceilDiv(s.pixels, mi);
+    const double parallel = static_cast<double>(po ? blocks : rows);
+    const int64_t tiles = ceilDiv(pixels, mi);
     f = {static_cast<float>(mi),
          static_cast<float>(po),
          static_cast<float>(tiles),
-         static_cast<float>(tiles * mi - s.pixels) / static_cast<float>(s.pixels),  // padded tile share
-         static_cast<float>(parallel / threads),                                    // iterations per thread
-         static_cast<float>(std::fmod(parallel, threads)),                          // load imbalance
+         static_cast<float>(tiles * mi - pixels) / static_cast<float>(pixels),  // padded tile share
+         static_cast<float>(parallel / threads),                                // iterations per thread
+         static_cast<float>(std::fmod(parallel, threads)),                      // load imbalance
          lg(chunks),
-         lg(static_cast<double>(s.kh * s.kw)),
-         lg(static_cast<double>(s.rows * s.pixels)),
-         lg(static_cast<double>(s.n * s.groups))};
+         lg(static_cast<double>(m_params.at("taps"))),
+         lg(static_cast<double>(rows * pixels)),
+         lg(static_cast<double>(blocks))};
     return f;
   }
   if (m_kind == "reduce") {
