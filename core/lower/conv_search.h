@@ -164,6 +164,8 @@ std::optional<ConvSketchShape> poolSketchShape(const Shape& xs, const Shape& ys,
 // scheduled by the same sketch and annotations (mi, po, par_chunks). Its tuning key is "pool:" +
 // its group's workload key (lower.h), rebuilt as a task graph by nest_search.h nestTaskGraph.
 
+/// max_pool2d, avg_pool2d or adaptive_avg_pool2d: the ops that may have a window nest.
+bool isWindowPool(const std::string& op);
 /// The window nest of pooling op `op` (attributes `attrs`) from packed input shape `xs` to `ys`;
 /// nullopt when the op has none (another op or layout, an adaptive pool of uneven windows).
 std::optional<ConvSketchShape> poolSketchShapeOf(const std::string& op, const Attrs& attrs, const Shape& xs,
@@ -173,6 +175,9 @@ std::string poolTuneKey(const std::string& workloadKey);
 /// The window nest of a pool key's pooling op; throws kiln::Error (InvalidInput) when `key` is
 /// not a pool key or its pooling has no window nest.
 ConvSketchShape poolSketchShapeOfKey(const std::string& key);
+/// The trace annotation `knobs` records on a pool key's window nest (what a tuning record of it
+/// stores); throws kiln::Error (InvalidInput) for a bad key or an annotation that does not fit.
+tir::Trace poolSketchTrace(const std::string& key, const Knobs& knobs, int registers);
 
 /// The plain nest over the kernel's buffers (b null without bias; w null for a pool); see the file
 /// comment. A pool's regions update y[…] = max(select(kh = kw = 0, −inf, y[…]), x[…]) or

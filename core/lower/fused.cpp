@@ -37,6 +37,7 @@
 
 #include "core/ir/op_registry.h"
 #include "core/ir/printer.h"
+#include "core/lower/conv_search.h"
 #include "core/lower/lower.h"
 #include "core/lower/lower_internal.h"
 #include "core/lower/nest_search.h"
@@ -631,8 +632,7 @@ bool lowersAsGroupOfOne(const Graph& graph, NodeId n) {
   if (node.group >= 0 || node.outputs.size() != 1 || !node.regions.empty()) return false;
   const std::string& op = node.op;
   // Packed pooling, whose window nest is keyed by its workload (conv_search.h).
-  const bool packedPool = (op == "max_pool2d" || op == "avg_pool2d" || op == "adaptive_avg_pool2d") &&
-                          graph.type(node.inputs[0]).rank() == 5;
+  const bool packedPool = isWindowPool(op) && graph.type(node.inputs[0]).rank() == 5;
   if (!isUnaryElementwise(op) && !isBinaryElementwise(op) && op != "transpose" && op != "layout_transform" &&
       op != "strided_slice" && fusedRole(op) != FusedRole::Reduce && op != "softmax" && !packedPool)
     return false;

@@ -270,6 +270,10 @@ std::vector<int64_t> pairOf(const Attrs& attrs, const std::string& name, std::ve
 
 }  // namespace
 
+bool isWindowPool(const std::string& op) {
+  return op == "max_pool2d" || op == "avg_pool2d" || op == "adaptive_avg_pool2d";
+}
+
 std::optional<ConvSketchShape> poolSketchShapeOf(const std::string& op, const Attrs& attrs, const Shape& xs,
                                                  const Shape& ys) {
   if (xs.size() != 5 || ys.size() != 5) return std::nullopt;
@@ -278,7 +282,7 @@ std::optional<ConvSketchShape> poolSketchShapeOf(const std::string& op, const At
     const std::vector<int64_t> k{xs[2] / ys[2], xs[3] / ys[3]};
     return poolSketchShape(xs, ys, false, k, k, {0, 0}, {1, 1});
   }
-  if (op != "max_pool2d" && op != "avg_pool2d") return std::nullopt;
+  if (!isWindowPool(op)) return std::nullopt;
   const std::vector<int64_t> kernel = pairOf(attrs, "kernel", {1, 1});
   return poolSketchShape(xs, ys, op == "max_pool2d", kernel, pairOf(attrs, "stride", kernel),
                          pairOf(attrs, "padding", {0, 0}), pairOf(attrs, "dilation", {1, 1}));
@@ -291,13 +295,23 @@ ConvSketchShape poolSketchShapeOfKey(const std::string& key) {
     throw Error("tuning key '" + key + "' is not a pool key", ErrorKind::InvalidInput);
   Graph g = nestTaskGraph(key);
   for (const Node& node : g.nodes())
-    if (node.op == "max_pool2d" || node.op == "avg_pool2d" || node.op == "adaptive_avg_pool2d") {
+    if (isWindowPool(node.op)) {
       std::optional<ConvSketchShape> s =
           poolSketchShapeOf(node.op, node.attrs, g.type(node.inputs[0]).shape, g.type(node.outputs[0]).shape);
       if (!s) break;
       return *s;
     }
   throw Error("tuning key '" + key + "': its pooling has no window nest", ErrorKind::InvalidInput);
+}
+
+Trace poolSketchTrace(const std::string& key, const Knobs& knobs, int registers) {
+  const ConvSketchShape s = poolSketchShapeOfKey(key);
+  if (!convSketchAnnotationFits(s, knobs, registers))
+    throw Error("tuning key '" + key + "' has no sketch for '" + knobsText(knobs) + "'",
+                ErrorKind::InvalidInput);
+  Schedule sched(convSketchPlainFunc(s));
+  applyConvSketch(sched, s, knobs, registers);
+  return sched.trace();
 }
 
 }  // namespace kiln::core::lower

@@ -6,6 +6,7 @@
 
 #include "core/ir/parser.h"
 #include "core/lower/conv_search.h"
+#include "core/lower/gemm_search.h"
 #include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
 #include "runtime/error.h"
@@ -221,6 +222,8 @@ TEST(KernelsPool, EveryAnnotationOfTheWindowNestComputesThePool) {
       LoweredModule tuned = lowerGraph(g, options);
       ASSERT_NE(poolKernel(tuned), nullptr);
       EXPECT_EQ(poolKernel(tuned)->attrs.at("schedule"), knobsText(k));
+      // What the tuner records for this annotation, built from the key alone.
+      EXPECT_EQ(poolKernel(tuned)->attrs.at("trace"), sketchTrace(key, k, 8, options.vectorRegisters).str());
       runtime::Tensor got = evalModule(tuned, {x}, Engine::Jit)[0];
       // Packed output [n, c/8, oh, ow, 8] against the NCHW reference.
       std::vector<float> want(static_cast<size_t>(got.numel()));
@@ -300,6 +303,7 @@ TEST(KernelsPool, AWindowNestKeyDescribesItsKernel) {
   EXPECT_THROW(poolSketchShapeOfKey("reduce:fused[mean{axes=[1],keepdims=1}($0:f32[3,37])->f32[3,1]]"),
                kiln::Error);
   EXPECT_THROW(poolSketchShapeOfKey("pool:fused[relu($0:f32[4])->f32[4]]"), kiln::Error);
+  EXPECT_THROW(sketchTrace(key, {{"mi", 0}, {"po", 1}}, 16, 32), kiln::Error);  // no such tile
 }
 
 }  // namespace
