@@ -327,38 +327,6 @@ Result<std::string> irText(std::shared_ptr<const Model> model, IrStage stage, co
   });
 }
 
-namespace {
-
-/// The number of rows of the smallest table integer graph input `input` indexes (through
-/// reshapes, transposes, slices and broadcasts of it), or 0 when it indexes none.
-int64_t indexBound(const core::Graph& graph, core::ValueId input) {
-  static const std::set<std::string> rearranging{"reshape", "transpose", "strided_slice", "broadcast_to"};
-  int64_t bound = 0;
-  std::vector<core::ValueId> pending{input};
-  std::set<core::ValueId> seen{input};
-  while (!pending.empty()) {
-    core::ValueId v = pending.back();
-    pending.pop_back();
-    for (const core::Node& node : graph.nodes()) {
-      for (size_t i = 0; i < node.inputs.size(); ++i) {
-        if (node.inputs[i] != v) continue;
-        if (node.op == "take" && i == 1) {
-          const core::TensorType& table = graph.type(node.inputs[0]);
-          int64_t axis = node.attrs.getInt("axis", 0);
-          if (axis < 0) axis += table.rank();
-          int64_t rows = table.shape[static_cast<size_t>(axis)];
-          bound = bound == 0 ? rows : std::min(bound, rows);
-        } else if (rearranging.count(node.op) && i == 0 && seen.insert(node.outputs[0]).second) {
-          pending.push_back(node.outputs[0]);
-        }
-      }
-    }
-  }
-  return bound;
-}
-
-}  // namespace
-
 std::vector<runtime::Tensor> randomInputs(const Model& model, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -372,7 +340,8 @@ std::vector<runtime::Tensor> randomInputs(const Model& model, uint64_t seed) {
       // Token ids and other indices: uniform over the rows of the table they index, so the output
       // check sees varied ids (all zeros would be all padding in a language model). Integers that
       // index nothing stay zero.
-      int64_t bound = i < model.graph.inputs().size() ? indexBound(model.graph, model.graph.inputs()[i]) : 0;
+      int64_t bound =
+          i < model.graph.inputs().size() ? core::indexBound(model.graph, model.graph.inputs()[i]) : 0;
       if (bound > 1) {
         std::uniform_int_distribution<int64_t> ids(0, bound - 1);
         for (int64_t e = 0; e < t.numel(); ++e) {

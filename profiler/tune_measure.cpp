@@ -46,6 +46,7 @@ namespace {
 
 struct Built {
   std::shared_ptr<runtime::GraphExecutor> executor;
+  std::vector<int64_t> indexBounds;  // per input (core::tune::Candidate)
   int call = -1;  // the plan call that runs the task's kernel
   std::string schedule;
   double compileSeconds = 0;
@@ -70,25 +71,51 @@ Built buildCandidate(const CandidateRequest& r, bool withKnobs) {
   if (built.call < 0) throw Error("the task graph of '" + r.key + "' has no kernel with that key", ErrorKind::Internal);
   auto library = codegen::JitLibrary::compile(module.funcs, target);
   built.executor = std::make_shared<runtime::GraphExecutor>(std::move(module.plan), library);
+  built.indexBounds = std::move(candidate.indexBounds);
   built.compileSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return built;
 }
 
-/// Runs the whole task graph once on fixed pseudo-random inputs and returns output 0.
-std::vector<float> runOnce(runtime::GraphExecutor& ex) {
+/// Runs the whole task graph once on fixed pseudo-random inputs and returns output 0 as doubles.
+/// Floats are normal; bools 0 or 1; integers uniform over the rows of the table they index
+/// (`indexBounds`), else over [0, 8).
+std::vector<double> runOnce(runtime::GraphExecutor& ex, const std::vector<int64_t>& indexBounds) {
   std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::normal_distribution<double> normal(0.0, 1.0);
   for (int i = 0; i < ex.numInputs(); ++i) {
     const auto& slot = ex.inputSlot(i);
     runtime::Tensor t = runtime::Tensor::zeros(slot.dtype, slot.shape);
-    float* data = t.data<float>();
-    for (int64_t k = 0; k < t.numel(); ++k) data[k] = normal(rng);
+    const int64_t bound = static_cast<size_t>(i) < indexBounds.size() ? indexBounds[i] : 0;
+    const int64_t highest = slot.dtype == runtime::DType::Bool ? 1 : bound > 0 ? bound - 1 : 7;
+    std::uniform_int_distribution<int64_t> integer(0, highest);
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      switch (slot.dtype) {
+        case runtime::DType::Float32: t.data<float>()[k] = static_cast<float>(normal(rng)); break;
+        case runtime::DType::Float64: t.data<double>()[k] = normal(rng); break;
+        case runtime::DType::Int64: t.data<int64_t>()[k] = integer(rng); break;
+        case runtime::DType::Int32: t.data<int32_t>()[k] = static_cast<int32_t>(integer(rng)); break;
+        case runtime::DType::Int8: t.data<int8_t>()[k] = static_cast<int8_t>(integer(rng)); break;
+        case runtime::DType::Bool:
+        case runtime::DType::UInt8: t.data<uint8_t>()[k] = static_cast<uint8_t>(integer(rng)); break;
+      }
+    }
     ex.setInput(i, t);
   }
   ex.run();
   runtime::Tensor out = ex.output(0);
-  const float* data = out.data<float>();
-  return std::vector<float>(data, data + out.numel());
+  std::vector<double> values(static_cast<size_t>(out.numel()));
+  for (int64_t k = 0; k < out.numel(); ++k) {
+    switch (out.dtype()) {
+      case runtime::DType::Float32: values[k] = out.data<float>()[k]; break;
+      case runtime::DType::Float64: values[k] = out.data<double>()[k]; break;
+      case runtime::DType::Int64: values[k] = static_cast<double>(out.data<int64_t>()[k]); break;
+      case runtime::DType::Int32: values[k] = out.data<int32_t>()[k]; break;
+      case runtime::DType::Int8: values[k] = out.data<int8_t>()[k]; break;
+      case runtime::DType::Bool:
+      case runtime::DType::UInt8: values[k] = out.data<uint8_t>()[k]; break;
+    }
+  }
+  return values;
 }
 
 void injectFault(const std::string& knobs) {
@@ -155,9 +182,9 @@ class WorkerState {
   /// the reply's error set) when it computes something else.
   bool check(const CandidateRequest& r, Built& built, json& reply) {
     runtime::setNumThreads(std::max(1, r.threads));
-    const std::vector<float>& expected = reference(r);
+    const std::vector<double>& expected = reference(r);
     injectFault(built.schedule);
-    std::vector<float> got = runOnce(*built.executor);
+    std::vector<double> got = runOnce(*built.executor, built.indexBounds);
     double diff = 0, scale = 1;
     for (size_t i = 0; i < got.size() && i < expected.size(); ++i) {
       const double g = got[i], e = expected[i];
@@ -240,16 +267,16 @@ class WorkerState {
   }
 
   /// The default schedule's output for the request's task (built once per task).
-  const std::vector<float>& reference(const CandidateRequest& r) {
+  const std::vector<double>& reference(const CandidateRequest& r) {
     std::string id = r.key + "|" + r.target + "|" + std::to_string(r.optLevel);
     auto it = m_reference.find(id);
     if (it != m_reference.end()) return it->second;
     Built built = buildCandidate(r, false);
-    return m_reference.emplace(id, runOnce(*built.executor)).first->second;
+    return m_reference.emplace(id, runOnce(*built.executor, built.indexBounds)).first->second;
   }
 
   std::map<int, std::pair<CandidateRequest, Built>> m_pending;
-  std::map<std::string, std::vector<float>> m_reference;
+  std::map<std::string, std::vector<double>> m_reference;
 };
 
 }  // namespace

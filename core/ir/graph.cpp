@@ -1,5 +1,6 @@
 #include "core/ir/graph.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -185,6 +186,33 @@ bool Graph::operator==(const Graph& other) const {
       if (a.regions[r] != b.regions[r] && !(*a.regions[r] == *b.regions[r])) return false;
   }
   return m_groups == other.m_groups;
+}
+
+int64_t indexBound(const Graph& graph, ValueId v) {
+  static const std::set<std::string, std::less<>> rearranging{"reshape", "transpose", "strided_slice",
+                                                              "broadcast_to"};
+  int64_t bound = 0;
+  std::vector<ValueId> pending{v};
+  std::set<ValueId> seen{v};
+  while (!pending.empty()) {
+    ValueId cur = pending.back();
+    pending.pop_back();
+    for (const Node& node : graph.nodes()) {
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] != cur) continue;
+        if (node.op == "take" && i == 1) {
+          const TensorType& table = graph.type(node.inputs[0]);
+          int64_t axis = node.attrs.getInt("axis", 0);
+          if (axis < 0) axis += table.rank();
+          int64_t rows = table.shape[static_cast<size_t>(axis)];
+          bound = bound == 0 ? rows : std::min(bound, rows);
+        } else if (rearranging.count(node.op) && i == 0 && seen.insert(node.outputs[0]).second) {
+          pending.push_back(node.outputs[0]);
+        }
+      }
+    }
+  }
+  return bound;
 }
 
 }  // namespace kiln::core

@@ -166,4 +166,9 @@ class Graph {
   std::map<std::string, int> m_nextSuffix;
 };
 
+/// The number of rows of the smallest table that integer value `v` indexes (as take's indices,
+/// directly or through reshapes, transposes, slices and broadcasts of it), or 0 when it indexes
+/// none: the range random test inputs for `v` should keep to.
+int64_t indexBound(const Graph& graph, ValueId v);
+
 }  // namespace kiln::core

@@ -159,10 +159,10 @@ std::optional<ConvSketchShape> poolSketchShape(const Shape& xs, const Shape& ys,
                                                const std::vector<int64_t>& dilation);
 
 // ---- pooling (ops_pool.cpp) ----------------------------------------------------------------------
-// Packed f32 pooling (max_pool2d, avg_pool2d, and adaptive_avg_pool2d whose windows are uniform:
-// H and W multiples of the output's) is this file's depthwise window nest without weights,
-// scheduled by the same sketch and annotations (mi, po, par_chunks). Its tuning key is "pool:" +
-// its group's workload key (lower.h), rebuilt as a task graph by nest_search.h nestTaskGraph.
+// Packed pooling (f32 max_pool2d, avg_pool2d, and adaptive_avg_pool2d whose windows are uniform:
+// H and W multiples of the output's; integer max_pool2d) is this file's depthwise window nest without
+// weights, scheduled by the same sketch and annotations (mi, po, par_chunks). Its tuning key is "pool:" + its
+// group's workload key (lower.h), rebuilt as a task graph by nest_search.h nestTaskGraph.
 
 /// max_pool2d, avg_pool2d or adaptive_avg_pool2d: the ops that may have a window nest.
 bool isWindowPool(const std::string& op);

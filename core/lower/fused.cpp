@@ -4,10 +4,12 @@
 // an expression of its operands' values at (remapped) indices. GroupEvaluator builds that
 // expression for the group's root, recursively: a value computed outside the group is a Load
 // from its parameter buffer (broadcast operands read through index 0 along size-1 axes), a value
-// computed inside is its op's per-element expression (ops_elementwise.cpp, shared with the
-// standalone lowerings) over its operands. Injective ops remap the index: transpose permutes
-// axes, reshape goes through the flat (row-major) index, layout_transform recovers the channel
-// from its (blocked) output index and splits it again for its (blocked) input.
+// computed inside is its op's per-element expression (ops_elementwise.cpp; comparisons, cast
+// and where from ops_indexing.cpp, a bool as its stored byte; shared with the standalone
+// lowerings) over its operands. Injective ops remap the index: transpose permutes axes, reshape
+// goes through the flat (row-major) index, layout_transform recovers the channel from its
+// (blocked) output index and splits it again for its (blocked) input, take reads the row at that
+// index from its indices (a load inside the index).
 //
 // Four shapes of kernel:
 // - Anchored (conv2d, dense, matmul, pooling first): the anchor's own lowering runs with
@@ -19,9 +21,10 @@
 //   one extra pass over the output).
 // - Element chain: one loop nest over the root's output, built serial and scalar and scheduled by
 //   its sketch (nest_search.h: vectors, unrolling, the parallel loop; a record of its tuning key
-//   chooses the annotation). When nothing in the group needs per-axis indices (no broadcasting,
-//   transposes or per-channel ops) the nest is one flat loop. An element op outside any group is
-//   lowered the same way, as a group of one (lowerAsGroupOfOne).
+//   chooses the annotation; nests of every dtype have one). When nothing in the group needs
+//   per-axis indices (no broadcasting, transposes, gathers or per-channel ops) the nest is one
+//   flat loop. An element op outside any group, of any dtype, is lowered the same way, as a
+//   group of one (lowerAsGroupOfOne).
 // - Concat root: one loop nest per concat input, each evaluating that input's expression.
 // - Reduction root (mean, sum): the reduction's own lowering runs with OpContext::prologue
 //   evaluating its input at each position it reads (per axis, or flat when canUseFlat holds for
@@ -125,6 +128,35 @@ class GroupEvaluator {
       Expr b = valueAt(node.inputs[1], broadcastTo(idx, m_graph.type(node.inputs[1]).shape), primary);
       return binaryExpr(op, a, b);
     }
+    if (isComparison(op)) {
+      Expr a = valueAt(node.inputs[0], broadcastTo(idx, m_graph.type(node.inputs[0]).shape), primary);
+      Expr b = valueAt(node.inputs[1], broadcastTo(idx, m_graph.type(node.inputs[1]).shape), primary);
+      return compareExpr(op, a, b);
+    }
+    if (op == "cast")
+      return castExpr(m_graph.type(node.outputs[0]).dtype, valueAt(node.inputs[0], idx, primary));
+    if (op == "where") {
+      Expr operand[3];
+      for (int i = 0; i < 3; ++i)
+        operand[i] = valueAt(node.inputs[i], broadcastTo(idx, m_graph.type(node.inputs[i]).shape), primary);
+      return select(boolCondition(operand[0]), operand[1], operand[2]);
+    }
+    if (op == "broadcast_to")
+      return valueAt(node.inputs[0], broadcastTo(idx, m_graph.type(node.inputs[0]).shape), primary);
+    if (op == "take") return valueAt(node.inputs[0], taken(idx, node), false);
+    if (op == "qnn.dequantize") return qnnDequantizeExpr(node.attrs, valueAt(node.inputs[0], idx, primary));
+    if (op == "qnn.add")
+      return qnnAddExpr(node.attrs, valueAt(node.inputs[0], idx, primary),
+                        valueAt(node.inputs[1], idx, primary));
+    if (op == "qnn.quantize") {
+      const Shape& in = m_graph.type(node.inputs[0]).shape;
+      if (in.size() == m_graph.type(node.outputs[0]).rank())
+        return qnnQuantizeExpr(node.attrs, valueAt(node.inputs[0], idx, primary));
+      KILN_ASSERT(!idx.flat && idx.lanes == 1, "fused packing qnn.quantize of a flat or vector index");
+      return qnnQuantizePacked(node.attrs, in, idx.shape[4], idx.axes, [&](const std::vector<Expr>& at) {
+        return valueAt(node.inputs[0], Index{in, at, 1, nullptr, {}, false}, false);
+      });
+    }
     if (op == "batch_norm") return batchNorm(node, idx, primary);
     if (op == "reshape")
       return valueAt(node.inputs[0], reshaped(idx, m_graph.type(node.inputs[0]).shape), false);
@@ -222,6 +254,28 @@ class GroupEvaluator {
     return r;
   }
 
+  /// Input index of take{axis} into its data: the output's axes before `axis`, the row the
+  /// indices hold at the output's next rank(indices) axes (takeIndex: wrapped and clamped), then
+  /// the output's remaining axes.
+  Index taken(const Index& idx, const Node& node) {
+    KILN_ASSERT(!idx.flat && idx.lanes == 1, "fused take of a flat or vector index");
+    const Shape &data = m_graph.type(node.inputs[0]).shape, &indices = m_graph.type(node.inputs[1]).shape;
+    const auto rank = static_cast<int64_t>(data.size()), rankIdx = static_cast<int64_t>(indices.size());
+    const int64_t axis = normalizeAxis(node.attrs.getInt("axis", 0), rank);
+    Index at{indices, {}, 1, nullptr, {}, false};
+    for (int64_t d = 0; d < rankIdx; ++d) at.axes.push_back(idx.axes[axis + d]);
+    Index r{data, {}, 1, nullptr, {}, false};
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d < axis)
+        r.axes.push_back(idx.axes[d]);
+      else if (d == axis)
+        r.axes.push_back(takeIndex(valueAt(node.inputs[1], at, false), data[axis]));
+      else
+        r.axes.push_back(idx.axes[d - 1 + rankIdx]);
+    }
+    return r;
+  }
+
   /// Channel block of a layout attribute: "NCHW" → 0, "NCHW16c" → 16.
   static int64_t layoutBlock(const std::string& layout) {
     return layout == "NCHW" ? 0 : std::stoll(layout.substr(4, layout.size() - 5));
@@ -269,14 +323,21 @@ Index nestIndex(const LoopNest& nest, const Shape& shape) {
 
 /// True when every value of the group's nodes before `end` (its end by default), `skip` aside (the
 /// anchor, whose epilogue is asked about), can be addressed by one flat index: only elementwise
-/// ops, reshapes and binary ops without broadcasting.
+/// ops, casts, reshapes, quantizing without packing, and binary ops, comparisons and where without
+/// broadcasting.
 bool canUseFlat(const Graph& graph, const FusedGroup& group, NodeId end = -1, NodeId skip = -1) {
   for (NodeId n = group.first; n < (end < 0 ? group.end : end); ++n) {
     if (n == skip) continue;
     const Node& node = graph.node(n);
     int64_t numel = graph.type(node.outputs[0]).numel();
-    if (node.op == "copy" || node.op == "reshape" || isUnaryElementwise(node.op)) continue;
-    if (!isBinaryElementwise(node.op)) return false;
+    if (node.op == "copy" || node.op == "reshape" || node.op == "cast" || node.op == "qnn.dequantize" ||
+        isUnaryElementwise(node.op))
+      continue;
+    const bool packing =
+        node.op == "qnn.quantize" && graph.type(node.inputs[0]).rank() != graph.type(node.outputs[0]).rank();
+    if (!isBinaryElementwise(node.op) && !isComparison(node.op) && node.op != "where" &&
+        node.op != "qnn.add" && (node.op != "qnn.quantize" || packing))
+      return false;
     for (ValueId v : node.inputs)
       if (graph.type(v).numel() != numel) return false;
   }
@@ -290,7 +351,10 @@ class GroupLowering {
     const Node& root = graph.node(m_group.root());
     KILN_ASSERT(root.outputs.size() == 1, "fused group @" + m_group.name + ": the root must have one output");
     m_out = root.outputs[0];
-    m_where = " (@" + m_group.name + (root.location.empty() ? "" : " at " + root.location) + ")";
+    // A group of one (lowerAsGroupOfOne) names its value, as the op's own lowering would.
+    m_where = m_group.end - m_group.first == 1
+                  ? nodeContext(graph, m_group.first).where
+                  : " (@" + m_group.name + (root.location.empty() ? "" : " at " + root.location) + ")";
     for (NodeId n = m_group.first; n < m_group.end; ++n) {
       if (fusedRole(graph.node(n).op) == FusedRole::Anchor) m_anchor = n;
     }
@@ -344,15 +408,12 @@ class GroupLowering {
     return func;
   }
 
-  /// The element nest's sketch (nest_search.h) under its record's annotation or the default. Only
-  /// f32 nests have a tuning key (a task graph fills its inputs with random floats).
+  /// The element nest's sketch (nest_search.h) under its record's annotation or the default. A
+  /// nest of any dtypes has a tuning key (its task graph's inputs are filled by dtype, integer
+  /// indices within the table they index).
   PrimFunc scheduleElementNest(PrimFunc func) {
-    const std::string workload = f32Workload();
-    const Knobs* tuned = nullptr;
-    if (!workload.empty()) {
-      m_tuneKey = elementNestTuneKey(workload);
-      if (m_options.schedules) tuned = m_options.schedules->find(m_tuneKey);
-    }
+    m_tuneKey = elementNestTuneKey(groupWorkloadKey(m_graph, m_group));
+    const Knobs* tuned = m_options.schedules ? m_options.schedules->find(m_tuneKey) : nullptr;
     Knobs knobs = elementNestKnobsOf(tuned, m_graph.type(m_out).numel(), m_options);
     tir::Schedule sched(std::move(func));
     applyElementNestSketch(sched, m_outBuffer->name, knobs);
@@ -372,6 +433,8 @@ class GroupLowering {
         checkUnary(ctx);
       else if (isBinaryElementwise(ctx.op))
         checkBinary(ctx);
+      else if (isComparison(ctx.op))
+        checkComparison(ctx);
       else if (ctx.op == "batch_norm")
         ctx.requireFloat();
     }
@@ -407,7 +470,7 @@ class GroupLowering {
         eval.seed(anchorOut, value);
         return eval.valueAt(m_out, Index{{numel}, {offset}, value.type().lanes, nullptr, {}, true});
       };
-    ctx.nestWorkload = f32Workload();  // a pooling anchor's tuning key (conv_search.h)
+    ctx.nestWorkload = groupWorkloadKey(m_graph, m_group);  // a pooling anchor's tuning key (conv_search.h)
     Stmt body = lowering(ctx);
     m_schedule = ctx.schedule;
     m_tuneKey = ctx.tuneKey;
@@ -466,7 +529,7 @@ class GroupLowering {
                                                            " passed a prologue index of the wrong rank");
       return eval.valueAt(input, Index{inType.shape, index, lanes, nullptr, {}, false});
     };
-    ctx.nestWorkload = f32Workload();
+    ctx.nestWorkload = groupWorkloadKey(m_graph, m_group);
     Stmt body = lowering(ctx);
     takeSchedule(ctx);
     return body;
@@ -484,7 +547,7 @@ class GroupLowering {
     ctx.where = m_where;
     for (ValueId v : node.inputs) ctx.in.push_back(m_params.at(v));
     ctx.out = {m_outBuffer};
-    ctx.nestWorkload = f32Workload();
+    ctx.nestWorkload = groupWorkloadKey(m_graph, m_group);
     Stmt body = lowering(ctx);
     takeSchedule(ctx);
     return body;
@@ -496,14 +559,6 @@ class GroupLowering {
     m_tuneKey = ctx.tuneKey;
     m_trace = ctx.trace;
     m_rowNest = !ctx.trace.empty() || ctx.tuneKey.rfind("reduce:", 0) == 0;
-  }
-
-  /// The group's workload key when its inputs and output are f32 (only those have tuning keys: a
-  /// task graph fills its inputs with random floats), else "".
-  std::string f32Workload() const {
-    bool f32 = m_graph.type(m_out).dtype == DType::Float32;
-    for (ValueId v : groupInputs(m_graph, m_group)) f32 = f32 && m_graph.type(v).dtype == DType::Float32;
-    return f32 ? groupWorkloadKey(m_graph, m_group) : "";
   }
 
   // out[..., offset_j + i, ...] = input_j[..., i, ...], one loop nest per input.
@@ -560,8 +615,10 @@ FusedRole fusedRole(const std::string& op) {
   const OpDef* def = findOp(op);
   if (!def) return FusedRole::None;
   if (def->pattern == OpPattern::OutEWiseFusable) return canLower(op) ? FusedRole::Anchor : FusedRole::None;
-  if (isUnaryElementwise(op) || isBinaryElementwise(op) || op == "copy" || op == "batch_norm" || op == "reshape" ||
-      op == "transpose" || op == "concat" || op == "layout_transform" || op == "strided_slice")
+  if (isUnaryElementwise(op) || isBinaryElementwise(op) || op == "copy" || op == "batch_norm" ||
+      op == "reshape" || op == "transpose" || op == "concat" || op == "layout_transform" ||
+      op == "strided_slice" || op == "take" || op == "where" || op == "cast" || op == "broadcast_to" ||
+      isComparison(op) || op == "qnn.quantize" || op == "qnn.dequantize" || op == "qnn.add")
     return FusedRole::Element;
   if (op == "mean" || op == "sum" || op == "max" || op == "min") return FusedRole::Reduce;
   return FusedRole::None;
@@ -631,15 +688,14 @@ bool lowersAsGroupOfOne(const Graph& graph, NodeId n) {
   const Node& node = graph.node(n);
   if (node.group >= 0 || node.outputs.size() != 1 || !node.regions.empty()) return false;
   const std::string& op = node.op;
-  // Packed pooling, whose window nest is keyed by its workload (conv_search.h).
+  // An element op of any dtype: an element nest.
+  if (fusedRole(op) == FusedRole::Element && op != "concat" && op != "copy" && op != "reshape" &&
+      op != "batch_norm")
+    return true;
+  // A reduction or softmax: a row nest; packed pooling: its window nest (conv_search.h). Each is
+  // keyed by its workload.
   const bool packedPool = isWindowPool(op) && graph.type(node.inputs[0]).rank() == 5;
-  if (!isUnaryElementwise(op) && !isBinaryElementwise(op) && op != "transpose" && op != "layout_transform" &&
-      op != "strided_slice" && fusedRole(op) != FusedRole::Reduce && op != "softmax" && !packedPool)
-    return false;
-  if (graph.type(node.outputs[0]).dtype != DType::Float32) return false;
-  for (ValueId v : node.inputs)
-    if (graph.type(v).dtype != DType::Float32) return false;
-  return true;
+  return fusedRole(op) == FusedRole::Reduce || op == "softmax" || packedPool;
 }
 
 PrimFunc lowerAsGroupOfOne(const Graph& graph, NodeId n, const std::string& funcName,

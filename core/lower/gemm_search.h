@@ -262,10 +262,11 @@ std::optional<Knobs> denseAnnotationOf(const DenseShape& s, const Knobs& knobs, 
 void applyDenseSketch(tir::Schedule& sched, const DenseShape& s, const Knobs& knobs, int lanes,
                       int registers);
 
-/// The sketch trace of a matmul, dense, dense_packed, conv2d_nchwc or pool key's annotation
-/// (recorded on its plain function; a convolution's direct or Winograd form by its "algo":
-/// conv_search.h, winograd_search.h; a pool's window nest: conv_search.h); throws kiln::Error for
-/// another kind of key or an annotation that does not fit.
+/// The sketch trace of a tuning key's annotation: a matmul, dense, dense_packed, conv2d_nchwc or
+/// pool key's recorded on its plain function (a convolution's direct or Winograd form by its
+/// "algo": conv_search.h, winograd_search.h; a pool's window nest: conv_search.h), a nest or row
+/// nest key's on its task graph's kernel (nest_search.h); throws kiln::Error for another kind of
+/// key or an annotation that does not fit.
 tir::Trace sketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers);
 
 }  // namespace kiln::core::lower

@@ -91,9 +91,9 @@ std::string groupWorkloadKey(const Graph& graph, const FusedGroup& group);
 tir::PrimFunc lowerGroup(const Graph& graph, int group, const std::string& funcName,
                          const LowerOptions& options = {});
 /// Whether node `n` outside any group lowers as a group of one, which gives it a nest's sketch and
-/// tuning key (nest_search.h): an f32 element-wise op, transpose, layout transform or slice (an
-/// element nest), an f32 reduction (mean, sum, max, min) or softmax (a row nest when it reduces
-/// along rows), or f32 pooling of a packed input (a window nest, conv_search.h), its operands f32.
+/// tuning key (nest_search.h), whatever its dtypes: an element op of fusedRole (an element nest;
+/// concat, copy, reshape and batch_norm aside), a reduction (mean, sum, max, min) or softmax (a row
+/// nest when it reduces along rows), or pooling of a packed input (a window nest, conv_search.h).
 bool lowersAsGroupOfOne(const Graph& graph, NodeId n);
 /// Lowers such a node as a group of one (attrs as lowerGroup's, "op" the node's op).
 tir::PrimFunc lowerAsGroupOfOne(const Graph& graph, NodeId n, const std::string& funcName,

@@ -46,9 +46,9 @@ struct OpContext {
   /// made the body from the plain nest; lower.cpp records it as PrimFunc::attrs["trace"].
   mutable std::string trace;
 
-  /// Set by the fused lowering for a group whose inputs and output are f32 (a reduction root, an
-  /// anchor, or an op lowered as a group of one): the group's workload key, from which a row nest
-  /// (nest_search.h) or a pool's window nest (conv_search.h) makes its tuning key.
+  /// Set by the fused lowering (a reduction root, an anchor, or an op lowered as a group of one):
+  /// the group's workload key, from which a row nest (nest_search.h) or a pool's window nest
+  /// (conv_search.h) makes its tuning key.
   std::string nestWorkload;
 
   /// The tuned knobs for `key` from options.schedules, or nullptr.
@@ -121,6 +121,7 @@ tir::Stmt lowerConv2dWinogradNchwc(const OpContext& ctx);  // ops_conv_winograd.
 /// Throw Unsupported when the unary/binary op `ctx.op` cannot run on its dtypes.
 void checkUnary(const OpContext& ctx);
 void checkBinary(const OpContext& ctx);
+void checkComparison(const OpContext& ctx);  // ops_indexing.cpp
 /// Unary op `ctx.op` (with ctx.attrs) applied to `x`, a scalar or vector value.
 tir::Expr unaryExpr(const OpContext& ctx, const tir::Expr& x);
 /// Binary op `op` on two values of equal type.
@@ -129,6 +130,31 @@ tir::Expr binaryExpr(const std::string& op, const tir::Expr& a, const tir::Expr&
 tir::Expr batchNormScale(const tir::Expr& gamma, const tir::Expr& var, double epsilon);
 tir::Expr batchNormExpr(const tir::Expr& x, const tir::Expr& gamma, const tir::Expr& beta, const tir::Expr& mean,
                         const tir::Expr& var, double epsilon);
+/// equal, not_equal, less, less_equal, greater or greater_equal.
+bool isComparison(std::string_view op);
+// Bool values are stored one byte per element (u8 0 or 1, ops_indexing.cpp).
+/// A stored bool as a condition (byte != 0), and a condition as the stored bool.
+tir::Expr boolCondition(const tir::Expr& stored);
+tir::Expr storedBool(const tir::Expr& cond);
+/// Comparison `op` of a and b (same type), as a stored bool.
+tir::Expr compareExpr(const std::string& op, const tir::Expr& a, const tir::Expr& b);
+/// `x` converted to dtype `to` by C rules (to bool: non-zero; a bool converts as its byte, 0 or 1).
+tir::Expr castExpr(DType to, const tir::Expr& x);
+/// take's row for index `raw` into an axis of `extent` rows: a negative index counts from the
+/// end, and the result is clamped into the axis so a bad index cannot read outside the buffer.
+tir::Expr takeIndex(tir::Expr raw, int64_t extent);
+// The quantized element ops' expressions (ops_quant.cpp), for fused groups and their lowerings.
+/// qnn.quantize of f32 `x`: u8(clamp(roundeven(x · (1 / output_scale)) + output_zero_point)).
+tir::Expr qnnQuantizeExpr(const Attrs& attrs, const tir::Expr& x);
+/// qnn.quantize to packed NCHW<block>c at output `index` (n, cb, h, w, c) of an NCHW input of
+/// shape `xs`, read by `inputAt` at an NCHW index; channels past C are the zero point (real 0).
+tir::Expr qnnQuantizePacked(const Attrs& attrs, const Shape& xs, int64_t block,
+                            const std::vector<tir::Expr>& index,
+                            const std::function<tir::Expr(const std::vector<tir::Expr>&)>& inputAt);
+/// qnn.dequantize of u8 `x`: (x − zero_point) · scale.
+tir::Expr qnnDequantizeExpr(const Attrs& attrs, const tir::Expr& x);
+/// qnn.add of u8 `a` and `b`, requantized (with its fused relu's lower bound).
+tir::Expr qnnAddExpr(const Attrs& attrs, const tir::Expr& a, const tir::Expr& b);
 /// Strides (in elements, 0 along broadcast axes) to read an operand of shape `in` at the index
 /// of a numpy-broadcast output of shape `out`.
 std::vector<int64_t> broadcastStrides(const Shape& in, const Shape& out);

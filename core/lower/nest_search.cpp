@@ -434,4 +434,24 @@ void applyRowNestSketch(Schedule& sched, const Knobs& knobs) {
   if (knob(knobs, "par", 0) != 0 && !rows.empty() && extentOf(sched, rows) >= 2) sched.parallel(rows);
 }
 
+Trace nestSketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers) {
+  const std::string kind = parseTuneKey(key).kind;
+  if (kind != "nest" && kind != "reduce") badKey(key, "not a nest's key");
+  LowerOptions options;
+  options.vectorLanes = lanes;
+  options.vectorRegisters = registers;
+  auto records = std::make_shared<ScheduleConfigs>();
+  records->byKey[key] = knobs;
+  options.schedules = records;
+  for (const PrimFunc& f : lowerGraph(nestTaskGraph(key), options).funcs) {
+    auto k = f.attrs.find("tune_key");
+    if (k == f.attrs.end() || k->second != key) continue;
+    auto schedule = f.attrs.find("schedule"), trace = f.attrs.find("trace");
+    if (schedule == f.attrs.end() || schedule->second != knobsText(knobs) || trace == f.attrs.end())
+      badKey(key, "its kernel does not take '" + knobsText(knobs) + "'");
+    return Trace::parse(trace->second);
+  }
+  badKey(key, "its task graph has no kernel with this key");
+}
+
 }  // namespace kiln::core::lower

@@ -101,4 +101,9 @@ std::string rowNestTuneKey(const std::string& workloadKey);
 /// one (a softmax along another axis than the last is not).
 RowNestShape rowNestShapeOfKey(const std::string& key);
 
+/// The trace annotation `knobs` records on a nest or row nest key's kernel (what a tuning record
+/// of it stores): the key's task graph lowered with `knobs` as its record. Throws kiln::Error
+/// (InvalidInput) for another kind of key or an annotation the kernel does not take.
+tir::Trace nestSketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers);
+
 }  // namespace kiln::core::lower

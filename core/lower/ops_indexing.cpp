@@ -9,6 +9,10 @@
 //
 // Bool tensors are stored one byte per element (0 or 1): conditions are loaded as `byte != 0`
 // and results stored as the zero-extended bool.
+//
+// The per-element expressions (compareExpr, castExpr, takeIndex) are shared with fused-group
+// lowering (core/lower/fused.cpp), where these ops are members of element nests; these
+// lowerings serve single ops (lower.h lowerNode: constant folding).
 #include "core/lower/lower_internal.h"
 #include "runtime/error.h"
 
@@ -18,23 +22,46 @@ using namespace tir;
 
 namespace {
 
-Expr loadBool(const Buffer& b, const Expr& index) { return ne(Load::make(b, index), 0); }
-
-Expr storedBool(const Expr& cond) { return cast(Type::u8(), cond); }
-
-Expr compareExpr(const OpContext& ctx, const Expr& a, const Expr& b) {
-  const std::string& op = ctx.op;
-  if (op == "equal") return eq(a, b);
-  if (op == "not_equal") return ne(a, b);
-  if (op == "less") return a < b;
-  if (op == "less_equal") return a <= b;
-  if (op == "greater") return a > b;
-  if (op == "greater_equal") return a >= b;
-  KILN_ASSERT(false, "lowerCompare called for '" + op + "'");
-  return a;
-}
+Expr loadBool(const Buffer& b, const Expr& index) { return boolCondition(Load::make(b, index)); }
 
 }  // namespace
+
+bool isComparison(std::string_view op) {
+  return op == "equal" || op == "not_equal" || op == "less" || op == "less_equal" || op == "greater" ||
+         op == "greater_equal";
+}
+
+Expr boolCondition(const Expr& stored) { return ne(stored, 0); }
+
+Expr storedBool(const Expr& cond) { return cast(Type::u8(cond.type().lanes), cond); }
+
+Expr compareExpr(const std::string& op, const Expr& a, const Expr& b) {
+  Expr c;
+  if (op == "equal")
+    c = eq(a, b);
+  else if (op == "not_equal")
+    c = ne(a, b);
+  else if (op == "less")
+    c = a < b;
+  else if (op == "less_equal")
+    c = a <= b;
+  else if (op == "greater")
+    c = a > b;
+  else if (op == "greater_equal")
+    c = a >= b;
+  KILN_ASSERT(c.defined(), "compareExpr called for '" + op + "'");
+  return storedBool(c);
+}
+
+Expr castExpr(DType to, const Expr& x) {
+  if (to == DType::Bool) return storedBool(ne(x, 0));
+  return cast(Type::fromDType(to).withLanes(x.type().lanes), x);
+}
+
+Expr takeIndex(Expr raw, int64_t extent) {
+  if (raw.type() != Type::i64()) raw = cast(Type::i64(), raw);
+  return max(min(select(raw < 0, raw + extent, raw), extent - 1), 0);
+}
 
 // y[o] = x[begin + o * strides] along every axis.
 Stmt lowerStridedSlice(const OpContext& ctx) {
@@ -66,11 +93,8 @@ Stmt lowerTake(const OpContext& ctx) {
   for (int64_t d = 0; d < rankIdx; ++d) indexRead[axis + d] = iStrides[d];
   for (size_t d = axis + 1; d < ds.size(); ++d) dataRead[d - 1 + rankIdx] = dStrides[d];
   LoopNest nest(ys, {}, wantParallel(ctx.outTypes[0].numel()));
-  Expr raw = Load::make(ctx.in[1], nest.offset(indexRead));
-  if (raw.type() != Type::i64()) raw = cast(Type::i64(), raw);
-  int64_t extent = ds[axis];
   Expr idx = Var::make("idx");
-  Expr normalized = max(min(select(raw < 0, raw + extent, raw), extent - 1), 0);
+  Expr normalized = takeIndex(Load::make(ctx.in[1], nest.offset(indexRead)), ds[axis]);
   Expr value = Load::make(ctx.in[0], nest.offset(dataRead) + idx * dStrides[axis]);
   Stmt store = Store::make(ctx.out[0], nest.offset(contiguousStrides(ys)), value);
   return nest.wrap(LetStmt::make(idx, normalized, store));
@@ -93,14 +117,18 @@ Stmt lowerWhere(const OpContext& ctx) {
   return nest.wrap(Store::make(ctx.out[0], nest.offset(contiguousStrides(ys)), value));
 }
 
-Stmt lowerCompare(const OpContext& ctx) {
+void checkComparison(const OpContext& ctx) {
   if (ctx.inTypes[0].dtype == DType::Bool) ctx.unsupported("comparing bool tensors");
+}
+
+Stmt lowerCompare(const OpContext& ctx) {
+  checkComparison(ctx);
   const Shape& ys = ctx.outTypes[0].shape;
   if (ctx.outTypes[0].numel() == 0) return Evaluate::make(i64(0));
   LoopNest nest(ys, {}, wantParallel(ctx.outTypes[0].numel()));
   Expr a = Load::make(ctx.in[0], nest.offset(broadcastStrides(ctx.inTypes[0].shape, ys)));
   Expr b = Load::make(ctx.in[1], nest.offset(broadcastStrides(ctx.inTypes[1].shape, ys)));
-  return nest.wrap(Store::make(ctx.out[0], nest.offset(contiguousStrides(ys)), storedBool(compareExpr(ctx, a, b))));
+  return nest.wrap(Store::make(ctx.out[0], nest.offset(contiguousStrides(ys)), compareExpr(ctx.op, a, b)));
 }
 
 // C conversions: float → int truncates toward zero (PyTorch's .long()), anything → bool is
@@ -110,12 +138,7 @@ Stmt lowerCast(const OpContext& ctx) {
   if (numel == 0) return Evaluate::make(i64(0));
   LoopNest nest({numel}, {"i"}, wantParallel(numel));
   Expr x = Load::make(ctx.in[0], nest.offset({1}));
-  Type to = ctx.out[0]->elemType;
-  Expr value;
-  if (ctx.outTypes[0].dtype == DType::Bool) value = storedBool(ne(x, literal(x.type(), 0)));
-  else if (x.type() == to) value = x;
-  else value = cast(to, x);
-  return nest.wrap(Store::make(ctx.out[0], nest.offset({1}), value));
+  return nest.wrap(Store::make(ctx.out[0], nest.offset({1}), castExpr(ctx.outTypes[0].dtype, x)));
 }
 
 }  // namespace kiln::core::lower

@@ -11,12 +11,12 @@
 // - adaptive_avg_pool2d averages rows [floor(i·H/OH), ceil((i+1)·H/OH)) (same for columns); its
 //   loops have bounds computed from the output position.
 //
-// Schedules. Packed f32 pooling is conv_search.h's window nest (a depthwise convolution's regions,
-// max or sum for the multiply-add, no weight) scheduled by its sketch: untuned the default
-// annotation, else the record of its tuning key ("pool:" + its group's workload key). An
-// average divides where the tile is written back, before a fused epilogue. Other pooling (NCHW
-// inputs, integer max pooling, adaptive windows of uneven sizes) keeps the hand-written kernels
-// below. Window taps never read padding: the taps of a row come as loop bounds computed from
+// Schedules. Packed f32 pooling and packed integer max pooling are conv_search.h's window nest (a
+// depthwise convolution's regions, max or sum for the multiply-add, no weight) scheduled by its
+// sketch: untuned the default annotation, else the record of its tuning key ("pool:" + its
+// group's workload key). An average divides where the tile is written back, before a fused
+// epilogue. Other pooling (NCHW inputs, adaptive windows of uneven sizes) keeps the hand-written
+// kernels below. Window taps never read padding: the taps of a row come as loop bounds computed from
 // oh (schedule.h WindowAxis::tapRange), those of a column likewise from ow. Packed inputs are
 // vectorized over the channel block: a tile of B output columns keeps B vector accumulators,
 // with the window loops outside the columns (interior tiles in a loop, border tiles unrolled
@@ -118,9 +118,9 @@ Stmt packedPool(const OpContext& ctx, const PoolSpec& p) {
   return For::make(f, i64(0), i64(n * cb * oh), parallel ? ForKind::Parallel : ForKind::Serial, body);
 }
 
-/// Packed f32 pooling as conv_search.h's window nest `s` under its sketch; an undefined Stmt when
-/// a record's trace leaves the output read back (the division and the epilogue then have no
-/// stores to go to: the hand-written kernel takes over).
+/// Packed pooling (f32, or an integer max) as conv_search.h's window nest `s` under its sketch; an undefined
+/// Stmt when a record's trace leaves the output read back (the division and the epilogue then have no stores
+/// to go to: the hand-written kernel takes over).
 Stmt sketchedPool(const OpContext& ctx, const PoolSpec& p, const ConvSketchShape& s) {
   const Shape& ys = ctx.outTypes[0].shape;
   if (!ctx.nestWorkload.empty()) ctx.tuneKey = poolTuneKey(ctx.nestWorkload);
@@ -195,8 +195,9 @@ Stmt lowerPool2d(const OpContext& ctx) {
   p.includePad = ctx.attrs.getInt("count_include_pad", 1) != 0;
   p.rows = WindowAxis{xs[2], ys[2], kernel[0], stride[0], pad[0], dil[0]};
   p.cols = WindowAxis{xs[3], ys[3], kernel[1], stride[1], pad[1], dil[1]};
+  // The window nest: f32, or a max of integers (a quantized model's u8 max pool).
   if (std::optional<ConvSketchShape> s = poolSketchShapeOf(ctx.op, ctx.attrs, xs, ys);
-      s && ctx.inTypes[0].dtype == DType::Float32)
+      s && (ctx.inTypes[0].dtype == DType::Float32 || isMax))
     if (Stmt nest = sketchedPool(ctx, p, *s); nest.defined()) return nest;
   return xs.size() == 5 ? packedPool(ctx, p) : plainPool(ctx, p);
 }

@@ -51,54 +51,78 @@ Expr requantizeAcc(const Expr& acc, const Expr& multiplier, const Expr& offset, 
   return cast(Type::u8(acc.type().lanes), r);
 }
 
-int64_t lowerBound(const OpContext& ctx) {
-  return ctx.attrs.getInt("relu", 0) != 0 ? ctx.attrs.getInt("output_zero_point") : 0;
+int64_t lowerBound(const Attrs& attrs) {
+  return attrs.getInt("relu", 0) != 0 ? attrs.getInt("output_zero_point") : 0;
+}
+int64_t lowerBound(const OpContext& ctx) { return lowerBound(ctx.attrs); }
+
+}  // namespace
+
+Expr qnnQuantizeExpr(const Attrs& attrs, const Expr& x) {
+  float inv = 1.0f / static_cast<float>(attrs.getFloat("output_scale"));
+  return requantize(x * fImm(inv), attrs.getInt("output_zero_point"), 0);
 }
 
-// ---- quantize / dequantize / add ----------------------------------------------------------------
-
-Stmt lowerQnnQuantize(const OpContext& ctx) {
-  float inv = 1.0f / static_cast<float>(ctx.attrs.getFloat("output_scale"));
-  int64_t zp = ctx.attrs.getInt("output_zero_point");
-  auto quant = [&](const Expr& x) { return requantize(x * fImm(inv), zp, 0); };
-  const Shape &xs = ctx.inTypes[0].shape, &ys = ctx.outTypes[0].shape;
-  int64_t numel = ctx.outTypes[0].numel();
-  if (ys.size() == xs.size()) {
-    LoopNest nest({numel}, {"i"}, wantParallel(numel));
-    return nest.wrap(Store::make(ctx.out[0], nest.offset({1}), quant(Load::make(ctx.in[0], nest.offset({1})))));
-  }
-  // Packed NCHW<b>c output; channels past C are the zero point (real 0).
-  int64_t block = ys[4], channels = xs[1], hw = xs[2] * xs[3];
-  LoopNest nest(ys, {"n", "cb", "h", "w", "c"}, wantParallel(numel));
-  Expr c = nest[1] * block + nest[4];
-  Expr src = (nest[0] * channels + min(c, i64(channels - 1))) * hw + nest[2] * xs[3] + nest[3];
-  Expr value = select(c < channels, quant(Load::make(ctx.in[0], src)), IntImm::make(Type::u8(), zp));
-  return nest.wrap(Store::make(ctx.out[0], nest.offset(contiguousStrides(ys)), value));
+Expr qnnQuantizePacked(const Attrs& attrs, const Shape& xs, int64_t block, const std::vector<Expr>& index,
+                       const std::function<Expr(const std::vector<Expr>&)>& inputAt) {
+  const int64_t channels = xs[1];
+  Expr c = index[1] * block + index[4];
+  Expr x = inputAt({index[0], min(c, i64(channels - 1)), index[2], index[3]});
+  return select(c < channels, qnnQuantizeExpr(attrs, x),
+                IntImm::make(Type::u8(), attrs.getInt("output_zero_point")));
 }
 
-Stmt lowerQnnDequantize(const OpContext& ctx) {
-  float scale = static_cast<float>(ctx.attrs.getFloat("scale"));
-  float shift = -static_cast<float>(ctx.attrs.getInt("zero_point")) * scale;
-  int64_t numel = ctx.outTypes[0].numel();
-  LoopNest nest({numel}, {"i"}, wantParallel(numel));
-  Expr x = toF32(Load::make(ctx.in[0], nest.offset({1})));
-  return nest.wrap(Store::make(ctx.out[0], nest.offset({1}), x * fImm(scale) + fImm(shift)));
+Expr qnnDequantizeExpr(const Attrs& attrs, const Expr& x) {
+  float scale = static_cast<float>(attrs.getFloat("scale"));
+  float shift = -static_cast<float>(attrs.getInt("zero_point")) * scale;
+  return toF32(x) * fImm(scale) + fImm(shift);
 }
 
 // PyTorch's quantized add: both operands dequantized (x·s − z·s), added, quantized with the
 // reciprocal output scale.
-Stmt lowerQnnAdd(const OpContext& ctx) {
-  auto dq = [&](const Buffer& b, const char* s, const char* z, const Expr& i) {
-    float scale = static_cast<float>(ctx.attrs.getFloat(s));
-    float shift = -static_cast<float>(ctx.attrs.getInt(z)) * scale;
-    return toF32(Load::make(b, i)) * fImm(scale) + fImm(shift);
+Expr qnnAddExpr(const Attrs& attrs, const Expr& a, const Expr& b) {
+  auto dq = [&](const Expr& v, const char* s, const char* z) {
+    float scale = static_cast<float>(attrs.getFloat(s));
+    float shift = -static_cast<float>(attrs.getInt(z)) * scale;
+    return toF32(v) * fImm(scale) + fImm(shift);
   };
-  float inv = 1.0f / static_cast<float>(ctx.attrs.getFloat("output_scale"));
+  float inv = 1.0f / static_cast<float>(attrs.getFloat("output_scale"));
+  Expr sum = dq(a, "a_scale", "a_zero_point") + dq(b, "b_scale", "b_zero_point");
+  return requantize(sum * fImm(inv), attrs.getInt("output_zero_point"), lowerBound(attrs));
+}
+
+namespace {
+
+// ---- quantize / dequantize / add ----------------------------------------------------------------
+
+Stmt lowerQnnQuantize(const OpContext& ctx) {
+  const Shape &xs = ctx.inTypes[0].shape, &ys = ctx.outTypes[0].shape;
+  int64_t numel = ctx.outTypes[0].numel();
+  if (ys.size() == xs.size()) {
+    LoopNest nest({numel}, {"i"}, wantParallel(numel));
+    Expr y = qnnQuantizeExpr(ctx.attrs, Load::make(ctx.in[0], nest.offset({1})));
+    return nest.wrap(Store::make(ctx.out[0], nest.offset({1}), y));
+  }
+  LoopNest nest(ys, {"n", "cb", "h", "w", "c"}, wantParallel(numel));
+  std::vector<Expr> index{nest[0], nest[1], nest[2], nest[3], nest[4]};
+  Expr value = qnnQuantizePacked(ctx.attrs, xs, ys[4], index, [&](const std::vector<Expr>& at) {
+    return Load::make(ctx.in[0], ((at[0] * xs[1] + at[1]) * xs[2] + at[2]) * xs[3] + at[3]);
+  });
+  return nest.wrap(Store::make(ctx.out[0], nest.offset(contiguousStrides(ys)), value));
+}
+
+Stmt lowerQnnDequantize(const OpContext& ctx) {
+  int64_t numel = ctx.outTypes[0].numel();
+  LoopNest nest({numel}, {"i"}, wantParallel(numel));
+  Expr y = qnnDequantizeExpr(ctx.attrs, Load::make(ctx.in[0], nest.offset({1})));
+  return nest.wrap(Store::make(ctx.out[0], nest.offset({1}), y));
+}
+
+Stmt lowerQnnAdd(const OpContext& ctx) {
   int64_t numel = ctx.outTypes[0].numel();
   LoopNest nest({numel}, {"i"}, wantParallel(numel));
   Expr i = nest.offset({1});
-  Expr sum = dq(ctx.in[0], "a_scale", "a_zero_point", i) + dq(ctx.in[1], "b_scale", "b_zero_point", i);
-  Expr y = requantize(sum * fImm(inv), ctx.attrs.getInt("output_zero_point"), lowerBound(ctx));
+  Expr y = qnnAddExpr(ctx.attrs, Load::make(ctx.in[0], i), Load::make(ctx.in[1], i));
   return nest.wrap(Store::make(ctx.out[0], i, y));
 }
 

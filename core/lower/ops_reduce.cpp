@@ -57,7 +57,7 @@ Reducer reducerFor(const std::string& op, Type t) {
 }
 
 /// `plain` (the kernel's parameters around a row nest) scheduled by the row nest's sketch, under
-/// the record of its tuning key when it has one (f32 groups, OpContext::nestWorkload).
+/// the record of its tuning key when it has one (OpContext::nestWorkload).
 Stmt scheduledRowNest(const OpContext& ctx, Stmt plain, const RowNestShape& shape) {
   PrimFunc f;
   f.name = ctx.op;
@@ -66,7 +66,7 @@ Stmt scheduledRowNest(const OpContext& ctx, Stmt plain, const RowNestShape& shap
   f.numOutputs = static_cast<int>(ctx.out.size());
   f.body = std::move(plain);
   Knobs knobs = rowNestDefaultKnobs(shape, lanesFor(ctx));
-  if (!ctx.nestWorkload.empty() && ctx.out[0]->elemType == Type::f32()) {
+  if (!ctx.nestWorkload.empty()) {
     ctx.tuneKey = rowNestTuneKey(ctx.nestWorkload);
     knobs = rowNestKnobsOf(ctx.tunedKnobs(ctx.tuneKey), shape, ctx.options);
   }

@@ -34,8 +34,9 @@
 //      that merge-parallel sliced out of a wider convolution) may join too, read at the remapped
 //      index;
 //   3. no value computed in S is broadcast to a larger shape inside S (a member's in-group
-//      operands have its output shape, injective ops and the reduction excepted): every op then
-//      runs once per output element (per input element of the reduction), never redundantly;
+//      operands have its output shape, injective ops and the reduction excepted, and take's
+//      indices, read once per gathered element, come from outside S): every op then runs once
+//      per output element (per input element of the reduction), never redundantly;
 //   3b. with a reduction R: R is S's root (its lowering reads its input through a prologue,
 //      OpContext::prologue, that evaluates the other members at every position it reads; ops
 //      after a reduction would need its result per element of a different shape), and every
@@ -243,7 +244,9 @@ class Fuser {
       }
       if (node.op == "concat" && m != root) return false;
       if (m != root && (m_feedsSink[m] || usedOutside(m, in))) return false;
-      // rule 3: no broadcasting of in-group values
+      // rule 3: no broadcasting of in-group values; take's indices (read once per gathered
+      // element) come from outside
+      if (node.op == "take" && producedInside(node.inputs[1])) return false;
       if (!isInjectiveOp(node) && m_role[m] != lower::FusedRole::Reduce) {
         for (ValueId v : node.inputs) {
           if (producedInside(v) && m_graph.type(v).shape != m_graph.type(node.outputs[0]).shape) return false;

@@ -167,7 +167,9 @@ size_t kernelWithKey(const lower::LoweredModule& module, const std::string& key)
 Candidate compileCandidate(const std::string& key, const lower::Knobs& knobs, lower::LowerOptions options,
                            int optLevel) {
   Candidate c;
-  c.module = compile(taskGraph(key), candidateCompileOptions(key, knobs, std::move(options), optLevel)).module;
+  Graph graph = taskGraph(key);
+  for (ValueId v : graph.inputs()) c.indexBounds.push_back(indexBound(graph, v));
+  c.module = compile(graph, candidateCompileOptions(key, knobs, std::move(options), optLevel)).module;
   c.kernel = kernelWithKey(c.module, key);
   return c;
 }

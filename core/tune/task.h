@@ -50,6 +50,9 @@ Graph taskGraph(const std::string& key, uint64_t seed = 1);
 struct Candidate {
   lower::LoweredModule module;
   size_t kernel = 0;
+  /// Per graph input, the rows of the table it indexes (core/ir/graph.h indexBound; 0: none):
+  /// where random integer inputs keep to.
+  std::vector<int64_t> indexBounds;
 };
 Candidate compileCandidate(const std::string& key, const lower::Knobs& knobs, lower::LowerOptions options,
                            int optLevel);

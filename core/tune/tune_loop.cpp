@@ -171,10 +171,9 @@ class TaskSearch {
     return rec;
   }
 
-  /// The schedule trace of a sketch configuration (gemm_search.h), "" for knob-only
-  /// configurations; one per configuration, computed once.
+  /// The schedule trace of a configuration (gemm_search.h sketchTrace), "" for one without (a
+  /// record of a retired builder's knobs); one per configuration, computed once.
   std::string traceOf(const lower::Knobs& knobs) const {
-    if (!knobs.count("mi")) return "";
     std::string text = lower::knobsText(knobs);
     auto it = m_traces.find(text);
     if (it != m_traces.end()) return it->second;

@@ -347,6 +347,7 @@ TEST(TuneCli, ElementNestsAreTasksToo) {
   for (const auto& r : lines) {
     EXPECT_EQ(r["error"], "") << r.dump();
     EXPECT_EQ(r["key"].get<std::string>().rfind("nest:fused[layout_transform", 0), 0u) << r.dump();
+    EXPECT_NE(r.value("trace", ""), "") << r.dump();  // the sketch's steps for these knobs
     keys.insert(r["key"].get<std::string>());
   }
   ASSERT_EQ(keys.size(), 2u);
@@ -371,6 +372,7 @@ TEST(TuneCli, ReductionsAreTasksToo) {
   for (const auto& r : readLines(records)) {
     EXPECT_EQ(r["error"], "") << r.dump();
     EXPECT_EQ(r["key"].get<std::string>().rfind("reduce:fused[", 0), 0u) << r.dump();
+    EXPECT_NE(r.value("trace", ""), "") << r.dump();
     keys.insert(r["key"].get<std::string>());
   }
   bool softmax = false, mean = false;
@@ -382,6 +384,35 @@ TEST(TuneCli, ReductionsAreTasksToo) {
   // Kernels of about a microsecond print in us with three significant digits, not as 0.0011ms.
   EXPECT_TRUE(std::regex_search(o.out, std::regex(R"( [0-9]\.[0-9]{2}us )"))) << o.out;
   EXPECT_FALSE(std::regex_search(o.out, std::regex(R"(0\.00[0-9]{2}ms)"))) << o.out;
+  expectKilnMatchesEager(bert, records);
+}
+
+// Every kernel of BERT has a tuning key: the embedding lookup fused with its adds (a gather by
+// int64 token ids) and the padding mask (a comparison of the ids, cast and scaled) are nests like
+// any other. Their candidates run on ids inside the embedding table, and the build with their
+// records matches PyTorch.
+TEST(TuneCli, GathersAndMasksAreTasksToo) {
+  std::string bert = std::string(KILN_MODELS_DIR) + "/bert_encoder.pt";
+  fs::path records = tempDir() / "gathers.jsonl";
+  fs::remove(records);
+  Outcome o =
+      kiln("tune " + bert + " --tasks fused_take_add_add_0,fused_equal_cast_reshape_mul_0 --tuner random " +
+           "--trials 3 --confirm 0 --records " + records.string() + common());
+  ASSERT_EQ(o.exitCode, 0) << o.err;
+  std::smatch keyed;
+  ASSERT_TRUE(std::regex_search(
+      o.out, keyed, std::regex(R"(kernels: (\d+) of (\d+) calls per inference have a tuning key)")))
+      << o.out;
+  EXPECT_EQ(keyed[1], keyed[2]) << o.out;
+  bool take = false, mask = false;
+  for (const auto& r : readLines(records)) {
+    EXPECT_EQ(r["error"], "") << r.dump();
+    EXPECT_NE(r.value("trace", ""), "") << r.dump();
+    const std::string key = r["key"].get<std::string>();
+    take = take || key.rfind("nest:fused[take{axis=0}(", 0) == 0;
+    mask = mask || key.rfind("nest:fused[equal(", 0) == 0;
+  }
+  EXPECT_TRUE(take && mask) << o.out;
   expectKilnMatchesEager(bert, records);
 }
 

@@ -242,8 +242,8 @@ TEST(KernelsPool, EveryAnnotationOfTheWindowNestComputesThePool) {
 
 // A pool key's workload rebuilds the kernel as a task graph of its own (what the tuner measures).
 // An average divides before a fused epilogue, also when a record's trace leaves the output read
-// back (the hand-written kernel then runs). An adaptive pool of uneven windows, integer and NCHW
-// pools have no window nest.
+// back (the hand-written kernel then runs). An adaptive pool of uneven windows and NCHW pools
+// have no window nest.
 TEST(KernelsPool, AWindowNestKeyDescribesItsKernel) {
   const char* text = R"(graph(%x: f32[1,2,7,7,16], %y: f32[1,2,4,4,16]) {
   group @avg {
@@ -294,8 +294,7 @@ TEST(KernelsPool, AWindowNestKeyDescribesItsKernel) {
        {"graph(%x: f32[1,2,10,9,16]) {\n  %a = adaptive_avg_pool2d(%x) {output_size=[3,4]} : "
         "f32[1,2,3,4,16]\n"
         "  return %a\n}\n",
-        "graph(%x: f32[1,32,8,8]) {\n  %a = max_pool2d(%x) {kernel=[2,2]} : f32[1,32,4,4]\n  return %a\n}\n",
-        "graph(%x: i32[1,2,8,8,16]) {\n  %a = max_pool2d(%x) {kernel=[2,2]} : i32[1,2,4,4,16]\n  return "
+        "graph(%x: f32[1,32,8,8]) {\n  %a = max_pool2d(%x) {kernel=[2,2]} : f32[1,32,4,4]\n  return "
         "%a\n}\n"}) {
     SCOPED_TRACE(none);
     EXPECT_EQ(poolKernel(lowerGraph(parseGraph(none), options)), nullptr);
@@ -304,6 +303,55 @@ TEST(KernelsPool, AWindowNestKeyDescribesItsKernel) {
                kiln::Error);
   EXPECT_THROW(poolSketchShapeOfKey("pool:fused[relu($0:f32[4])->f32[4]]"), kiln::Error);
   EXPECT_THROW(sketchTrace(key, {{"mi", 0}, {"po", 1}}, 16, 32), kiln::Error);  // no such tile
+}
+
+// A max pool of integers (a quantized model's u8 activations) is the same window nest: keyed,
+// traced as the tuner records it, and every annotation computes the maximum (padding never wins,
+// even over 0).
+TEST(KernelsPool, AnIntegerMaxPoolIsTheWindowNestToo) {
+  Graph g = parseGraph(R"(graph(%x: u8[1,3,9,11,16]) {
+  %a = max_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1]} : u8[1,3,5,6,16]
+  return %a
+})");
+  std::mt19937 rng(9);
+  runtime::Tensor x = runtime::Tensor::zeros(DType::UInt8, {1, 3, 9, 11, 16});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(rng() % 256);
+  std::vector<float> want;
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t oh = 0; oh < 5; ++oh)
+      for (int64_t ow = 0; ow < 6; ++ow)
+        for (int64_t l = 0; l < 16; ++l) {
+          int best = -1;
+          for (int64_t ih = oh * 2 - 1; ih <= oh * 2 + 1; ++ih)
+            for (int64_t iw = ow * 2 - 1; iw <= ow * 2 + 1; ++iw)
+              if (ih >= 0 && ih < 9 && iw >= 0 && iw < 11)
+                best = std::max<int>(best, x.data<uint8_t>()[((b * 9 + ih) * 11 + iw) * 16 + l]);
+          want.push_back(static_cast<float>(best));
+        }
+  LowerOptions options;
+  options.vectorLanes = 16;
+  options.vectorRegisters = 32;
+  LoweredModule untuned = lowerGraph(g, options);
+  ASSERT_NE(poolKernel(untuned), nullptr);
+  const std::string key = poolKernel(untuned)->attrs.at("tune_key");
+  const ConvSketchShape s = poolSketchShapeOfKey(key);
+  EXPECT_EQ(s.pool, ConvSketchShape::Pool::Max);
+  for (const Knobs& k : convSketchAnnotations(s, options.vectorRegisters)) {
+    SCOPED_TRACE(knobsText(k));
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[key] = k;
+    options.schedules = configs;
+    LoweredModule tuned = lowerGraph(g, options);
+    ASSERT_NE(poolKernel(tuned), nullptr);
+    EXPECT_EQ(poolKernel(tuned)->attrs.at("trace"), sketchTrace(key, k, 16, 32).str());
+    for (Engine engine : {Engine::Interpreter, Engine::Jit}) {
+      runtime::Tensor got = evalModule(tuned, {x}, engine)[0];
+      ASSERT_EQ(got.dtype(), DType::UInt8);
+      std::vector<float> values;
+      for (int64_t i = 0; i < got.numel(); ++i) values.push_back(got.data<uint8_t>()[i]);
+      EXPECT_EQ(values, want);
+    }
+  }
 }
 
 }  // namespace

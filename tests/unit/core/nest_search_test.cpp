@@ -3,11 +3,13 @@
 // divisions vanish from the vector loop, and a reduction's accumulators are vectors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
 
 #include "core/ir/parser.h"
+#include "core/lower/gemm_search.h"
 #include "core/lower/interpreter.h"
 #include "core/lower/lower.h"
 #include "core/lower/nest_search.h"
@@ -18,6 +20,7 @@
 #include "core/tir/simplify.h"
 #include "core/tir/trace.h"
 #include "runtime/error.h"
+#include "tests/unit/core/kernels_test_util.h"
 
 namespace kiln::core::lower {
 namespace {
@@ -161,17 +164,22 @@ TEST(ElementNestKey, TheTaskGraphOfAKeyHasTheKernelOfThatKey) {
     withKey += k.attrs.count("tune_key") && k.attrs.at("tune_key") == key;
   EXPECT_EQ(withKey, 1) << key;
 
-  // Only f32 nests have keys (a task graph fills its inputs with random floats).
+  // Nests of other dtypes have keys too, and their task graphs hold their kernels.
   Graph ints = parseGraph(R"(graph(%x: i32[4,6]) {
   %t = transpose(%x) {perm=[1,0]} : i32[6,4]
   %n = neg(%t) : i32[6,4]
   return %n
 })");
-  EXPECT_EQ(lowerNest(ints, options).attrs.count("tune_key"), 0u);
+  const std::string intKey = lowerNest(ints, options).attrs.at("tune_key");
+  EXPECT_EQ(intKey, "nest:fused[transpose{perm=[1,0]}($0:i32[4,6])->i32[6,4]; neg(%0)->i32[6,4]]");
+  withKey = 0;
+  for (const PrimFunc& k : lowerGraph(nestTaskGraph(intKey), options).funcs)
+    withKey += k.attrs.count("tune_key") && k.attrs.at("tune_key") == intKey;
+  EXPECT_EQ(withKey, 1) << intKey;
 }
 
-// An element op outside any group is a nest of its own, with a key, and a softmax along the last
-// axis a row nest with a key; other ops and non-f32 ones keep their own lowerings.
+// An element op outside any group (of any dtype) is a nest of its own, with a key, and a softmax
+// along the last axis a row nest with a key.
 TEST(ElementNestKey, ElementOpsOutsideGroupsAreNestsOfTheirOwn) {
   Graph g = parseGraph(R"(graph(%x: f32[1,128,256], %m: f32[1,128,1], %i: i32[4,6]) {
   %c = sub(%x, %m) : f32[1,128,256]
@@ -194,7 +202,158 @@ TEST(ElementNestKey, ElementOpsOutsideGroupsAreNestsOfTheirOwn) {
   EXPECT_EQ(byName.at("softmax_0")->attrs.at("tune_key"),
             "reduce:fused[softmax{axis=2}($0:f32[1,128,256])->f32[1,128,256]]");
   EXPECT_EQ(rowNestShapeOfKey(byName.at("softmax_0")->attrs.at("tune_key")).rows, 128);
-  EXPECT_EQ(byName.at("transpose_0")->attrs.count("tune_key"), 0u);
+  EXPECT_EQ(byName.at("transpose_0")->attrs.at("tune_key"),
+            "nest:fused[transpose{perm=[1,0]}($0:i32[4,6])->i32[6,4]]");
+}
+
+// Gathers, comparisons, casts, selects and broadcasts are members of element nests, of any
+// dtype: fuse-ops groups an embedding lookup with the adds after it and a padding mask's
+// comparison with its cast and scale (what bert_encoder does); each kernel has a key whose task
+// graph holds it; interpreter and JIT agree with a reference computed here. take wraps negative
+// indices and clamps bad ones; a gather along the last axis varies its row across the vector.
+TEST(ElementNestKey, GathersComparisonsCastsAndSelectsAreNestMembers) {
+  Graph g =
+      parseGraph(R"(graph(%ids: i64[2,5], %table: f32[7,6], %pos: f32[2,5,6], %p: f32[2,5,6], %q: f32[6],
+      %m: f32[4,9], %j: i32[3]) {
+  %e = take(%table, %ids) {axis=0} : f32[2,5,6]
+  %a = add(%e, %pos) : f32[2,5,6]
+  %zero = constant i64[] [0]
+  %z = equal(%ids, %zero) : bool[2,5]
+  %f = cast(%z) {dtype="f32"} : f32[2,5]
+  %big = constant f32[] [-100]
+  %mask = mul(%f, %big) : f32[2,5]
+  %b = broadcast_to(%q) {shape=[2,5,6]} : f32[2,5,6]
+  %gt = greater(%p, %b) : bool[2,5,6]
+  %w = where(%gt, %p, %b) : f32[2,5,6]
+  %c = cast(%w) {dtype="i32"} : i32[2,5,6]
+  %col = take(%m, %j) {axis=1} : f32[4,3]
+  %n = neg(%col) : f32[4,3]
+  return %a, %mask, %c, %n
+})");
+  ASSERT_TRUE(passes::fuseOps(g));
+  std::vector<std::string> groups;
+  for (const FusedGroup& group : g.groups()) groups.push_back(group.name);
+  EXPECT_EQ(groups,
+            (std::vector<std::string>{"fused_take_add_0", "fused_equal_cast_mul_0",
+                                      "fused_broadcast_to_greater_where_cast_0", "fused_take_neg_0"}));
+  std::mt19937 rng(3);
+  runtime::Tensor ids = runtime::Tensor::zeros(DType::Int64, {2, 5}),
+                  j = runtime::Tensor::zeros(DType::Int32, {3});
+  const int64_t rows[] = {0, 3, -1, 6, 9, 0, -7, 2, 5, 1};  // -1 wraps to 6; 9 and -7 clamp
+  for (int i = 0; i < 10; ++i) ids.data<int64_t>()[i] = rows[i];
+  const int32_t cols[] = {8, 0, 4};
+  for (int i = 0; i < 3; ++i) j.data<int32_t>()[i] = cols[i];
+  runtime::Tensor pos = testing::randomTensor({2, 5, 6}, 4), p = testing::randomTensor({2, 5, 6}, 5, -3, 3);
+  runtime::Tensor q = testing::randomTensor({6}, 6, -3, 3), m = testing::randomTensor({4, 9}, 7);
+  runtime::Tensor tableTensor = testing::randomTensor({7, 6}, 8);
+  const float* table = tableTensor.data<float>();
+  std::vector<float> a, mask, c, n;
+  for (int i = 0; i < 10; ++i) {
+    const int64_t row = std::clamp<int64_t>(rows[i] < 0 ? rows[i] + 7 : rows[i], 0, 6);
+    for (int k = 0; k < 6; ++k) a.push_back(table[row * 6 + k] + pos.data<float>()[i * 6 + k]);
+    mask.push_back(rows[i] == 0 ? -100.0f : 0.0f);
+    for (int k = 0; k < 6; ++k) {
+      const float pv = p.data<float>()[i * 6 + k], qv = q.data<float>()[k];
+      c.push_back(static_cast<float>(static_cast<int32_t>(pv > qv ? pv : qv)));
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int col : cols) n.push_back(-m.data<float>()[r * 9 + col]);
+  LowerOptions options;
+  options.vectorLanes = 8;
+  LoweredModule module = lowerGraph(g, options);
+  EXPECT_EQ(module.funcs.size(), 4u);
+  for (const PrimFunc& f : module.funcs) {
+    SCOPED_TRACE(f.name);
+    ASSERT_TRUE(f.attrs.count("tune_key"));
+    int withKey = 0;
+    for (const PrimFunc& k : lowerGraph(nestTaskGraph(f.attrs.at("tune_key")), options).funcs)
+      withKey += k.attrs.count("tune_key") && k.attrs.at("tune_key") == f.attrs.at("tune_key");
+    EXPECT_EQ(withKey, 1);
+  }
+  for (testing::Engine engine : {testing::Engine::Interpreter, testing::Engine::Jit}) {
+    std::vector<runtime::Tensor> out =
+        testing::evalModule(module, {ids, tableTensor, pos, p, q, m, j}, engine);
+    ASSERT_EQ(out.size(), 4u);
+    EXPECT_TRUE(testing::allClose(out[0], a, 1e-6));
+    EXPECT_TRUE(testing::allClose(out[1], mask, 0));
+    ASSERT_EQ(out[2].dtype(), DType::Int32);
+    std::vector<float> got;
+    for (int64_t i = 0; i < out[2].numel(); ++i) got.push_back(static_cast<float>(out[2].data<int32_t>()[i]));
+    EXPECT_EQ(got, c);
+    EXPECT_TRUE(testing::allClose(out[3], n, 0));
+  }
+}
+
+// The quantized element ops are nest members too: a dequantize, float ops, a quantize and a
+// quantized add fuse into one u8 → u8 nest, a packing quantize is a nest of its own, both keyed,
+// and each computes bit for bit what the ops' own lowerings compute one by one (interpreted), and
+// what the unfused graph computes (compiled).
+TEST(ElementNestKey, QuantizedElementOpsAreNestMembers) {
+  const char* text = R"(graph(%a: u8[2,3,5,7], %b: u8[2,3,5,7], %x: f32[2,3,5,7]) {
+  %d = qnn.dequantize(%a) {scale=0.05, zero_point=3} : f32[2,3,5,7]
+  %h = hardswish(%d) : f32[2,3,5,7]
+  %q = qnn.quantize(%h) {output_scale=0.04, output_zero_point=7} : u8[2,3,5,7]
+  %s = qnn.add(%q, %b) {a_scale=0.04, a_zero_point=7, b_scale=0.03, b_zero_point=128, output_scale=0.06, output_zero_point=9, relu=1} : u8[2,3,5,7]
+  %p = qnn.quantize(%x) {output_scale=0.02, output_zero_point=100, out_layout="NCHW16c"} : u8[2,1,5,7,16]
+  return %s, %p
+})";
+  Graph plain = parseGraph(text), g = plain;
+  ASSERT_TRUE(passes::fuseOps(g));
+  ASSERT_EQ(g.groups().size(), 1u);
+  EXPECT_EQ(g.groups()[0].name, "fused_qnn.dequantize_hardswish_qnn.quantize_qnn.add_0");
+  std::mt19937 rng(5);
+  std::vector<runtime::Tensor> inputs;
+  for (ValueId v : plain.inputs()) {
+    runtime::Tensor t = runtime::Tensor::zeros(plain.type(v).dtype, plain.type(v).shape);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (t.dtype() == DType::UInt8)
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(rng() % 256);
+      else
+        t.data<float>()[i] = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 200.0f;
+    }
+    inputs.push_back(std::move(t));
+  }
+  // The reference: every node by its own lowering (lowerNode), interpreted.
+  std::map<ValueId, runtime::Tensor> values;
+  for (size_t i = 0; i < inputs.size(); ++i) values[plain.inputs()[i]] = inputs[i];
+  for (NodeId n = 0; n < static_cast<NodeId>(plain.nodes().size()); ++n) {
+    const Node& node = plain.node(n);
+    std::vector<void*> args;
+    for (ValueId v : node.inputs) args.push_back(values.at(v).raw());
+    values[node.outputs[0]] =
+        runtime::Tensor::zeros(plain.type(node.outputs[0]).dtype, plain.type(node.outputs[0]).shape);
+    args.push_back(values[node.outputs[0]].raw());
+    interpret(lowerNode(plain, n, "op"), args);
+  }
+  LowerOptions options;
+  options.vectorLanes = 16;
+  LoweredModule module = lowerGraph(g, options);
+  EXPECT_EQ(module.funcs.size(), 2u);
+  for (const PrimFunc& f : module.funcs) {
+    SCOPED_TRACE(f.name);
+    ASSERT_TRUE(f.attrs.count("tune_key"));
+    EXPECT_EQ(parseTuneKey(f.attrs.at("tune_key")).kind, "nest");
+    EXPECT_TRUE(f.attrs.count("trace"));
+  }
+  // Compiled code may contract a dequantize's x·scale + shift into an FMA (codegen_llvm.cpp), so
+  // the JIT's reference is the unfused graph compiled alike.
+  const std::vector<runtime::Tensor> unfusedJit =
+      testing::evalModule(lowerGraph(plain, options), inputs, testing::Engine::Jit);
+  for (testing::Engine engine : {testing::Engine::Interpreter, testing::Engine::Jit}) {
+    std::vector<runtime::Tensor> out = testing::evalModule(module, inputs, engine);
+    ASSERT_EQ(out.size(), 2u);
+    for (int o = 0; o < 2; ++o) {
+      const runtime::Tensor& want =
+          engine == testing::Engine::Jit ? unfusedJit[o] : values.at(plain.outputs()[o]);
+      ASSERT_EQ(out[o].numel(), want.numel());
+      int64_t differ = 0, first = -1;
+      for (int64_t i = 0; i < want.numel(); ++i)
+        if (out[o].data<uint8_t>()[i] != want.data<uint8_t>()[i] && differ++ == 0) first = i;
+      EXPECT_EQ(differ, 0) << "output " << o << (engine == testing::Engine::Jit ? " (JIT)" : " (interpreter)")
+                           << ", first at " << first;
+    }
+  }
 }
 
 TEST(ElementNestKey, MalformedKeysAreRefusedInOneLine) {
@@ -228,8 +387,11 @@ TEST(ElementNestKey, RecordsChooseTheAnnotation) {
   PrimFunc tuned = lowerNest(g, options);
   EXPECT_EQ(tuned.attrs.at("schedule"), "par=0,un=2,vl=4");
   EXPECT_NE(tuned.attrs.at("trace").find("unroll("), std::string::npos) << tuned.attrs.at("trace");
+  // What the tuner records for the annotation, from the key alone.
+  EXPECT_EQ(sketchTrace(key, configs->byKey[key], 16, 32).str(), tuned.attrs.at("trace"));
   configs->byKey[key] = {{"vl", 3}, {"un", 1}, {"par", 0}};
   EXPECT_EQ(lowerNest(g, options).attrs.at("schedule"), knobsText(elementNestDefaultKnobs(8 * 48, options)));
+  EXPECT_THROW(sketchTrace(key, configs->byKey[key], 16, 32), Error);
 }
 
 // ---- row nests -------------------------------------------------------------------------------------
@@ -360,8 +522,8 @@ TEST(RowNestSketch, TheDefaultKeepsVectorAccumulatorsApart) {
 }
 
 // A row nest's key is "reduce:" + its group's workload; the graph the key describes lowers to a
-// kernel with that key. Reductions that are not along rows, softmax along another axis and
-// integer reductions have none.
+// kernel with that key. Reductions that are not along rows and softmax along another axis have
+// none.
 TEST(RowNestKey, TheTaskGraphOfAKeyHasTheKernelOfThatKey) {
   for (const char* text : kRowGraphs) {
     SCOPED_TRACE(text);
@@ -376,6 +538,8 @@ TEST(RowNestKey, TheTaskGraphOfAKeyHasTheKernelOfThatKey) {
     for (const PrimFunc& k : lowerGraph(task, options).funcs)
       withKey += k.attrs.count("tune_key") && k.attrs.at("tune_key") == key;
     EXPECT_EQ(withKey, 1) << key;
+    // A record of the default annotation stores the trace the kernel ran.
+    EXPECT_EQ(sketchTrace(key, parseKnobs(f.attrs.at("schedule")), 8, 16).str(), f.attrs.at("trace"));
   }
   EXPECT_EQ(rowNestShapeOfKey("reduce:fused[mean{axes=[1],keepdims=1}($0:f32[3,37])->f32[3,1]]").length, 37);
   RowNestShape softmax = rowNestShapeOfKey("reduce:fused[softmax{axis=-1}($0:f32[6,45])->f32[6,45]]");
@@ -387,7 +551,9 @@ TEST(RowNestKey, TheTaskGraphOfAKeyHasTheKernelOfThatKey) {
   %n = sum(%i) {axes=[1]} : i32[4]
   return %a, %s, %n
 })");
-  for (const PrimFunc& f : lowerGraph(g, {}).funcs) EXPECT_EQ(f.attrs.count("tune_key"), 0u) << f.name;
+  // Only the integer sum along its last axis is a row nest (keyed like any dtype's).
+  for (const PrimFunc& f : lowerGraph(g, {}).funcs)
+    EXPECT_EQ(f.attrs.count("tune_key"), f.name == "sum_1" ? 1u : 0u) << f.name;
   for (const char* key : {"reduce:fused[relu($0:f32[4])->f32[4]]",
                           "reduce:fused[softmax{axis=0}($0:f32[6,45])->f32[6,45]]", "reduce:"}) {
     SCOPED_TRACE(key);
