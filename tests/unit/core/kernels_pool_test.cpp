@@ -216,10 +216,7 @@ TEST(KernelsPool, EveryAnnotationOfTheWindowNestComputesThePool) {
     for (Knobs k : annotations) {
       if (k.at("mi") % 3 == 0) k["par_chunks"] = 1;  // a granularity other than the runtime's default
       SCOPED_TRACE(knobsText(k));
-      auto configs = std::make_shared<ScheduleConfigs>();
-      configs->byKey[key] = k;
-      options.schedules = configs;
-      LoweredModule tuned = lowerGraph(g, options);
+      LoweredModule tuned = lowerWithRecord(g, options, key, k);
       ASSERT_NE(poolKernel(tuned), nullptr);
       EXPECT_EQ(poolKernel(tuned)->attrs.at("schedule"), knobsText(k));
       // What the tuner records for this annotation, built from the key alone.
@@ -236,7 +233,6 @@ TEST(KernelsPool, EveryAnnotationOfTheWindowNestComputesThePool) {
                   expected[(n * pc.c + b * block + l) * oh * ow + i];
       EXPECT_TRUE(allClose(got, want, 1e-5));
     }
-    options.schedules = nullptr;
   }
 }
 
@@ -338,10 +334,7 @@ TEST(KernelsPool, AnIntegerMaxPoolIsTheWindowNestToo) {
   EXPECT_EQ(s.pool, ConvSketchShape::Pool::Max);
   for (const Knobs& k : convSketchAnnotations(s, options.vectorRegisters)) {
     SCOPED_TRACE(knobsText(k));
-    auto configs = std::make_shared<ScheduleConfigs>();
-    configs->byKey[key] = k;
-    options.schedules = configs;
-    LoweredModule tuned = lowerGraph(g, options);
+    LoweredModule tuned = lowerWithRecord(g, options, key, k);
     ASSERT_NE(poolKernel(tuned), nullptr);
     EXPECT_EQ(poolKernel(tuned)->attrs.at("trace"), sketchTrace(key, k, 16, 32).str());
     for (Engine engine : {Engine::Interpreter, Engine::Jit}) {

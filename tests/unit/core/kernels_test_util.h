@@ -120,6 +120,15 @@ inline int loadsOf(const tir::PrimFunc& f, const tir::Buffer& buffer) {
   return reads.loads;
 }
 
+/// `graph` lowered with `knobs` as the tuning record of `key`.
+inline LoweredModule lowerWithRecord(const Graph& graph, LowerOptions options, const std::string& key,
+                                     const std::map<std::string, int64_t>& knobs) {
+  auto configs = std::make_shared<ScheduleConfigs>();
+  configs->byKey[key] = knobs;
+  options.schedules = configs;
+  return lowerGraph(graph, options);
+}
+
 /// A kernel scheduled by a sketch through a tuning record: lowers `graph` (one kernel) with
 /// `knobs` as the record of `key`, then checks its schedule and trace (staged in registers at
 /// `stagedLoop`), that it never reads its output back (a fused epilogue at the tile's stores),
@@ -127,10 +136,7 @@ inline int loadsOf(const tir::PrimFunc& f, const tir::Buffer& buffer) {
 inline void expectSketchKernel(const Graph& graph, LowerOptions options, const std::string& key,
                                const std::map<std::string, int64_t>& knobs, const std::string& stagedLoop,
                                const std::vector<runtime::Tensor>& inputs, const std::vector<float>& want) {
-  auto configs = std::make_shared<ScheduleConfigs>();
-  configs->byKey[key] = knobs;
-  options.schedules = configs;
-  LoweredModule module = lowerGraph(graph, options);
+  LoweredModule module = lowerWithRecord(graph, options, key, knobs);
   ASSERT_EQ(module.funcs.size(), 1u);
   const tir::PrimFunc& f = module.funcs[0];
   EXPECT_EQ(f.attrs.at("tune_key"), key);

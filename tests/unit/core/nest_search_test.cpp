@@ -206,6 +206,22 @@ TEST(ElementNestKey, ElementOpsOutsideGroupsAreNestsOfTheirOwn) {
             "nest:fused[transpose{perm=[1,0]}($0:i32[4,6])->i32[6,4]]");
 }
 
+/// Every kernel of `module` is an element nest with a key and a trace, and its key's task graph
+/// lowers to one kernel with that key.
+void expectNestsRebuiltFromTheirKeys(const LoweredModule& module, const LowerOptions& options) {
+  for (const PrimFunc& f : module.funcs) {
+    SCOPED_TRACE(f.name);
+    ASSERT_TRUE(f.attrs.count("tune_key"));
+    const std::string& key = f.attrs.at("tune_key");
+    EXPECT_EQ(parseTuneKey(key).kind, "nest");
+    EXPECT_TRUE(f.attrs.count("trace"));
+    int withKey = 0;
+    for (const PrimFunc& k : lowerGraph(nestTaskGraph(key), options).funcs)
+      withKey += k.attrs.count("tune_key") && k.attrs.at("tune_key") == key;
+    EXPECT_EQ(withKey, 1);
+  }
+}
+
 // Gathers, comparisons, casts, selects and broadcasts are members of element nests, of any
 // dtype: fuse-ops groups an embedding lookup with the adds after it and a padding mask's
 // comparison with its cast and scale (what bert_encoder does); each kernel has a key whose task
@@ -263,14 +279,7 @@ TEST(ElementNestKey, GathersComparisonsCastsAndSelectsAreNestMembers) {
   options.vectorLanes = 8;
   LoweredModule module = lowerGraph(g, options);
   EXPECT_EQ(module.funcs.size(), 4u);
-  for (const PrimFunc& f : module.funcs) {
-    SCOPED_TRACE(f.name);
-    ASSERT_TRUE(f.attrs.count("tune_key"));
-    int withKey = 0;
-    for (const PrimFunc& k : lowerGraph(nestTaskGraph(f.attrs.at("tune_key")), options).funcs)
-      withKey += k.attrs.count("tune_key") && k.attrs.at("tune_key") == f.attrs.at("tune_key");
-    EXPECT_EQ(withKey, 1);
-  }
+  expectNestsRebuiltFromTheirKeys(module, options);
   for (testing::Engine engine : {testing::Engine::Interpreter, testing::Engine::Jit}) {
     std::vector<runtime::Tensor> out =
         testing::evalModule(module, {ids, tableTensor, pos, p, q, m, j}, engine);
@@ -330,12 +339,7 @@ TEST(ElementNestKey, QuantizedElementOpsAreNestMembers) {
   options.vectorLanes = 16;
   LoweredModule module = lowerGraph(g, options);
   EXPECT_EQ(module.funcs.size(), 2u);
-  for (const PrimFunc& f : module.funcs) {
-    SCOPED_TRACE(f.name);
-    ASSERT_TRUE(f.attrs.count("tune_key"));
-    EXPECT_EQ(parseTuneKey(f.attrs.at("tune_key")).kind, "nest");
-    EXPECT_TRUE(f.attrs.count("trace"));
-  }
+  expectNestsRebuiltFromTheirKeys(module, options);
   // Compiled code may contract a dequantize's x·scale + shift into an FMA (codegen_llvm.cpp), so
   // the JIT's reference is the unfused graph compiled alike.
   const std::vector<runtime::Tensor> unfusedJit =
