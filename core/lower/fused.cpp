@@ -689,8 +689,8 @@ bool lowersAsGroupOfOne(const Graph& graph, NodeId n) {
   if (node.group >= 0 || node.outputs.size() != 1 || !node.regions.empty()) return false;
   const std::string& op = node.op;
   // An element op of any dtype: an element nest.
-  if (fusedRole(op) == FusedRole::Element && op != "concat" && op != "copy" && op != "reshape" &&
-      op != "batch_norm")
+  // (A copy keeps the kernel the plan's output copies share.)
+  if (fusedRole(op) == FusedRole::Element && op != "concat" && op != "batch_norm" && op != "copy")
     return true;
   // A reduction or softmax: a row nest; packed pooling: its window nest (conv_search.h). Each is
   // keyed by its workload.

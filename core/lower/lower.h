@@ -92,7 +92,7 @@ tir::PrimFunc lowerGroup(const Graph& graph, int group, const std::string& funcN
                          const LowerOptions& options = {});
 /// Whether node `n` outside any group lowers as a group of one, which gives it a nest's sketch and
 /// tuning key (nest_search.h), whatever its dtypes: an element op of fusedRole (an element nest;
-/// concat, copy, reshape and batch_norm aside), a reduction (mean, sum, max, min) or softmax (a row
+/// concat, copy and batch_norm aside), a reduction (mean, sum, max, min) or softmax (a row
 /// nest when it reduces along rows), or pooling of a packed input (a window nest, conv_search.h).
 bool lowersAsGroupOfOne(const Graph& graph, NodeId n);
 /// Lowers such a node as a group of one (attrs as lowerGroup's, "op" the node's op).
