@@ -154,6 +154,30 @@ TEST(FuseOps, ConcatEndsAGroup) {
   expectSameNumerics(kConcat, "fuse-ops");
 }
 
+// take joins a chain with its table, but its indices come from outside the group: an index
+// computed in the group would be recomputed for every gathered element.
+TEST(FuseOps, AGatherReadsItsIndicesFromOutsideItsGroup) {
+  EXPECT_EQ(fused(R"(graph(%t: f32[10,4], %x: i64[3]) {
+  %one = constant i64[] [1]
+  %i = add(%x, %one) : i64[3]
+  %s = sigmoid(%t) : f32[10,4]
+  %g = take(%s, %i) {axis=0} : f32[3,4]
+  %r = relu(%g) : f32[3,4]
+  return %r
+})"),
+            R"(graph(%t: f32[10,4], %x: i64[3]) {
+  %one = constant i64[] elided
+  %i = add(%x, %one) : i64[3]
+  group @fused_sigmoid_take_relu_0 {
+    %s = sigmoid(%t) : f32[10,4]
+    %g = take(%s, %i) {axis=0} : f32[3,4]
+    %r = relu(%g) : f32[3,4]
+  }
+  return %r
+}
+)");
+}
+
 const char* kLongChain = R"(graph(%x: f32[16]) {
   %a = relu(%x) : f32[16]
   %b = neg(%a) : f32[16]

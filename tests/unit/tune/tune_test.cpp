@@ -86,6 +86,15 @@ TEST(TuneKeys, RoundTripAndGeometry) {
   EXPECT_EQ(lower::knobsText(lower::parseKnobs("b=2,a=-1")), "a=-1,b=2");
 }
 
+// A candidate knows which of its inputs index a table, so a worker fills them with rows of it
+// (an embedding lookup's ids), not with arbitrary integers the kernel would clamp.
+TEST(TuneKeys, ACandidateKnowsTheTablesItsInputsIndex) {
+  const std::string take =
+      "nest:fused[take{axis=0}($0:f32[7,6],$1:i64[2,5])->f32[2,5,6]; add(%0,$2:f32[2,5,6])->f32[2,5,6]]";
+  EXPECT_EQ(compileCandidate(take, {}, avx2(), 3).indexBounds, (std::vector<int64_t>{0, 7, 0}));
+  EXPECT_EQ(compileCandidate(kNest, {}, avx2(), 3).indexBounds, (std::vector<int64_t>{0, 0}));
+}
+
 TEST(TuneKeys, LoweredKernelCarriesTheKeyItsTaskGraphIsBuiltFrom) {
   for (const std::string& key : {kConv, kPointwise, kDense, kNest}) {
     lower::LoweredModule m = lowerTask(key, avx2(), nullptr);
