@@ -25,6 +25,7 @@
 #include "profiler/subprocess.h"
 #include "runtime/module.h"
 #include "runtime/tensor.h"
+#include "runtime/tensor_values.h"
 
 namespace kiln::app {
 
@@ -135,19 +136,6 @@ runtime::Tensor readRaw(const std::string& path, const runtime::Tensor& like) {
   return t;
 }
 
-double elementAsDouble(const runtime::Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case runtime::DType::Float32: return t.data<float>()[i];
-    case runtime::DType::Int64: return static_cast<double>(t.data<int64_t>()[i]);
-    case runtime::DType::Float64: return t.data<double>()[i];
-    case runtime::DType::Int32: return t.data<int32_t>()[i];
-    case runtime::DType::Int8: return t.data<int8_t>()[i];
-    case runtime::DType::UInt8:
-    case runtime::DType::Bool: return t.data<uint8_t>()[i];
-  }
-  return 0;
-}
-
 std::string lastLine(const std::string& text) {
   std::string s = text;
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
@@ -248,7 +236,7 @@ void measureAgreement(CrossCheck& c, const std::vector<runtime::Tensor>& got, co
   for (size_t i = 0; i < want.size(); ++i) {
     KILN_ASSERT(got[i].numel() == want[i].numel(), "output " + std::to_string(i) + " has another size");
     for (int64_t k = 0; k < want[i].numel(); ++k) {
-      double w = elementAsDouble(want[i], k), g = elementAsDouble(got[i], k);
+      double w = runtime::elementAsDouble(want[i], k), g = runtime::elementAsDouble(got[i], k);
       c.outputScale = std::max(c.outputScale, std::abs(w));
       c.maxAbsDiff = std::max(c.maxAbsDiff, std::isnan(g) != std::isnan(w) ? INFINITY : std::abs(g - w));
     }

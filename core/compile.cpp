@@ -71,8 +71,9 @@ std::string optLevelPipelineText(int optLevel, int vectorLanes, int winograd) {
   const std::string o1 =
       "simplify-inference,fold-constants,inline-control-flow,eliminate-common-subexpressions,eliminate-dead-code";
   if (optLevel == 0) return "";
-  if (optLevel == 1) return o1;
-  if (optLevel == 2) return o1 + ",fold-pad-into-conv,fuse-ops";
+  // pool-to-mean comes after alter-layout, which packs the pools it can.
+  if (optLevel == 1) return o1 + ",pool-to-mean";
+  if (optLevel == 2) return o1 + ",fold-pad-into-conv,pool-to-mean,fuse-ops";
   std::string o3 = o1 + ",fold-pad-into-conv,fold-scale-axis";
   if (const passes::PassInfo* alter = passes::findPass("alter-layout")) {
     std::map<std::string, std::string> options;
@@ -88,10 +89,10 @@ std::string optLevelPipelineText(int optLevel, int vectorLanes, int winograd) {
         {"max-vectors", std::to_string(passes::packDenseMaxVectors(vectorLanes))}};
     packDense = "," + passes::PassInvocation{pack, pack->makeOptions(options)}.text();
   }
-  if (optLevel == 3) return o3 + packDense + ",eliminate-dead-code,fuse-ops";
+  if (optLevel == 3) return o3 + packDense + ",eliminate-dead-code,pool-to-mean,fuse-ops";
   // O4: merge-parallel once weights are folded and packed, before fusion fuses the slices (and
   // before pack-dense, which packs the merged dense).
-  return o3 + ",merge-parallel" + packDense + ",eliminate-dead-code,fuse-ops,fast-math";
+  return o3 + ",merge-parallel" + packDense + ",eliminate-dead-code,pool-to-mean,fuse-ops,fast-math";
 }
 
 OptimizedGraph optimizeGraph(Graph graph, const CompileOptions& options) {

@@ -34,6 +34,7 @@
 #include "profiler/time_evaluator.h"
 #include "runtime/error.h"
 #include "runtime/graph_executor.h"
+#include "runtime/tensor_values.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln::profiler {
@@ -104,17 +105,7 @@ std::vector<double> runOnce(runtime::GraphExecutor& ex, const std::vector<int64_
   ex.run();
   runtime::Tensor out = ex.output(0);
   std::vector<double> values(static_cast<size_t>(out.numel()));
-  for (int64_t k = 0; k < out.numel(); ++k) {
-    switch (out.dtype()) {
-      case runtime::DType::Float32: values[k] = out.data<float>()[k]; break;
-      case runtime::DType::Float64: values[k] = out.data<double>()[k]; break;
-      case runtime::DType::Int64: values[k] = static_cast<double>(out.data<int64_t>()[k]); break;
-      case runtime::DType::Int32: values[k] = out.data<int32_t>()[k]; break;
-      case runtime::DType::Int8: values[k] = out.data<int8_t>()[k]; break;
-      case runtime::DType::Bool:
-      case runtime::DType::UInt8: values[k] = out.data<uint8_t>()[k]; break;
-    }
-  }
+  for (int64_t k = 0; k < out.numel(); ++k) values[k] = runtime::elementAsDouble(out, k);
   return values;
 }
 

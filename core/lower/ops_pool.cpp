@@ -21,7 +21,8 @@
 // vectorized over the channel block: a tile of B output columns keeps B vector accumulators,
 // with the window loops outside the columns (interior tiles in a loop, border tiles unrolled
 // with padding taps dropped). A global average over a contiguous NCHW plane is a vectorized sum
-// with a lane reduction.
+// with a lane reduction (at O0 only: from O1 on, passes/pool_to_mean.h makes it a mean, a row
+// nest).
 #include <algorithm>
 
 #include "core/lower/conv_search.h"

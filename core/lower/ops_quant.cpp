@@ -56,6 +56,12 @@ int64_t lowerBound(const Attrs& attrs) {
 }
 int64_t lowerBound(const OpContext& ctx) { return lowerBound(ctx.attrs); }
 
+/// x·scale − zeroPoint·scale in f32: the one dequantizing formula (dequantize, qnn.add's operands).
+Expr dequantized(const Expr& x, double scale, int64_t zeroPoint) {
+  float s = static_cast<float>(scale);
+  return toF32(x) * fImm(s) + fImm(-static_cast<float>(zeroPoint) * s);
+}
+
 }  // namespace
 
 Expr qnnQuantizeExpr(const Attrs& attrs, const Expr& x) {
@@ -73,21 +79,15 @@ Expr qnnQuantizePacked(const Attrs& attrs, const Shape& xs, int64_t block, const
 }
 
 Expr qnnDequantizeExpr(const Attrs& attrs, const Expr& x) {
-  float scale = static_cast<float>(attrs.getFloat("scale"));
-  float shift = -static_cast<float>(attrs.getInt("zero_point")) * scale;
-  return toF32(x) * fImm(scale) + fImm(shift);
+  return dequantized(x, attrs.getFloat("scale"), attrs.getInt("zero_point"));
 }
 
-// PyTorch's quantized add: both operands dequantized (x·s − z·s), added, quantized with the
-// reciprocal output scale.
+// PyTorch's quantized add: both operands dequantized, added, quantized with the reciprocal output
+// scale.
 Expr qnnAddExpr(const Attrs& attrs, const Expr& a, const Expr& b) {
-  auto dq = [&](const Expr& v, const char* s, const char* z) {
-    float scale = static_cast<float>(attrs.getFloat(s));
-    float shift = -static_cast<float>(attrs.getInt(z)) * scale;
-    return toF32(v) * fImm(scale) + fImm(shift);
-  };
   float inv = 1.0f / static_cast<float>(attrs.getFloat("output_scale"));
-  Expr sum = dq(a, "a_scale", "a_zero_point") + dq(b, "b_scale", "b_zero_point");
+  Expr sum = dequantized(a, attrs.getFloat("a_scale"), attrs.getInt("a_zero_point")) +
+             dequantized(b, attrs.getFloat("b_scale"), attrs.getInt("b_zero_point"));
   return requantize(sum * fImm(inv), attrs.getInt("output_zero_point"), lowerBound(attrs));
 }
 

@@ -5,16 +5,17 @@
 #include <memory>
 #include <sstream>
 
+#include "core/passes/alter_layout.h"
 #include "core/passes/eliminate_common_subexpressions.h"
 #include "core/passes/eliminate_dead_code.h"
-#include "core/passes/alter_layout.h"
 #include "core/passes/fold_constants.h"
 #include "core/passes/fold_pad_into_conv.h"
-#include "core/passes/pack_dense.h"
 #include "core/passes/fold_scale_axis.h"
 #include "core/passes/fuse_ops.h"
 #include "core/passes/inline_control_flow.h"
 #include "core/passes/merge_parallel.h"
+#include "core/passes/pack_dense.h"
+#include "core/passes/pool_to_mean.h"
 #include "core/passes/qnn_alter_layout.h"
 #include "core/passes/simplify_inference.h"
 #include "core/tir/bounds_check.h"
@@ -160,6 +161,10 @@ void registerPasses(Registry& r) {
                                               o.getInt("min-rows")},
                              c);
           });
+  r.graph(
+      "pool-to-mean",
+      "average pools over whole NCHW planes become means over H and W (row reductions that fuse producers)",
+      1, {}, [](Graph& g, const PassOptions&, PassCounters* c) { return poolToMean(g, c); });
   r.graph("fuse-ops",
           "fuse elementwise/broadcast/injective chains and anchor epilogues into primitive functions",
           2,

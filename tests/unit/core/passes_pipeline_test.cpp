@@ -144,20 +144,25 @@ TEST(CompileDriver, RunsGraphPassesLoweringAndLoopIrPassesAsSteps) {
 
 TEST(Pipeline, DefaultPipelinesGrowWithTheLevel) {
   EXPECT_EQ(optLevelPipelineText(0), "");
-  EXPECT_EQ(optLevelPipelineText(1),
-            "simplify-inference,fold-constants,inline-control-flow,eliminate-common-subexpressions,eliminate-dead-code");
-  EXPECT_EQ(optLevelPipelineText(2), optLevelPipelineText(1) + ",fold-pad-into-conv,fuse-ops");
+  const std::string o1 =
+      "simplify-inference,fold-constants,inline-control-flow,eliminate-common-subexpressions,eliminate-dead-"
+      "code";
+  EXPECT_EQ(optLevelPipelineText(1), o1 + ",pool-to-mean");
+  EXPECT_EQ(optLevelPipelineText(2), o1 + ",fold-pad-into-conv,pool-to-mean,fuse-ops");
   std::string o3 = optLevelPipelineText(3);
-  EXPECT_EQ(o3.rfind(optLevelPipelineText(1), 0), 0u);
+  EXPECT_EQ(o3.rfind(o1, 0), 0u);
+  EXPECT_LT(o3.find("alter-layout"), o3.find("pool-to-mean"));  // the pools left on NCHW only
   EXPECT_LT(o3.find("fold-scale-axis"), o3.find("fuse-ops"));  // folding before fusion
   EXPECT_LT(o3.find("fold-pad-into-conv"), o3.find("alter-layout"));  // while convolutions are conv2d
   EXPECT_EQ(o3.substr(o3.size() - 8), "fuse-ops");
-  EXPECT_NE(o3.find(",pack-dense,eliminate-dead-code,fuse-ops"), std::string::npos) << o3;
+  EXPECT_NE(o3.find(",pack-dense,eliminate-dead-code,pool-to-mean,fuse-ops"), std::string::npos) << o3;
   EXPECT_NE(optLevelPipelineText(3, 16).find(",pack-dense{lanes=16,max-vectors=4},"), std::string::npos);
   // O4: O3 with merge-parallel before packing and the final fusion, and fast math in the loop IR.
   std::string o4 = optLevelPipelineText(4);
-  EXPECT_EQ(o4, o3.substr(0, o3.size() - std::string(",pack-dense,eliminate-dead-code,fuse-ops").size()) +
-                    ",merge-parallel,pack-dense,eliminate-dead-code,fuse-ops,fast-math");
+  EXPECT_EQ(
+      o4,
+      o3.substr(0, o3.size() - std::string(",pack-dense,eliminate-dead-code,pool-to-mean,fuse-ops").size()) +
+          ",merge-parallel,pack-dense,eliminate-dead-code,pool-to-mean,fuse-ops,fast-math");
   EXPECT_THROW(optLevelPipelineText(5), Error);
   EXPECT_THROW(optLevelPipelineText(-1), Error);
   // --winograd: the default tile (4) is not written; another is alter-layout's option.

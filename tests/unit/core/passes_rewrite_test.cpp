@@ -1,15 +1,16 @@
 // The rewriting passes (simplify-inference, fold-constants, eliminate-dead-code,
-// eliminate-common-subexpressions, fold-scale-axis, fold-pad-into-conv and pack-dense) beyond their text-in,
-// text-out tests, which are FileCheck tests in tests/filecheck/: numerics (the rewritten graph
+// eliminate-common-subexpressions, fold-scale-axis, fold-pad-into-conv, pack-dense and pool-to-mean) beyond
+// their text-in, text-out tests, which are FileCheck tests in tests/filecheck/: numerics (the rewritten graph
 // computes the same values through lowering and the TIR interpreter), pass counters, and a
 // golden text where a pass's result also needs numerics.
 #include <gtest/gtest.h>
 
 #include "core/passes/fold_constants.h"
 #include "core/passes/fold_pad_into_conv.h"
-#include "core/passes/pack_dense.h"
 #include "core/passes/fold_scale_axis.h"
+#include "core/passes/pack_dense.h"
 #include "core/passes/pipeline.h"
+#include "core/passes/pool_to_mean.h"
 #include "tests/unit/core/passes_test_util.h"
 
 namespace kiln::core::passes {
@@ -228,6 +229,31 @@ TEST(FoldPadIntoConv, APadWithOtherUsersStays) {
 }
 )");
   expectSameNumerics(text, "fold-pad-into-conv", 1e-6);
+}
+
+// ---- pool-to-mean --------------------------------------------------------------------------
+
+// A relu before each pool: after fuse-ops (O2) it joins the mean's row nest as its prologue.
+const char* kGlobalPools = R"(graph(%x: f32[2,3,5,7]) {
+  %r = relu(%x) : f32[2,3,5,7]
+  %a = adaptive_avg_pool2d(%r) {output_size=[1,1]} : f32[2,3,1,1]
+  %p = avg_pool2d(%x) {kernel=[5,7], padding=[0,0], stride=[5,7]} : f32[2,3,1,1]
+  %s = add(%a, %p) : f32[2,3,1,1]
+  return %s
+})";
+
+TEST(PoolToMean, GlobalPoolsBecomeMeansThatComputeTheSame) {
+  Graph g = parseGraph(kGlobalPools);
+  PassCounters counters;
+  EXPECT_TRUE(poolToMean(g, &counters));
+  EXPECT_EQ(counters["pools"], 2);
+  int means = 0;
+  for (const Node& n : g.nodes()) means += n.op == "mean";
+  EXPECT_EQ(means, 2);
+  expectSameNumerics(kGlobalPools, "pool-to-mean", 1e-6);
+  // With fusion the relu is evaluated inside the mean's kernel: one kernel per pool, and the add.
+  lower::LoweredModule m = expectSameNumerics(kGlobalPools, "pool-to-mean,fuse-ops", 1e-6);
+  EXPECT_EQ(m.funcs.size(), 3u);
 }
 
 }  // namespace
