@@ -66,6 +66,10 @@ struct Index {
   const LoopNest* nest = nullptr;
   std::vector<int> fromNest;
   bool flat = false;  // shape/axes are the flat view [numel] of every value (see canUseFlat)
+  /// When defined, the flat row-major position of this index in a value of `shape` itself (a
+  /// row reduction's input, GroupLowering::rowwise): loads of that shape read there, whatever
+  /// `axes` holds for the reduced axes.
+  Expr offset;
 };
 
 /// Σ axes[d]·strides[d], where an axis may be a Ramp: a scalar, or a Ramp when the sum varies
@@ -173,6 +177,8 @@ class GroupEvaluator {
     Expr offset;
     if (idx.flat) {
       offset = idx.axes[0];
+    } else if (idx.offset.defined() && shape == idx.shape) {
+      offset = idx.offset;
     } else if (idx.nest && !idx.fromNest.empty()) {
       std::vector<int64_t> nestStrides(idx.nest->rank(), 0);
       std::vector<int64_t> strides = contiguousStrides(shape);
@@ -187,8 +193,11 @@ class GroupEvaluator {
     return value;
   }
 
-  /// `idx` (an output index) read by an operand of shape `in` under numpy broadcasting.
+  /// `idx` (an output index) read by an operand of shape `in` under numpy broadcasting. A single
+  /// element is read at 0 from a flat index too (canUseFlat).
   static Index broadcastTo(const Index& idx, const Shape& in) {
+    if (idx.flat && runtime::numElements(in) == 1)
+      return Index{in, std::vector<Expr>(in.size(), i64(0)), idx.lanes, nullptr, {}, false};
     if (idx.flat || in == idx.shape) {
       Index same = idx;
       if (!idx.flat) same.shape = in;
@@ -323,8 +332,8 @@ Index nestIndex(const LoopNest& nest, const Shape& shape) {
 
 /// True when every value of the group's nodes before `end` (its end by default), `skip` aside (the
 /// anchor, whose epilogue is asked about), can be addressed by one flat index: only elementwise
-/// ops, casts, reshapes, quantizing without packing, and binary ops, comparisons and where without
-/// broadcasting.
+/// ops, casts, reshapes, quantizing without packing, and binary ops, comparisons and where whose
+/// operands are of their output's size or single elements from outside the group (read at 0).
 bool canUseFlat(const Graph& graph, const FusedGroup& group, NodeId end = -1, NodeId skip = -1) {
   for (NodeId n = group.first; n < (end < 0 ? group.end : end); ++n) {
     if (n == skip) continue;
@@ -338,8 +347,11 @@ bool canUseFlat(const Graph& graph, const FusedGroup& group, NodeId end = -1, No
     if (!isBinaryElementwise(node.op) && !isComparison(node.op) && node.op != "where" &&
         node.op != "qnn.add" && (node.op != "qnn.quantize" || packing))
       return false;
-    for (ValueId v : node.inputs)
-      if (graph.type(v).numel() != numel) return false;
+    for (ValueId v : node.inputs) {
+      const NodeId p = graph.value(v).producer;
+      const bool scalarParameter = graph.type(v).numel() == 1 && (p < group.first || p >= group.end);
+      if (graph.type(v).numel() != numel && (node.op == "qnn.add" || !scalarParameter)) return false;
+    }
   }
   return true;
 }
@@ -521,13 +533,14 @@ class GroupLowering {
     GroupEvaluator eval(m_graph, m_group, m_params);
     bool flat = canUseFlat(m_graph, m_group, rootId);
     ctx.prologueFlat = flat;
+    ctx.prologueRowwise = !flat && rowwise(rootId);
     ctx.prologue = [&](const std::vector<Expr>& index, const Expr& offset) {
       eval.clearMemo();
       int lanes = offset.type().lanes;
       if (flat) return eval.valueAt(input, Index{{inType.numel()}, {offset}, lanes, nullptr, {}, true});
       KILN_ASSERT(index.size() == inType.shape.size(), "fused group @" + m_group.name + ": " + root.op +
                                                            " passed a prologue index of the wrong rank");
-      return eval.valueAt(input, Index{inType.shape, index, lanes, nullptr, {}, false});
+      return eval.valueAt(input, Index{inType.shape, index, lanes, nullptr, {}, false, offset});
     };
     ctx.nestWorkload = groupWorkloadKey(m_graph, m_group);
     Stmt body = lowering(ctx);
@@ -551,6 +564,34 @@ class GroupLowering {
     Stmt body = lowering(ctx);
     takeSchedule(ctx);
     return body;
+  }
+
+  /// Whether every value the reduction `rootId`'s prologue evaluates is of the reduction input's
+  /// shape (read at the flat offset, Index::offset) or constant along the reduced axes (a
+  /// per-channel scale before a global mean): the reduced axes' indices are then never read.
+  bool rowwise(NodeId rootId) const {
+    const Node& root = m_graph.node(rootId);
+    if (!root.attrs.has("axes")) return false;
+    const Shape& full = m_graph.type(root.inputs[0]).shape;
+    const auto rank = static_cast<int64_t>(full.size());
+    std::vector<int64_t> reduced;
+    for (int64_t a : root.attrs.getInts("axes")) reduced.push_back(normalizeAxis(a, rank));
+    auto fits = [&](ValueId v) {
+      const Shape& s = m_graph.type(v).shape;
+      if (s == full) return true;
+      const int64_t lead = rank - static_cast<int64_t>(s.size());
+      if (lead < 0) return false;
+      for (int64_t a : reduced)
+        if (a >= lead && s[a - lead] != 1) return false;
+      return true;
+    };
+    for (NodeId n = m_group.first; n < rootId; ++n) {
+      const Node& node = m_graph.node(n);
+      if (!std::all_of(node.inputs.begin(), node.inputs.end(), fits) ||
+          !std::all_of(node.outputs.begin(), node.outputs.end(), fits))
+        return false;
+    }
+    return true;
   }
 
   /// What a reduction's or lone op's lowering chose; a trace means a row nest's sketch ran.

@@ -83,6 +83,10 @@ struct OpContext {
   /// The prologue reads every operand at the input's flat offset (no broadcasting or index
   /// remapping inside the group): `index` may then be left empty and vector reads may span axes.
   bool prologueFlat = true;
+  /// Not flat, but every value the prologue evaluates is either of the input's shape (read at
+  /// `offset`) or constant along the reduced axes: `index` then needs the kept axes only (the
+  /// reduced ones may be anything), so vector reads may span the reduced axes too.
+  bool prologueRowwise = false;
   /// The value of input 0 at (`index`, `offset`): prologue(index, offset) when set, else a load
   /// of in[0] at `offset` (a vector load when `offset` is a Ramp).
   tir::Expr inputAt(const std::vector<tir::Expr>& index, const tir::Expr& offset) const;

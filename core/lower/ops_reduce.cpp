@@ -17,8 +17,10 @@
 // In a fused group (fuse-ops, O2) a reduction root reads its input through OpContext::inputAt:
 // the element ops producing it (relu(add(x, y)), exp(x), abs(x), ...) are evaluated at each
 // position the reduction reads, so the input never reaches memory. A row nest then needs the
-// position per axis: it is one when the prologue is flat (no broadcasting in the group) or only
-// the last axis is reduced; other fused reductions take the scalar form.
+// position per axis: it is one when the prologue is flat (no broadcasting in the group), when
+// only the last axis is reduced, or when every value in the group is of the input's shape or
+// constant along the reduced axes (a per-channel scale and shift before a global mean: read at
+// the row's flat offset, or per row); other fused reductions take the scalar form.
 //
 // softmax is numerically stable: m = max_l x[l]; y[l] = exp(x[l] − m); s = Σ_l y[l];
 // y[l] = y[l] / s, four passes over the row (the sum reads back what the exponentials wrote, from
@@ -98,7 +100,7 @@ Stmt lowerReduce(const OpContext& ctx) {
   bool trailing = !axes.empty() && *axes.begin() + static_cast<int64_t>(axes.size()) == rank;
   // A fused input is read per axis unless its prologue is flat: a vector then runs along the
   // last axis only.
-  bool vectorReadable = !ctx.prologue || ctx.prologueFlat || axes.size() == 1;
+  bool vectorReadable = !ctx.prologue || ctx.prologueFlat || ctx.prologueRowwise || axes.size() == 1;
   if (trailing && vectorReadable) {
     const int64_t kept = runtime::numElements(keptShape);
     Expr o = Var::make("o"), k = Var::make("k");
@@ -107,9 +109,11 @@ Stmt lowerReduce(const OpContext& ctx) {
     std::vector<Expr> index;
     if (ctx.prologue && !ctx.prologueFlat) {
       std::vector<int64_t> keptStrides = contiguousStrides(keptShape);
-      for (int64_t d = 0; d + 1 < rank; ++d)
+      const int64_t first = *axes.begin();
+      for (int64_t d = 0; d < first; ++d)
         index.push_back(xs[d] == 1 ? i64(0) : o / i64(keptStrides[d]) % i64(xs[d]));
-      index.push_back(k);
+      // One reduced axis: k itself. Several (a rowwise prologue): never read, so 0.
+      for (int64_t d = first; d < rank; ++d) index.push_back(axes.size() == 1 ? k : i64(0));
     }
     const Buffer& y = ctx.out[0];
     std::vector<Stmt> row{

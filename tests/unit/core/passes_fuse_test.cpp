@@ -472,5 +472,39 @@ TEST(FuseReductions, FusedReductionsReadTheirInputInVectors) {
   EXPECT_NE(perAxis.find("v[ramp("), std::string::npos) << perAxis;
 }
 
+// A global mean over H and W (pool-to-mean's) after a per-channel scale and shift, and after a
+// scalar scale: every value is of the input's shape or constant along H and W, so the input is
+// still read in vectors along the reduced span. A bias that varies along H and W takes the
+// scalar form; all three compute the same as unfused.
+const char* kPlaneMeans = R"(graph(%x: f32[2,3,5,9]) {
+  %g = constant f32[3,1,1] elided
+  %sh = constant f32[1,3,1,1] elided
+  %p = constant f32[5,9] elided
+  %half = constant f32[] [0.5]
+  %s = mul(%x, %g) : f32[2,3,5,9]
+  %t = add(%s, %sh) : f32[2,3,5,9]
+  %r = relu(%t) : f32[2,3,5,9]
+  %m = mean(%r) {axes=[2,3], keepdims=1} : f32[2,3,1,1]
+  %h = mul(%x, %half) : f32[2,3,5,9]
+  %m2 = mean(%h) {axes=[2,3], keepdims=1} : f32[2,3,1,1]
+  %q = add(%x, %p) : f32[2,3,5,9]
+  %m3 = mean(%q) {axes=[2,3], keepdims=1} : f32[2,3,1,1]
+  return %m, %m2, %m3
+})";
+
+TEST(FuseReductions, PerChannelAndScalarOperandsKeepTheVectorPath) {
+  Graph g = parseGraph(kPlaneMeans);
+  ASSERT_TRUE(fuseOps(g));
+  std::map<std::string, std::string> code;
+  for (int i = 0; i < static_cast<int>(g.groups().size()); ++i)
+    code[g.groups()[i].name] = tir::print(lower::lowerGroup(g, i, "f"));
+  ASSERT_EQ(code.size(), 3u);
+  EXPECT_NE(code["fused_mul_add_relu_mean_0"].find("x[ramp("), std::string::npos)
+      << code["fused_mul_add_relu_mean_0"];
+  EXPECT_NE(code["fused_mul_mean_0"].find("x[ramp("), std::string::npos) << code["fused_mul_mean_0"];
+  EXPECT_EQ(code["fused_add_mean_0"].find("ramp("), std::string::npos) << code["fused_add_mean_0"];
+  expectSameNumerics(kPlaneMeans, "fuse-ops", 1e-5);
+}
+
 }  // namespace
 }  // namespace kiln::core::passes
