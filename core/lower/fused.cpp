@@ -571,20 +571,7 @@ class GroupLowering {
   /// per-channel scale before a global mean): the reduced axes' indices are then never read.
   bool rowwise(NodeId rootId) const {
     const Node& root = m_graph.node(rootId);
-    if (!root.attrs.has("axes")) return false;
-    const Shape& full = m_graph.type(root.inputs[0]).shape;
-    const auto rank = static_cast<int64_t>(full.size());
-    std::vector<int64_t> reduced;
-    for (int64_t a : root.attrs.getInts("axes")) reduced.push_back(normalizeAxis(a, rank));
-    auto fits = [&](ValueId v) {
-      const Shape& s = m_graph.type(v).shape;
-      if (s == full) return true;
-      const int64_t lead = rank - static_cast<int64_t>(s.size());
-      if (lead < 0) return false;
-      for (int64_t a : reduced)
-        if (a >= lead && s[a - lead] != 1) return false;
-      return true;
-    };
+    auto fits = [&](ValueId v) { return readsAlongRows(m_graph, root, m_graph.type(v)); };
     for (NodeId n = m_group.first; n < rootId; ++n) {
       const Node& node = m_graph.node(n);
       if (!std::all_of(node.inputs.begin(), node.inputs.end(), fits) ||
@@ -650,6 +637,20 @@ OpContext nodeContext(const Graph& graph, NodeId n) {
   std::string label = node.outputs.empty() ? node.op : "%" + graph.value(node.outputs[0]).name;
   ctx.where = " (" + label + (node.location.empty() ? "" : " at " + node.location) + ")";
   return ctx;
+}
+
+bool readsAlongRows(const Graph& graph, const Node& reduction, const TensorType& t) {
+  const Shape& full = graph.type(reduction.inputs[0]).shape;
+  if (t.shape == full) return true;
+  if (!reduction.attrs.has("axes")) return false;
+  const auto rank = static_cast<int64_t>(full.size());
+  const int64_t lead = rank - static_cast<int64_t>(t.shape.size());
+  if (lead < 0) return false;
+  for (int64_t a : reduction.attrs.getInts("axes")) {
+    const int64_t axis = normalizeAxis(a, rank);
+    if (axis >= lead && t.shape[axis - lead] != 1) return false;
+  }
+  return true;
 }
 
 FusedRole fusedRole(const std::string& op) {

@@ -76,6 +76,11 @@ std::string workloadKey(const Graph& graph, NodeId node);
 /// is computed inline by the group's element ops (mean, sum: OpContext::prologue), or not at all.
 enum class FusedRole { None, Anchor, Element, Reduce };
 FusedRole fusedRole(const std::string& op);
+/// Whether a group member's value of type `t` can be read along the rows of `reduction` (a node
+/// of Reduce role): it is of the reduction input's shape (read at the row's flat offset) or
+/// constant along the reduced axes (read once per row). A reduction over several axes that
+/// takes only such members runs in vectors; fuse-ops fuses no other into one.
+bool readsAlongRows(const Graph& graph, const Node& reduction, const TensorType& t);
 
 /// The group's inputs in parameter order: the anchor's inputs first, then the other values read
 /// inside the group in order of first use (each once).

@@ -41,6 +41,10 @@
 //      OpContext::prologue, that evaluates the other members at every position it reads; ops
 //      after a reduction would need its result per element of a different shape), and every
 //      other member is elementwise or broadcast, so it evaluates at any index of R's input;
+//   3c. when R reduces several axes, every operand of the other members is of R's input's shape
+//      or constant along the reduced axes (lower::readsAlongRows): R then reads along its rows
+//      in vectors, where an operand varying along the reduced axes otherwise (a positional bias
+//      before a global mean) would make it scalar, slower than the unfused ops;
 //   4. concat appears only as S's last node (its inputs are lowered as one loop nest each);
 //   5. only S's last node (the root) has uses outside S or is a graph output, and |S| ≤
 //      max-depth;
@@ -230,6 +234,11 @@ class Fuser {
     NodeId root = members.back();
     NodeId anchor = -1;
     bool reduceRoot = m_role[root] == lower::FusedRole::Reduce;
+    // rule 3c: a reduction over several axes reads its members along its rows
+    const Node& rootNode = m_graph.node(root);
+    const bool severalAxes =
+        reduceRoot && rootNode.attrs.has("axes") && rootNode.attrs.getInts("axes").size() > 1;
+    auto alongRows = [&](ValueId v) { return lower::readsAlongRows(m_graph, rootNode, m_graph.type(v)); };
     for (NodeId m : members) {
       const Node& node = m_graph.node(m);
       if (node.outputs.size() != 1 || m_role[m] == lower::FusedRole::None) return false;
@@ -241,6 +250,7 @@ class Fuser {
       if (reduceRoot && m != root) {
         OpPattern pattern = patternOf(node);
         if (pattern != OpPattern::ElemWise && pattern != OpPattern::Broadcast) return false;
+        if (severalAxes && !std::all_of(node.inputs.begin(), node.inputs.end(), alongRows)) return false;
       }
       if (node.op == "concat" && m != root) return false;
       if (m != root && (m_feedsSink[m] || usedOutside(m, in))) return false;

@@ -77,7 +77,7 @@ const ReduceCase kCases[] = {
   return %s
 })",
      1},
-    {"everything_to_a_scalar", R"(graph(%x: f32[5,13], %y: f32[13]) {
+    {"everything_to_a_scalar", R"(graph(%x: f32[5,13], %y: f32[]) {
   %a = maximum(%x, %y) : f32[5,13]
   %e = exp(%a) : f32[5,13]
   %s = sum(%e) {axes=[0,1], keepdims=0} : f32[]
