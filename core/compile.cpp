@@ -71,7 +71,7 @@ std::string optLevelPipelineText(int optLevel, int vectorLanes, int winograd) {
   const std::string o1 =
       "simplify-inference,fold-constants,inline-control-flow,eliminate-common-subexpressions,eliminate-dead-code";
   if (optLevel == 0) return "";
-  // pool-to-mean comes after alter-layout, which packs the pools it can.
+  // pool-to-mean runs late (at O3 and O4 after alter-layout, which packs the pools it can).
   if (optLevel == 1) return o1 + ",pool-to-mean";
   if (optLevel == 2) return o1 + ",fold-pad-into-conv,pool-to-mean,fuse-ops";
   std::string o3 = o1 + ",fold-pad-into-conv,fold-scale-axis";

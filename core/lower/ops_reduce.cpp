@@ -98,8 +98,8 @@ Stmt lowerReduce(const OpContext& ctx) {
   Type t = ctx.out[0]->elemType;
   Reducer reducer = reducerFor(ctx.op, t);
   bool trailing = !axes.empty() && *axes.begin() + static_cast<int64_t>(axes.size()) == rank;
-  // A fused input is read per axis unless its prologue is flat: a vector then runs along the
-  // last axis only.
+  // A fused input is read in vectors when its prologue is flat or rowwise (see the file comment),
+  // or along the last axis when only that axis is reduced; otherwise per axis, in scalars.
   bool vectorReadable = !ctx.prologue || ctx.prologueFlat || ctx.prologueRowwise || axes.size() == 1;
   if (trailing && vectorReadable) {
     const int64_t kept = runtime::numElements(keptShape);

@@ -5,11 +5,12 @@
 //   y = avg_pool2d(x){kernel=[H,W], padding=[0,0]}
 //     ==>  y = mean(x){axes=[2,3], keepdims=1}
 //
-// A mean is a row reduction (core/lower/fused.cpp): a kernel with a tuning key whose element
-// producers fuse into it (a quantized model's dequantize before its head), where the NCHW pool is
-// a hand-written kernel of its own. The pass runs after alter-layout, so only the pools left on
-// NCHW inputs (rank 4) change; packed pools are already the window nest. Results agree to an ulp
-// (the pool divides the sum, the mean may multiply by its reciprocal).
+// A mean is a row reduction (core/lower/ops_reduce.cpp): a kernel with a tuning key into which
+// fuse-ops can fuse its element producers (a batch norm's per-channel scale and shift and a relu
+// at O2), where the NCHW pool is a hand-written kernel of its own. The pass runs after
+// alter-layout, so only the pools left on NCHW inputs (rank 4) change; packed pools are already
+// the window nest. Results agree within float reassociation (the mean sums in vector partial
+// sums).
 #pragma once
 
 #include "core/ir/graph.h"
