@@ -43,6 +43,13 @@ const std::string& Attrs::getString(const std::string& name) const {
 const std::vector<int64_t>& Attrs::getInts(const std::string& name) const {
   return getAs<std::vector<int64_t>>(m_values, name);
 }
+std::vector<int64_t> Attrs::getPair(const std::string& name, int64_t fallback) const {
+  if (!has(name)) return {fallback, fallback};
+  const std::vector<int64_t>& v = getInts(name);
+  if (v.size() == 1) return {v[0], v[0]};
+  if (v.size() != 2) throw Error("attribute '" + name + "' must have 1 or 2 values", ErrorKind::InvalidModel);
+  return v;
+}
 
 std::string Graph::uniqueName(const std::string& stem) {
   std::string base = stem.empty() ? "v" : stem;

@@ -71,6 +71,9 @@ class Attrs {
   double getFloat(const std::string& name, double fallback) const;
   const std::string& getString(const std::string& name) const;
   const std::vector<int64_t>& getInts(const std::string& name) const;
+  /// An int-or-pair attribute (stride, padding, kernel, ...) as two values: absent gives
+  /// {fallback, fallback}, one value is repeated; more than two throw an InvalidModel error.
+  std::vector<int64_t> getPair(const std::string& name, int64_t fallback) const;
   const std::map<std::string, AttrValue>& values() const { return m_values; }
   bool operator==(const Attrs&) const = default;
 

@@ -24,14 +24,6 @@ int64_t normAxis(int64_t axis, int64_t rank) {
   return a;
 }
 
-std::vector<int64_t> pair(const Attrs& attrs, const std::string& name, int64_t fallback) {
-  if (!attrs.has(name)) return {fallback, fallback};
-  const auto& v = attrs.getInts(name);
-  if (v.size() == 1) return {v[0], v[0]};
-  if (v.size() != 2) fail("attribute '" + name + "' must have 1 or 2 values");
-  return v;
-}
-
 Types inferUnary(const Types& in, const Attrs&) { return {in[0]}; }
 
 Types inferBinary(const Types& in, const Attrs&) {
@@ -43,7 +35,8 @@ Types inferBinary(const Types& in, const Attrs&) {
 Types inferConv2d(const Types& in, const Attrs& attrs) {
   requireRank(in[0], 4, "conv2d input");
   requireRank(in[1], 4, "conv2d weight");
-  auto stride = pair(attrs, "stride", 1), pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
+  auto stride = attrs.getPair("stride", 1), pad = attrs.getPair("padding", 0),
+       dil = attrs.getPair("dilation", 1);
   int64_t groups = attrs.getInt("groups", 1);
   const Shape& x = in[0].shape;
   const Shape& w = in[1].shape;
@@ -174,9 +167,9 @@ Shape withSpatial(Shape shape, int64_t h, int64_t w) {
 
 Types inferPool(const Types& in, const Attrs& attrs) {
   requirePoolRank(in[0], "pooling input");
-  auto k = pair(attrs, "kernel", 1);
-  auto stride = attrs.has("stride") ? pair(attrs, "stride", 1) : k;
-  auto pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
+  auto k = attrs.getPair("kernel", 1);
+  auto stride = attrs.has("stride") ? attrs.getPair("stride", 1) : k;
+  auto pad = attrs.getPair("padding", 0), dil = attrs.getPair("dilation", 1);
   bool ceil = attrs.getInt("ceil_mode", 0) != 0;
   if (pad[0] * 2 > k[0] || pad[1] * 2 > k[1]) fail("pad should be at most half of the kernel size");
   const Shape& x = in[0].shape;
@@ -188,7 +181,7 @@ Types inferPool(const Types& in, const Attrs& attrs) {
 
 Types inferAdaptivePool(const Types& in, const Attrs& attrs) {
   requirePoolRank(in[0], "adaptive pooling input");
-  auto size = pair(attrs, "output_size", 1);
+  auto size = attrs.getPair("output_size", 1);
   if (size[0] <= 0 || size[1] <= 0) fail("output_size must be positive");
   return {TensorType{in[0].dtype, withSpatial(in[0].shape, size[0], size[1])}};
 }
@@ -283,8 +276,9 @@ Types inferTopk(const Types& in, const Attrs& attrs) {
 Types inferConvTranspose2d(const Types& in, const Attrs& attrs) {
   requireRank(in[0], 4, "conv_transpose2d input");
   requireRank(in[1], 4, "conv_transpose2d weight");
-  auto stride = pair(attrs, "stride", 1), pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
-  auto outPad = pair(attrs, "output_padding", 0);
+  auto stride = attrs.getPair("stride", 1), pad = attrs.getPair("padding", 0),
+       dil = attrs.getPair("dilation", 1);
+  auto outPad = attrs.getPair("output_padding", 0);
   int64_t groups = attrs.getInt("groups", 1);
   const Shape &x = in[0].shape, &w = in[1].shape;
   if (groups <= 0 || x[1] % groups != 0 || w[0] != x[1])
@@ -302,7 +296,7 @@ Types inferResize2d(const Types& in, const Attrs& attrs) {
   requireRank(in[0], 4, "resize2d input");
   const std::string& mode = attrs.getString("mode");
   if (mode != "nearest" && mode != "bilinear") fail("resize2d mode '" + mode + "' is not nearest or bilinear");
-  auto size = pair(attrs, "size", 1);
+  auto size = attrs.getPair("size", 1);
   if (size[0] <= 0 || size[1] <= 0) fail("resize2d size must be positive");
   return {TensorType{in[0].dtype, withSpatial(in[0].shape, size[0], size[1])}};
 }
@@ -342,7 +336,8 @@ Types inferLayoutTransform(const Types& in, const Attrs& attrs) {
 Types inferConv2dNchwc(const Types& in, const Attrs& attrs) {
   requireRank(in[0], 5, "conv2d_nchwc input");
   requireRank(in[1], 6, "conv2d_nchwc weight");
-  auto stride = pair(attrs, "stride", 1), pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
+  auto stride = attrs.getPair("stride", 1), pad = attrs.getPair("padding", 0),
+       dil = attrs.getPair("dilation", 1);
   int64_t groups = attrs.getInt("groups", 1);
   int64_t outBlock = layoutBlock(attrs, "out_layout");
   const Shape& x = in[0].shape;
@@ -369,7 +364,7 @@ Types inferConv2dNchwc(const Types& in, const Attrs& attrs) {
 Types inferConv2dWinogradNchwc(const Types& in, const Attrs& attrs) {
   requireRank(in[0], 5, "conv2d_winograd_nchwc input");
   requireRank(in[1], 5, "conv2d_winograd_nchwc weight");
-  auto pad = pair(attrs, "padding", 0);
+  auto pad = attrs.getPair("padding", 0);
   int64_t tile = attrs.getInt("tile", 0), outBlock = layoutBlock(attrs, "out_layout");
   const Shape& x = in[0].shape;
   const Shape& u = in[1].shape;
@@ -474,7 +469,8 @@ Types inferQnnConv2dNchwc(const Types& in, const Attrs& attrs) {
   requireDType(in[1], DType::Int8, "qnn.conv2d_nchwc weight");
   requireRank(in[0], 5, "qnn.conv2d_nchwc input");
   requireRank(in[1], 6, "qnn.conv2d_nchwc weight");
-  auto stride = pair(attrs, "stride", 1), pad = pair(attrs, "padding", 0), dil = pair(attrs, "dilation", 1);
+  auto stride = attrs.getPair("stride", 1), pad = attrs.getPair("padding", 0),
+       dil = attrs.getPair("dilation", 1);
   int64_t outBlock = layoutBlock(attrs, "out_layout");
   const Shape &x = in[0].shape, &w = in[1].shape;
   int64_t groups = attrs.getInt("groups", 1), oc = w[0] * w[4];

@@ -79,11 +79,12 @@ struct OpDef {
   int maxInputs = 1;
   OpPattern pattern = OpPattern::Opaque;
   /// Throws kiln::Error with a short message (the caller adds the location).
-  std::function<std::vector<TensorType>(const std::vector<TensorType>&, const Attrs&)> infer;
+  std::function<std::vector<TensorType>(const std::vector<TensorType>&, const Attrs&)> infer{};
   /// Operators with sub-graphs (if: 2, loop: 1) infer their types from them instead.
   int regions = 0;
-  std::function<std::vector<TensorType>(const std::vector<TensorType>&, const Attrs&, const std::vector<Region>&)>
-      inferWithRegions;
+  std::function<std::vector<TensorType>(const std::vector<TensorType>&, const Attrs&,
+                                        const std::vector<Region>&)>
+      inferWithRegions{};
 };
 
 /// The output types of `def` applied to `inputs`, `attrs` and `regions` (which must number

@@ -69,7 +69,7 @@ struct Index {
   /// When defined, the flat row-major position of this index in a value of `shape` itself (a
   /// row reduction's input, GroupLowering::rowwise): loads of that shape read there, whatever
   /// `axes` holds for the reduced axes.
-  Expr offset;
+  Expr offset{};
 };
 
 /// Σ axes[d]·strides[d], where an axis may be a Ramp: a scalar, or a Ramp when the sum varies
@@ -154,7 +154,7 @@ class GroupEvaluator {
                         valueAt(node.inputs[1], idx, primary));
     if (op == "qnn.quantize") {
       const Shape& in = m_graph.type(node.inputs[0]).shape;
-      if (in.size() == m_graph.type(node.outputs[0]).rank())
+      if (static_cast<int64_t>(in.size()) == m_graph.type(node.outputs[0]).rank())
         return qnnQuantizeExpr(node.attrs, valueAt(node.inputs[0], idx, primary));
       KILN_ASSERT(!idx.flat && idx.lanes == 1, "fused packing qnn.quantize of a flat or vector index");
       return qnnQuantizePacked(node.attrs, in, idx.shape[4], idx.axes, [&](const std::vector<Expr>& at) {

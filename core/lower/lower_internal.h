@@ -95,8 +95,6 @@ struct OpContext {
   [[noreturn]] void unsupported(const std::string& what) const;
   /// Unsupported unless every input and output has a floating-point dtype.
   void requireFloat() const;
-  /// An integer-pair attribute ([v] means [v,v]), or `fallback` when absent.
-  std::vector<int64_t> pairAttr(const std::string& name, int64_t fallback) const;
 };
 
 using OpLowering = tir::Stmt (*)(const OpContext&);

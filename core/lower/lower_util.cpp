@@ -34,14 +34,6 @@ void OpContext::requireFloat() const {
   }
 }
 
-std::vector<int64_t> OpContext::pairAttr(const std::string& name, int64_t fallback) const {
-  if (!attrs.has(name)) return {fallback, fallback};
-  const auto& v = attrs.getInts(name);
-  if (v.size() == 1) return {v[0], v[0]};
-  KILN_ASSERT(v.size() == 2, op + ": attribute '" + name + "' must have 1 or 2 values");
-  return v;
-}
-
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size(), 1);
   for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * shape[i + 1];

@@ -44,8 +44,8 @@ Stmt lowerConv2dNchwc(const OpContext& ctx) {
     ctx.unsupported("depthwise convolution with input block " + std::to_string(xs[4]) + ", weight block " +
                     std::to_string(ws[5]) + " and output block " + std::to_string(ys[4]));
   std::optional<ConvSketchShape> shape =
-      convSketchShape(xs, ws, ys, ctx.pairAttr("stride", 1), ctx.pairAttr("padding", 0),
-                      ctx.pairAttr("dilation", 1), groups, ctx.in.size() == 3);
+      convSketchShape(xs, ws, ys, ctx.attrs.getPair("stride", 1), ctx.attrs.getPair("padding", 0),
+                      ctx.attrs.getPair("dilation", 1), groups, ctx.in.size() == 3);
   if (!shape) ctx.unsupported("convolution whose packed buffers disagree with its attributes");
   const ConvSketchShape& s = *shape;
 

@@ -117,7 +117,7 @@ Stmt lowerConv2dWinogradNchwc(const OpContext& ctx) {
   if (ctx.inTypes[0].dtype != DType::Float32) ctx.unsupported("dtype other than f32");
   const Shape &xs = ctx.inTypes[0].shape, &us = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
   const int m = static_cast<int>(ctx.attrs.getInt("tile", 0));
-  std::vector<int64_t> pad = ctx.pairAttr("padding", 0);
+  std::vector<int64_t> pad = ctx.attrs.getPair("padding", 0);
   if (pad[0] > 2 || pad[1] > 2) ctx.unsupported("Winograd convolution with padding above 2");
   std::optional<WinogradShape> shape = winogradShape(xs, us, ys, m, pad, ctx.in.size() == 3);
   if (!shape) ctx.unsupported("Winograd convolution whose buffers disagree with its tile");

@@ -22,7 +22,8 @@ using namespace tir;
 Stmt lowerConvTranspose2d(const OpContext& ctx) {
   ctx.requireFloat();
   const Shape &xs = ctx.inTypes[0].shape, &ws = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
-  auto stride = ctx.pairAttr("stride", 1), pad = ctx.pairAttr("padding", 0), dil = ctx.pairAttr("dilation", 1);
+  auto stride = ctx.attrs.getPair("stride", 1), pad = ctx.attrs.getPair("padding", 0),
+       dil = ctx.attrs.getPair("dilation", 1);
   int64_t groups = ctx.attrs.getInt("groups", 1);
   int64_t cin = xs[1], h = xs[2], w = xs[3], kh = ws[2], kw = ws[3];
   int64_t opg = ws[1], cpg = cin / groups;  // output / input channels per group

@@ -235,7 +235,8 @@ Stmt lowerConv2d(const OpContext& ctx) {
   s.oh = ys[2], s.ow = ys[3];
   s.groups = ctx.attrs.getInt("groups", 1);
   s.ocg = s.oc / s.groups;
-  auto stride = ctx.pairAttr("stride", 1), pad = ctx.pairAttr("padding", 0), dil = ctx.pairAttr("dilation", 1);
+  auto stride = ctx.attrs.getPair("stride", 1), pad = ctx.attrs.getPair("padding", 0),
+       dil = ctx.attrs.getPair("dilation", 1);
   s.rows = WindowAxis{s.h, s.oh, s.kh, stride[0], pad[0], dil[0]};
   s.cols = WindowAxis{s.w, s.ow, s.kw, stride[1], pad[1], dil[1]};
   // f64 gets half the lanes per register.

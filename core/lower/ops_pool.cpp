@@ -185,10 +185,10 @@ Stmt lowerPool2d(const OpContext& ctx) {
   bool isMax = ctx.op == "max_pool2d";
   if (!isMax) ctx.requireFloat();
   if (ctx.inTypes[0].dtype == DType::Bool) ctx.unsupported("dtype bool");
-  std::vector<int64_t> kernel = ctx.pairAttr("kernel", 1);
-  std::vector<int64_t> stride = ctx.attrs.has("stride") ? ctx.pairAttr("stride", 1) : kernel;
-  std::vector<int64_t> pad = ctx.pairAttr("padding", 0);
-  std::vector<int64_t> dil = ctx.pairAttr("dilation", 1);
+  std::vector<int64_t> kernel = ctx.attrs.getPair("kernel", 1);
+  std::vector<int64_t> stride = ctx.attrs.has("stride") ? ctx.attrs.getPair("stride", 1) : kernel;
+  std::vector<int64_t> pad = ctx.attrs.getPair("padding", 0);
+  std::vector<int64_t> dil = ctx.attrs.getPair("dilation", 1);
   if (!isMax && (dil[0] != 1 || dil[1] != 1)) ctx.unsupported("dilation other than 1");
   const Shape &xs = ctx.inTypes[0].shape, &ys = ctx.outTypes[0].shape;
   PoolSpec p;
@@ -263,12 +263,6 @@ Stmt lowerAdaptiveAvgPool2d(const OpContext& ctx) {
 
 namespace {
 
-std::vector<int64_t> pairOf(const Attrs& attrs, const std::string& name, std::vector<int64_t> fallback) {
-  if (!attrs.has(name)) return fallback;
-  const std::vector<int64_t>& v = attrs.getInts(name);
-  if (v.size() == 1) return {v[0], v[0]};
-  return v.size() == 2 ? v : std::vector<int64_t>{};
-}
 
 }  // namespace
 
@@ -285,9 +279,10 @@ std::optional<ConvSketchShape> poolSketchShapeOf(const std::string& op, const At
     return poolSketchShape(xs, ys, false, k, k, {0, 0}, {1, 1});
   }
   if (!isWindowPool(op)) return std::nullopt;
-  const std::vector<int64_t> kernel = pairOf(attrs, "kernel", {1, 1});
-  return poolSketchShape(xs, ys, op == "max_pool2d", kernel, pairOf(attrs, "stride", kernel),
-                         pairOf(attrs, "padding", {0, 0}), pairOf(attrs, "dilation", {1, 1}));
+  const std::vector<int64_t> kernel = attrs.getPair("kernel", 1);
+  return poolSketchShape(xs, ys, op == "max_pool2d", kernel,
+                         attrs.has("stride") ? attrs.getPair("stride", 1) : kernel,
+                         attrs.getPair("padding", 0), attrs.getPair("dilation", 1));
 }
 
 std::string poolTuneKey(const std::string& workloadKey) { return "pool:" + workloadKey; }

@@ -130,7 +130,8 @@ Stmt lowerQnnAdd(const OpContext& ctx) {
 
 Stmt lowerQnnConv2d(const OpContext& ctx) {
   const Shape &xs = ctx.inTypes[0].shape, &ws = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
-  auto stride = ctx.pairAttr("stride", 1), pad = ctx.pairAttr("padding", 0), dil = ctx.pairAttr("dilation", 1);
+  auto stride = ctx.attrs.getPair("stride", 1), pad = ctx.attrs.getPair("padding", 0),
+       dil = ctx.attrs.getPair("dilation", 1);
   int64_t groups = ctx.attrs.getInt("groups", 1);
   int64_t cg = ws[1], og = ys[1] / groups, h = xs[2], w = xs[3];
   const Buffer &x = ctx.in[0], &wt = ctx.in[1], &mult = ctx.in[2], &offset = ctx.in[3];
@@ -188,7 +189,8 @@ struct PackedConv {
 
 Stmt lowerQnnConv2dNchwc(const OpContext& ctx) {
   const Shape &xs = ctx.inTypes[0].shape, &ws = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
-  auto stride = ctx.pairAttr("stride", 1), pad = ctx.pairAttr("padding", 0), dil = ctx.pairAttr("dilation", 1);
+  auto stride = ctx.attrs.getPair("stride", 1), pad = ctx.attrs.getPair("padding", 0),
+       dil = ctx.attrs.getPair("dilation", 1);
   PackedConv g;
   g.n = xs[0], g.icb = xs[1], g.h = xs[2], g.w = xs[3], g.ib = xs[4];
   g.ocb = ys[1], g.oh = ys[2], g.ow = ys[3], g.ob = ys[4];

@@ -98,11 +98,6 @@ std::string packedConvTuneKey(const ConvGeometry& g, DType dtype) {
 }
 
 ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& in) {
-  auto pairOf = [&](const char* name, int64_t fallback) -> std::vector<int64_t> {
-    if (!attrs.has(name)) return {fallback, fallback};
-    const auto& v = attrs.getInts(name);
-    return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
-  };
   const Shape &x = in[0].shape, &w = in[1].shape;
   ConvGeometry g;
   g.n = x[0], g.h = x[2], g.w = x[3];
@@ -118,7 +113,7 @@ ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::
     g.c = x[1];
     g.o = w[0];
   }
-  auto s = pairOf("stride", 1), p = pairOf("padding", 0), d = pairOf("dilation", 1);
+  auto s = attrs.getPair("stride", 1), p = attrs.getPair("padding", 0), d = attrs.getPair("dilation", 1);
   g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1], g.dh = d[0], g.dw = d[1];
   g.groups = attrs.getInt("groups", 1);
   return g;

@@ -106,13 +106,6 @@ std::string lowerCase(std::string s) {
   return s;
 }
 
-/// An integer-pair attribute ([v] means [v, v]).
-std::vector<int64_t> pairOf(const Attrs& attrs, const std::string& name, int64_t fallback) {
-  if (!attrs.has(name)) return {fallback, fallback};
-  const auto& v = attrs.getInts(name);
-  return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
-}
-
 bool isPool(const std::string& op) {
   return op == "max_pool2d" || op == "avg_pool2d" || op == "adaptive_avg_pool2d";
 }
@@ -251,8 +244,8 @@ class LayoutRewriter {
     const TensorType& yt = m_src.type(node.outputs[0]);
     int64_t outBlock = blockFor(oc), inBlock = depthwise ? outBlock : blockFor(c);
     const Shape& ws = w.type.shape;
-    bool flat = lower::packedConvFlattens(ws[2], ws[3], pairOf(node.attrs, "stride", 1), pairOf(node.attrs, "padding", 0),
-                                          yt.shape[3], m_lower);
+    bool flat = lower::packedConvFlattens(ws[2], ws[3], node.attrs.getPair("stride", 1),
+                                          node.attrs.getPair("padding", 0), yt.shape[3], m_lower);
     lower::ConvGeometry geometry = lower::convGeometry(node.op, node.attrs, {xt, w.type});
     bool winogradOk = !depthwise && lower::winogradEligible(geometry);
     int64_t algo = winogradOk ? std::min<int64_t>(lower::packedConvAlgo(geometry, m_lower), m_winograd) : 0;
@@ -299,7 +292,7 @@ class LayoutRewriter {
     std::vector<ValueId> inputs = {x, u};
     if (node.inputs.size() == 3) inputs.push_back(ensurePlain(node.inputs[2]));
     Attrs attrs;
-    attrs.set("padding", pairOf(node.attrs, "padding", 0));
+    attrs.set("padding", node.attrs.getPair("padding", 0));
     attrs.set("tile", int64_t{m});
     attrs.set("data_layout", layoutName(inBlock));
     attrs.set("kernel_layout", "wino" + std::to_string(m) + "_OAAI" + std::to_string(weightBlock) + "o");

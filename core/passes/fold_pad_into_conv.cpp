@@ -19,12 +19,6 @@ std::optional<std::vector<int64_t>> foldablePadding(const Graph& graph, const No
   return std::vector<int64_t>{pads[2], pads[3]};
 }
 
-std::vector<int64_t> convPadding(const Attrs& attrs) {
-  if (!attrs.has("padding")) return {0, 0};
-  const auto& p = attrs.getInts("padding");
-  return p.size() == 1 ? std::vector<int64_t>{p[0], p[0]} : p;
-}
-
 }  // namespace
 
 bool foldPadIntoConv(Graph& graph, PassCounters* counters) {
@@ -69,7 +63,7 @@ bool foldPadIntoConv(Graph& graph, PassCounters* counters) {
       continue;
     }
     const Node& pad = graph.node(graph.value(node.inputs[0]).producer);
-    std::vector<int64_t> padding = convPadding(node.attrs);
+    std::vector<int64_t> padding = node.attrs.getPair("padding", 0);
     padding[0] += (*padOf[n])[0];
     padding[1] += (*padOf[n])[1];
     Attrs attrs = node.attrs;

@@ -7,22 +7,16 @@
 namespace kiln::core::passes {
 namespace {
 
-std::vector<int64_t> pairOf(const Attrs& attrs, const std::string& name, int64_t fallback) {
-  if (!attrs.has(name)) return {fallback, fallback};
-  const std::vector<int64_t>& v = attrs.getInts(name);
-  return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
-}
-
 /// An average pool of a rank-4 float input whose single window covers each whole H×W plane.
 bool isGlobalAverage(const Graph& graph, const Node& node) {
   const TensorType& x = graph.type(node.inputs[0]);
   if (x.rank() != 4 || (x.dtype != DType::Float32 && x.dtype != DType::Float64)) return false;
   if (node.op == "adaptive_avg_pool2d")
-    return pairOf(node.attrs, "output_size", 1) == std::vector<int64_t>{1, 1};
+    return node.attrs.getPair("output_size", 1) == std::vector<int64_t>{1, 1};
   if (node.op != "avg_pool2d") return false;
   const Shape& out = graph.type(node.outputs[0]).shape;
-  return pairOf(node.attrs, "kernel", 1) == std::vector<int64_t>{x.shape[2], x.shape[3]} &&
-         pairOf(node.attrs, "padding", 0) == std::vector<int64_t>{0, 0} && out[2] == 1 && out[3] == 1;
+  return node.attrs.getPair("kernel", 1) == std::vector<int64_t>{x.shape[2], x.shape[3]} &&
+         node.attrs.getPair("padding", 0) == std::vector<int64_t>{0, 0} && out[2] == 1 && out[3] == 1;
 }
 
 }  // namespace

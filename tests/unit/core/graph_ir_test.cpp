@@ -115,6 +115,33 @@ TEST(OpRegistry, RejectsBadShapesWithTheOpName) {
   }
 }
 
+TEST(Attrs, IntOrPairAttributesReadAsTwoValues) {
+  Attrs a{{"stride", std::vector<int64_t>{2}},
+          {"padding", std::vector<int64_t>{1, 3}},
+          {"kernel", std::vector<int64_t>{3, 3, 3}}};
+  EXPECT_EQ(a.getPair("stride", 1), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(a.getPair("padding", 0), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(a.getPair("dilation", 1), (std::vector<int64_t>{1, 1}));
+  try {
+    a.getPair("kernel", 1);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidModel);
+    EXPECT_NE(std::string(e.what()).find("'kernel' must have 1 or 2 values"), std::string::npos) << e.what();
+  }
+  // A graph whose conv2d says so is refused with the op's name, as any bad attribute.
+  Graph g;
+  ValueId x = g.addInput("x", {DType::Float32, {1, 3, 8, 8}});
+  ValueId w = g.addConstant("w", runtime::Tensor::zeros(DType::Float32, {4, 3, 3, 3}));
+  try {
+    g.add("conv2d", {x, w}, {{"stride", std::vector<int64_t>{1, 1, 1}}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("conv2d:", 0), 0u) << e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidModel);
+  }
+}
+
 TEST(OpRegistry, ListsEveryOpOnce) {
   auto ops = allOps();
   EXPECT_GE(ops.size(), 35u);
