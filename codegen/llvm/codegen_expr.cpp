@@ -330,6 +330,11 @@ FunctionCodeGen::Value* FunctionCodeGen::visit(const Call* op) {
 /// (N = 16, or 8 with AVX-512VL), else exact widening multiplies and adds.
 FunctionCodeGen::Value* FunctionCodeGen::dot4U8I8(const std::vector<Value*>& args, unsigned lanes) {
   llvm::Type* i32 = m_b.getInt32Ty();
+  if (!args[0]->getType()->isVectorTy()) {  // one accumulator (a dot4 step not vectorized): a 1-lane vector
+    Value* acc = m_b.CreateInsertElement(llvm::PoisonValue::get(llvm::FixedVectorType::get(i32, 1)), args[0],
+                                         uint64_t{0});
+    return m_b.CreateExtractElement(dot4U8I8({acc, args[1], args[2]}, 1), uint64_t{0});
+  }
   auto* words = llvm::FixedVectorType::get(i32, lanes);
   Value* a = args[1];
   if (llvm::cast<llvm::FixedVectorType>(a->getType())->getNumElements() == 4)

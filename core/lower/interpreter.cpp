@@ -193,6 +193,7 @@ class Interpreter {
         std::vector<Value> args;
         for (const Expr& a : c->args) args.push_back(eval(a));
         if (c->name == "bounds_check") return boundsCheck(args);
+        if (c->name == "dot4_u8i8") return dot4(e.type(), args);
         Value v(e.type());
         for (int k = 0; k < v.lanes(); ++k) {
           double b = args.size() > 1 ? args[1][k].f : 0.0;
@@ -202,6 +203,18 @@ class Interpreter {
       }
     }
     fail(std::string("unknown expression kind ") + exprKindName(e.kind()));
+  }
+
+  // dot4_u8i8(acc, a, b): lane k adds Σ_j a[4k + j] · b[4k + j] (a of 4 lanes: a[j] for every k).
+  Value dot4(const Type& type, const std::vector<Value>& args) {
+    Value v(type);
+    const bool repeat = args[1].lanes() == 4;
+    for (int k = 0; k < v.lanes(); ++k) {
+      int64_t sum = args[0][k].i;
+      for (int j = 0; j < 4; ++j) sum += args[1][repeat ? j : 4 * k + j].i * args[2][4 * k + j].i;
+      v[k].i = wrapInt(type, sum);
+    }
+    return v;
   }
 
   // bounds_check(x, lowOffset, highOffset, extent, site) → x (core/tir/bounds_check.h).

@@ -595,6 +595,8 @@ void Schedule::apply(const TraceStep& step) {
     cacheWrite(step.loops[0]);
   } else if (p == "rfactor") {
     rfactor(step.loops[0]);
+  } else if (p == "dot4") {
+    dot4(step.loops[0]);
   }
 }
 

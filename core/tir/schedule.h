@@ -97,6 +97,12 @@ class Schedule {
   /// remainder in halving widths. The body must be straight-line (stores, lets) with stores
   /// contiguous in the loop variable; the loop disappears from the function.
   void vectorize(const std::string& loop);
+  /// The int8 dot-product step (schedule_dot4.cpp): serial loop `loop` of extent 4 whose body
+  /// is one store y[f] = y[f] + i32(a[A + j]) · i32(b[B + j]) (a u8, b i8, f free of the loop j,
+  /// or a reduction starting at j's first iteration) becomes y[f] = dot4_u8i8(y[f], a[A : 4],
+  /// b[B : 4]), the four products in one call (vpdpbusd's lane); the loop disappears.
+  /// Vectorizing an enclosing loop then widens the call (core/tir/vectorize.h).
+  void dot4(const std::string& loop);
   /// Marks a serial loop Parallel after checking its iterations are independent; it may not be
   /// nested in, or contain, another parallel loop.
   void parallel(const std::string& loop);

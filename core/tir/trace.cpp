@@ -19,7 +19,7 @@ constexpr Arity kPrimitives[] = {
     {"split", 1, 1, 2},       {"reorder", 2, 64, 0},  {"fuse", 2, 2, 0},     {"tile", 2, 2, 2},
     {"unroll", 1, 1, 0},      {"vectorize", 1, 1, 0}, {"parallel", 1, 1, 0}, {"compute_at", 2, 2, 0},
     {"cache_write", 1, 1, 0}, {"merge", 2, 2, 0},     {"store_at", 2, 2, 0}, {"fission", 1, 1, 0},
-    {"rfactor", 1, 1, 0},
+    {"rfactor", 1, 1, 0},     {"dot4", 1, 1, 0},
 };
 
 bool isNameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }

@@ -16,6 +16,7 @@
 //   store_at(t, i)            local buffer t allocated per iteration of loop i
 //   fission(i)                loop i distributed over the statements of its body
 //   rfactor(k)                reduction loop k's partial results kept apart, then folded
+//   dot4(j)                   loop j's four u8 · i8 products summed by one dot4_u8i8 call
 //
 // Loops are named by their variables (core/tir/schedule.h explains the naming), and every name a
 // primitive creates is a deterministic function of the names it started from, so a trace recorded

@@ -86,6 +86,22 @@ class BodyCheck : public IRVisitor {
   void visit(const Evaluate*) override { ok = false; }
   void visit(const Ramp*) override { ok = false; }
   void visit(const Broadcast*) override { ok = false; }
+  void visit(const Call* op) override {
+    if (op->name != "dot4_u8i8") return IRVisitor::visit(op);
+    // Its byte operands are 4-lane loads (schedule.h dot4): only their indices' bases are scalar code.
+    visitExpr(op->args[0]);
+    for (size_t i = 1; i < 3; ++i) {
+      const auto* load = op->args[i].as<Load>();
+      const auto* ramp = load ? load->index.as<Ramp>() : nullptr;
+      const int64_t* stride = ramp ? asConstInt(ramp->stride) : nullptr;
+      if (!ramp || ramp->lanes != 4 || !stride || *stride != 1) {
+        ok = false;
+        return;
+      }
+      loads.push_back(load);
+      visitExpr(ramp->base);
+    }
+  }
   void visit(const Store* op) override {
     if (op->value.type().isVector()) ok = false;
     stores.push_back(op);
@@ -169,6 +185,7 @@ class BodyVectorizer {
       }
       case ExprKind::Call: {
         const auto* c = e.as<Call>();
+        if (c->name == "dot4_u8i8") return dot4(c);
         std::vector<Expr> args;
         bool vector = false;
         for (const Expr& a : c->args) {
@@ -228,6 +245,31 @@ class BodyVectorizer {
         return Ramp::make(simplify(a * rb->base), simplify(a * rb->stride), m_lanes);
     }
     return binaryOf<Mul>(a, b);
+  }
+
+  /// dot4_u8i8(acc, a[A : 4], b[B : 4]) for every lane: a vector of accumulators; a word whose
+  /// index does not move with the lanes stays one 4-byte load (the call repeats it for every
+  /// lane), words of consecutive lanes that are adjacent (A or B stepping by 4) one contiguous
+  /// load. Anything else (b the same for every lane, words apart) is not vectorized.
+  Expr dot4(const Call* c) {
+    Expr acc = widen(expr(c->args[0]));
+    Expr a = wordLoad(c->args[1], true), b = wordLoad(c->args[2], false);
+    return call("dot4_u8i8", {acc, a, b});
+  }
+
+  Expr wordLoad(const Expr& e, bool mayRepeat) {
+    const auto* load = e.as<Load>();
+    const auto* ramp = load->index.as<Ramp>();
+    Expr base = expr(ramp->base);
+    if (!base.type().isVector()) {
+      if (!mayRepeat) throw Ineligible{};
+      return Load::make(load->buffer, Ramp::make(base, ramp->stride, 4));
+    }
+    const auto* lanes = base.as<Ramp>();
+    const int64_t* step = lanes ? asConstInt(lanes->stride) : nullptr;
+    if (!step || *step != 4) throw Ineligible{};
+    return Load::make(load->buffer,
+                      Ramp::make(lanes->base, IntImm::make(lanes->base.type(), 1), 4 * m_lanes));
   }
 
   Expr divMod(const Expr& e) {

@@ -13,6 +13,9 @@
 //   dependence);
 // - n is a constant ≥ 2 and the loop is Serial, Vectorized or Parallel (a parallel loop keeps
 //   its parallel outer part).
+// The one vector value a body may hold already is a dot4_u8i8 call's 4-byte words (schedule.h
+// dot4): the call widens to a vector of accumulators, a word the lanes share stays one 4-byte
+// load, and words of consecutive lanes that are adjacent become one contiguous load.
 // It becomes full vectors of `lanes` lanes (a loop over n / lanes chunks, parallel when the
 // original was) followed by the remainder in halving widths. Other loops are left unchanged, so
 // the result always computes exactly what the input did (float operations are applied lane by
