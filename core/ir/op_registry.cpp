@@ -451,7 +451,10 @@ Types inferQnnDense(const Types& in, const Attrs& attrs) {
   requireDType(in[0], DType::UInt8, "qnn.dense input");
   requireDType(in[1], DType::Int8, "qnn.dense weight");
   Types out = inferDense({in[0], in[1]}, attrs);
-  requirePerChannel(in, 2, in[1].shape[0], "qnn.dense");
+  const int64_t n = in[1].shape[0];
+  requirePerChannel({in[0], in[1], in[2], in[3]}, 2, n, "qnn.dense");
+  if (in.size() == 5 && (in[4].dtype != DType::Int32 || in[4].rank() != 1 || in[4].shape[0] != n))
+    fail("qnn.dense zero-point sum " + in[4].str() + " must be i32[" + std::to_string(n) + "]");
   return {TensorType{DType::UInt8, out[0].shape}};
 }
 
@@ -624,8 +627,10 @@ const Registry& registry() {
            inferQnnConv2d);
     r->add("qnn.conv2d_nchwc", "qnn.conv2d in the packed NCHW[x]c layout with a pre-packed weight", 5, 5, P::Opaque,
            inferQnnConv2dNchwc);
-    r->add("qnn.dense", "u8 × i8 dense layer, i32 accumulation, per-channel requantization to u8", 4, 4, P::Opaque,
-           inferQnnDense);
+    r->add("qnn.dense",
+           "u8 × i8 dense layer, i32 accumulation, per-channel requantization to u8 (a fifth input: the "
+           "input zero point's share zx·Σw per output, i32, which the sums then take off)",
+           4, 5, P::Opaque, inferQnnDense);
     r->add("qnn.add", "sum of two u8 tensors requantized to u8", 2, 2, P::Opaque, inferQnnAdd);
     r->addWithRegions("if", "runs its then or else sub-graph on the condition", 1, 1 << 16, 2, inferIf);
     r->addWithRegions("loop", "runs its body sub-graph while i < trip and the condition holds, carrying values", 3,

@@ -274,9 +274,10 @@ std::vector<std::string> newLoops(const Schedule& sched, const std::vector<std::
 /// `height`), `cols` (extent `width`) perfectly
 /// nested in that order (k outermost): the sums in registers from the bias, vectors of `lanes`
 /// partial sums per element over the first K - K mod lanes steps, folded as a tree, the rest
-/// scalar.
+/// scalar. `bytes` (u8 · i8 products into i32): each partial sum takes four consecutive steps at
+/// once (dot4), so the vectors cover the first K - K mod 4·lanes steps.
 void dotTile(Schedule& sched, int64_t reduction, const std::string& k, const std::string& rows,
-             int64_t height, const std::string& cols, int64_t width, int lanes) {
+             int64_t height, const std::string& cols, int64_t width, int lanes, bool bytes = false) {
   // The tile's loops and their copies; rfactor makes _init and _fold copies only of the loops
   // that move the element (a loop of one iteration does not).
   auto unrollTile = [&](const std::string& r, const std::string& c) {
@@ -286,16 +287,21 @@ void dotTile(Schedule& sched, int64_t reduction, const std::string& k, const std
     if (width > 1 && has(c)) sched.unroll(c);
   };
   sched.cacheWrite(k);
-  if (lanes < 2 || reduction < lanes) {
+  const int64_t span = bytes ? 4 : 1;  // steps of K per partial sum and step
+  if (lanes < 2 || reduction < lanes * span) {
     // No vector of the reduction: scalar sums over the tile.
     unrollTile(rows, cols);
     return;
   }
   std::vector<std::string> before = sched.loopNames();
-  auto [ko, ki] = sched.split(k, lanes, TailStrategy::Loop);
+  auto [ko, ki] = sched.split(k, lanes * span, TailStrategy::Loop);
   std::vector<std::string> tail = newLoops(sched, before, {ko, ki});  // k, rows, cols of the scalar steps
-  sched.reorder({rows, cols, ki});
+  std::string word;                                                   // the four steps of one dot4
+  if (bytes) std::tie(ki, word) = sched.split(ki, 4, TailStrategy::Loop);
+  sched.reorder(bytes ? std::vector<std::string>{rows, cols, ki, word}
+                      : std::vector<std::string>{rows, cols, ki});
   sched.rfactor(ki);
+  if (bytes) sched.dot4(word);
   sched.vectorize(ki);
   sched.vectorize(ki + "_init");
   foldPartialsAsTree(sched, ki + "_fold");
@@ -551,10 +557,22 @@ void applyDensePackedSketch(Schedule& sched, const DensePackedShape& s, const Kn
 }
 
 DenseShape denseShapeOfKey(const Knobs& params, const std::string& key) {
+  TuneKeyParts parts = parseTuneKey(key);
+  if (parts.kind != "dense")
+    throw Error("tuning key '" + key + "' is not a dense key", ErrorKind::InvalidInput);
+  std::optional<DType> dtype = runtime::parseDType(parts.dtype);
+  if (!dtype || (*dtype != DType::Float32 && *dtype != DType::UInt8))
+    throw Error("tuning key '" + key + "': only f32 and u8 (quantized) dense are supported",
+                ErrorKind::Unsupported);
   DenseShape s;
   s.m = keyParam(params, "m", key), s.k = keyParam(params, "k", key), s.n = keyParam(params, "n", key);
   if (s.m < 1 || s.k < 1 || s.n < 1)
     throw Error("tuning key '" + key + "': all sizes must be positive", ErrorKind::InvalidInput);
+  s.quantized = *dtype == DType::UInt8;
+  s.bias = !s.quantized;
+  if (s.quantized && s.k % 4 != 0)
+    throw Error("tuning key '" + key + "': a quantized dense needs K a multiple of 4",
+                ErrorKind::InvalidInput);
   return s;
 }
 
@@ -564,15 +582,21 @@ Stmt densePlainNest(const DenseShape& s, const Buffer& x, const Buffer& w, const
   Expr i = Var::make("i"), j = Var::make("j"), k = Var::make("k");
   Expr yOff = i * s.n + j;
   Expr start = bias ? Load::make(bias, j) : literal(elem, 0);
-  Expr product = Load::make(x, i * s.k + k) * Load::make(w, j * s.k + k);
+  Expr xv = Load::make(x, i * s.k + k), wv = Load::make(w, j * s.k + k);
+  if (s.quantized) xv = cast(Type::i32(), xv), wv = cast(Type::i32(), wv);
+  Expr product = xv * wv;
   // The first step of the reduction starts from the bias: no separate pass sets y.
   Stmt update = Store::make(y, yOff, Select::make(EQ::make(k, i64(0)), start, Load::make(y, yOff)) + product);
   return serialFor(i, 0, s.m, serialFor(j, 0, s.n, serialFor(k, 0, s.k, update)));
 }
 
 PrimFunc densePlainFunc(const std::string& key) {
-  TuneKeyParts parts = f32KeyOfKind(key, "dense");
-  DenseShape s = denseShapeOfKey(parts.params, key);
+  DenseShape s = denseShapeOfKey(parseTuneKey(key).params, key);
+  if (s.quantized) {
+    Buffer x = makeBuffer("x", Type::u8(), {s.m, s.k}), w = makeBuffer("w", Type::i8(), {s.n, s.k});
+    Buffer y = makeBuffer("y", Type::i32(), {s.m, s.n});
+    return plainFunc("qnn.dense", x, w, nullptr, y, densePlainNest(s, x, w, nullptr, y));
+  }
   Type elem = Type::f32();
   Buffer x = makeBuffer("x", elem, {s.m, s.k}), w = makeBuffer("w", elem, {s.n, s.k});
   Buffer b = makeBuffer("b", elem, {s.n}), y = makeBuffer("y", elem, {s.m, s.n});
@@ -581,7 +605,8 @@ PrimFunc densePlainFunc(const std::string& key) {
 
 int denseLanes(const DenseShape& s, int lanes) {
   int l = std::max(1, lanes);
-  while (l > 1 && l > s.k) l /= 2;
+  const int64_t span = s.quantized ? 4 : 1;
+  while (l > 1 && l * span > s.k) l /= 2;
   return l;
 }
 
@@ -644,11 +669,11 @@ void applyDenseSketch(Schedule& sched, const DenseShape& s, const Knobs& knobs, 
   auto [jo, ji] = sched.split("j", nc, TailStrategy::Loop);
   std::vector<std::string> tail = newLoops(sched, before, {jo, ji});  // cols, rows, k of the column tail
   sched.reorder({"k", ii, ji});
-  dotTile(sched, s.k, "k", ii, mi, ji, nc, lanes);
+  dotTile(sched, s.k, "k", ii, mi, ji, nc, lanes, s.quantized);
   if (s.n % nc != 0) {
     KILN_ASSERT(tail.size() == 3, "dense sketch: the column tail is not a three-loop nest");
     sched.reorder({tail[2], tail[1], tail[0]});
-    dotTile(sched, s.k, tail[2], tail[1], mi, tail[0], s.n % nc, lanes);
+    dotTile(sched, s.k, tail[2], tail[1], mi, tail[0], s.n % nc, lanes, s.quantized);
   }
   if (par == 0) return;
   const int64_t rowTiles = s.m / mi, colTiles = s.n / nc;

@@ -233,19 +233,25 @@ void applyDensePackedSketch(tir::Schedule& sched, const DensePackedShape& s, con
 struct DenseShape {
   int64_t m = 1, k = 1, n = 1;  // rows of x, reduction, rows of w
   bool bias = true;
+  /// The quantized form (qnn.dense, a u8 key; K a multiple of 4): u8 x, i8 w, no bias, exact
+  /// i32 sums of x·w that lowering requantizes where they are stored, the input zero point's
+  /// share zx·Σw[j] taken off there (ops_quant.cpp). The sketch sums four products per step
+  /// (tir dot4: one lane of vpdpbusd), so each vector of L partial sums spans 4L steps of K.
+  bool quantized = false;
   double flops() const { return 2.0 * static_cast<double>(m * n) * static_cast<double>(k); }
 };
 
 /// The shape a dense key's parameters ("dense:m=1,k=768,n=768:f32") describe, with a bias (keys
-/// do not say; a trace replays on the kernel without one); throws kiln::Error (InvalidInput) when
-/// they do not describe one.
+/// do not say; a trace replays on the kernel without one), quantized for a u8 key; throws
+/// kiln::Error (InvalidInput) when they do not describe one.
 DenseShape denseShapeOfKey(const Knobs& params, const std::string& key);
-/// The plain nest over x, w, the bias (null without one) and y.
+/// The plain nest over x, w, the bias (null without one) and y (i32 when quantized).
 tir::Stmt densePlainNest(const DenseShape& s, const tir::Buffer& x, const tir::Buffer& w,
                          const tir::Buffer& bias, const tir::Buffer& y);
 /// A standalone function over buffers x, w, b, y of the key's shapes holding the plain nest.
 tir::PrimFunc densePlainFunc(const std::string& key);
-/// The vector width of the reduction: `lanes`, halved while wider than K (at least 1).
+/// The vector width of the reduction: `lanes`, halved while it spans more than K (L steps of K,
+/// 4L quantized; at least 1).
 int denseLanes(const DenseShape& s, int lanes);
 /// The default annotation (see above) for `registers` vector registers.
 Knobs denseDefaultKnobs(const DenseShape& s, int registers);

@@ -305,5 +305,12 @@ tir::Stmt kernelBySketch(
 /// reads the output back (else `nest` unchanged, and the fused lowering applies the epilogue in a
 /// pass of its own). The output is [leading..., n] row-major; vector stores stay within a row.
 tir::Stmt epilogueAtStores(const OpContext& ctx, const tir::Stmt& nest, const Shape& leading, int64_t n);
+/// `nest` with every store to `from`, a buffer it never reads (checked), made a store to `to` of
+/// `valueAt(value, index)`, index the element's axes in [leading..., n] as epilogueAtStores
+/// gives them: a kernel scheduled on a plain nest of wider sums (a quantized dense's i32) that
+/// its output stores converted.
+tir::Stmt storesInto(
+    const tir::Stmt& nest, const tir::Buffer& from, const tir::Buffer& to, const Shape& leading, int64_t n,
+    const std::function<tir::Expr(tir::Expr value, const std::vector<tir::Expr>& index)>& valueAt);
 
 }  // namespace kiln::core::lower

@@ -330,72 +330,99 @@ Stmt kernelBySketch(const OpContext& ctx, PrimFunc plain, const Knobs* tuned,
   return defaultSketch(ctx, std::move(plain), defaults, sketch);
 }
 
-Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leading, int64_t n) {
-  const BufferNode* y = ctx.out[0].get();
-  struct ReadsOutput : IRVisitor {
-    const BufferNode* y;
+namespace {
+
+bool readsBuffer(const Stmt& nest, const Buffer& buffer) {
+  struct Reads : IRVisitor {
+    const BufferNode* buffer;
     bool reads = false;
     using IRVisitor::visit;
     void visit(const Load* op) override {
-      reads = reads || op->buffer.get() == y;
+      reads = reads || op->buffer.get() == buffer;
       IRVisitor::visit(op);
     }
   } check;
-  check.y = y;
+  check.buffer = buffer.get();
   check.visitStmt(nest);
-  if (check.reads) return nest;
-  struct AtStores : IRMutator {
-    const OpContext* ctx;
-    const Shape* leading;
-    int64_t n;
-    std::map<const Var*, schedule_detail::Interval> ranges;  // the enclosing loops
-    using IRMutator::visit;
-    Stmt visit(const For* op, const Stmt& self) override {
-      const int64_t *mn = asConstInt(op->min), *ext = asConstInt(op->extent);
-      if (mn && ext && *ext > 0) ranges[op->var.as<Var>()] = {*mn, *mn + *ext - 1};
-      Stmt out = IRMutator::visit(op, self);
-      ranges.erase(op->var.as<Var>());
-      return out;
-    }
-    /// The axis indices of element `flat` of [leading..., n]: each division by an axis taken
-    /// apart by the loops' ranges where it can be (no integer division left in the code), else
-    /// `/` and `%`.
-    std::vector<Expr> axes(const Expr& flat, int64_t span) {
-      std::vector<int64_t> dims(leading->begin(), leading->end());
-      dims.push_back(n);
-      std::vector<Expr> idx(dims.size());
-      Expr rest = flat;
-      for (size_t d = dims.size(); d-- > 0;) {
-        if (d == 0) {
-          idx[d] = rest;
-          break;
-        }
-        const int64_t width = d + 1 == dims.size() ? span : 1;
-        if (auto qr = schedule_detail::divideByRanges(rest, dims[d], ranges, width)) {
-          idx[d] = qr->second, rest = qr->first;
-        } else {
-          idx[d] = rest % dims[d], rest = rest / dims[d];
-        }
+  return check.reads;
+}
+
+/// Rewrites every store to `from` as a store to `to` of its value mapped by `flatAt(value, offset)`
+/// when given, else by `at(value, axes)` with the axes of the element in [leading..., n].
+struct AtStores : IRMutator {
+  Buffer from, to;
+  const Shape* leading = nullptr;
+  int64_t n = 1;
+  std::function<Expr(Expr, const std::vector<Expr>&)> at;
+  std::function<Expr(Expr, const Expr&)> flatAt;
+  std::map<const Var*, schedule_detail::Interval> ranges;  // the enclosing loops
+  using IRMutator::visit;
+  Stmt visit(const For* op, const Stmt& self) override {
+    const int64_t *mn = asConstInt(op->min), *ext = asConstInt(op->extent);
+    if (mn && ext && *ext > 0) ranges[op->var.as<Var>()] = {*mn, *mn + *ext - 1};
+    Stmt out = IRMutator::visit(op, self);
+    ranges.erase(op->var.as<Var>());
+    return out;
+  }
+  /// The axis indices of element `flat` of [leading..., n]: each division by an axis taken
+  /// apart by the loops' ranges where it can be (no integer division left in the code), else
+  /// `/` and `%`.
+  std::vector<Expr> axes(const Expr& flat, int64_t span) {
+    std::vector<int64_t> dims(leading->begin(), leading->end());
+    dims.push_back(n);
+    std::vector<Expr> idx(dims.size());
+    Expr rest = flat;
+    for (size_t d = dims.size(); d-- > 0;) {
+      if (d == 0) {
+        idx[d] = rest;
+        break;
       }
-      return idx;
-    }
-    Stmt visit(const Store* op, const Stmt& self) override {
-      if (op->buffer != ctx->out[0]) return IRMutator::visit(op, self);
-      if (ctx->flatEpilogue)
-        return Store::make(op->buffer, op->index, ctx->flatEpilogue(op->value, op->index));
-      const auto* ramp = op->index.as<Ramp>();
-      // The elements a vector store covers (a ramp of unknown stride is never divided by ranges).
-      int64_t span = 1;
-      if (ramp) {
-        const int64_t* stride = asConstInt(ramp->stride);
-        span = stride && *stride > 0 ? (ramp->lanes - 1) * *stride + 1 : std::numeric_limits<int32_t>::max();
+      const int64_t width = d + 1 == dims.size() ? span : 1;
+      if (auto qr = schedule_detail::divideByRanges(rest, dims[d], ranges, width)) {
+        idx[d] = qr->second, rest = qr->first;
+      } else {
+        idx[d] = rest % dims[d], rest = rest / dims[d];
       }
-      std::vector<Expr> index = axes(ramp ? ramp->base : op->index, span);
-      if (ramp) index.back() = Ramp::make(index.back(), ramp->stride, ramp->lanes);
-      return Store::make(op->buffer, op->index, ctx->applyEpilogue(op->value, index));
     }
-  } apply;
-  apply.ctx = &ctx, apply.leading = &leading, apply.n = n;
+    return idx;
+  }
+  Stmt visit(const Store* op, const Stmt& self) override {
+    if (op->buffer != from) return IRMutator::visit(op, self);
+    if (flatAt) return Store::make(to, op->index, flatAt(op->value, op->index));
+    const auto* ramp = op->index.as<Ramp>();
+    // The elements a vector store covers (a ramp of unknown stride is never divided by ranges).
+    int64_t span = 1;
+    if (ramp) {
+      const int64_t* stride = asConstInt(ramp->stride);
+      span = stride && *stride > 0 ? (ramp->lanes - 1) * *stride + 1 : std::numeric_limits<int32_t>::max();
+    }
+    std::vector<Expr> index = axes(ramp ? ramp->base : op->index, span);
+    if (ramp) index.back() = Ramp::make(index.back(), ramp->stride, ramp->lanes);
+    return Store::make(to, op->index, at(op->value, index));
+  }
+};
+
+}  // namespace
+
+Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leading, int64_t n) {
+  if (readsBuffer(nest, ctx.out[0])) return nest;
+  AtStores apply;
+  apply.from = apply.to = ctx.out[0];
+  apply.leading = &leading, apply.n = n;
+  apply.at = [&](Expr value, const std::vector<Expr>& index) {
+    return ctx.applyEpilogue(std::move(value), index);
+  };
+  if (ctx.flatEpilogue) apply.flatAt = ctx.flatEpilogue;
+  return apply.mutate(nest);
+}
+
+Stmt storesInto(const Stmt& nest, const Buffer& from, const Buffer& to, const Shape& leading, int64_t n,
+                const std::function<Expr(Expr value, const std::vector<Expr>& index)>& valueAt) {
+  KILN_ASSERT(!readsBuffer(nest, from), "storesInto: the nest reads back the buffer " + from->name);
+  AtStores apply;
+  apply.from = from, apply.to = to;
+  apply.leading = &leading, apply.n = n;
+  apply.at = valueAt;
   return apply.mutate(nest);
 }
 

@@ -6,7 +6,8 @@
 // shifted by the output zero point and clamped to [0, 255] (to [zero point, 255] with a fused
 // relu). Quantize multiplies by the f32 reciprocal of the scale (PyTorch's vectorized path).
 //
-// qnn.conv2d / qnn.dense here are the plain, layout-free forms (every opt level; the reference).
+// qnn.conv2d here is the plain, layout-free form (every opt level; the reference); qnn.dense is
+// the dense sketch with dot4 steps where it can be (see lowerQnnDense), else plain too.
 // The packed qnn.conv2d_nchwc (qnn-alter-layout, O3) is the fast one: activations NCHW[x]c with
 // x % 4 == 0, so four consecutive input channels of a pixel are one 32-bit word, and weights
 // packed [O/ob, C/4, KH, KW, ob, 4]. Its inner step is `dot4_u8i8` (core/tir/expr.h): for every
@@ -18,8 +19,10 @@
 #include <cmath>
 #include <functional>
 
+#include "core/lower/gemm_search.h"
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule.h"
+#include "core/lower/schedule_config.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -153,19 +156,48 @@ Stmt lowerQnnConv2d(const OpContext& ctx) {
   return nest.wrap(body, {acc});
 }
 
+// qnn.dense sums x·w in i32 and takes off the input zero point's share zx·Σw[j]: the fifth
+// input (qnn-alter-layout computes it from constant weights), nothing when zx = 0, else the sums
+// are of (x − zx)·w. With K a multiple of 4 and no zero point left in the products, the kernel is
+// the dense sketch of gemm_search.h on the quantized plain nest (four products per dot4 step,
+// tuned under a u8 dense key); the sums are requantized where the scheduled kernel stores them.
+// Otherwise one plain loop per output (no tuning key).
 Stmt lowerQnnDense(const OpContext& ctx) {
-  const Shape &xs = ctx.inTypes[0].shape, &ys = ctx.outTypes[0].shape;
-  int64_t k = xs.back(), cols = ys.back(), rows = ctx.outTypes[0].numel() / std::max<int64_t>(cols, 1);
+  const Shape& xs = ctx.inTypes[0].shape;
+  Shape leading(xs.begin(), xs.end() - 1);
+  DenseShape s{1, xs.back(), ctx.inTypes[1].shape[0], false, true};
+  for (int64_t d : leading) s.m *= d;
   const Buffer &x = ctx.in[0], &wt = ctx.in[1], &mult = ctx.in[2], &offset = ctx.in[3];
-  LoopNest nest({rows, cols}, {"m", "j"}, wantParallel(rows * cols, k));
+  const bool compensated = ctx.in.size() == 5;
+  const int64_t zx = compensated ? 0 : ctx.attrs.getInt("input_zero_point");
+  const int64_t zy = ctx.attrs.getInt("output_zero_point"), lo = lowerBound(ctx);
+  auto requantized = [&](Expr sum, const Expr& j) {
+    if (compensated) sum = sum - Load::make(ctx.in[4], j);
+    return requantizeAcc(sum, Load::make(mult, j), Load::make(offset, j), zy, lo);
+  };
+  if (zx == 0 && s.k % 4 == 0) {
+    const int lanes = denseLanes(s, ctx.options.vectorLanes), registers = ctx.options.vectorRegisters;
+    Buffer sums = makeBuffer("sums", Type::i32(), {s.m, s.n});
+    PrimFunc plain = plainFunc("qnn.dense", x, wt, nullptr, sums, densePlainNest(s, x, wt, nullptr, sums));
+    ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
+    Stmt nest = kernelBySketch(
+        ctx, std::move(plain), ctx.tunedKnobs(ctx.tuneKey),
+        [&](const Knobs& k) { return denseAnnotationFits(s, k, registers); },
+        [&](Schedule& sched, const Knobs& k) { applyDenseSketch(sched, s, k, lanes, registers); },
+        [](const Knobs&) { return std::optional<Knobs>(); }, denseDefaultKnobs(s, registers));
+    return storesInto(nest, sums, ctx.out[0], leading, s.n, [&](Expr sum, const std::vector<Expr>& index) {
+      return requantized(std::move(sum), index.back());
+    });
+  }
+  LoopNest nest({s.m, s.n}, {"m", "j"}, wantParallel(s.m * s.n, s.k));
   Buffer acc = makeLocal("acc", Type::i32());
   Expr r = Var::make("k");
-  Expr xv = toI32(Load::make(x, nest[0] * k + r)) - IntImm::make(Type::i32(), ctx.attrs.getInt("input_zero_point"));
-  Stmt loop = serialFor(r, 0, k, storeLocal(acc, loadLocal(acc) + xv * toI32(Load::make(wt, nest[1] * k + r))));
-  Expr y = requantizeAcc(loadLocal(acc), Load::make(mult, nest[1]), Load::make(offset, nest[1]),
-                         ctx.attrs.getInt("output_zero_point"), lowerBound(ctx));
-  Stmt body = Seq::make({storeLocal(acc, IntImm::make(Type::i32(), 0)), loop,
-                         Store::make(ctx.out[0], nest.offset({cols, 1}), y)});
+  Expr xv = toI32(Load::make(x, nest[0] * s.k + r)) - IntImm::make(Type::i32(), zx);
+  Stmt loop =
+      serialFor(r, 0, s.k, storeLocal(acc, loadLocal(acc) + xv * toI32(Load::make(wt, nest[1] * s.k + r))));
+  Stmt body =
+      Seq::make({storeLocal(acc, IntImm::make(Type::i32(), 0)), loop,
+                 Store::make(ctx.out[0], nest.offset({s.n, 1}), requantized(loadLocal(acc), nest[1]))});
   return nest.wrap(body, {acc});
 }
 

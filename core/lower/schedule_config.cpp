@@ -130,7 +130,7 @@ std::string tuneKeyOf(const std::string& op, const Attrs& attrs, const std::vect
     return packedConvTuneKey(convGeometry(op, attrs, in), in[0].dtype);
   if (op == "conv2d_winograd_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 5)
     return packedConvTuneKey(convGeometry(op, attrs, in), in[0].dtype);
-  if (op == "dense" && in.size() >= 2 && in[0].rank() >= 1 && in[1].rank() == 2) {
+  if ((op == "dense" || op == "qnn.dense") && in.size() >= 2 && in[0].rank() >= 1 && in[1].rank() == 2) {
     int64_t m = 1;
     for (size_t d = 0; d + 1 < in[0].shape.size(); ++d) m *= in[0].shape[d];
     return denseTuneKey(m, in[0].shape.back(), in[1].shape[0], in[0].dtype);

@@ -54,6 +54,7 @@ class QnnAlterLayout {
     if (node.op == "qnn.quantize" && packQuantize(n)) return;
     if (node.op == "max_pool2d" && m_packed.count(node.inputs[0])) return packUnary(n);
     if (node.op == "qnn.add" && packAdd(n)) return;
+    if (node.op == "qnn.dense" && compensateDense(n)) return;
     // Anything else reads plain values.
     for (ValueId v : node.inputs) plain(v);
     m_rw.copyNode(n);
@@ -115,6 +116,30 @@ class QnnAlterLayout {
     m_packed[node.outputs[0]] = Packed{out, block};
     m_packedOnly.insert(node.outputs[0]);
     bump(m_counters, "packed-ops");
+    m_changed = true;
+    return true;
+  }
+
+  /// A qnn.dense of constant weights and a non-zero input zero point gets the fifth input zx·Σw[j]
+  /// (i32), so its kernel sums x·w as they are (four products per dot4 step) and takes it off.
+  bool compensateDense(NodeId n) {
+    const Node& node = m_src.node(n);
+    const int64_t zx = node.attrs.getInt("input_zero_point");
+    if (node.inputs.size() != 4 || zx == 0 || !m_src.value(node.inputs[1]).isConstant()) return false;
+    const Tensor& weight = *m_src.value(node.inputs[1]).constant;
+    const int64_t rows = weight.shape()[0], k = weight.shape()[1];
+    Tensor comp = Tensor::zeros(DType::Int32, {rows});
+    for (int64_t j = 0; j < rows; ++j) {
+      int64_t sum = 0;
+      for (int64_t c = 0; c < k; ++c) sum += weight.data<int8_t>()[j * k + c];
+      comp.data<int32_t>()[j] = static_cast<int32_t>(zx * sum);
+    }
+    std::vector<ValueId> inputs;
+    for (ValueId v : node.inputs) inputs.push_back(plain(v));
+    inputs.push_back(
+        m_rw.addConstant(m_src.value(node.outputs[0]).name + "_zero_point_sum", std::move(comp)));
+    m_rw.replaceWithNode(node.outputs[0], "qnn.dense", std::move(inputs), node.attrs, node.location);
+    bump(m_counters, "denses");
     m_changed = true;
     return true;
   }
@@ -239,7 +264,7 @@ class QnnAlterLayout {
 
 bool qnnAlterLayout(Graph& graph, const QnnAlterLayoutOptions& options, PassCounters* counters) {
   bool any = false;
-  for (const Node& node : graph.nodes()) any = any || node.op == "qnn.conv2d";
+  for (const Node& node : graph.nodes()) any = any || node.op == "qnn.conv2d" || node.op == "qnn.dense";
   if (!any) return false;
   QnnAlterLayout pass(graph, options, counters);
   Graph out = pass.run();

@@ -6,6 +6,9 @@
 // [O/y, 1, KH, KW, y, 1]. The kernel sums x·w directly (padding reads the input zero point) and
 // subtracts the zero point's share zx·Σw[o], a new i32 constant input, before requantizing.
 //
+// A qnn.dense of constant weights and a non-zero input zero point gets the same share, zx·Σw[j],
+// as a fifth input: its kernel then sums x·w as they are, four products per dot4 step.
+//
 // Which ops stay packed: qnn.conv2d as above; qnn.quantize feeding one (its out_layout packs
 // and pads the channels to a multiple of 4 with the zero point, so RGB images need no
 // transform); max_pool2d of a packed value; qnn.add of two packed values of one layout. Every other
@@ -23,7 +26,8 @@ struct QnnAlterLayoutOptions {
 };
 
 /// Returns true when the graph changed. Counters: "convs" (convolutions packed), "packed-ops"
-/// (pools, adds and quantizes kept packed), "transforms" (layout_transform nodes inserted).
+/// (pools, adds and quantizes kept packed), "transforms" (layout_transform nodes inserted),
+/// "denses" (dense layers given their zero-point sum).
 bool qnnAlterLayout(Graph& graph, const QnnAlterLayoutOptions& options = {}, PassCounters* counters = nullptr);
 
 /// The channel block of a u8 tensor with `channels` channels: the largest of lanes, 8, 4 that

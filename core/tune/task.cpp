@@ -60,6 +60,32 @@ void requireF32(const lower::TuneKeyParts& parts, const std::string& key) {
   if (parts.dtype != "f32") throw Error("tuning key '" + key + "': only f32 tasks are supported", ErrorKind::Unsupported);
 }
 
+/// A quantized dense key's task: qnn.dense over a u8 input, random i8 weights in [-8, 8] and
+/// per-channel multipliers that keep the requantized outputs inside (0, 255) for inputs in [0, 8)
+/// (what a tuning worker feeds a u8 input).
+Graph quantizedDenseGraph(const lower::TuneKeyParts& parts, const std::string& key, uint64_t seed) {
+  lower::DenseShape s = lower::denseShapeOfKey(parts.params, key);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_int_distribution<int> weight(-8, 8);
+  runtime::Tensor w = runtime::Tensor::zeros(DType::Int8, {s.n, s.k});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(weight(rng));
+  runtime::Tensor multiplier = runtime::Tensor::zeros(DType::Float32, {s.n});
+  runtime::Tensor offset = runtime::Tensor::zeros(DType::Float32, {s.n});
+  for (int64_t j = 0; j < s.n; ++j) multiplier.data<float>()[j] = 4.0f / std::sqrt(static_cast<float>(s.k));
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::UInt8, {s.m, s.k}});
+  Attrs attrs;
+  attrs.set("input_scale", 1.0);
+  attrs.set("input_zero_point", int64_t{0});
+  attrs.set("output_scale", 1.0);
+  attrs.set("output_zero_point", int64_t{128});
+  std::vector<ValueId> inputs{x, g.addConstant("weight", std::move(w)),
+                              g.addConstant("multiplier", std::move(multiplier)),
+                              g.addConstant("offset", std::move(offset))};
+  g.setOutputs({g.addNode("qnn.dense", inputs, attrs, {}, "y")[0]});
+  return g;
+}
+
 }  // namespace
 
 double taskFlops(const std::string& key) {
@@ -89,6 +115,7 @@ double taskFlops(const std::string& key) {
 
 Graph taskGraph(const std::string& key, uint64_t seed) {
   lower::TuneKeyParts parts = lower::parseTuneKey(key);
+  if (parts.kind == "dense" && parts.dtype == "u8") return quantizedDenseGraph(parts, key, seed);
   requireF32(parts, key);
   if (parts.kind == "nest" || parts.kind == "reduce" || parts.kind == "pool")
     return lower::nestTaskGraph(key);

@@ -356,13 +356,14 @@ def _qconv(cin, cout, k, stride=1, pad=0, dil=1, groups=1, relu=False, scale=0.0
     return _QuantOp(lambda m, q: m.conv(q), 0.02, 130, conv=conv)
 
 
-def _qlinear():
+def _qlinear(k=100, n=37, relu=False, in_zp=128, seed=3):
+    import torch.nn.intrinsic.quantized as nniq
     import torch.ao.nn.quantized as nnq
-    gen = torch.Generator().manual_seed(SEED + 3)
-    lin = nnq.Linear(100, 37)
-    lin.set_weight_bias(_qweight((37, 100), gen), torch.randn(37, generator=gen) * 0.1)
-    lin.scale, lin.zero_point = 0.04, 110
-    return _QuantOp(lambda m, q: m.lin(q), 0.03, 128, lin=lin)
+    gen = torch.Generator().manual_seed(SEED + seed)
+    lin = (nniq.LinearReLU if relu else nnq.Linear)(k, n)
+    lin.set_weight_bias(_qweight((n, k), gen), torch.randn(n, generator=gen) * 0.1)
+    lin.scale, lin.zero_point = 0.04, (0 if relu else 110)
+    return _QuantOp(lambda m, q: m.lin(q), 0.03, in_zp, lin=lin)
 
 
 def _qadd():
@@ -398,6 +399,9 @@ QUANTIZED_OPS = [
     ("q_conv_depthwise5", lambda: _qconv(40, 40, 5, 1, 2, groups=40), [1, 40, 9, 9], 0.05),
     ("q_conv_odd_channels", lambda: _qconv(20, 12, 3, 1, 1), [1, 20, 6, 5], 0.05),
     ("q_linear", _qlinear, [3, 100], 0.04),
+    # Input zero point 0 (the sums need no zero-point share at any level), and K = 50 (no dot4 steps).
+    ("q_linear_relu_zp0", lambda: _qlinear(64, 40, relu=True, in_zp=0, seed=5), [2, 64], 0.04),
+    ("q_linear_k50", lambda: _qlinear(50, 24, seed=7), [1, 50], 0.04),
     ("q_add", _qadd, [2, 8, 9, 7], 0.04),
     ("q_cat_pool", _qcat_pool, [1, 6, 11, 10], 0.035),
 ]

@@ -110,6 +110,15 @@ void expectMatches(const Fixture& f) {
       for (const core::Node& node : compiled.value()->graph.nodes()) packed = packed || node.op == "qnn.conv2d_nchwc";
       EXPECT_EQ(packed, cfg.opt >= 3) << "-O" << cfg.opt;
     }
+    // A linear layer runs the dense sketch (dot4 steps, a tuning key) when K is a multiple of 4 and
+    // its products need no zero point: the zero point's share an input (-O3) or the zero point 0.
+    if (f.name.rfind("q_linear", 0) == 0) {
+      auto ir = app::irText(model.value(), app::IrStage::Lowered, options);
+      ASSERT_TRUE(ir.ok()) << ir.error().message;
+      bool keyed = ir.value().find("tune_key: dense:") != std::string::npos;
+      EXPECT_EQ(keyed, f.name != "q_linear_k50" && (cfg.opt >= 3 || f.name == "q_linear_relu_zp0"))
+          << f.name << " -O" << cfg.opt << " " << cfg.target;
+    }
     auto out = app::run(*compiled.value(), inputs);
     ASSERT_TRUE(out.ok()) << out.error().message;
     const runtime::Tensor& k = out.value()[0];

@@ -211,6 +211,43 @@ TEST(TuneSpace, EveryElementNestAnnotationBuildsAndMatches) {
 }
 
 // A row nest (a reduction, a softmax) counts one operation per element read.
+// A quantized dense key (qnn.dense, u8): every annotation of its space builds the dense sketch
+// with dot4 steps and computes exactly the bytes of the default, interpreted and compiled; its
+// default is a point of the space.
+TEST(TuneSpace, EveryQuantizedDenseAnnotationComputesTheSameBytes) {
+  const std::string key = "dense:m=3,k=72,n=21:u8";
+  EXPECT_DOUBLE_EQ(taskFlops(key), 2.0 * 3 * 72 * 21);
+  EXPECT_THROW(taskGraph("dense:m=1,k=50,n=8:u8"), Error);  // K not a multiple of 4: no sketch
+  ConfigSpace space = ConfigSpace::forKey(key, avx2());
+  EXPECT_GE(space.size(), 24);  // rows 1 or 3 × 1..12 rows of w × serial or parallel, as fit
+  Graph g = taskGraph(key);
+  runtime::Tensor x = runtime::Tensor::zeros(DType::UInt8, {3, 72});
+  std::mt19937 rng(3);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.data<uint8_t>()[i] = static_cast<uint8_t>(rng() % 8);  // what a worker feeds
+  const lower::LoweredModule plain = lower::lowerGraph(g, avx2());
+  const tir::PrimFunc& kernel = taskKernel(plain, key);
+  EXPECT_TRUE(space.indexOf(lower::parseKnobs(kernel.attrs.at("schedule"))).has_value());
+  EXPECT_NE(kernel.attrs.at("trace").find("dot4("), std::string::npos) << kernel.attrs.at("trace");
+  const std::vector<runtime::Tensor> expected = evalGraph(g, {x}, Engine::Interpreter, avx2());
+  for (int64_t i = 0; i < space.size(); ++i) {
+    auto configs = std::make_shared<lower::ScheduleConfigs>();
+    configs->byKey[key] = space.config(i);
+    lower::LowerOptions options = avx2();
+    options.schedules = configs;
+    for (Engine engine : {Engine::Interpreter, Engine::Jit}) {
+      std::vector<runtime::Tensor> got = evalGraph(g, {x}, engine, options);
+      ASSERT_EQ(got[0].numel(), expected[0].numel());
+      for (int64_t e = 0; e < got[0].numel(); ++e)
+        ASSERT_EQ(got[0].data<uint8_t>()[e], expected[0].data<uint8_t>()[e])
+            << lower::knobsText(space.config(i));
+    }
+  }
+  // The outputs are not all one value (the comparison would prove nothing).
+  std::set<uint8_t> values(expected[0].data<uint8_t>(), expected[0].data<uint8_t>() + expected[0].numel());
+  EXPECT_GT(values.size(), 8u);
+}
+
 TEST(TuneSpace, EveryRowNestAnnotationBuildsAndMatches) {
   const std::string mean = "reduce:fused[mean{axes=[1],keepdims=1}($0:f32[3,37])->f32[3,1]]";
   const std::string softmax = "reduce:fused[softmax{axis=-1}($0:f32[6,45])->f32[6,45]]";
