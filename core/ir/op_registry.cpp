@@ -466,7 +466,9 @@ Types inferQnnAdd(const Types& in, const Attrs&) {
 }
 
 // x [N, Cp/ib, H, W, ib] u8 · w [O/ob, Cp/4, KH, KW, ob, 4] i8 (depthwise: [O/ob, 1, KH, KW, ob, 1]),
-// multiplier [O], offset [O] f32 → [N, O/ob, OH, OW, ob] u8 with ob the block of out_layout.
+// multiplier [O], offset [O] f32, the zero point's shares [R, O] i32 (a row per region of outputs
+// whose windows reach the same taps; the lowering checks R) → [N, O/ob, OH, OW, ob] u8 with ob the
+// block of out_layout.
 Types inferQnnConv2dNchwc(const Types& in, const Attrs& attrs) {
   requireDType(in[0], DType::UInt8, "qnn.conv2d_nchwc input");
   requireDType(in[1], DType::Int8, "qnn.conv2d_nchwc weight");
@@ -484,8 +486,9 @@ Types inferQnnConv2dNchwc(const Types& in, const Attrs& attrs) {
   if (groups != 1 && (w[1] != 1 || w[5] != 1 || x[4] != outBlock || x[1] * x[4] != oc))
     fail("qnn.conv2d_nchwc supports groups=1 or depthwise, got weight " + in[1].str() + " for " + in[0].str());
   requirePerChannel({in[0], in[1], in[2], in[3]}, 2, oc, "qnn.conv2d_nchwc");
-  if (in[4].dtype != DType::Int32 || in[4].rank() != 1 || in[4].shape[0] != oc)
-    fail("qnn.conv2d_nchwc zero-point sum " + in[4].str() + " must be i32[" + std::to_string(oc) + "]");
+  if (in[4].dtype != DType::Int32 || in[4].rank() != 2 || in[4].shape[1] != oc)
+    fail("qnn.conv2d_nchwc zero-point shares " + in[4].str() + " must be i32[regions," + std::to_string(oc) +
+         "]");
   int64_t oh = windowOutputSize(x[2], w[2], stride[0], pad[0], dil[0], false);
   int64_t ow = windowOutputSize(x[3], w[3], stride[1], pad[1], dil[1], false);
   if (oh <= 0 || ow <= 0) fail("kernel larger than padded input " + in[0].str());
@@ -625,8 +628,10 @@ const Registry& registry() {
     r->add("qnn.dequantize", "u8 → f32: (x − zero_point) · scale", 1, 1, P::Opaque, inferQnnDequantize);
     r->add("qnn.conv2d", "u8 × i8 convolution, i32 accumulation, per-channel requantization to u8", 4, 4, P::Opaque,
            inferQnnConv2d);
-    r->add("qnn.conv2d_nchwc", "qnn.conv2d in the packed NCHW[x]c layout with a pre-packed weight", 5, 5, P::Opaque,
-           inferQnnConv2dNchwc);
+    r->add("qnn.conv2d_nchwc",
+           "qnn.conv2d in the packed NCHW[x]c layout with a pre-packed weight (a fifth input: the input zero "
+           "point's share zx·Σw over the taps inside the image, i32 [regions, O])",
+           5, 5, P::Opaque, inferQnnConv2dNchwc);
     r->add("qnn.dense",
            "u8 × i8 dense layer, i32 accumulation, per-channel requantization to u8 (a fifth input: the "
            "input zero point's share zx·Σw per output, i32, which the sums then take off)",

@@ -51,6 +51,60 @@ std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws,
   return s;
 }
 
+std::optional<ConvSketchShape> quantizedConvSketchShape(const Shape& xs, const Shape& ws, const Shape& ys,
+                                                        const std::vector<int64_t>& stride,
+                                                        const std::vector<int64_t>& padding,
+                                                        const std::vector<int64_t>& dilation, int64_t groups,
+                                                        int64_t vectors) {
+  if (xs.size() != 5 || ws.size() != 6 || ys.size() != 5 || vectors < 1 || ws[0] % vectors != 0)
+    return std::nullopt;
+  if (groups != 1 && vectors != 1) return std::nullopt;
+  // The f32 packing of the same weight, which convSketchShape checks against the other buffers:
+  // depthwise [C/L, 1, KH, KW, 1, L] (the same order); groups 1 [O/L, C/ib, KH, KW, ib, L] (the
+  // same count, the words of four channels ordered otherwise).
+  Shape asF32;
+  if (groups != 1) {
+    if (ws[1] != 1 || ws[5] != 1) return std::nullopt;
+    asF32 = {ws[0], 1, ws[2], ws[3], 1, ws[4]};
+  } else {
+    if (ws[5] != 4 || xs[4] % 4 != 0 || ws[1] * 4 != xs[1] * xs[4]) return std::nullopt;
+    asF32 = {ws[0], xs[1], ws[2], ws[3], xs[4], ws[4]};
+  }
+  std::optional<ConvSketchShape> s = convSketchShape(xs, asF32, ys, stride, padding, dilation, groups, true);
+  if (!s || s->vectors != 1) return std::nullopt;
+  s->bytes = true;
+  s->groups /= vectors, s->vectors = vectors;
+  return s;
+}
+
+int64_t quantizedConvDefaultVectors(const ConvSketchShape& s) {
+  return !s.depthwise && (s.groups * s.vectors) % 2 == 0 ? 2 : 1;
+}
+
+std::vector<int32_t> quantizedConvShares(const int8_t* w, const Shape& ws, int64_t zx,
+                                         const std::vector<int64_t>& in, const std::vector<int64_t>& stride,
+                                         const std::vector<int64_t>& padding,
+                                         const std::vector<int64_t>& dilation) {
+  const int64_t outs = ws[0], channels = ws[1], kh = ws[2], kw = ws[3];
+  auto runs = [&](size_t d, int64_t k) {
+    const int64_t outputs = (in[d] + 2 * padding[d] - dilation[d] * (k - 1) - 1) / stride[d] + 1;
+    return tapRuns(outputs, in[d], k, stride[d], padding[d], dilation[d]);
+  };
+  const std::vector<TapRun> rows = runs(0, kh), cols = runs(1, kw);
+  std::vector<int32_t> shares;
+  shares.reserve(rows.size() * cols.size() * static_cast<size_t>(outs));
+  for (const TapRun& r : rows)
+    for (const TapRun& q : cols)
+      for (int64_t o = 0; o < outs; ++o) {
+        int64_t sum = 0;
+        for (int64_t c = 0; c < channels; ++c)
+          for (int64_t th = r.lo; th < r.hi; ++th)
+            for (int64_t tw = q.lo; tw < q.hi; ++tw) sum += w[((o * channels + c) * kh + th) * kw + tw];
+        shares.push_back(static_cast<int32_t>(zx * sum));
+      }
+  return shares;
+}
+
 std::optional<ConvSketchShape> poolSketchShape(const Shape& xs, const Shape& ys, bool max,
                                                const std::vector<int64_t>& kernel,
                                                const std::vector<int64_t>& stride,
@@ -119,6 +173,21 @@ int64_t tileBudget(int registers) {
   return accumulatorBudget(options);
 }
 
+/// Where the reduction of output channel `channel` in region `region` starts: the bias (int8:
+/// minus the zero point's share of the region), else zero.
+Expr reductionStart(const ConvSketchShape& s, const Buffer& b, const Buffer& y, const Expr& channel,
+                    int64_t region) {
+  if (!b) return literal(y->elemType, 0);
+  if (!s.bytes) return Load::make(b, channel);
+  return literal(Type::i32(), 0) - Load::make(b, channel + region * (s.groups * s.vectors * s.lanes));
+}
+
+/// x·w, of int8 elements widened to i32.
+Expr product(const ConvSketchShape& s, Expr x, Expr w) {
+  if (s.bytes) x = cast(Type::i32(), x), w = cast(Type::i32(), w);
+  return x * w;
+}
+
 /// A loop of the region of run A of rows and run B of columns: "p" → "p_1_2" (an axis of one run
 /// adds no index).
 struct RunNames {
@@ -137,6 +206,7 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
   for (size_t a = 0; a < rowRuns.size(); ++a)
     for (size_t bi = 0; bi < columnRuns.size(); ++bi) {
       const TapRun &rows = rowRuns[a], &cols = columnRuns[bi];
+      const int64_t region = static_cast<int64_t>(a * columnRuns.size() + bi);
       auto var = [&](const char* base) { return Var::make(names.region(base, a, bi)); };
       Expr r = var("r"), p = var("p"), l = var("l"), kh = var("kh"), kw = var("kw");
       Expr row = r + rows.first, col = p + cols.first, th = kh + rows.lo, tw = kw + cols.lo;
@@ -148,27 +218,25 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
       const bool max = s.pool == ConvSketchShape::Pool::Max;
       if (s.depthwise && bare) {
         Expr yOff = ((n * s.groups + g) * (s.rows * s.pixels) + yRow) * s.lanes + l;
-        Expr start = b     ? Load::make(b, g * s.lanes + l)
-                     : max ? lowestValue(y->elemType)
-                           : literal(y->elemType, 0);
+        Expr start = max ? lowestValue(y->elemType) : reductionStart(s, b, y, g * s.lanes + l, region);
         nest = serialFor(l, 0, s.lanes, Store::make(y, yOff, start));
       } else if (bare) {
         Expr v = var("v"), block = g * s.vectors + v;
         Expr yOff = ((n * (s.groups * s.vectors) + block) * (s.rows * s.pixels) + yRow) * s.lanes + l;
-        Expr start = b ? Load::make(b, block * s.lanes + l) : literal(y->elemType, 0);
+        Expr start = reductionStart(s, b, y, block * s.lanes + l, region);
         nest = serialFor(v, 0, s.vectors, serialFor(l, 0, s.lanes, Store::make(y, yOff, start)));
       } else if (s.depthwise) {
         // One channel block g: y[n, g, row, col, l] over the taps of lane l only.
         Expr yOff = ((n * s.groups + g) * (s.rows * s.pixels) + yRow) * s.lanes + l;
         Expr xOff = (((n * s.groups + g) * s.inHeight + inRow) * s.inWidth + inCol) * s.lanes + l;
         Expr wOff = ((g * s.kh + th) * s.kw + tw) * s.lanes + l;
-        Expr start = b ? Load::make(b, g * s.lanes + l) : literal(y->elemType, 0);
+        Expr start = reductionStart(s, b, y, g * s.lanes + l, region);
         Expr first = EQ::make(kh, i64(0)) && EQ::make(kw, i64(0));
         Stmt update;
         if (s.pool == ConvSketchShape::Pool::None)
-          update = Store::make(
-              y, yOff,
-              Select::make(first, start, Load::make(y, yOff)) + Load::make(x, xOff) * Load::make(w, wOff));
+          update = Store::make(y, yOff,
+                               Select::make(first, start, Load::make(y, yOff)) +
+                                   product(s, Load::make(x, xOff), Load::make(w, wOff)));
         else if (max)
           update = Store::make(y, yOff,
                                Max::make(Select::make(first, lowestValue(y->elemType), Load::make(y, yOff)),
@@ -179,17 +247,30 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
         nest = serialFor(kw, 0, cols.hi - cols.lo, update);
         nest = serialFor(l, 0, s.lanes, serialFor(kh, 0, rows.hi - rows.lo, nest));
       } else {
-        Expr v = var("v"), c = var("c"), i = var("i");
+        // Int8: i counts the block's words of four channels, j a word's bytes (see "Int8").
+        Expr v = var("v"), c = var("c"), i = var("i"), j = var("j");
         Expr block = g * s.vectors + v;
         Expr yOff = ((n * (s.groups * s.vectors) + block) * (s.rows * s.pixels) + yRow) * s.lanes + l;
-        Expr xOff = (((n * s.cb + c) * s.inHeight + inRow) * s.inWidth + inCol) * s.ib + i;
-        Expr wOff = ((g * (s.cb * s.kh * s.kw) + (c * s.kh + th) * s.kw + tw) * s.ib + i) * (s.vectors * s.lanes) +
-                    v * s.lanes + l;
-        Expr start = b ? Load::make(b, block * s.lanes + l) : literal(y->elemType, 0);
+        Expr xOff =
+            (((n * s.cb + c) * s.inHeight + inRow) * s.inWidth + inCol) * s.ib + (s.bytes ? i * 4 + j : i);
+        Expr wOff =
+            s.bytes
+                ? (((((block * (s.cb * s.ib / 4) + c * (s.ib / 4) + i) * s.kh + th) * s.kw + tw) * s.lanes +
+                    l) *
+                       4 +
+                   j)
+                : ((g * (s.cb * s.kh * s.kw) + (c * s.kh + th) * s.kw + tw) * s.ib + i) *
+                          (s.vectors * s.lanes) +
+                      v * s.lanes + l;
+        Expr start = reductionStart(s, b, y, block * s.lanes + l, region);
         Expr first = EQ::make(c, i64(0)) && EQ::make(kh, i64(0)) && EQ::make(kw, i64(0)) && EQ::make(i, i64(0));
-        Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) +
-                                               Load::make(x, xOff) * Load::make(w, wOff));
-        nest = serialFor(kw, 0, cols.hi - cols.lo, serialFor(i, 0, s.ib, update));
+        if (s.bytes) first = first && EQ::make(j, i64(0));
+        Stmt update = Store::make(y, yOff,
+                                  Select::make(first, start, Load::make(y, yOff)) +
+                                      product(s, Load::make(x, xOff), Load::make(w, wOff)));
+        Stmt words =
+            s.bytes ? serialFor(i, 0, s.ib / 4, serialFor(j, 0, 4, update)) : serialFor(i, 0, s.ib, update);
+        nest = serialFor(kw, 0, cols.hi - cols.lo, words);
         nest = serialFor(kh, 0, rows.hi - rows.lo, nest);
         nest = serialFor(v, 0, s.vectors, serialFor(l, 0, s.lanes, serialFor(c, 0, s.cb, nest)));
       }
@@ -203,9 +284,8 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
 Stmt convSketchPlainNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, const Buffer& b,
                          const Buffer& y) {
   if (s.regioned()) return regionedNest(s, x, w, b, y);
-  Type elem = y->elemType;
   Expr n = Var::make("n"), g = Var::make("g"), v = Var::make("v"), r = Var::make("r"), p = Var::make("p");
-  Expr l = Var::make("l"), c = Var::make("c"), i = Var::make("i");
+  Expr l = Var::make("l"), c = Var::make("c"), i = Var::make("i"), j = Var::make("j");
   const bool rowed = s.rowed();
   Expr block = g * s.vectors + v;
   // The output pixel and the input pixel it reads: flat (stride 1: one row of H·W), or row r,
@@ -217,19 +297,33 @@ Stmt convSketchPlainNest(const ConvSketchShape& s, const Buffer& x, const Buffer
   // a block of pixels are contiguous.
   Expr yOff = s.ownWeights ? ((out * s.n + n) * (s.groups * s.vectors) + block) * s.lanes + l
                            : ((n * (s.groups * s.vectors) + block) * outPixels + out) * s.lanes + l;
-  Expr xOff = ((n * s.cb + c) * inPixels + in) * s.ib + i;
+  // Int8: i counts the block's words of four channels, j a word's bytes (see "Int8").
+  Expr xOff = ((n * s.cb + c) * inPixels + in) * s.ib + (s.bytes ? i * 4 + j : i);
   Expr wGroup = s.ownWeights ? g * s.n + n : g;
-  Expr wOff = ((wGroup * s.cb + c) * s.ib + i) * (s.vectors * s.lanes) + v * s.lanes + l;
-  Expr start = b ? Load::make(b, block * s.lanes + l) : literal(elem, 0);
+  Expr wOff = s.bytes ? ((((block * s.cb + c) * (s.ib / 4) + i) * s.lanes + l) * 4 + j)
+                      : ((wGroup * s.cb + c) * s.ib + i) * (s.vectors * s.lanes) + v * s.lanes + l;
+  Expr start = reductionStart(s, b, y, block * s.lanes + l, 0);
   Expr first = EQ::make(c, i64(0)) && EQ::make(i, i64(0));
-  Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) + Load::make(x, xOff) * Load::make(w, wOff));
-  Stmt nest = serialFor(c, 0, s.cb, serialFor(i, 0, s.ib, update));
+  if (s.bytes) first = first && EQ::make(j, i64(0));
+  Stmt update = Store::make(
+      y, yOff,
+      Select::make(first, start, Load::make(y, yOff)) + product(s, Load::make(x, xOff), Load::make(w, wOff)));
+  Stmt words =
+      s.bytes ? serialFor(i, 0, s.ib / 4, serialFor(j, 0, 4, update)) : serialFor(i, 0, s.ib, update);
+  Stmt nest = serialFor(c, 0, s.cb, words);
   nest = serialFor(p, 0, s.pixels, serialFor(l, 0, s.lanes, nest));
   if (rowed) nest = serialFor(r, 0, s.rows, nest);
   return serialFor(n, 0, s.n, serialFor(g, 0, s.groups, serialFor(v, 0, s.vectors, nest)));
 }
 
 PrimFunc convSketchPlainFunc(const ConvSketchShape& s) {
+  if (s.bytes) {
+    Buffer x = makeBuffer("x", Type::u8(), {s.inputElements()}),
+           w = makeBuffer("w", Type::i8(), {s.weightElements()});
+    Buffer b = makeBuffer("b", Type::i32(), {s.regions() * s.groups * s.vectors * s.lanes});
+    Buffer y = makeBuffer("y", Type::i32(), {s.n, s.groups * s.vectors, s.rows * s.pixels, s.lanes});
+    return plainFunc("qnn.conv2d_nchwc", x, w, b, y, convSketchPlainNest(s, x, w, b, y));
+  }
   Type elem = Type::f32();
   Buffer x = makeBuffer("x", elem, {s.inputElements()});
   Buffer b = s.bias ? makeBuffer("b", elem, {s.groups * s.vectors * s.lanes}) : nullptr;
@@ -269,7 +363,10 @@ Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers) {
   // tiles outermost when the input is the larger operand, so each thread writes the rows it read.
   // A regioned nest runs the weight groups in parallel: its alternative, each region's outer loop
   // in parallel, is one launch per region (measured slower on ResNet-50's stem and 3×3 stride 2).
-  const bool groupsOuter = s.regioned() || convChannelsOuter(s.weightElements(), s.inputElements());
+  // An int8 nest too (quantized_mobilenet_v2's 16 → 96 pointwise at 112×112: po = 1 112 µs, po = 0
+  // 162 µs, each thread then writing one output plane rather than every block's).
+  const bool groupsOuter =
+      s.bytes || s.regioned() || convChannelsOuter(s.weightElements(), s.inputElements());
   Knobs k{{"mi", mi}, {"po", groupsOuter ? 1 : 0}, {"oc_vecs", s.vectors}};
   if (s.pool != ConvSketchShape::Pool::None) k.erase("oc_vecs");  // a pool has no weight packing
   return k;
@@ -310,6 +407,7 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
   const std::vector<TapRun> rowRuns = s.rowRuns(), columnRuns = s.columnRuns();
   const RunNames names{rowRuns.size() > 1, columnRuns.size() > 1};
   const bool vectors = s.lanes > 1;
+  const bool words = s.bytes && !s.depthwise;  // int8 words: dot4 steps (see "Int8")
   const bool parallel =
       wantParallel(s.n * s.rows * s.pixels * s.groups * s.vectors * s.lanes, s.cb * s.ib * s.kh * s.kw);
   const bool byGroups = parallel && po == 1 && s.groups >= 2;
@@ -348,6 +446,7 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
       if (s.vectors > 1) sched.unroll(loop("v"));
       if (!vectors) sched.unroll(loop("l"));
       sched.cacheWrite(loop(reduction.front()));
+      if (words) sched.dot4(loop("j"));
       if ((alongRows ? extent / tile : rows) >= 2) outerLoops.push_back(alongRows ? to : loop("r"));
       for (const char* suffix : {"", "_r", "_w"}) vectorLoops.push_back(loop("l", suffix));
       if (rest == 0) continue;
@@ -358,6 +457,7 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
       if (s.vectors > 1) sched.unroll(loop("v", "_t"));
       if (!vectors) sched.unroll(loop("l", "_t"));
       sched.cacheWrite(loop(reduction.front(), "_t"));
+      if (words) sched.dot4(loop("j", "_t"));
       for (const char* suffix : {"_t", "_t_r", "_t_w"}) vectorLoops.push_back(loop("l", suffix));
     }
   // Weight groups in parallel (po = 1: each worker keeps its groups' weights in cache), or each
@@ -391,6 +491,7 @@ void applyConvSketch(Schedule& sched, const ConvSketchShape& s, const Knobs& kno
   if (s.vectors > 1) sched.unroll("v");
   if (!vectors) sched.unroll("l");
   sched.cacheWrite("c");
+  if (s.bytes) sched.dot4("j");
   const bool parallel = wantParallel(s.n * s.rows * s.pixels * s.groups * s.vectors * s.lanes, s.cb * s.ib);
   const int64_t pixelTiles = s.pixels / mi;
   if (s.ownWeights) {
@@ -427,6 +528,7 @@ void applyConvSketch(Schedule& sched, const ConvSketchShape& s, const Knobs& kno
   if (s.vectors > 1) sched.unroll("v_t");
   if (!vectors) sched.unroll("l_t");
   sched.cacheWrite("c_t");
+  if (s.bytes) sched.dot4("j_t");
   if (parallel && po == 0 && !rowed && !s.ownWeights && s.groups >= 2) sched.parallel("g_t");
   if (vectors) {
     sched.vectorize("l_t");
@@ -439,6 +541,18 @@ std::optional<ConvSketchShape> convSketchShapeOfKey(const std::string& key, int6
   TuneKeyParts parts = parseTuneKey(key);
   if (parts.kind != "conv2d_nchwc") throw Error("tuning key '" + key + "' is not a conv2d_nchwc key", ErrorKind::InvalidInput);
   const ConvGeometry g = convGeometryOfKey(parts.params);
+  if (parts.dtype == "u8") {
+    // qnn.conv2d_nchwc: the blocks are the key's; a weight group is ocVecs output blocks.
+    const int64_t ib = knob(parts.params, "ib", 0), ob = knob(parts.params, "ob", 0);
+    const bool depthwise = g.groups != 1;
+    if (ib < 1 || ob < 1 || g.c % ib != 0 || g.o % ob != 0 || g.c % 4 != 0) return std::nullopt;
+    if (depthwise && (g.groups != g.c || g.o != g.c || ib != ob)) return std::nullopt;
+    const Shape ws =
+        depthwise ? Shape{g.c / ob, 1, g.kh, g.kw, ob, 1} : Shape{g.o / ob, g.c / 4, g.kh, g.kw, ob, 4};
+    return quantizedConvSketchShape({g.n, g.c / ib, g.h, g.w, ib}, ws,
+                                    {g.n, g.o / ob, g.outHeight(), g.outWidth(), ob}, {g.sh, g.sw},
+                                    {g.ph, g.pw}, {g.dh, g.dw}, g.groups, ocVecs);
+  }
   LowerOptions options;
   options.vectorLanes = lanes;
   const bool depthwise = g.groups != 1;

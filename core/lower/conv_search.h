@@ -42,7 +42,7 @@
 //   y[n, g, r0 + r, q0 + p, l] = select(kh = kw = 0, b[g·L + l] or 0, y[…])
 //                                + x[n, g, …, l] · w[g, kh0 + kh, kw0 + kw, l]
 //
-// ## The sketch (annotation mi, po; oc_vecs fixed by the packing)
+// ## The sketch (annotation mi, po; oc_vecs fixed by the packing, an int8 nest's chosen)
 //
 //   reorder(g, p, v)                   pixels outside the block's vectors (po = 0: p, g, v;
 //                                      strided 1×1: g, r, p, v or r, p, g, v)
@@ -51,6 +51,7 @@
 //                                      (po = 0: p_o, g, c, …) the tile innermost
 //   unroll(p_i) unroll(v)              the mi × V register tile of L-lane vectors
 //   cache_write(c)                     accumulated in a local buffer (registers) over the reduction
+//   dot4(j)                            int8 only: four bytes' products per step (see "Int8")
 //   parallel(fuse(g, p_o) | …)         the outer data-parallel loop (strided 1×1: fuse(g, r) or r)
 //   vectorize(l) (and l_r, l_w)        contiguous along l in y and w, a broadcast of x[…]
 //
@@ -63,6 +64,27 @@
 // po = 1 keeps a weight block's output channels outermost (its weights stay in cache while the
 // pixels stream by); po = 0 walks pixel tiles outermost. An annotation may add par_chunks, the
 // parallel loop's launch granularity (chunks per thread, schedule.h parallelChunkChoices).
+//
+// ## Int8 (qnn.conv2d_nchwc, `bytes`)
+//
+// The same nests over u8 activations and i8 weights, summed exactly in i32: x [N, C/ib, H, W, ib]
+// with ib a multiple of 4, so four input channels of a pixel are one 32-bit word, and the weight
+// packed with those words innermost, w [O/L, C/4, KH, KW, L, 4]. The channel loop i counts words
+// and a loop j < 4 inside it takes the word's bytes:
+//
+//   y[…] = select(c = kh = kw = i = j = 0, −b[region, o], y[…])
+//          + i32(x[n, c, row, col, 4·i + j]) · i32(w[g·V + v, c·ib/4 + i, kh, kw, l, j])
+//
+// The packing has one output block per weight block, so V (oc_vecs) is the schedule's choice
+// here: a weight group g is any V consecutive blocks.
+//
+// so the sketch's dot4(j), after cache_write, makes each step one dot4_u8i8 (vpdpbusd's lane) and
+// vectorize(l) one vpdpbusd of L lanes with x's word broadcast. The sums start from minus the
+// input zero point's share in the window's taps inside the image, zx·Σw over them: a product
+// (x − zx)·w summed as x·w − zx·w over the taps a region reads (the padding reads x = zx and adds
+// nothing). b holds that share per region (rows of regions in the order of the nest, then the
+// output channels), computed by qnn-alter-layout (quantizedConvShares); the caller requantizes the
+// sums where the kernel stores them. A depthwise int8 nest has no words: i32(x) · i32(w) per lane.
 #pragma once
 
 #include <cstdint>
@@ -112,6 +134,9 @@ struct ConvSketchShape {
   /// before the first), sum adds them (an average's division is its lowering's epilogue).
   enum class Pool { None, Max, Sum };
   Pool pool = Pool::None;
+  /// u8 × i8 products summed in i32 (qnn.conv2d_nchwc; see "Int8" above): the bias is the
+  /// zero point's share of each region, [regions(), O], subtracted at the reduction's start.
+  bool bytes = false;
   bool windowed() const { return kh != 1 || kw != 1; }
   bool padded() const { return padH != 0 || padW != 0; }
   /// Nested by runs of rows and columns whose taps inside the image agree (see the file comment).
@@ -132,6 +157,10 @@ struct ConvSketchShape {
   std::vector<TapRun> columnRuns() const;
   /// Whether some outputs' windows lie wholly in the padding (a run without taps).
   bool beyondReach() const;
+  /// Regions of the nest: runs of rows × runs of columns.
+  int64_t regions() const {
+    return static_cast<int64_t>(rowRuns().size()) * static_cast<int64_t>(columnRuns().size());
+  }
   double flops() const {
     return 2.0 * static_cast<double>(n * rows * pixels) * static_cast<double>(cb * ib * kh * kw) *
            static_cast<double>(groups * vectors * lanes);
@@ -147,6 +176,31 @@ std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws,
                                                const std::vector<int64_t>& padding,
                                                const std::vector<int64_t>& dilation, int64_t groups,
                                                bool bias);
+
+/// The shape of a qnn.conv2d_nchwc kernel (`bytes`) whose weight groups are `vectors` output
+/// blocks (V; depthwise 1): `xs` u8 [N, C/ib, H, W, ib], `ws` i8 [O/L, C/4, KH, KW, L, 4]
+/// (depthwise [C/L, 1, KH, KW, L, 1]), `ys` [N, O/L, OH, OW, L]; nullopt when they disagree with
+/// each other or the attributes, or V does not divide the blocks.
+std::optional<ConvSketchShape> quantizedConvSketchShape(const Shape& xs, const Shape& ws, const Shape& ys,
+                                                        const std::vector<int64_t>& stride,
+                                                        const std::vector<int64_t>& padding,
+                                                        const std::vector<int64_t>& dilation, int64_t groups,
+                                                        int64_t vectors = 1);
+
+/// The weight group an untuned int8 convolution takes (`s` with V = 1): two output blocks when
+/// the blocks pair up (not depthwise), else one.
+int64_t quantizedConvDefaultVectors(const ConvSketchShape& s);
+
+/// The input zero point's share in each region of an int8 convolution's output, the bias of its
+/// nest: for each run of output rows and of columns (tapRuns over the height, then the width;
+/// one each for a convolution without window or padding) and each output channel o, zx · Σ w[o, c,
+/// kh, kw] over the input channels and the taps inside the image, as i32 [regions, O]. `w` is the
+/// unpacked weight [O, C/groups, KH, KW], `in` the input's (height, width), the other pairs the
+/// attributes.
+std::vector<int32_t> quantizedConvShares(const int8_t* w, const Shape& ws, int64_t zx,
+                                         const std::vector<int64_t>& in, const std::vector<int64_t>& stride,
+                                         const std::vector<int64_t>& padding,
+                                         const std::vector<int64_t>& dilation);
 
 /// The shape of a pooling window over packed x [N, C/L, H, W, L] → y [N, C/L, OH, OW, L] as a
 /// depthwise nest (`max`, else a sum): `kernel`, `stride`, `padding`, `dilation` (height, width)
@@ -195,7 +249,8 @@ tir::PrimFunc convSketchPlainFunc(const ConvSketchShape& s);
 bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int registers);
 /// The sketch's plain choice for this shape: the tallest tile of at most 16 pixels (a pool's 8)
 /// that fits the registers and divides P (a tail loop when only 1 would), weight groups outermost
-/// when the weights are at least as large as the input or the nest is regioned, else pixel tiles.
+/// when the weights are at least as large as the input, the nest is regioned or int8, else pixel
+/// tiles.
 Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers);
 /// Every annotation that fits, po and mi (1..16) ascending.
 std::vector<Knobs> convSketchAnnotations(const ConvSketchShape& s, int registers);
@@ -214,7 +269,9 @@ void applyConvSketch(tir::Schedule& sched, const ConvSketchShape& s, const Knobs
 /// The shape a conv2d_nchwc tuning key ("conv2d_nchwc:n=1,c=64,...,kh=3,kw=3,...:f32") gets on a
 /// target of `lanes`-wide vectors when its weights are packed for `ocVecs` output vectors per
 /// block (alter-layout's blocks); nullopt for a grouped convolution or a packing the channels do
-/// not allow. Throws kiln::Error for a key that is not a conv2d_nchwc key.
+/// not allow. An int8 key (":u8", qnn.conv2d_nchwc) names its blocks (ib, ob: the input's and the
+/// output's, qnn-alter-layout's); `ocVecs` groups its weight blocks (quantizedConvSketchShape). Throws
+/// kiln::Error for a key that is not a conv2d_nchwc key.
 std::optional<ConvSketchShape> convSketchShapeOfKey(const std::string& key, int64_t ocVecs, int lanes);
 /// The sketch's trace for a conv2d_nchwc key and annotation (recorded on its plain function);
 /// throws kiln::Error when the key has no sketch or the annotation does not fit.

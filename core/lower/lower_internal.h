@@ -305,6 +305,11 @@ tir::Stmt kernelBySketch(
 /// reads the output back (else `nest` unchanged, and the fused lowering applies the epilogue in a
 /// pass of its own). The output is [leading..., n] row-major; vector stores stay within a row.
 tir::Stmt epilogueAtStores(const OpContext& ctx, const tir::Stmt& nest, const Shape& leading, int64_t n);
+/// `nest` with every load and store index (a ramp's base) a sum of loop variables times constants
+/// plus a constant (the products of split loops distributed): an unrolled tile's offsets then fold
+/// into its addresses instead of LLVM hoisting a partial sum per tile element out of the loops
+/// around it (register spills in the int8 convolution).
+tir::Stmt distributedIndices(const tir::Stmt& nest);
 /// `nest` with every store to `from`, a buffer it never reads (checked), made a store to `to` of
 /// `valueAt(value, index)`, index the element's axes in [leading..., n] as epilogueAtStores
 /// gives them: a kernel scheduled on a plain nest of wider sums (a quantized dense's i32) that

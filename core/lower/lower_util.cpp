@@ -416,6 +416,31 @@ Stmt epilogueAtStores(const OpContext& ctx, const Stmt& nest, const Shape& leadi
   return apply.mutate(nest);
 }
 
+namespace {
+
+/// Rewrites load and store indices as affine sums (see distributedIndices).
+struct DistributeIndices : IRMutator {
+  using IRMutator::visit;
+  static Expr distributed(const Expr& index) {
+    if (const auto* ramp = index.as<Ramp>())
+      return Ramp::make(distributed(ramp->base), ramp->stride, ramp->lanes);
+    if (index.type().lanes != 1) return index;
+    std::optional<schedule_detail::Affine> form =
+        schedule_detail::affineForm(index, schedule_detail::varsIn(index), schedule_detail::NonAffine::Atom);
+    return form ? form->toExpr(index.type()) : index;
+  }
+  Expr visit(const Load* op, const Expr&) override {
+    return Load::make(op->buffer, distributed(mutate(op->index)));
+  }
+  Stmt visit(const Store* op, const Stmt&) override {
+    return Store::make(op->buffer, distributed(mutate(op->index)), mutate(op->value));
+  }
+};
+
+}  // namespace
+
+Stmt distributedIndices(const Stmt& nest) { return DistributeIndices().mutate(nest); }
+
 Stmt storesInto(const Stmt& nest, const Buffer& from, const Buffer& to, const Shape& leading, int64_t n,
                 const std::function<Expr(Expr value, const std::vector<Expr>& index)>& valueAt) {
   KILN_ASSERT(!readsBuffer(nest, from), "storesInto: the nest reads back the buffer " + from->name);

@@ -10,8 +10,9 @@
 // the dense sketch with dot4 steps where it can be (see lowerQnnDense), else plain too.
 // The packed qnn.conv2d_nchwc (qnn-alter-layout, O3) is the fast one: activations NCHW[x]c with
 // x % 4 == 0, so four consecutive input channels of a pixel are one 32-bit word, and weights
-// packed [O/ob, C/4, KH, KW, ob, 4]. Its inner step is `dot4_u8i8` (core/tir/expr.h): for every
-// output channel of a vector, acc += Σ_k x[4 channels] · w[4 channels] — one AVX-512 VNNI
+// packed [O/ob, C/4, KH, KW, ob, 4]; it is the convolution sketch of conv_search.h on its int8
+// nest. Both keyed kernels step with `dot4_u8i8` (core/tir/expr.h, the dot4 schedule primitive):
+// for every output channel of a vector, acc += Σ x[4 channels] · w[4 channels], one AVX-512 VNNI
 // vpdpbusd per 16 channels and 4 input channels (vpmaddubsw-free, so no i16 saturation); code
 // generation expands it exactly (widening multiplies and adds) on targets without VNNI.
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/lower/conv_search.h"
 #include "core/lower/gemm_search.h"
 #include "core/lower/lower_internal.h"
 #include "core/lower/schedule.h"
@@ -203,137 +205,51 @@ Stmt lowerQnnDense(const OpContext& ctx) {
 
 // ---- packed convolution (qnn.conv2d_nchwc, from qnn-alter-layout) -----------------------------
 //
-// Output rows (n, ocb, oh) are the parallel loop; each row is cut into register tiles of `width`
-// columns × `ocVecs` output-channel vectors (planColumns: interior tiles loop, border tiles sit at
-// constant columns). For every tap the tile reads one weight vector per channel vector and one
-// 4-byte group of input channels per column (broadcast), and accumulates with dot4_u8i8. Taps in
-// the padding read the input zero point instead; its share zx·Σw[o] (input 4, i32) is subtracted
-// before requantization, exactly: border columns know it when the IR is built, rows test it per
-// kh.
-
-struct PackedConv {
-  int64_t n = 0, icb = 0, h = 0, w = 0, ib = 0;   // input [N, ICB, H, W, ib]
-  int64_t ocb = 0, oh = 0, ow = 0, ob = 0;        // output [N, OCB, OH, OW, ob]
-  int64_t kh = 0, kw = 0;
-  bool depthwise = false;
-  WindowAxis rows, cols;
-};
-
+// The int8 nest of conv_search.h ("Int8") scheduled by its sketch, under a u8 conv2d_nchwc key:
+// exact i32 sums of x·w from minus the zero point's share of each region (input 4, i32 [regions,
+// O], computed by qnn-alter-layout), requantized where the scheduled kernel stores them.
 Stmt lowerQnnConv2dNchwc(const OpContext& ctx) {
   const Shape &xs = ctx.inTypes[0].shape, &ws = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
-  auto stride = ctx.attrs.getPair("stride", 1), pad = ctx.attrs.getPair("padding", 0),
-       dil = ctx.attrs.getPair("dilation", 1);
-  PackedConv g;
-  g.n = xs[0], g.icb = xs[1], g.h = xs[2], g.w = xs[3], g.ib = xs[4];
-  g.ocb = ys[1], g.oh = ys[2], g.ow = ys[3], g.ob = ys[4];
-  g.kh = ws[2], g.kw = ws[3];
-  g.depthwise = ctx.attrs.getInt("groups", 1) != 1;
-  g.rows = WindowAxis{g.h, g.oh, g.kh, stride[0], pad[0], dil[0]};
-  g.cols = WindowAxis{g.w, g.ow, g.kw, stride[1], pad[1], dil[1]};
-  const Buffer &x = ctx.in[0], &wt = ctx.in[1], &mult = ctx.in[2], &offset = ctx.in[3], &comp = ctx.in[4];
-  const Buffer& y = ctx.out[0];
-  const int lanes = static_cast<int>(g.ob);
-  const int64_t zx = ctx.attrs.getInt("input_zero_point");
-
-  int ocVecs = !g.depthwise && g.ocb % 2 == 0 ? 2 : 1;
-  int budget = accumulatorBudget(ctx.options) * std::max(1, ctx.options.vectorLanes / lanes);
-  int64_t maxWidth = std::clamp<int64_t>(budget / ocVecs, 1, 14);
-  ctx.schedule = "oc_vecs=" + std::to_string(ocVecs) + ",ow_block=" + std::to_string(maxWidth);
-
-  int64_t work = g.depthwise ? g.kh * g.kw : g.icb * g.ib * g.kh * g.kw;
-  LoopNest nest({g.n, g.ocb / ocVecs, g.oh}, {"n", "ocv", "oh"},
-                wantParallel(ctx.outTypes[0].numel(), work), ParallelPolicy::FuseAll);
-  Expr n = nest[0], oc0 = nest[1] * ocVecs, oh = nest[2];
-  int tileCount = static_cast<int>(maxWidth) * ocVecs;
-  RegisterTile acc("acc", Type::i32(), tileCount, lanes);
-  Expr zxWord = Broadcast::make(IntImm::make(Type::u8(), zx), 4);
-  Expr zxVec = splat(IntImm::make(Type::i32(), zx), lanes);
-
-  // One tap (kh, kw) for a tile at columns ow0 + [0, width): `inside(t)` says whether column t's
-  // tap reads the input (nullopt: unknown, i.e. inside by construction).
-  auto tapStmts = [&](const Expr& ih, const Expr& kh, const Expr& kw, const Expr& ow0, int64_t width,
-                      const std::function<bool(int64_t)>& inside, bool rowInside) {
-    std::vector<Stmt> body;
-    if (g.depthwise) {
-      std::vector<Expr> wv;
-      Expr wBase = ((oc0 * g.kh + kh) * g.kw + kw) * g.ob;
-      Expr wvec = toI32(vload(wt, wBase, lanes));
-      for (int64_t t = 0; t < width; ++t) {
-        Expr iw = g.cols.inputIndex(ow0 + t, kw);
-        Expr xv = rowInside && inside(t) ? toI32(vload(x, (((n * g.icb + oc0) * g.h + ih) * g.w + iw) * g.ib, lanes))
-                                         : zxVec;
-        int i = static_cast<int>(t);
-        body.push_back(acc.set(i, acc.get(i) + xv * wvec));
-      }
-      return Seq::make(std::move(body));
-    }
-    // groups = 1: loop over input channel blocks and the 4-channel words inside them.
-    Expr cb = Var::make("cb"), c4 = Var::make("c4");
-    int64_t words = g.ib / 4, groups4 = g.icb * words;
-    std::vector<Expr> wvec;
-    for (int v = 0; v < ocVecs; ++v) {
-      Expr wBase = ((((oc0 + v) * groups4 + cb * words + c4) * g.kh + kh) * g.kw + kw) * (g.ob * 4);
-      wvec.push_back(vload(wt, wBase, lanes * 4));
-    }
-    for (int64_t t = 0; t < width; ++t) {
-      Expr xv = zxWord;
-      if (rowInside && inside(t)) {
-        Expr iw = g.cols.inputIndex(ow0 + t, kw);
-        xv = vload(x, (((n * g.icb + cb) * g.h + ih) * g.w + iw) * g.ib + c4 * 4, 4);
-      }
-      for (int v = 0; v < ocVecs; ++v) {
-        int i = static_cast<int>(t) * ocVecs + v;
-        body.push_back(acc.set(i, call("dot4_u8i8", {acc.get(i), xv, wvec[v]})));
-      }
-    }
-    return serialFor(cb, 0, g.icb, serialFor(c4, 0, words, Seq::make(std::move(body))));
+  auto shapeWith = [&](int64_t vectors) {
+    return quantizedConvSketchShape(xs, ws, ys, ctx.attrs.getPair("stride", 1),
+                                    ctx.attrs.getPair("padding", 0), ctx.attrs.getPair("dilation", 1),
+                                    ctx.attrs.getInt("groups", 1), vectors);
   };
-
-  bool rowsInside = g.rows.pad == 0 && (g.oh - 1) * g.rows.stride + (g.kh - 1) * g.rows.dilation < g.h;
-  auto tile = [&](const Expr& ow0, int64_t width, bool interior, int64_t constStart) {
-    std::vector<Stmt> body;
-    for (int i = 0; i < static_cast<int>(width) * ocVecs; ++i) body.push_back(acc.set(i, splat(IntImm::make(Type::i32(), 0), lanes)));
-    Expr kh = Var::make("kh");
-    Expr ih = g.rows.inputIndex(oh, kh);
-    auto columnTaps = [&](bool rowInside) {
-      if (interior) {
-        Expr kw = Var::make("kw");
-        return serialFor(kw, 0, g.kw, tapStmts(ih, kh, kw, ow0, width, [](int64_t) { return true; }, rowInside));
-      }
-      std::vector<Stmt> taps;
-      for (int64_t k = 0; k < g.kw; ++k) {
-        auto inside = [&](int64_t t) { return g.cols.tapInside(constStart + t, k); };
-        bool any = false;
-        for (int64_t t = 0; t < width; ++t) any = any || inside(t);
-        taps.push_back(tapStmts(ih, kh, i64(k), ow0, width, inside, rowInside && any));
-      }
-      return Seq::make(std::move(taps));
-    };
-    Stmt perRow = rowsInside ? columnTaps(true)
-                             : IfThenElse::make(ih >= 0 && ih < g.h, columnTaps(true), columnTaps(false));
-    body.push_back(serialFor(kh, 0, g.kh, perRow));
-    int64_t zy = ctx.attrs.getInt("output_zero_point"), lo = lowerBound(ctx);
-    for (int64_t t = 0; t < width; ++t) {
-      for (int v = 0; v < ocVecs; ++v) {
-        Expr oc = (oc0 + v) * g.ob;
-        Expr sum = acc.get(static_cast<int>(t) * ocVecs + v) - vload(comp, oc, lanes);
-        Expr at = (((n * g.ocb + oc0 + v) * g.oh + oh) * g.ow + ow0 + t) * g.ob;
-        body.push_back(vstore(y, at, requantizeAcc(sum, vload(mult, oc, lanes), vload(offset, oc, lanes), zy, lo)));
-      }
-    }
-    return Seq::make(std::move(body));
-  };
-
-  std::vector<Stmt> runs;
-  for (const ColumnRun& run : planColumns(g.cols, maxWidth)) {
-    if (run.count > 1) {
-      Expr i = Var::make("tile");
-      runs.push_back(serialFor(i, 0, run.count, tile(run.start + i * run.width, run.width, run.interior, -1)));
-    } else {
-      runs.push_back(tile(i64(run.start), run.width, run.interior, run.start));
-    }
-  }
-  return nest.wrap(Seq::make(std::move(runs)), {acc.buffer()});
+  // The weight group (V output blocks): a record's, else the default for the shape.
+  std::optional<ConvSketchShape> shape = shapeWith(1);
+  if (!shape) ctx.unsupported("convolution whose packed buffers disagree with its attributes");
+  ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
+  const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey);
+  std::optional<ConvSketchShape> grouped = shapeWith(
+      tuned && tuned->count("oc_vecs") ? tuned->at("oc_vecs") : quantizedConvDefaultVectors(*shape));
+  const ConvSketchShape& s = grouped ? *grouped : *shape;
+  const int64_t channels = ys[1] * ys[4];
+  if (ctx.inTypes[4].numel() != s.regions() * channels)
+    throw Error("qnn.conv2d_nchwc: the zero-point shares " + ctx.inTypes[4].str() + " are not i32[" +
+                    std::to_string(s.regions()) + "," + std::to_string(channels) +
+                    "] (one row per region of the output)" + ctx.where,
+                ErrorKind::InvalidModel);
+  const Buffer &x = ctx.in[0], &wt = ctx.in[1], &mult = ctx.in[2], &offset = ctx.in[3], &shares = ctx.in[4];
+  const int registers = ctx.options.vectorRegisters;
+  const Shape leading{s.n, s.groups * s.vectors, s.rows * s.pixels};
+  Buffer sums = makeBuffer("sums", Type::i32(), {leading[0], leading[1], leading[2], s.lanes});
+  PrimFunc plain =
+      plainFunc("qnn.conv2d_nchwc", x, wt, shares, sums, convSketchPlainNest(s, x, wt, shares, sums));
+  Stmt nest = kernelBySketch(
+      ctx, std::move(plain), tuned, [&](const Knobs& k) { return convSketchAnnotationFits(s, k, registers); },
+      [&](Schedule& sched, const Knobs& k) { applyConvSketch(sched, s, k, registers); },
+      [](const Knobs&) { return std::optional<Knobs>(); }, convSketchDefaultKnobs(s, registers));
+  const int64_t zy = ctx.attrs.getInt("output_zero_point"), lo = lowerBound(ctx);
+  return storesInto(
+      distributedIndices(nest), sums, ctx.out[0], leading, s.lanes,
+      [&](Expr sum, const std::vector<Expr>& index) {
+        // Output channel block · L + lane (a vector store's lanes a ramp).
+        Expr block = index[1] * s.lanes;
+        const auto* lanes = index[3].as<Ramp>();
+        Expr channel =
+            lanes ? Ramp::make(block + lanes->base, lanes->stride, lanes->lanes) : block + index[3];
+        return requantizeAcc(std::move(sum), Load::make(mult, channel), Load::make(offset, channel), zy, lo);
+      });
 }
 
 }  // namespace

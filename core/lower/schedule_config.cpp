@@ -105,6 +105,9 @@ ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::
   if (op == "conv2d_nchwc") {
     g.c = x[1] * x[4];
     g.o = w[0] * w[5];
+  } else if (op == "qnn.conv2d_nchwc") {  // w [O/ob, C/4, KH, KW, ob, 4] (depthwise [.., ob, 1])
+    g.c = x[1] * x[4];
+    g.o = w[0] * w[4];
   } else if (op == "conv2d_winograd_nchwc") {  // w [O/ob, α, α, C, ob]: a 3×3 filter
     g.c = x[1] * x[4];
     g.o = w[0] * w[4];
@@ -119,6 +122,11 @@ ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::
   return g;
 }
 
+std::string quantizedConvTuneKey(const ConvGeometry& g, int64_t inBlock, int64_t outBlock) {
+  std::string key = packedConvTuneKey(g, DType::UInt8);
+  return key.insert(key.rfind(':'), ",ib=" + std::to_string(inBlock) + ",ob=" + std::to_string(outBlock));
+}
+
 std::string denseTuneKey(int64_t m, int64_t k, int64_t n, DType dtype) {
   return "dense:m=" + std::to_string(m) + ",k=" + std::to_string(k) + ",n=" + std::to_string(n) + ":" +
          std::string(dtypeName(dtype));
@@ -128,6 +136,8 @@ std::string tuneKeyOf(const std::string& op, const Attrs& attrs, const std::vect
                       const std::vector<TensorType>& out) {
   if (op == "conv2d_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 6)
     return packedConvTuneKey(convGeometry(op, attrs, in), in[0].dtype);
+  if (op == "qnn.conv2d_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 6)
+    return quantizedConvTuneKey(convGeometry(op, attrs, in), in[0].shape[4], in[1].shape[4]);
   if (op == "conv2d_winograd_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 5)
     return packedConvTuneKey(convGeometry(op, attrs, in), in[0].dtype);
   if ((op == "dense" || op == "qnn.dense") && in.size() >= 2 && in[0].rank() >= 1 && in[1].rank() == 2) {

@@ -97,9 +97,13 @@ struct TuneKeyParts {
 TuneKeyParts parseTuneKey(std::string_view key);
 
 std::string packedConvTuneKey(const ConvGeometry& g, DType dtype);
+/// A qnn.conv2d_nchwc key: packedConvTuneKey's parameters and its blocks, the input's (ib) and the
+/// output's (ob), "conv2d_nchwc:n=1,c=64,...,g=1,ib=16,ob=16:u8".
+std::string quantizedConvTuneKey(const ConvGeometry& g, int64_t inBlock, int64_t outBlock);
 /// The geometry a conv2d_nchwc key's parameters describe (the inverse of packedConvTuneKey).
 ConvGeometry convGeometryOfKey(const Knobs& params);
-/// The geometry of a conv2d (NCHW input, OIHW weight) or conv2d_nchwc node's types and attrs.
+/// The geometry of a conv2d (NCHW input, OIHW weight), conv2d_nchwc or qnn.conv2d_nchwc node's
+/// types and attrs.
 ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& in);
 std::string denseTuneKey(int64_t m, int64_t k, int64_t n, DType dtype);
 

@@ -7,11 +7,13 @@
 // input, 3 → 4) has no such transform: its plain version is the original quantize, copied.
 #include "core/passes/qnn_alter_layout.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
 
 #include "core/ir/op_registry.h"
+#include "core/lower/conv_search.h"
 #include "core/passes/rewrite.h"
 #include "runtime/error.h"
 
@@ -186,30 +188,33 @@ class QnnAlterLayout {
     }
     int64_t paddedChannels = (channels + inBlock - 1) / inBlock * inBlock;
 
-    // Weights: [O/ob, Cp/4, KH, KW, ob, 4] (depthwise [O/ob, 1, KH, KW, ob, 1]); Σw per channel.
+    // Weights: [O/ob, Cp/4, KH, KW, ob, 4] (depthwise [O/ob, 1, KH, KW, ob, 1]).
     const auto* w = weight.data<int8_t>();
     Shape packedShape = depthwise ? Shape{oc / outBlock, 1, kh, kw, outBlock, 1}
                                   : Shape{oc / outBlock, paddedChannels / 4, kh, kw, outBlock, 4};
     Tensor packed = Tensor::zeros(DType::Int8, packedShape);
     auto* dst = packed.data<int8_t>();
-    std::vector<int64_t> sums(oc, 0);
     int64_t inPerGroup = depthwise ? 1 : channels;
     for (int64_t o = 0; o < oc; ++o) {
       int64_t ob = o / outBlock, oi = o % outBlock;
       for (int64_t c = 0; c < inPerGroup; ++c) {
         for (int64_t t = 0; t < taps; ++t) {
           int8_t value = w[(o * inPerGroup + c) * taps + t];
-          sums[o] += value;
           int64_t at = depthwise ? ((ob * taps + t) * outBlock + oi)
                                  : ((((ob * (paddedChannels / 4) + c / 4) * taps + t) * outBlock + oi) * 4 + c % 4);
           dst[at] = value;
         }
       }
     }
-    // Σ x·w over the window reads the zero point in the padding too; zx·Σw[o] is subtracted in i32.
-    int64_t zx = node.attrs.getInt("input_zero_point");
-    Tensor comp = Tensor::zeros(DType::Int32, {oc});
-    for (int64_t o = 0; o < oc; ++o) comp.data<int32_t>()[o] = static_cast<int32_t>(zx * sums[o]);
+    // The kernel sums x·w over the taps inside the image; the input zero point's share there,
+    // zx·Σw, comes off in i32: one row per region of outputs whose windows reach the same taps.
+    const int64_t zx = node.attrs.getInt("input_zero_point");
+    std::vector<int32_t> shares =
+        lower::quantizedConvShares(w, ws, zx, {xs[2], xs[3]}, node.attrs.getPair("stride", 1),
+                                   node.attrs.getPair("padding", 0), node.attrs.getPair("dilation", 1));
+    const auto regions = static_cast<int64_t>(shares.size()) / oc;
+    Tensor comp = Tensor::zeros(DType::Int32, {regions, oc});
+    std::copy(shares.begin(), shares.end(), comp.data<int32_t>());
     std::string name = m_src.value(node.outputs[0]).name;
     ValueId wPacked = m_rw.addConstant(m_src.value(node.inputs[1]).name + "_packed", std::move(packed));
     ValueId multV = m_rw.map(node.inputs[2]);

@@ -3,8 +3,10 @@
 // the packed NCHW[x]c layout, with weights packed at compile time for the int8 kernel
 // (core/lower/ops_quant.cpp): [O/y, Cp/4, KH, KW, y, 4] so that four input channels of one output
 // channel are one 32-bit word (the operand order of vpdpbusd / vpmaddubsw), depthwise
-// [O/y, 1, KH, KW, y, 1]. The kernel sums x·w directly (padding reads the input zero point) and
-// subtracts the zero point's share zx·Σw[o], a new i32 constant input, before requantizing.
+// [O/y, 1, KH, KW, y, 1]. The kernel sums x·w over the taps inside the image and subtracts the
+// zero point's share there, zx·Σw[o] over those taps, before requantizing: a new i32 constant
+// input [regions, O], one row per region of outputs whose windows reach the same taps (the
+// interior, the border rows and columns; conv_search.h quantizedConvShares).
 //
 // A qnn.dense of constant weights and a non-zero input zero point gets the same share, zx·Σw[j],
 // as a fifth input: its kernel then sums x·w as they are, four products per dot4 step.

@@ -82,8 +82,7 @@ void Schedule::dot4(const std::string& loop) {
   if (!store || store->buffer->elemType != Type::i32() || store->value.type() != Type::i32())
     fail(kPrim, "the body of loop " + quoted(name) + shape);
   const Var* v = op->var.as<Var>();
-  if (varsIn(store->index).count(v))
-    fail(kPrim, "the element loop " + quoted(name) + " updates moves with it");
+  if (varsIn(store->index).count(v)) fail(kPrim, "loop " + quoted(name) + " moves the element it updates");
   const auto* add = store->value.as<Add>();
   if (!add) fail(kPrim, "the body of loop " + quoted(name) + shape);
   // Which operand is the product, which the running sum.
@@ -96,9 +95,11 @@ void Schedule::dot4(const std::string& loop) {
   if (!product) fail(kPrim, "the body of loop " + quoted(name) + shape);
   Expr accAt = substitute(acc, {{op->var, op->min}});
   const auto* accLoad = acc.as<Load>();
-  bool plainSum = accLoad && accLoad->buffer == store->buffer && !varsIn(acc).count(v) &&
-                  simplify(accLoad->index - store->index).as<IntImm>() &&
-                  simplify(accLoad->index - store->index).as<IntImm>()->value == 0;
+  bool plainSum = false;
+  if (accLoad && accLoad->buffer == store->buffer && !varsIn(acc).count(v)) {
+    const Expr apart = simplify(accLoad->index - store->index);
+    plainSum = apart.as<IntImm>() && apart.as<IntImm>()->value == 0;
+  }
   if (!plainSum) {
     // A start at the loop's first iteration: select(v == min && ..., init, y[f]).
     std::optional<InitReduction> init = initReduction(store);

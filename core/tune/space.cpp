@@ -28,6 +28,7 @@ struct ConvPlan {
   bool depthwise = false;
   bool pointwise = false;
   bool winograd = false;  // eligible for Winograd (the algo knob)
+  int64_t elementBytes = 4;
   int64_t rowWidth(bool flatten) const { return flatten ? g.outHeight() * g.outWidth() : g.outWidth(); }
 };
 
@@ -38,6 +39,10 @@ ConvPlan convPlan(const Knobs& p, const lower::LowerOptions& options) {
   plan.block = lower::channelBlock(g.o, options);
   plan.depthwise = g.groups > 1;
   plan.winograd = lower::winogradEligible(g);
+  if (p.count("ob")) {  // int8 (qnn.conv2d_nchwc): the key's block, one byte per element, direct only
+    plan.block = p.at("ob"), plan.elementBytes = 1;
+    plan.winograd = false;
+  }
   plan.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
   return plan;
 }
@@ -228,8 +233,9 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
       parallel = static_cast<double>((g.o / plan.block / v) * tiles);
       taps = static_cast<double>((algo + 2) * (algo + 2)) / static_cast<double>(algo * algo);
     }
-    double weightTileKb = cin * taps * static_cast<double>(plan.block * v) * 4 / 1024;
-    double inputRowKb = static_cast<double>(g.c * g.w * g.kh) * 4 / 1024;
+    const auto bytes = static_cast<double>(plan.elementBytes);
+    double weightTileKb = cin * taps * static_cast<double>(plan.block * v) * bytes / 1024;
+    double inputRowKb = static_cast<double>(g.c * g.w * g.kh) * bytes / 1024;
     f = {static_cast<float>(v),
          static_cast<float>(b),
          static_cast<float>(flatten),

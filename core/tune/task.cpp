@@ -86,6 +86,47 @@ Graph quantizedDenseGraph(const lower::TuneKeyParts& parts, const std::string& k
   return g;
 }
 
+/// A quantized convolution key's task: qnn.conv2d_nchwc itself on a u8 input packed in the key's
+/// block, random packed i8 weights in [-8, 8], multipliers as quantizedDenseGraph's, and random
+/// zero-point shares (one row per region; the kernel takes any off).
+Graph quantizedConvGraph(const lower::TuneKeyParts& parts, const std::string& key, uint64_t seed) {
+  std::optional<lower::ConvSketchShape> s = lower::convSketchShapeOfKey(key, 1, 16);
+  if (!s)
+    throw Error("tuning key '" + key + "': its blocks do not pack these channels", ErrorKind::InvalidInput);
+  const lower::ConvGeometry c = lower::convGeometryOfKey(parts.params);
+  const int64_t ib = knob(parts.params, "ib", 0), ob = knob(parts.params, "ob", 0);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_int_distribution<int> weight(-8, 8), share(-64, 64);
+  runtime::Tensor w = runtime::Tensor::zeros(
+      DType::Int8, s->depthwise ? runtime::Shape{c.c / ob, 1, c.kh, c.kw, ob, 1}
+                                : runtime::Shape{c.o / ob, c.c / 4, c.kh, c.kw, ob, 4});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(weight(rng));
+  runtime::Tensor shares = runtime::Tensor::zeros(DType::Int32, {s->regions(), c.o});
+  for (int64_t i = 0; i < shares.numel(); ++i) shares.data<int32_t>()[i] = share(rng);
+  runtime::Tensor multiplier = runtime::Tensor::zeros(DType::Float32, {c.o});
+  runtime::Tensor offset = runtime::Tensor::zeros(DType::Float32, {c.o});
+  const int64_t fanIn = (s->depthwise ? 1 : c.c) * c.kh * c.kw;
+  for (int64_t j = 0; j < c.o; ++j) multiplier.data<float>()[j] = 4.0f / std::sqrt(static_cast<float>(fanIn));
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::UInt8, {c.n, c.c / ib, c.h, c.w, ib}});
+  Attrs attrs;
+  attrs.set("stride", std::vector<int64_t>{c.sh, c.sw});
+  attrs.set("padding", std::vector<int64_t>{c.ph, c.pw});
+  attrs.set("dilation", std::vector<int64_t>{c.dh, c.dw});
+  attrs.set("groups", c.groups);
+  attrs.set("out_layout", "NCHW" + std::to_string(ob) + "c");
+  attrs.set("in_channels", c.c);
+  attrs.set("input_scale", 1.0);
+  attrs.set("input_zero_point", int64_t{0});
+  attrs.set("output_scale", 1.0);
+  attrs.set("output_zero_point", int64_t{128});
+  std::vector<ValueId> inputs{
+      x, g.addConstant("weight_packed", std::move(w)), g.addConstant("multiplier", std::move(multiplier)),
+      g.addConstant("offset", std::move(offset)), g.addConstant("zero_point_shares", std::move(shares))};
+  g.setOutputs({g.addNode("qnn.conv2d_nchwc", inputs, attrs, {}, "y")[0]});
+  return g;
+}
+
 }  // namespace
 
 double taskFlops(const std::string& key) {
@@ -116,6 +157,7 @@ double taskFlops(const std::string& key) {
 Graph taskGraph(const std::string& key, uint64_t seed) {
   lower::TuneKeyParts parts = lower::parseTuneKey(key);
   if (parts.kind == "dense" && parts.dtype == "u8") return quantizedDenseGraph(parts, key, seed);
+  if (parts.kind == "conv2d_nchwc" && parts.dtype == "u8") return quantizedConvGraph(parts, key, seed);
   requireF32(parts, key);
   if (parts.kind == "nest" || parts.kind == "reduce" || parts.kind == "pool")
     return lower::nestTaskGraph(key);

@@ -37,7 +37,9 @@ double taskFlops(const std::string& key);
 /// A graph that computes just the key's anchor op on plain-layout inputs, with deterministic
 /// pseudo-random weights (and a bias, as batch-norm folding leaves one on every convolution); a
 /// matmul's two operands are both graph inputs. An element or row nest's graph is its fused group
-/// (one node alone), every value it reads a graph input (core/lower/nest_search.h).
+/// (one node alone), every value it reads a graph input (core/lower/nest_search.h). An int8 key's
+/// graph is its quantized op on u8 inputs (qnn.dense; qnn.conv2d_nchwc already packed in the
+/// key's blocks), random i8 weights in [-8, 8].
 /// Its O3 build holds one kernel with this key (conv2d_nchwc after alter-layout), next to the
 /// layout transforms at its edges.
 Graph taskGraph(const std::string& key, uint64_t seed = 1);

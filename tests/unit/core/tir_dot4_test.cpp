@@ -203,7 +203,7 @@ TEST(TirDot4, RefusesLoopsItCannotTurnIntoTheCall) {
   Int8Gemm four{4, 1, 1};
   Schedule u(four.plain());
   u.reorder({"g", "l", "k4", "j", "i"});
-  EXPECT_EQ(errorOf([&] { u.dot4("i"); }), "dot4: the element loop 'i' updates moves with it");
+  EXPECT_EQ(errorOf([&] { u.dot4("i"); }), "dot4: loop 'i' moves the element it updates");
 
   // Words must be four consecutive bytes: weights stored with j the slowest axis are not.
   Buffer a = makeBuffer("a", Type::u8(), {8}), b = makeBuffer("b", Type::i8(), {32}),

@@ -104,11 +104,19 @@ void expectMatches(const Fixture& f) {
     options.verifyPasses = true;
     auto compiled = app::build(model.value(), options);
     ASSERT_TRUE(compiled.ok()) << compiled.error().message;
-    // -O3 runs convolutions as the packed int8 kernel (qnn-alter-layout), -O0 as the plain one.
+    // -O3 runs convolutions as the packed int8 kernel (qnn-alter-layout): the convolution sketch
+    // under a u8 key, with dot4 steps unless depthwise; -O0 as the plain one.
     if (f.name.rfind("q_conv", 0) == 0) {
       bool packed = false;
       for (const core::Node& node : compiled.value()->graph.nodes()) packed = packed || node.op == "qnn.conv2d_nchwc";
       EXPECT_EQ(packed, cfg.opt >= 3) << "-O" << cfg.opt;
+      auto ir = app::irText(model.value(), app::IrStage::Lowered, options);
+      ASSERT_TRUE(ir.ok()) << ir.error().message;
+      const bool keyed = ir.value().find("tune_key: conv2d_nchwc:") != std::string::npos;
+      EXPECT_EQ(keyed, cfg.opt >= 3) << f.name << " -O" << cfg.opt;
+      const bool dot4 = ir.value().find("// trace: dot4(") != std::string::npos;
+      EXPECT_EQ(dot4, cfg.opt >= 3 && f.name.find("depthwise") == std::string::npos)
+          << f.name << " -O" << cfg.opt;
     }
     // A linear layer runs the dense sketch (dot4 steps, a tuning key) when K is a multiple of 4 and
     // its products need no zero point: the zero point's share an input (-O3) or the zero point 0.

@@ -211,26 +211,26 @@ TEST(TuneSpace, EveryElementNestAnnotationBuildsAndMatches) {
 }
 
 // A row nest (a reduction, a softmax) counts one operation per element read.
-// A quantized dense key (qnn.dense, u8): every annotation of its space builds the dense sketch
-// with dot4 steps and computes exactly the bytes of the default, interpreted and compiled; its
-// default is a point of the space.
-TEST(TuneSpace, EveryQuantizedDenseAnnotationComputesTheSameBytes) {
-  const std::string key = "dense:m=3,k=72,n=21:u8";
-  EXPECT_DOUBLE_EQ(taskFlops(key), 2.0 * 3 * 72 * 21);
-  EXPECT_THROW(taskGraph("dense:m=1,k=50,n=8:u8"), Error);  // K not a multiple of 4: no sketch
+/// Every annotation of int8 key `key`'s space at the default launch granularity builds its own
+/// schedule (with dot4 steps when `words`) and computes exactly the bytes of the default,
+/// interpreted and compiled; the default is a point of the space, and at least `least` points
+/// are checked.
+void expectEveryQuantizedAnnotationMatches(const std::string& key, bool words, int64_t least) {
+  SCOPED_TRACE(key);
   ConfigSpace space = ConfigSpace::forKey(key, avx2());
-  EXPECT_GE(space.size(), 24);  // rows 1 or 3 × 1..12 rows of w × serial or parallel, as fit
   Graph g = taskGraph(key);
-  runtime::Tensor x = runtime::Tensor::zeros(DType::UInt8, {3, 72});
+  runtime::Tensor x = runtime::Tensor::zeros(DType::UInt8, g.type(g.inputs()[0]).shape);
   std::mt19937 rng(3);
   for (int64_t i = 0; i < x.numel(); ++i)
     x.data<uint8_t>()[i] = static_cast<uint8_t>(rng() % 8);  // what a worker feeds
   const lower::LoweredModule plain = lower::lowerGraph(g, avx2());
   const tir::PrimFunc& kernel = taskKernel(plain, key);
   EXPECT_TRUE(space.indexOf(lower::parseKnobs(kernel.attrs.at("schedule"))).has_value());
-  EXPECT_NE(kernel.attrs.at("trace").find("dot4("), std::string::npos) << kernel.attrs.at("trace");
+  EXPECT_EQ(kernel.attrs.at("trace").find("dot4(") != std::string::npos, words) << kernel.attrs.at("trace");
   const std::vector<runtime::Tensor> expected = evalGraph(g, {x}, Engine::Interpreter, avx2());
+  int64_t checked = 0;
   for (int64_t i = 0; i < space.size(); ++i) {
+    if (space.config(i).count("par_chunks")) continue;
     auto configs = std::make_shared<lower::ScheduleConfigs>();
     configs->byKey[key] = space.config(i);
     lower::LowerOptions options = avx2();
@@ -240,12 +240,44 @@ TEST(TuneSpace, EveryQuantizedDenseAnnotationComputesTheSameBytes) {
       ASSERT_EQ(got[0].numel(), expected[0].numel());
       for (int64_t e = 0; e < got[0].numel(); ++e)
         ASSERT_EQ(got[0].data<uint8_t>()[e], expected[0].data<uint8_t>()[e])
-            << lower::knobsText(space.config(i));
+            << lower::knobsText(space.config(i)) << " at " << e;
     }
+    ++checked;
   }
+  EXPECT_GE(checked, least);
   // The outputs are not all one value (the comparison would prove nothing).
   std::set<uint8_t> values(expected[0].data<uint8_t>(), expected[0].data<uint8_t>() + expected[0].numel());
   EXPECT_GT(values.size(), 8u);
+}
+
+// A quantized dense key (qnn.dense, u8): every annotation of its space builds the dense sketch
+// with dot4 steps and computes exactly the bytes of the default.
+TEST(TuneSpace, EveryQuantizedDenseAnnotationComputesTheSameBytes) {
+  const std::string key = "dense:m=3,k=72,n=21:u8";
+  EXPECT_DOUBLE_EQ(taskFlops(key), 2.0 * 3 * 72 * 21);
+  EXPECT_THROW(taskGraph("dense:m=1,k=50,n=8:u8"), Error);  // K not a multiple of 4: no sketch
+  // rows 1 or 3 × 1..12 rows of w × serial or parallel, as fit
+  expectEveryQuantizedAnnotationMatches(key, true, 24);
+}
+
+// A quantized convolution key (qnn.conv2d_nchwc, u8, with its blocks): the convolution sketch on
+// the int8 nest, every weight group V the blocks allow; each annotation computes exactly the
+// bytes of the default: a padded 3×3 (regions, a tail tile), a pointwise one (three blocks: V 1
+// or 3), a strided 1×1 and a depthwise 3×3 at stride 2 (no words: no dot4).
+TEST(TuneSpace, EveryQuantizedConvAnnotationComputesTheSameBytes) {
+  const std::string padded =
+      "conv2d_nchwc:n=1,c=8,h=5,w=7,o=16,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1,ib=8,ob=8:u8";
+  EXPECT_DOUBLE_EQ(taskFlops(padded), 2.0 * 5 * 7 * 16 * 8 * 9);
+  EXPECT_THROW(taskGraph("conv2d_nchwc:n=1,c=8,h=5,w=7,o=12,kh=1,kw=1,g=1,ib=8,ob=8:u8"), Error);  // 12 % 8
+  expectEveryQuantizedAnnotationMatches(padded, true, 20);
+  expectEveryQuantizedAnnotationMatches(
+      "conv2d_nchwc:n=1,c=16,h=3,w=5,o=24,kh=1,kw=1,sh=1,sw=1,ph=0,pw=0,dh=1,dw=1,g=1,ib=8,ob=8:u8", true,
+      20);
+  expectEveryQuantizedAnnotationMatches(
+      "conv2d_nchwc:n=1,c=8,h=6,w=6,o=16,kh=1,kw=1,sh=2,sw=2,ph=0,pw=0,dh=1,dw=1,g=1,ib=8,ob=8:u8", true, 6);
+  expectEveryQuantizedAnnotationMatches(
+      "conv2d_nchwc:n=1,c=16,h=6,w=5,o=16,kh=3,kw=3,sh=2,sw=2,ph=1,pw=1,dh=1,dw=1,g=16,ib=8,ob=8:u8", false,
+      4);
 }
 
 TEST(TuneSpace, EveryRowNestAnnotationBuildsAndMatches) {
