@@ -427,8 +427,14 @@ class GroupLowering {
     m_tuneKey = elementNestTuneKey(groupWorkloadKey(m_graph, m_group));
     const Knobs* tuned = m_options.schedules ? m_options.schedules->find(m_tuneKey) : nullptr;
     Knobs knobs = elementNestKnobsOf(tuned, m_graph.type(m_out).numel(), m_options);
-    tir::Schedule sched(std::move(func));
+    tir::Schedule sched(func);
     applyElementNestSketch(sched, m_outBuffer->name, knobs);
+    // Untuned, vectors that gather bytes give way to scalar code (nest_search.h).
+    if ((!tuned || *tuned != knobs) && knob(knobs, "vl", 1) > 1 && gathersBytes(sched.func().body)) {
+      knobs["vl"] = 1;
+      sched = tir::Schedule(std::move(func));
+      applyElementNestSketch(sched, m_outBuffer->name, knobs);
+    }
     m_schedule = knobsText(knobs);
     m_trace = sched.trace().str();
     return sched.func();

@@ -102,6 +102,28 @@ Knobs chosen(const Knobs* tuned, std::vector<Knobs> all) {
 
 }  // namespace
 
+bool gathersBytes(const Stmt& nest) {
+  struct Gathers : IRVisitor {
+    bool gather = false, bytes = false;
+    using IRVisitor::visit;
+    void visit(const Load* op) override {
+      bytes = bytes || op->buffer->elemType.bits == 8;
+      if (op->type.lanes > 1 && !op->index.as<Broadcast>()) {
+        const auto* ramp = op->index.as<Ramp>();
+        const int64_t* stride = ramp ? asConstInt(ramp->stride) : nullptr;
+        gather = gather || !stride || *stride != 1;
+      }
+      IRVisitor::visit(op);
+    }
+    void visit(const Store* op) override {
+      bytes = bytes || op->buffer->elemType.bits == 8;
+      IRVisitor::visit(op);
+    }
+  } check;
+  check.visitStmt(nest);
+  return check.gather && check.bytes;
+}
+
 std::vector<Knobs> elementNestAnnotations(int64_t numel, const LowerOptions& options) {
   return annotationsAfter(elementNestDefaultKnobs(numel, options), options);
 }

@@ -206,15 +206,15 @@ TEST(ElementNestKey, ElementOpsOutsideGroupsAreNestsOfTheirOwn) {
             "nest:fused[transpose{perm=[1,0]}($0:i32[4,6])->i32[6,4]]");
 }
 
-/// Every kernel of `module` is an element nest with a key and a trace, and its key's task graph
-/// lowers to one kernel with that key.
+/// Every kernel of `module` is an element nest with a key and a trace (none when scalar and
+/// serial: no step), and its key's task graph lowers to one kernel with that key.
 void expectNestsRebuiltFromTheirKeys(const LoweredModule& module, const LowerOptions& options) {
   for (const PrimFunc& f : module.funcs) {
     SCOPED_TRACE(f.name);
     ASSERT_TRUE(f.attrs.count("tune_key"));
     const std::string& key = f.attrs.at("tune_key");
     EXPECT_EQ(parseTuneKey(key).kind, "nest");
-    EXPECT_TRUE(f.attrs.count("trace"));
+    EXPECT_EQ(f.attrs.count("trace") == 0, f.attrs.at("schedule") == "par=0,un=1,vl=1");
     int withKey = 0;
     for (const PrimFunc& k : lowerGraph(nestTaskGraph(key), options).funcs)
       withKey += k.attrs.count("tune_key") && k.attrs.at("tune_key") == key;
@@ -340,6 +340,11 @@ TEST(ElementNestKey, QuantizedElementOpsAreNestMembers) {
   LoweredModule module = lowerGraph(g, options);
   EXPECT_EQ(module.funcs.size(), 2u);
   expectNestsRebuiltFromTheirKeys(module, options);
+  // The packing quantize's vectors would gather (three channels padded to a block of 16): it runs
+  // scalar untuned (nest_search.h gathersBytes); the fused chain reads adjacent bytes, in vectors.
+  for (const PrimFunc& f : module.funcs)
+    EXPECT_EQ(f.attrs.at("schedule"), f.name == "qnn.quantize_0" ? "par=0,un=1,vl=1" : "par=0,un=1,vl=16")
+        << f.name;
   // Compiled code may contract a dequantize's x·scale + shift into an FMA (codegen_llvm.cpp), so
   // the JIT's reference is the unfused graph compiled alike.
   const std::vector<runtime::Tensor> unfusedJit =
