@@ -16,8 +16,14 @@ namespace {
 
 using kiln::testing_support::Outcome;
 
+/// This test process's scratch folder, emptied on first use (an earlier process of the same pid
+/// may have left its stores there).
 std::string tempDir() {
-  auto d = std::filesystem::temp_directory_path() / ("kiln_cli_test_" + std::to_string(::getpid()));
+  static const auto d = [] {
+    auto fresh = std::filesystem::temp_directory_path() / ("kiln_cli_test_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(fresh);
+    return fresh;
+  }();
   std::filesystem::create_directories(d);
   return d.string();
 }

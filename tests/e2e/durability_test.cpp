@@ -35,8 +35,14 @@ namespace fs = std::filesystem;
 using kiln::testing_support::Outcome;
 using Clock = std::chrono::steady_clock;
 
+/// This test process's scratch folder, emptied on first use (an earlier process of the same pid
+/// may have left its stores there).
 fs::path tempDir() {
-  static const fs::path d = fs::temp_directory_path() / ("kiln_durability_" + std::to_string(::getpid()));
+  static const fs::path d = [] {
+    fs::path fresh = fs::temp_directory_path() / ("kiln_durability_" + std::to_string(::getpid()));
+    fs::remove_all(fresh);
+    return fresh;
+  }();
   fs::create_directories(d);
   return d;
 }

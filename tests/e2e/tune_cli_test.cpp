@@ -25,8 +25,15 @@ namespace fs = std::filesystem;
 using kiln::testing_support::Outcome;
 using kiln::testing_support::kSanitized;
 
+/// This test process's scratch folder, emptied on first use: the pid in its name comes round again
+/// (pid_max is 32768 on the CI machines), and a store an earlier process of that pid left there
+/// holds this run's measurements already, so a tune would write no search records.
 fs::path tempDir() {
-  static const fs::path d = fs::temp_directory_path() / ("kiln_tune_test_" + std::to_string(::getpid()));
+  static const fs::path d = [] {
+    fs::path fresh = fs::temp_directory_path() / ("kiln_tune_test_" + std::to_string(::getpid()));
+    fs::remove_all(fresh);
+    return fresh;
+  }();
   fs::create_directories(d);
   return d;
 }
