@@ -41,8 +41,9 @@ Knobs elementNestDefaultKnobs(int64_t numel, const LowerOptions& options);
 /// what the plain nest did, and the trace says what was applied.
 void applyElementNestSketch(tir::Schedule& sched, const std::string& block, const Knobs& knobs);
 
-/// The annotations of a nest of `numel` outputs, the default first: vl the target's lanes and
-/// its halves down to 4 (and 1, scalar), un 1, 2, 4, par 0 and 1.
+/// The annotations of a nest of `numel` outputs, elementNestDefaultKnobs first (the lowering's
+/// untuned choice unless its vectors would gather bytes, when it is the scalar point): vl the
+/// target's lanes and its halves down to 4 (and 1, scalar), un 1, 2, 4, par 0 and 1.
 std::vector<Knobs> elementNestAnnotations(int64_t numel, const LowerOptions& options);
 /// `tuned` when it is one of the annotations, else the default.
 Knobs elementNestKnobsOf(const Knobs* tuned, int64_t numel, const LowerOptions& options);
