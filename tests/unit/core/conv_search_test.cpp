@@ -592,7 +592,6 @@ TEST(WindowConvSearch, DepthwiseConvolutionsTakeTheSketch) {
   EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.at("trace"), sketchTrace(key, itsTile, 8, 16).str());
 }
 
-
 // An int8 convolution's zero-point shares must have one row per region of its output: a 1×1
 // convolution without padding has one region, so i32[2,4] is refused by the lowering with one
 // line (InvalidModel), and a rank-1 constant by the op's type check.
@@ -602,7 +601,9 @@ TEST(QuantizedConvSketch, SharesOfTheWrongShapeAreRefusedInOneLine) {
            "  %m = constant f32[4] [0.5, 0.5, 0.25, 1]\n"
            "  %o = constant f32[4] [0, 1, 2, 3]\n"
            "  %w = constant i8[1,1,1,1,4,4] [1, 2, 3, 4, -1, -1, -1, -1, 0, 0, 0, 5, 1, 1, 1, 1]\n"
-           "  %s = constant " + shares + "\n"
+           "  %s = constant " +
+           shares +
+           "\n"
            "  %c = qnn.conv2d_nchwc(%q, %w, %m, %o, %s) {dilation=[1,1], groups=1, in_channels=4, "
            "input_scale=0.5, input_zero_point=10, out_layout=\"NCHW4c\", output_scale=0.25, "
            "output_zero_point=3, padding=[0,0], relu=0, stride=[1,1]} : u8[1,1,4,4,4]\n"
