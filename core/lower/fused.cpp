@@ -25,7 +25,9 @@
 //   per-axis indices (no broadcasting, transposes, gathers or per-channel ops) the nest is one
 //   flat loop. An element op outside any group, of any dtype, is lowered the same way, as a
 //   group of one (lowerAsGroupOfOne).
-// - Concat root: one loop nest per concat input, each evaluating that input's expression.
+// - Concat root: one loop nest per concat input, each evaluating that input's expression, built
+//   serial and scalar; the element nest's sketch schedules each of them alike, under the group's
+//   "nest:" key (nest_search.h applyConcatNestSketch). A concat outside any group is a group of one.
 // - Reduction root (mean, sum): the reduction's own lowering runs with OpContext::prologue
 //   evaluating its input at each position it reads (per axis, or flat when canUseFlat holds for
 //   the ops before the root), so e.g. mean(relu(add(x, y))) reads x and y once and writes only
@@ -405,7 +407,7 @@ class GroupLowering {
       body = lowerElementNest();
     func.body = renameClashes(body, func.params);
     func = simplify(func);
-    if (m_elementNest)
+    if (m_elementNest || m_concatNest)
       func = scheduleElementNest(std::move(func));
     else if (!m_rowNest)  // a row nest is vectorized by its sketch, or scalar by its annotation
       func.body = simplify(vectorizeInnermostLoops(func.body, m_options.vectorLanes));
@@ -420,20 +422,26 @@ class GroupLowering {
     return func;
   }
 
-  /// The element nest's sketch (nest_search.h) under its record's annotation or the default. A
-  /// nest of any dtypes has a tuning key (its task graph's inputs are filled by dtype, integer
-  /// indices within the table they index).
+  /// The element nest's sketch (nest_search.h) under its record's annotation or the default (a
+  /// concatenation's: on each of its nests). A nest of any dtypes has a tuning key (its task
+  /// graph's inputs are filled by dtype, integer indices within the table they index).
   PrimFunc scheduleElementNest(PrimFunc func) {
     m_tuneKey = elementNestTuneKey(groupWorkloadKey(m_graph, m_group));
     const Knobs* tuned = m_options.schedules ? m_options.schedules->find(m_tuneKey) : nullptr;
     Knobs knobs = elementNestKnobsOf(tuned, m_graph.type(m_out).numel(), m_options);
+    auto sketch = [&](tir::Schedule& sched) {
+      if (m_concatNest)
+        applyConcatNestSketch(sched, m_outBuffer->name, knobs);
+      else
+        applyElementNestSketch(sched, m_outBuffer->name, knobs);
+    };
     tir::Schedule sched(func);
-    applyElementNestSketch(sched, m_outBuffer->name, knobs);
+    sketch(sched);
     // Untuned, vectors that gather bytes give way to scalar code (nest_search.h).
     if ((!tuned || *tuned != knobs) && knob(knobs, "vl", 1) > 1 && gathersBytes(sched.func().body)) {
       knobs["vl"] = 1;
       sched = tir::Schedule(std::move(func));
-      applyElementNestSketch(sched, m_outBuffer->name, knobs);
+      sketch(sched);
     }
     m_schedule = knobsText(knobs);
     m_trace = sched.trace().str();
@@ -488,7 +496,7 @@ class GroupLowering {
         eval.seed(anchorOut, value);
         return eval.valueAt(m_out, Index{{numel}, {offset}, value.type().lanes, nullptr, {}, true});
       };
-    ctx.nestWorkload = groupWorkloadKey(m_graph, m_group);  // a pooling anchor's tuning key (conv_search.h)
+    ctx.nestWorkload = groupWorkloadKey(m_graph, m_group);  // a pooling anchor's tuning key
     Stmt body = lowering(ctx);
     m_schedule = ctx.schedule;
     m_tuneKey = ctx.tuneKey;
@@ -597,6 +605,7 @@ class GroupLowering {
 
   // out[..., offset_j + i, ...] = input_j[..., i, ...], one loop nest per input.
   Stmt lowerConcatRoot() {
+    m_concatNest = true;
     const Node& root = m_graph.node(m_group.root());
     const Shape& outShape = m_graph.type(m_out).shape;
     int64_t axis = normalizeAxis(root.attrs.getInt("axis"), static_cast<int64_t>(outShape.size()));
@@ -606,7 +615,8 @@ class GroupLowering {
     int64_t offset = 0;
     for (ValueId v : root.inputs) {
       const Shape& shape = m_graph.type(v).shape;
-      LoopNest nest(shape, {}, wantParallel(m_graph.type(v).numel()));
+      if (m_graph.type(v).numel() == 0) continue;
+      LoopNest nest(shape, {}, false);
       eval.clearMemo();
       Expr value = eval.valueAt(v, nestIndex(nest, shape));
       Expr target = nest.offset(outStrides) + offset * outStrides[axis];
@@ -628,6 +638,7 @@ class GroupLowering {
   std::string m_tuneKey;
   std::string m_trace;
   bool m_elementNest = false;  // the body is lowerElementNest's plain nest
+  bool m_concatNest = false;   // the body is lowerConcatRoot's plain nests
   bool m_rowNest = false;      // the body is a row nest scheduled by its sketch (nest_search.h)
 };
 
@@ -738,12 +749,10 @@ bool lowersAsGroupOfOne(const Graph& graph, NodeId n) {
   const std::string& op = node.op;
   // An element op of any dtype: an element nest.
   // (A copy keeps the kernel the plan's output copies share.)
-  if (fusedRole(op) == FusedRole::Element && op != "concat" && op != "batch_norm" && op != "copy")
-    return true;
-  // A reduction or softmax: a row nest; packed pooling: its window nest (conv_search.h). Each is
-  // keyed by its workload.
-  const bool packedPool = isWindowPool(op) && graph.type(node.inputs[0]).rank() == 5;
-  return fusedRole(op) == FusedRole::Reduce || op == "softmax" || packedPool;
+  if (fusedRole(op) == FusedRole::Element && op != "batch_norm" && op != "copy") return true;
+  // A reduction or softmax: a row nest; pooling: its window nest (conv_search.h, or nest_search.h's
+  // plain one). Each is keyed by its workload.
+  return fusedRole(op) == FusedRole::Reduce || op == "softmax" || isWindowPool(op);
 }
 
 PrimFunc lowerAsGroupOfOne(const Graph& graph, NodeId n, const std::string& funcName,

@@ -689,7 +689,8 @@ Trace sketchTrace(const std::string& key, const Knobs& knobs, int lanes, int reg
   TuneKeyParts parts = parseTuneKey(key);
   if (parts.kind == "matmul") return matmulTrace(key, knobs, lanes);
   if (parts.kind == "pool") return poolSketchTrace(key, knobs, registers);
-  if (parts.kind == "nest" || parts.kind == "reduce") return nestSketchTrace(key, knobs, lanes, registers);
+  if (parts.kind == "nest" || parts.kind == "reduce" || parts.kind == "window")
+    return nestSketchTrace(key, knobs, lanes, registers);
   if (parts.kind == "conv2d_nchwc")
     return knob(knobs, "algo", 0) != 0 ? winogradSketchTrace(key, knobs, lanes, registers)
                                        : convSketchTrace(key, knobs, lanes, registers);

@@ -1,4 +1,4 @@
-// The element nest's sketch; see nest_search.h.
+// The element, row and plain window nests' sketches; see nest_search.h.
 #include "core/lower/nest_search.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/ir/parser.h"
+#include "core/lower/conv_search.h"
 #include "core/lower/lower_internal.h"
 #include "core/tir/functor.h"
 #include "core/tir/schedule_analysis.h"
@@ -202,7 +203,8 @@ struct WorkloadNode {
 
 std::vector<WorkloadNode> parseWorkload(const std::string& key) {
   TuneKeyParts parts = parseTuneKey(key);
-  if (parts.kind != "nest" && parts.kind != "reduce" && parts.kind != "pool") badKey(key, "not a nest's key");
+  if (parts.kind != "nest" && parts.kind != "reduce" && parts.kind != "pool" && parts.kind != "window")
+    badKey(key, "not a nest's key");
   const std::string& w = parts.workload;
   const std::string head = "fused[";
   if (w.compare(0, head.size(), head) != 0 || w.back() != ']')
@@ -401,8 +403,12 @@ void foldPartialsAsTree(Schedule& sched, std::string fold) {
   unrollShort(sched, fold);
 }
 
-void applyElementNestSketch(Schedule& sched, const std::string& block, const Knobs& knobs) {
-  std::vector<std::string> outer = sched.getLoops(block);
+namespace {
+
+/// The element nest's sketch on the perfect nest of loops `outer` (outermost first) around a store
+/// to `block`.
+void sketchElementLoops(Schedule& sched, const std::string& block, std::vector<std::string> outer,
+                        const Knobs& knobs) {
   if (outer.empty()) return;
   const int64_t lanes = knob(knobs, "vl", 1), unroll = knob(knobs, "un", 1);
   std::string inner = outer.back();
@@ -427,6 +433,28 @@ void applyElementNestSketch(Schedule& sched, const std::string& block, const Kno
     sched.parallel(fused);
   } else if (!vectors.empty() && extentOf(sched, vectors) >= 2) {
     sched.parallel(vectors);
+  }
+}
+
+}  // namespace
+
+void applyElementNestSketch(Schedule& sched, const std::string& block, const Knobs& knobs) {
+  sketchElementLoops(sched, block, sched.getLoops(block), knobs);
+}
+
+void applyConcatNestSketch(Schedule& sched, const std::string& block, const Knobs& knobs) {
+  auto parts = [&] {
+    Stmt body = sched.func().body;
+    const auto* seq = body.as<Seq>();
+    return seq ? seq->stmts : std::vector<Stmt>{body};
+  };
+  // Last part first: the steps on a part (a vector tail loop beside its loop) leave the positions
+  // of the parts before it as they were.
+  for (size_t k = parts().size(); k-- > 0;) {
+    std::vector<std::string> loops;
+    for (Stmt s = parts()[k]; const auto* loop = s.as<For>(); s = loop->body)
+      loops.push_back(schedule_detail::loopName(loop));
+    sketchElementLoops(sched, block, loops, knobs);
   }
 }
 
@@ -456,9 +484,92 @@ void applyRowNestSketch(Schedule& sched, const Knobs& knobs) {
   if (knob(knobs, "par", 0) != 0 && !rows.empty() && extentOf(sched, rows) >= 2) sched.parallel(rows);
 }
 
+// ---- plain window nests ----
+
+Knobs windowNestDefaultKnobs(const WindowNestShape& shape) {
+  return {{"vl", std::max<int64_t>(1, shape.lanes)},
+          {"par", wantParallel(shape.outputs, shape.taps) ? 1 : 0}};
+}
+
+std::vector<Knobs> windowNestAnnotations(const WindowNestShape& shape) {
+  std::vector<Knobs> all{windowNestDefaultKnobs(shape)};
+  std::vector<int64_t> lanes{1};
+  for (int64_t l = shape.lanes; l >= 4 && shape.lanes % l == 0; l /= 2) lanes.push_back(l);
+  for (int64_t vl : lanes)
+    for (int64_t par : {0, 1}) {
+      Knobs k{{"vl", vl}, {"par", par}};
+      if (k != all.front()) all.push_back(std::move(k));
+    }
+  return all;
+}
+
+Knobs windowNestKnobsOf(const Knobs* tuned, const WindowNestShape& shape) {
+  return chosen(tuned, windowNestAnnotations(shape));
+}
+
+void applyWindowNestSketch(Schedule& sched, const Knobs& knobs) {
+  const std::vector<std::string> names = sched.loopNames();
+  auto has = [&](const std::string& loop) {
+    return std::find(names.begin(), names.end(), loop) != names.end();
+  };
+  const int64_t lanes = knob(knobs, "vl", 1);
+  if (lanes > 1)
+    for (const char* loop : {"l", "l_t", "l_w"}) {
+      if (!has(loop)) continue;
+      if (extentOf(sched, loop) == lanes) {
+        sched.vectorize(loop);
+      } else if (extentOf(sched, loop) % lanes == 0) {
+        sched.vectorize(sched.split(loop, lanes, TailStrategy::Loop).second);
+      }
+    }
+  if (knob(knobs, "par", 0) == 0) return;
+  // The element nest's rule: leading loops fused until they have enough iterations (all four
+  // when they never do).
+  const std::vector<std::string> outer{"n", "c", "oh", "ow"};
+  std::string fused = outer[0];
+  int64_t product = extentOf(sched, fused);
+  for (size_t d = 1; d < outer.size() && product < kParallelMinExtent; ++d) {
+    product *= extentOf(sched, outer[d]);
+    fused = sched.fuse(fused, outer[d]);
+  }
+  if (product >= 2) sched.parallel(fused);
+}
+
+std::string windowNestTuneKey(const std::string& workloadKey) { return "window:" + workloadKey; }
+
+WindowNestShape windowNestShapeOf(const std::string& op, const Attrs& attrs, const Shape& xs,
+                                  const Shape& ys) {
+  WindowNestShape s;
+  s.outputs = runtime::numElements(ys);
+  s.lanes = xs.size() == 5 ? xs[4] : 1;
+  if (op == "adaptive_avg_pool2d" && xs.size() >= 4 && ys.size() >= 4) {
+    // The widest of the windows [⌊i·in/out⌋, ⌈(i+1)·in/out⌉) along each axis.
+    auto widest = [](int64_t in, int64_t out) {
+      int64_t most = 1;
+      for (int64_t i = 0; i < out; ++i) most = std::max(most, ((i + 1) * in + out - 1) / out - i * in / out);
+      return most;
+    };
+    s.taps = widest(xs[2], ys[2]) * widest(xs[3], ys[3]);
+  } else {
+    const std::vector<int64_t> kernel = attrs.getPair("kernel", 1);
+    s.taps = kernel[0] * kernel[1];
+  }
+  return s;
+}
+
+WindowNestShape windowNestShapeOfKey(const std::string& key) {
+  if (parseTuneKey(key).kind != "window") badKey(key, "not a window nest's key");
+  Graph g = nestTaskGraph(key);
+  for (const Node& node : g.nodes())
+    if (isWindowPool(node.op))
+      return windowNestShapeOf(node.op, node.attrs, g.type(node.inputs[0]).shape,
+                               g.type(node.outputs[0]).shape);
+  badKey(key, "its workload has no pooling");
+}
+
 Trace nestSketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers) {
   const std::string kind = parseTuneKey(key).kind;
-  if (kind != "nest" && kind != "reduce") badKey(key, "not a nest's key");
+  if (kind != "nest" && kind != "reduce" && kind != "window") badKey(key, "not a nest's key");
   LowerOptions options;
   options.vectorLanes = lanes;
   options.vectorRegisters = registers;
@@ -469,9 +580,10 @@ Trace nestSketchTrace(const std::string& key, const Knobs& knobs, int lanes, int
     auto k = f.attrs.find("tune_key");
     if (k == f.attrs.end() || k->second != key) continue;
     auto schedule = f.attrs.find("schedule"), trace = f.attrs.find("trace");
-    if (schedule == f.attrs.end() || schedule->second != knobsText(knobs) || trace == f.attrs.end())
+    if (schedule == f.attrs.end() || schedule->second != knobsText(knobs))
       badKey(key, "its kernel does not take '" + knobsText(knobs) + "'");
-    return Trace::parse(trace->second);
+    // An annotation that applies no step (a scalar nest, serial) leaves the plain nest: no trace.
+    return trace == f.attrs.end() ? Trace() : Trace::parse(trace->second);
   }
   badKey(key, "its task graph has no kernel with this key");
 }

@@ -9,7 +9,9 @@
 //   4. with `par`, fuse leading loops into one parallel loop of at least kParallelMinExtent
 //      iterations, or, when all of them hold fewer, make the loop over vectors parallel (what the
 //      lowering's LoopNest does for its own nests).
-// Annotation knobs: vl (vector lanes, 1 = scalar), un (1, 2 or 4), par (0 or 1).
+// Annotation knobs: vl (vector lanes, 1 = scalar), un (1, 2 or 4), par (0 or 1). A concatenation
+// (with the element ops before it) is one such nest per input, each storing its part of the
+// output; the sketch takes the steps above on each of them under the same annotation.
 //
 // Tuning. A nest whose inputs and output are f32 has the tuning key "nest:" + its group's
 // workload key (lower.h: the ops, their attributes and types, inputs numbered $0, $1, ...), which
@@ -41,6 +43,10 @@ Knobs elementNestDefaultKnobs(int64_t numel, const LowerOptions& options);
 /// what the plain nest did, and the trace says what was applied.
 void applyElementNestSketch(tir::Schedule& sched, const std::string& block, const Knobs& knobs);
 
+/// The sketch on a concatenation's plain form (core/lower/fused.cpp): one perfect nest per input
+/// storing its part of buffer `block`, each taking the steps above under the same `knobs`.
+void applyConcatNestSketch(tir::Schedule& sched, const std::string& block, const Knobs& knobs);
+
 /// The annotations of a nest of `numel` outputs, elementNestDefaultKnobs first (the lowering's
 /// untuned choice unless its vectors would gather bytes, when it is the scalar point): vl the
 /// target's lanes and its halves down to 4 (and 1, scalar), un 1, 2, 4, par 0 and 1.
@@ -57,7 +63,7 @@ bool gathersBytes(const tir::Stmt& nest);
 
 /// "nest:" + `workloadKey`.
 std::string elementNestTuneKey(const std::string& workloadKey);
-/// The graph a nest, row nest or pool key describes: a graph input per group input ($i), the group's
+/// The graph a nest, row nest, pool or window key describes: a graph input per group input ($i), the group's
 /// nodes in one fused group (one node alone), its root's value the output. Lowered, its kernel
 /// has this key. Throws kiln::Error (InvalidInput) when `key` is not such a key or its workload
 /// does not parse.
@@ -110,7 +116,46 @@ std::string rowNestTuneKey(const std::string& workloadKey);
 /// one (a softmax along another axis than the last is not).
 RowNestShape rowNestShapeOfKey(const std::string& key);
 
-/// The trace annotation `knobs` records on a nest or row nest key's kernel (what a tuning record
+// ---- plain window nests --------------------------------------------------------------------------
+// A pooling that conv_search.h's regioned window nest does not take (an NCHW input, an adaptive
+// average whose windows differ in size) is a plain window nest (ops_pool.cpp): per output element
+// one accumulator over the taps its window reaches inside the image, the tap loops' bounds
+// computed from the output's position (schedule.h WindowAxis::tapRange; an adaptive window's
+// [⌊i·H/OH⌋, ⌈(i+1)·H/OH⌉)):
+//   for n, c, oh, ow:                        (c the channel block of a packed input)
+//     for l:  acc[l] = init                  (no l loops on an NCHW input: one lane)
+//     for kh, kw over the taps inside:  for l_t:  acc[l_t] = acc[l_t] op x[n, c, ih, iw, l_t]
+//     for l_w:  y[n, c, oh, ow, l_w] = epilogue(acc[l_w], divided by the window's count)
+// The sketch: l, l_t and l_w in vectors of `vl` lanes (split when vl is less than the block);
+// with `par`, the leading loops fused into one parallel loop of at least kParallelMinExtent
+// iterations when they have that many, else all four. Annotation knobs vl, par.
+// Tuning key: "window:" + the group's workload key.
+
+/// The outputs, channel lanes and taps (the largest window) of a plain window nest.
+struct WindowNestShape {
+  int64_t outputs = 0;  // output elements (all lanes)
+  int64_t lanes = 1;    // the packed block, 1 on an NCHW input
+  int64_t taps = 1;     // the largest window
+};
+/// The untuned annotation: the whole block in vectors, parallel when there is enough work
+/// (wantParallel over the outputs, a window's taps each).
+Knobs windowNestDefaultKnobs(const WindowNestShape& shape);
+/// The default first, then vl ∈ {the block, its halves down to 4 that divide it, 1} × par ∈ {0, 1}.
+std::vector<Knobs> windowNestAnnotations(const WindowNestShape& shape);
+/// `tuned` when it is one of the annotations, else the default.
+Knobs windowNestKnobsOf(const Knobs* tuned, const WindowNestShape& shape);
+/// Applies the sketch above to a plain window nest's function.
+void applyWindowNestSketch(tir::Schedule& sched, const Knobs& knobs);
+/// "window:" + `workloadKey`.
+std::string windowNestTuneKey(const std::string& workloadKey);
+/// The shape of pooling `op` (max_pool2d, avg_pool2d, adaptive_avg_pool2d) from x of shape `xs`
+/// into y of shape `ys`.
+WindowNestShape windowNestShapeOf(const std::string& op, const Attrs& attrs, const Shape& xs,
+                                  const Shape& ys);
+/// The shape of a window key's pooling; throws kiln::Error (InvalidInput) when `key` is not one.
+WindowNestShape windowNestShapeOfKey(const std::string& key);
+
+/// The trace annotation `knobs` records on a nest, row nest or window key's kernel (what a tuning record
 /// of it stores): the key's task graph lowered with `knobs` as its record. Throws kiln::Error
 /// (InvalidInput) for another kind of key or an annotation the kernel does not take.
 tir::Trace nestSketchTrace(const std::string& key, const Knobs& knobs, int lanes, int registers);

@@ -11,24 +11,26 @@
 // - adaptive_avg_pool2d averages rows [floor(i·H/OH), ceil((i+1)·H/OH)) (same for columns); its
 //   loops have bounds computed from the output position.
 //
-// Schedules. Packed f32 pooling and packed integer max pooling are conv_search.h's window nest (a
-// depthwise convolution's regions, max or sum for the multiply-add, no weight) scheduled by its
-// sketch: untuned the default annotation, else the record of its tuning key ("pool:" + its
-// group's workload key). An average divides where the tile is written back, before a fused
-// epilogue. Other pooling (NCHW inputs, adaptive windows of uneven sizes) keeps the hand-written
-// kernels below. Window taps never read padding: the taps of a row come as loop bounds computed from
-// oh (schedule.h WindowAxis::tapRange), those of a column likewise from ow. Packed inputs are
-// vectorized over the channel block: a tile of B output columns keeps B vector accumulators,
-// with the window loops outside the columns (interior tiles in a loop, border tiles unrolled
-// with padding taps dropped). A global average over a contiguous NCHW plane is a vectorized sum
-// with a lane reduction (at O0 only: from O1 on, passes/pool_to_mean.h makes it a mean, a row
-// nest).
+// Schedules. Packed f32 pooling and packed integer max pooling are conv_search.h's regioned
+// window nest (a depthwise convolution's regions, max or sum for the multiply-add, no weight)
+// scheduled by its sketch: untuned the default annotation, else the record of its tuning key
+// ("pool:" + its group's workload key). An average divides where the tile is written back, before
+// a fused epilogue. Other pooling (NCHW inputs, adaptive windows of uneven sizes, or a record's
+// trace that leaves the sum in the output) is nest_search.h's plain window nest: per output one
+// accumulator over the taps inside the image, the taps of a row as loop bounds computed from oh
+// (schedule.h WindowAxis::tapRange, an adaptive window's from its start and end), those of a
+// column likewise from ow; scheduled by its sketch under the key "window:" + the workload.
+// A global average over an NCHW plane takes that nest at O0 only: from O1 on,
+// passes/pool_to_mean.h makes it a mean, a row nest.
+
 #include <algorithm>
+#include <functional>
 
 #include "core/lower/conv_search.h"
 #include "core/lower/lower_internal.h"
 #include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
+#include "core/tir/schedule.h"
 #include "runtime/error.h"
 
 namespace kiln::core::lower {
@@ -52,76 +54,89 @@ Expr avgDivisor(const PoolSpec& p, const Expr& oh, const Expr& ow) {
   return max((min(he, r.in) - max(hs, 0)) * (min(we, c.in) - max(ws, 0)), 1);
 }
 
-/// Packed pooling: x [N, Cb, H, W, L] → y [N, Cb, OH, OW, L], vectorized over L.
-Stmt packedPool(const OpContext& ctx, const PoolSpec& p) {
+/// One axis of a window at output position o: the taps [first, first + extent) it reads inside the
+/// image, and the input position of tap k.
+struct AxisTaps {
+  std::function<std::pair<Expr, Expr>(const Expr& o)> range;
+  std::function<Expr(const Expr& o, const Expr& k)> input;
+};
+
+AxisTaps taps(const WindowAxis& axis) {
+  return {[axis](const Expr& o) { return axis.tapRange(o); },
+          [axis](const Expr& o, const Expr& k) { return axis.inputIndex(o, k); }};
+}
+
+/// An adaptive average's window along an axis of `in` inputs and `out` outputs: the inputs
+/// [⌊o·in/out⌋, ⌈(o+1)·in/out⌉), tap k the input k itself.
+AxisTaps adaptiveTaps(int64_t in, int64_t out) {
+  return {[in, out](const Expr& o) {
+            Expr first = o * in / out, end = ((o + 1) * in + (out - 1)) / out;
+            return std::pair<Expr, Expr>{first, end - first};
+          },
+          [](const Expr&, const Expr& k) { return k; }};
+}
+
+/// The plain window nest (nest_search.h) of a pooling of x [N, C, H, W] or x [N, Cb, H, W, L] into
+/// y: a max when `divisor` is empty, else a sum divided by divisor(oh, ow). Scheduled by its sketch
+/// under the record of its tuning key ("window:" + the group's workload) when it has one.
+Stmt windowNest(const OpContext& ctx, const AxisTaps& rows, const AxisTaps& cols,
+                const std::function<Expr(const Expr&, const Expr&)>& divisor) {
   const Shape &xs = ctx.inTypes[0].shape, &ys = ctx.outTypes[0].shape;
-  int64_t n = xs[0], cb = xs[1], h = xs[2], w = xs[3];
-  int lanes = static_cast<int>(xs[4]);
+  const bool packed = xs.size() == 5;
+  const int64_t lanes = packed ? xs[4] : 1;
   const Buffer &x = ctx.in[0], &y = ctx.out[0];
-  Type elem = y->elemType;
-  int64_t oh = ys[2], ow = ys[3];
-  int64_t tileWidth = std::min<int64_t>(8, accumulatorBudget(ctx.options) / 2);
-
-  Expr f = Var::make("n_c_oh");
-  Expr ohE = f % oh, ncb = f / oh;  // ncb = n·Cb + cb
-  RegisterTile acc("acc", elem, static_cast<int>(tileWidth), lanes);
-  Expr init = splat(p.isMax ? lowestValue(elem) : literal(elem, 0), lanes);
-  auto [khFirst, khExtent] = p.rows.tapRange(ohE);
-
-  auto tile = [&](const Expr& ow0, int64_t width, bool interior) {
-    std::vector<Stmt> body;
-    for (int64_t b = 0; b < width; ++b) body.push_back(acc.set(static_cast<int>(b), init));
-    Expr kh = Var::make("kh");
-    Expr xRow = (ncb * h + p.rows.inputIndex(ohE, kh)) * w;
-    auto tap = [&](const Expr& kw, int64_t b) {
-      Expr xv = vload(x, (xRow + p.cols.inputIndex(ow0 + b, kw)) * lanes, lanes);
-      Expr cur = acc.get(static_cast<int>(b));
-      return acc.set(static_cast<int>(b), p.isMax ? max(cur, xv) : cur + xv);
-    };
-    Stmt taps;
-    if (interior) {
-      Expr kw = Var::make("kw");
-      std::vector<Stmt> cols;
-      for (int64_t b = 0; b < width; ++b) cols.push_back(tap(kw, b));
-      taps = serialFor(kw, 0, p.cols.kernel, Seq::make(std::move(cols)));
-    } else {
-      std::vector<Stmt> all;
-      int64_t start = *asConstInt(ow0);
-      for (int64_t k = 0; k < p.cols.kernel; ++k)
-        for (int64_t b = 0; b < width; ++b)
-          if (p.cols.tapInside(start + b, k)) all.push_back(tap(i64(k), b));
-      taps = all.empty() ? Stmt() : Seq::make(std::move(all));
-    }
-    if (taps.defined()) body.push_back(For::make(kh, khFirst, khExtent, ForKind::Serial, taps));
-    Expr lane = lanes == 1 ? Expr(i64(0)) : Ramp::make(i64(0), i64(1), lanes);
-    for (int64_t b = 0; b < width; ++b) {
-      Expr col = ow0 + b;
-      Expr value = acc.get(static_cast<int>(b));
-      if (!p.isMax) value = value / splat(cast(elem, avgDivisor(p, ohE, col)), lanes);
-      Expr nIndex = ncb / cb, cIndex = ncb % cb;
-      value = ctx.applyEpilogue(value, {nIndex, cIndex, ohE, col, lane});
-      body.push_back(vstore(y, ((ncb * oh + ohE) * ow + col) * lanes, value));
-    }
-    return Seq::make(std::move(body));
+  const Type t = y->elemType;
+  const bool isMax = !divisor;
+  Expr n = Var::make("n"), c = Var::make("c"), oh = Var::make("oh"), ow = Var::make("ow");
+  Expr kh = Var::make("kh"), kw = Var::make("kw");
+  Buffer acc = makeBuffer("acc", t, {lanes});
+  // A statement per lane: a loop over the block's lanes, or lane 0 alone on an NCHW input.
+  auto overLanes = [&](const char* name, const std::function<Stmt(const Expr&)>& body) {
+    if (!packed) return body(i64(0));
+    Expr lane = Var::make(name);
+    return serialFor(lane, 0, lanes, body(lane));
   };
-
-  std::vector<Stmt> runs;
-  for (const ColumnRun& run : planColumns(p.cols, tileWidth)) {
-    if (run.count == 1) {
-      runs.push_back(tile(i64(run.start), run.width, run.interior));
-      continue;
-    }
-    Expr blk = Var::make("owb");
-    runs.push_back(serialFor(blk, 0, run.count, tile(blk * run.width + run.start, run.width, true)));
+  Stmt init = overLanes(
+      "l", [&](const Expr& l) { return Store::make(acc, l, isMax ? lowestValue(t) : literal(t, 0)); });
+  auto [khFirst, khExtent] = rows.range(oh);
+  auto [kwFirst, kwExtent] = cols.range(ow);
+  Expr pixel = ((n * xs[1] + c) * xs[2] + rows.input(oh, kh)) * xs[3] + cols.input(ow, kw);
+  Stmt update = overLanes("l_t", [&](const Expr& l) {
+    Expr v = Load::make(x, pixel * lanes + l), cur = Load::make(acc, l);
+    return Store::make(acc, l, isMax ? max(cur, v) : cur + v);
+  });
+  Stmt window = For::make(kh, khFirst, khExtent, ForKind::Serial,
+                          For::make(kw, kwFirst, kwExtent, ForKind::Serial, update));
+  Stmt store = overLanes("l_w", [&](const Expr& l) {
+    Expr value = Load::make(acc, l);
+    if (!isMax) value = value / cast(t, divisor(oh, ow));
+    std::vector<Expr> index{n, c, oh, ow};
+    if (packed) index.push_back(l);
+    return Store::make(y, (((n * ys[1] + c) * ys[2] + oh) * ys[3] + ow) * lanes + l,
+                       ctx.applyEpilogue(value, index));
+  });
+  Stmt body = Allocate::make(acc, Seq::make({init, window, store}));
+  const std::pair<Expr, int64_t> loops[] = {{ow, ys[3]}, {oh, ys[2]}, {c, ys[1]}, {n, ys[0]}};
+  for (const auto& [var, extent] : loops) body = serialFor(var, 0, extent, body);
+  PrimFunc plain;
+  plain.name = ctx.op;
+  plain.params = {x, y};
+  plain.numOutputs = 1;
+  plain.body = body;
+  const WindowNestShape shape = windowNestShapeOf(ctx.op, ctx.attrs, xs, ys);
+  Knobs knobs = windowNestDefaultKnobs(shape);
+  if (!ctx.nestWorkload.empty()) {
+    ctx.tuneKey = windowNestTuneKey(ctx.nestWorkload);
+    knobs = windowNestKnobsOf(ctx.tunedKnobs(ctx.tuneKey), shape);
   }
-  bool parallel = wantParallel(ctx.outTypes[0].numel(), p.rows.kernel * p.cols.kernel);
-  Stmt body = Allocate::make(acc.buffer(), Seq::make(std::move(runs)));
-  return For::make(f, i64(0), i64(n * cb * oh), parallel ? ForKind::Parallel : ForKind::Serial, body);
+  // Indices as sums of loop variables times constants: the input's row and column offsets then
+  // step by a constant per tap (on an uneven adaptive average the nested products cost 18 %).
+  return distributedIndices(defaultSketch(ctx, std::move(plain), knobs, applyWindowNestSketch));
 }
 
 /// Packed pooling (f32, or an integer max) as conv_search.h's window nest `s` under its sketch; an undefined
 /// Stmt when a record's trace leaves the output read back (the division and the epilogue then have no stores
-/// to go to: the hand-written kernel takes over).
+/// to go to: the plain window nest takes over).
 Stmt sketchedPool(const OpContext& ctx, const PoolSpec& p, const ConvSketchShape& s) {
   const Shape& ys = ctx.outTypes[0].shape;
   if (!ctx.nestWorkload.empty()) ctx.tuneKey = poolTuneKey(ctx.nestWorkload);
@@ -155,30 +170,6 @@ Stmt sketchedPool(const OpContext& ctx, const PoolSpec& p, const ConvSketchShape
   return Stmt();
 }
 
-/// NCHW pooling: one scalar accumulator per output, window taps bounded by loop limits.
-Stmt plainPool(const OpContext& ctx, const PoolSpec& p) {
-  const Shape &xs = ctx.inTypes[0].shape, &ys = ctx.outTypes[0].shape;
-  int64_t h = xs[2], w = xs[3];
-  const Buffer &x = ctx.in[0], &y = ctx.out[0];
-  Type t = y->elemType;
-  LoopNest nest(ys, {"n", "c", "oh", "ow"}, wantParallel(ctx.outTypes[0].numel(), p.rows.kernel * p.cols.kernel));
-  Expr oh = nest[2], ow = nest[3];
-  Buffer acc = makeLocal("acc", t);
-  Expr kh = Var::make("kh"), kw = Var::make("kw");
-  auto [khFirst, khExtent] = p.rows.tapRange(oh);
-  auto [kwFirst, kwExtent] = p.cols.tapRange(ow);
-  Expr xIndex = nest.offset({xs[1] * h * w, h * w, 0, 0}) + p.rows.inputIndex(oh, kh) * w + p.cols.inputIndex(ow, kw);
-  Expr xv = Load::make(x, xIndex);
-  Stmt update = storeLocal(acc, p.isMax ? max(loadLocal(acc), xv) : loadLocal(acc) + xv);
-  Stmt window = For::make(kh, khFirst, khExtent, ForKind::Serial, For::make(kw, kwFirst, kwExtent, ForKind::Serial, update));
-  Expr result = loadLocal(acc);
-  if (!p.isMax) result = result / cast(t, avgDivisor(p, oh, ow));
-  result = ctx.applyEpilogue(result, {nest[0], nest[1], oh, ow});
-  Stmt body = Seq::make({storeLocal(acc, p.isMax ? lowestValue(t) : literal(t, 0)), window,
-                         Store::make(y, nest.offset(contiguousStrides(ys)), result)});
-  return nest.wrap(body, {acc});
-}
-
 }  // namespace
 
 Stmt lowerPool2d(const OpContext& ctx) {
@@ -196,23 +187,20 @@ Stmt lowerPool2d(const OpContext& ctx) {
   p.includePad = ctx.attrs.getInt("count_include_pad", 1) != 0;
   p.rows = WindowAxis{xs[2], ys[2], kernel[0], stride[0], pad[0], dil[0]};
   p.cols = WindowAxis{xs[3], ys[3], kernel[1], stride[1], pad[1], dil[1]};
-  // The window nest: f32, or a max of integers (a quantized model's u8 max pool).
+  // The regioned window nest: f32, or a max of integers (a quantized model's u8 max pool).
   if (std::optional<ConvSketchShape> s = poolSketchShapeOf(ctx.op, ctx.attrs, xs, ys);
       s && (ctx.inTypes[0].dtype == DType::Float32 || isMax))
     if (Stmt nest = sketchedPool(ctx, p, *s); nest.defined()) return nest;
-  return xs.size() == 5 ? packedPool(ctx, p) : plainPool(ctx, p);
+  std::function<Expr(const Expr&, const Expr&)> divisor;
+  if (!isMax) divisor = [p](const Expr& oh, const Expr& ow) { return avgDivisor(p, oh, ow); };
+  return windowNest(ctx, taps(p.rows), taps(p.cols), divisor);
 }
 
 Stmt lowerAdaptiveAvgPool2d(const OpContext& ctx) {
   ctx.requireFloat();
   const Shape &xs = ctx.inTypes[0].shape, &ys = ctx.outTypes[0].shape;
-  bool packed = xs.size() == 5;
-  int64_t h = xs[2], w = xs[3], oh = ys[2], ow = ys[3];
-  int lanes = packed ? static_cast<int>(xs[4]) : 1;
-  const Buffer &x = ctx.in[0], &y = ctx.out[0];
-  Type t = y->elemType;
-
-  // Uniform windows over a packed input: an avg_pool2d's window nest.
+  const int64_t h = xs[2], w = xs[3], oh = ys[2], ow = ys[3];
+  // Uniform windows over a packed input: an avg_pool2d's regioned window nest.
   if (std::optional<ConvSketchShape> s = poolSketchShapeOf(ctx.op, ctx.attrs, xs, ys);
       s && ctx.inTypes[0].dtype == DType::Float32) {
     PoolSpec p;
@@ -221,50 +209,11 @@ Stmt lowerAdaptiveAvgPool2d(const OpContext& ctx) {
     p.cols = WindowAxis{w, ow, s->kw, s->strideW, 0, 1};
     if (Stmt nest = sketchedPool(ctx, p, *s); nest.defined()) return nest;
   }
-
-  // Global average of a contiguous NCHW plane: a vectorized sum with a lane reduction.
-  int vl = t.bits == 64 ? std::max(1, ctx.options.vectorLanes / 2) : ctx.options.vectorLanes;
-  if (!packed && oh == 1 && ow == 1 && h * w >= vl) {
-    int64_t plane = h * w, vecs = plane / vl;
-    LoopNest nest({xs[0], xs[1]}, {"n", "c"}, wantParallel(xs[0] * xs[1], plane), ParallelPolicy::FuseAll);
-    Expr base = nest.offset({xs[1] * plane, plane});
-    RegisterTile acc("acc", t, 1, vl);
-    Buffer scratch = makeBuffer("lanes", t, {vl}), sum = makeLocal("sum", t);
-    Expr i = Var::make("i"), r = Var::make("r");
-    auto [reduce, lanesSum] = horizontalSum(acc.get(0), scratch);
-    Stmt body = Seq::make({acc.set(0, splat(literal(t, 0), vl)),
-                           serialFor(i, 0, vecs, acc.set(0, acc.get(0) + vload(x, base + i * vl, vl))), reduce,
-                           storeLocal(sum, lanesSum),
-                           serialFor(r, vecs * vl, plane - vecs * vl, storeLocal(sum, loadLocal(sum) + Load::make(x, base + r))),
-                           Store::make(y, nest.offset({xs[1], 1}),
-                                       ctx.applyEpilogue(loadLocal(sum) / countLiteral(t, plane), {nest[0], nest[1], i64(0), i64(0)}))});
-    return nest.wrap(body, {acc.buffer(), scratch, sum});
-  }
-
-  int64_t maxWindow = ((h + oh - 1) / oh + 1) * ((w + ow - 1) / ow + 1);  // an upper bound
-  Shape nestShape(ys.begin(), ys.begin() + 4);
-  LoopNest nest(nestShape, {"n", "c", "oh", "ow"}, wantParallel(ctx.outTypes[0].numel(), maxWindow),
-                packed ? ParallelPolicy::FuseAll : ParallelPolicy::KeepInnermost);
-  Buffer acc = makeBuffer("acc", t, {lanes});
-  Expr hs = nest[2] * h / oh, he = ((nest[2] + 1) * h + oh - 1) / oh;
-  Expr ws = nest[3] * w / ow, we = ((nest[3] + 1) * w + ow - 1) / ow;
-  Expr ih = Var::make("ih"), iw = Var::make("iw");
-  Expr xIndex = (nest.offset({xs[1] * h * w, h * w, 0, 0}) + ih * w + iw) * lanes;
-  Stmt update = vstore(acc, i64(0), vload(acc, i64(0), lanes) + vload(x, xIndex, lanes));
-  Stmt window = For::make(ih, hs, he - hs, ForKind::Serial, For::make(iw, ws, we - ws, ForKind::Serial, update));
-  Expr result = vload(acc, i64(0), lanes) / splat(cast(t, (he - hs) * (we - ws)), lanes);
-  std::vector<Expr> index = {nest[0], nest[1], nest[2], nest[3]};
-  if (packed) index.push_back(lanes == 1 ? Expr(i64(0)) : Ramp::make(i64(0), i64(1), lanes));
-  Expr yIndex = nest.offset(contiguousStrides(nestShape)) * lanes;
-  Stmt body = Seq::make({vstore(acc, i64(0), splat(literal(t, 0), lanes)), window,
-                         vstore(y, yIndex, ctx.applyEpilogue(result, index))});
-  return nest.wrap(body, {acc});
+  const AxisTaps rows = adaptiveTaps(h, oh), cols = adaptiveTaps(w, ow);
+  return windowNest(ctx, rows, cols, [rows, cols](const Expr& i, const Expr& j) {
+    return rows.range(i).second * cols.range(j).second;
+  });
 }
-
-namespace {
-
-
-}  // namespace
 
 bool isWindowPool(const std::string& op) {
   return op == "max_pool2d" || op == "avg_pool2d" || op == "adaptive_avg_pool2d";

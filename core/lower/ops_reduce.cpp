@@ -49,7 +49,7 @@ int lanesFor(const OpContext& ctx) {
 /// How a reduction combines: its identity and its pairwise combination (scalars or vectors).
 struct Reducer {
   Expr identity;
-  Combine combine;
+  std::function<Expr(const Expr&, const Expr&)> combine;
 };
 
 Reducer reducerFor(const std::string& op, Type t) {

@@ -161,27 +161,6 @@ std::pair<Expr, Expr> WindowAxis::tapRange(const Expr& o) const {
   return {first, max(last - first, 0)};
 }
 
-std::vector<ColumnRun> planColumns(const WindowAxis& axis, int64_t maxWidth) {
-  std::vector<ColumnRun> runs;
-  int64_t out = axis.out;
-  if (out <= 0) return runs;
-  maxWidth = std::max<int64_t>(1, maxWidth);
-  int64_t tiles = (out + maxWidth - 1) / maxWidth;
-  int64_t base = out / tiles, extra = out % tiles;  // the first `extra` tiles are one wider
-  auto [lo, hi] = axis.interior();
-  int64_t start = 0;
-  for (int64_t t = 0; t < tiles; ++t) {
-    int64_t width = base + (t < extra ? 1 : 0);
-    bool interior = start >= lo && start + width <= hi;
-    if (!runs.empty() && runs.back().interior && interior && runs.back().width == width)
-      ++runs.back().count;
-    else
-      runs.push_back(ColumnRun{start, width, 1, interior});
-    start += width;
-  }
-  return runs;
-}
-
 // ---- vector expressions -----------------------------------------------------------------------
 
 Expr vramp(const Expr& base, int lanes) { return lanes == 1 ? base : Ramp::make(base, i64(1), lanes); }
@@ -206,23 +185,5 @@ Stmt RegisterTile::set(int i, Expr value) const {
 }
 
 Stmt RegisterTile::fma(int i, const Expr& a, const Expr& b) const { return set(i, get(i) + a * b); }
-
-std::pair<Stmt, Expr> horizontalReduce(const Expr& v, const Buffer& scratch, const Combine& combine) {
-  int lanes = v.type().lanes;
-  if (lanes == 1) return {Stmt(), v};
-  std::vector<Stmt> steps = {vstore(scratch, i64(0), v)};
-  int width = lanes;
-  while (width > 2 && width % 2 == 0) {
-    width /= 2;
-    steps.push_back(vstore(scratch, i64(0), combine(vload(scratch, i64(0), width), vload(scratch, i64(width), width))));
-  }
-  Expr result = Load::make(scratch, i64(0));
-  for (int i = 1; i < width; ++i) result = combine(result, Load::make(scratch, i64(i)));
-  return {Seq::make(std::move(steps)), result};
-}
-
-std::pair<Stmt, Expr> horizontalSum(const Expr& v, const Buffer& scratch) {
-  return horizontalReduce(v, scratch, [](const Expr& a, const Expr& b) { return a + b; });
-}
 
 }  // namespace kiln::core::lower

@@ -13,7 +13,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -120,20 +119,10 @@ struct WinogradMatrices {
 };
 const WinogradMatrices& winogradMatrices(int m);
 
-// ---- column plans -----------------------------------------------------------------------------
+// ---- windows --------------------------------------------------------------------------------
 
-/// How a row of output columns is cut into register tiles. Tiles whose windows lie inside the
-/// input ("interior") run in loops; others are emitted at constant positions so that taps
-/// falling into the padding are pruned while building the IR (no bounds checks anywhere).
-struct ColumnRun {
-  int64_t start = 0;     // first column of the first tile
-  int64_t width = 0;     // columns per tile
-  int64_t count = 1;     // tiles in the run (a loop when > 1)
-  bool interior = true;  // every tap of every column is inside the input
-};
-
-/// Balanced tiles of at most `maxWidth` columns over [0, outWidth); runs of equal-width interior
-/// tiles become loops. `window` gives the input extent and window geometry along the axis.
+/// One axis of a pooling or convolution window: the input extent, the outputs, and the window's
+/// geometry along the axis.
 struct WindowAxis {
   int64_t in = 0, out = 0, kernel = 1, stride = 1, pad = 0, dilation = 1;
   /// Output positions [lo, hi) whose whole window lies inside [0, in).
@@ -146,7 +135,6 @@ struct WindowAxis {
   /// (constants when every window is interior).
   std::pair<tir::Expr, tir::Expr> tapRange(const tir::Expr& o) const;
 };
-std::vector<ColumnRun> planColumns(const WindowAxis& axis, int64_t maxWidth);
 
 // ---- vector expressions -----------------------------------------------------------------------
 
@@ -173,12 +161,5 @@ class RegisterTile {
   tir::Buffer m_buffer;
   int m_lanes;
 };
-
-/// The lanes of vector `v` combined with `combine` (pairwise halving through `scratch`, a local
-/// buffer of at least v's lanes): the statements to run first, and the scalar result read
-/// afterwards. horizontalSum combines with +.
-using Combine = std::function<tir::Expr(const tir::Expr&, const tir::Expr&)>;
-std::pair<tir::Stmt, tir::Expr> horizontalReduce(const tir::Expr& v, const tir::Buffer& scratch, const Combine& combine);
-std::pair<tir::Stmt, tir::Expr> horizontalSum(const tir::Expr& v, const tir::Buffer& scratch);
 
 }  // namespace kiln::core::lower

@@ -62,7 +62,7 @@ double ConvGeometry::flops() const {
 
 TuneKeyParts parseTuneKey(std::string_view key) {
   // Nests (nest_search.h): the kind, then a group's workload key.
-  for (std::string_view kind : {"nest", "reduce", "pool"}) {
+  for (std::string_view kind : {"nest", "reduce", "pool", "window"}) {
     if (key.size() < kind.size() + 1 || key.substr(0, kind.size()) != kind || key[kind.size()] != ':')
       continue;
     if (key.size() == kind.size() + 1)

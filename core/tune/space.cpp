@@ -137,6 +137,11 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
         {"blocks", s.n * s.groups}, {"rows", s.rows}, {"pixels", s.pixels}, {"taps", s.kh * s.kw}};
     addChunked(lower::convSketchDefaultKnobs(s, options.vectorRegisters));
     for (Knobs& k : lower::convSketchAnnotations(s, options.vectorRegisters)) addChunked(k);
+  } else if (parts.kind == "window") {
+    // The plain window nest's annotations (nest_search.h), the default first.
+    const lower::WindowNestShape s = lower::windowNestShapeOfKey(key);
+    space.m_params = {{"numel", s.outputs}, {"taps", s.taps}};
+    for (Knobs& k : lower::windowNestAnnotations(s)) space.add(std::move(k));
   } else if (parts.kind == "reduce") {
     lower::RowNestShape s = lower::rowNestShapeOfKey(key);
     space.m_params["rows"] = s.rows;
@@ -297,6 +302,18 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          static_cast<float>(par),
          lg(vectors),
          lg(par ? vectors / threads : vectors),  // vectors per thread
+         lg(static_cast<double>(numel))};
+    return f;
+  }
+  if (m_kind == "window") {
+    // Vectors of vl lanes per output, each over the window's taps.
+    const int64_t numel = m_params.at("numel"), lanes = k.at("vl"), par = k.at("par");
+    const double vectors = static_cast<double>(numel) / static_cast<double>(lanes);
+    f = {static_cast<float>(lanes),
+         static_cast<float>(par),
+         lg(vectors),
+         lg(par ? vectors / threads : vectors),  // vectors per thread
+         lg(static_cast<double>(m_params.at("taps"))),
          lg(static_cast<double>(numel))};
     return f;
   }

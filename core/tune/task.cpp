@@ -151,6 +151,11 @@ double taskFlops(const std::string& key) {
     return static_cast<double>(s.n * s.groups * s.rows * s.pixels * s.lanes) *
            static_cast<double>(s.kh * s.kw);
   }
+  // A plain window nest: one operation per tap of its largest window, for every output element.
+  if (parts.kind == "window") {
+    const lower::WindowNestShape s = lower::windowNestShapeOfKey(key);
+    return static_cast<double>(s.outputs) * static_cast<double>(s.taps);
+  }
   throw Error("tuning key '" + key + "' names no tunable operator", ErrorKind::InvalidInput);
 }
 
@@ -159,7 +164,7 @@ Graph taskGraph(const std::string& key, uint64_t seed) {
   if (parts.kind == "dense" && parts.dtype == "u8") return quantizedDenseGraph(parts, key, seed);
   if (parts.kind == "conv2d_nchwc" && parts.dtype == "u8") return quantizedConvGraph(parts, key, seed);
   requireF32(parts, key);
-  if (parts.kind == "nest" || parts.kind == "reduce" || parts.kind == "pool")
+  if (parts.kind == "nest" || parts.kind == "reduce" || parts.kind == "pool" || parts.kind == "window")
     return lower::nestTaskGraph(key);
   std::mt19937 rng(static_cast<uint32_t>(seed));
   Graph g;

@@ -117,22 +117,29 @@ TEST(KernelsPool, RandomWindows) {
   }
 }
 
+/// adaptive_avg_pool2d of NCHW `x` to oh × ow in plain C++.
+std::vector<float> referenceAdaptive(const runtime::Tensor& x, int64_t oh, int64_t ow) {
+  const int64_t nc = x.shape()[0] * x.shape()[1], h = x.shape()[2], w = x.shape()[3];
+  std::vector<float> expected;
+  for (int64_t p = 0; p < nc; ++p)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        int64_t hs = i * h / oh, he = ((i + 1) * h + oh - 1) / oh, ws = j * w / ow, we = ((j + 1) * w + ow - 1) / ow;
+        double acc = 0;
+        for (int64_t u = hs; u < he; ++u)
+          for (int64_t v = ws; v < we; ++v) acc += x.data<float>()[(p * h + u) * w + v];
+        expected.push_back(static_cast<float>(acc / double((he - hs) * (we - ws))));
+      }
+  return expected;
+}
+
 void checkAdaptive(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow, int lanes) {
   SCOPED_TRACE("adaptive " + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w) + " -> " +
                std::to_string(oh) + "x" + std::to_string(ow) + " lanes=" + std::to_string(lanes));
   LowerOptions options;
   options.vectorLanes = lanes;
   runtime::Tensor x = randomTensor({n, c, h, w}, 23);
-  std::vector<float> expected;
-  for (int64_t nc = 0; nc < n * c; ++nc)
-    for (int64_t i = 0; i < oh; ++i)
-      for (int64_t j = 0; j < ow; ++j) {
-        int64_t hs = i * h / oh, he = ((i + 1) * h + oh - 1) / oh, ws = j * w / ow, we = ((j + 1) * w + ow - 1) / ow;
-        double acc = 0;
-        for (int64_t u = hs; u < he; ++u)
-          for (int64_t v = ws; v < we; ++v) acc += x.data<float>()[(nc * h + u) * w + v];
-        expected.push_back(static_cast<float>(acc / double((he - hs) * (we - ws))));
-      }
+  std::vector<float> expected = referenceAdaptive(x, oh, ow);
   Attrs attrs{{"output_size", std::vector<int64_t>{oh, ow}}};
   Graph plain, packed;
   plain.setOutputs({plain.add("adaptive_avg_pool2d", {plain.addInput("x", TensorType{DType::Float32, x.shape()})}, attrs)});
@@ -164,12 +171,14 @@ Graph packedPoolGraph(const PoolCase& pc, int64_t block) {
   return g;
 }
 
-/// The kernel of `module` whose tuning key starts with "pool:" (null when none has).
-const tir::PrimFunc* poolKernel(const LoweredModule& module) {
+/// The kernel of `module` whose tuning key starts with `kind` + ":" (null when none has).
+const tir::PrimFunc* kernelOfKind(const LoweredModule& module, const std::string& kind) {
   for (const tir::PrimFunc& f : module.funcs)
-    if (f.attrs.count("tune_key") && f.attrs.at("tune_key").rfind("pool:", 0) == 0) return &f;
+    if (f.attrs.count("tune_key") && f.attrs.at("tune_key").rfind(kind + ":", 0) == 0) return &f;
   return nullptr;
 }
+const tir::PrimFunc* poolKernel(const LoweredModule& module) { return kernelOfKind(module, "pool"); }
+const tir::PrimFunc* windowKernel(const LoweredModule& module) { return kernelOfKind(module, "window"); }
 
 /// The packed input's elements in NCHW order, as referencePool reads them.
 runtime::Tensor unpacked(const runtime::Tensor& x) {
@@ -238,8 +247,8 @@ TEST(KernelsPool, EveryAnnotationOfTheWindowNestComputesThePool) {
 
 // A pool key's workload rebuilds the kernel as a task graph of its own (what the tuner measures).
 // An average divides before a fused epilogue, also when a record's trace leaves the output read
-// back (the hand-written kernel then runs). An adaptive pool of uneven windows and NCHW pools
-// have no window nest.
+// back (the plain window nest then runs). An adaptive pool of uneven windows and NCHW pools
+// have no regioned window nest: they are plain window nests (nest_search.h).
 TEST(KernelsPool, AWindowNestKeyDescribesItsKernel) {
   const char* text = R"(graph(%x: f32[1,2,7,7,16], %y: f32[1,2,4,4,16]) {
   group @avg {
@@ -276,13 +285,17 @@ TEST(KernelsPool, AWindowNestKeyDescribesItsKernel) {
     withKey += f.attrs.count("tune_key") && f.attrs.at("tune_key") == key;
   EXPECT_EQ(withKey, 1);
 
-  // A record's trace that keeps the sum in the output: the hand-written kernel, no trace claimed.
+  // A record's trace that keeps the sum in the output: the plain window nest instead, under its own
+  // key, with its own trace.
   auto configs = std::make_shared<ScheduleConfigs>();
   configs->traces[key] = "parallel(g)";
   options.schedules = configs;
   LoweredModule replayed = lowerGraph(g, options);
-  ASSERT_NE(poolKernel(replayed), nullptr);
-  EXPECT_FALSE(poolKernel(replayed)->attrs.count("trace"));
+  EXPECT_EQ(poolKernel(replayed), nullptr);
+  const tir::PrimFunc* plain = windowKernel(replayed);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->attrs.at("tune_key"), windowNestTuneKey(kernel->attrs.at("workload_key")));
+  EXPECT_EQ(plain->attrs.at("schedule"), "par=0,vl=16");  // 512 outputs of 9 taps: not worth threads
   EXPECT_TRUE(allClose(evalModule(replayed, {x, y}, Engine::Jit)[0], want, 1e-5));
   options.schedules = nullptr;
 
@@ -293,7 +306,9 @@ TEST(KernelsPool, AWindowNestKeyDescribesItsKernel) {
         "graph(%x: f32[1,32,8,8]) {\n  %a = max_pool2d(%x) {kernel=[2,2]} : f32[1,32,4,4]\n  return "
         "%a\n}\n"}) {
     SCOPED_TRACE(none);
-    EXPECT_EQ(poolKernel(lowerGraph(parseGraph(none), options)), nullptr);
+    LoweredModule module = lowerGraph(parseGraph(none), options);
+    EXPECT_EQ(poolKernel(module), nullptr);
+    EXPECT_NE(windowKernel(module), nullptr);  // the plain window nest
   }
   EXPECT_THROW(poolSketchShapeOfKey("reduce:fused[mean{axes=[1],keepdims=1}($0:f32[3,37])->f32[3,1]]"),
                kiln::Error);
@@ -345,6 +360,105 @@ TEST(KernelsPool, AnIntegerMaxPoolIsTheWindowNestToo) {
       EXPECT_EQ(values, want);
     }
   }
+}
+
+// ---- the plain window nest (nest_search.h) ---------------------------------------------------
+
+/// `nchw` [n, c, oh, ow] values in the packed order [n, c/block, oh, ow, block].
+std::vector<float> packedOrder(const std::vector<float>& nchw, int64_t n, int64_t c, int64_t plane,
+                               int64_t block) {
+  std::vector<float> packed(nchw.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < plane; ++p)
+        packed[((i * (c / block) + ch / block) * plane + p) * block + ch % block] =
+            nchw[(i * c + ch) * plane + p];
+  return packed;
+}
+
+// Pools the regioned window nest does not take (NCHW inputs with padding, dilation, ceil mode and
+// both divisors; adaptive windows of uneven sizes, packed and NCHW; a fused epilogue) are the
+// plain window nest: keyed "window:" + their workload, traced as the tuner records it, and every
+// annotation computes the pool, interpreted and JIT-compiled.
+TEST(KernelsPool, EveryAnnotationOfThePlainWindowNestComputesThePool) {
+  struct Case {
+    std::string text;
+    std::vector<Shape> inputs;
+    std::function<std::vector<float>(const std::vector<runtime::Tensor>&)> expected;
+  };
+  const PoolCase maxCase{"max_pool2d", 2, 5, 11, 13, 3, 2, 1, 2, true, true};
+  const PoolCase avgCase{"avg_pool2d", 1, 3, 9, 10, 3, 2, 1, 1, true, false};
+  const std::vector<Case> cases = {
+      {R"(graph(%x: f32[2,5,11,13]) {
+  %a = max_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], dilation=[2,2], ceil_mode=1} : f32[2,5,5,6]
+  return %a
+})",
+       {{2, 5, 11, 13}},
+       [&](const std::vector<runtime::Tensor>& in) { return referencePool(maxCase, in[0], 5, 6); }},
+      {R"(graph(%x: f32[1,3,9,10], %y: f32[1,3,5,6]) {
+  group @avg {
+    %a = avg_pool2d(%x) {kernel=[3,3], stride=[2,2], padding=[1,1], ceil_mode=1, count_include_pad=0} : f32[1,3,5,6]
+    %b = add(%a, %y) : f32[1,3,5,6]
+  }
+  return %b
+})",
+       {{1, 3, 9, 10}, {1, 3, 5, 6}},
+       [&](const std::vector<runtime::Tensor>& in) {
+         std::vector<float> v = referencePool(avgCase, in[0], 5, 6);
+         for (size_t i = 0; i < v.size(); ++i) v[i] += in[1].data<float>()[i];
+         return v;
+       }},
+      {R"(graph(%x: f32[1,3,10,9]) {
+  %a = adaptive_avg_pool2d(%x) {output_size=[3,4]} : f32[1,3,3,4]
+  return %a
+})",
+       {{1, 3, 10, 9}},
+       [](const std::vector<runtime::Tensor>& in) { return referenceAdaptive(in[0], 3, 4); }},
+      {R"(graph(%x: f32[1,2,10,9,8]) {
+  %a = adaptive_avg_pool2d(%x) {output_size=[3,4]} : f32[1,2,3,4,8]
+  return %a
+})",
+       {{1, 2, 10, 9, 8}},
+       [](const std::vector<runtime::Tensor>& in) {
+         return packedOrder(referenceAdaptive(unpacked(in[0]), 3, 4), 1, 16, 12, 8);
+       }},
+  };
+  LowerOptions options;
+  options.vectorLanes = 8;
+  options.vectorRegisters = vectorRegistersForLanes(8);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    Graph g = parseGraph(c.text);
+    std::vector<runtime::Tensor> inputs;
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      inputs.push_back(randomTensor(c.inputs[i], 40 + static_cast<int>(i)));
+    const std::vector<float> want = c.expected(inputs);
+    LoweredModule untuned = lowerGraph(g, options);
+    EXPECT_EQ(untuned.funcs.size(), 1u);  // the epilogue fused into the nest's stores
+    const tir::PrimFunc* kernel = windowKernel(untuned);
+    ASSERT_NE(kernel, nullptr);
+    const std::string key = kernel->attrs.at("tune_key");
+    EXPECT_EQ(key, windowNestTuneKey(kernel->attrs.at("workload_key")));
+    const WindowNestShape shape = windowNestShapeOfKey(key);
+    EXPECT_EQ(kernel->attrs.at("schedule"), knobsText(windowNestDefaultKnobs(shape)));
+    const std::vector<Knobs> annotations = windowNestAnnotations(shape);
+    EXPECT_EQ(annotations.size(), shape.lanes == 8 ? 6u : 2u);  // vl 8, 4, 1 (or 1) × par 0, 1
+    for (const Knobs& k : annotations) {
+      SCOPED_TRACE(knobsText(k));
+      LoweredModule tuned = lowerWithRecord(g, options, key, k);
+      const tir::PrimFunc* f = windowKernel(tuned);
+      ASSERT_NE(f, nullptr);
+      EXPECT_EQ(f->attrs.at("schedule"), knobsText(k));
+      // (A scalar serial nest applies no step: no trace.)
+      EXPECT_EQ(f->attrs.count("trace") ? f->attrs.at("trace") : "",
+                sketchTrace(key, k, 8, options.vectorRegisters).str());
+      for (Engine e : {Engine::Interpreter, Engine::Jit})
+        EXPECT_TRUE(allClose(evalModule(tuned, inputs, e)[0], want, 1e-5))
+            << (e == Engine::Jit ? "jit" : "interp");
+    }
+  }
+  EXPECT_THROW(windowNestShapeOfKey("pool:fused[relu($0:f32[4])->f32[4]]"), kiln::Error);
+  EXPECT_THROW(windowNestShapeOfKey("window:fused[relu($0:f32[4])->f32[4]]"), kiln::Error);
 }
 
 }  // namespace

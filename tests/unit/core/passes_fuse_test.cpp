@@ -339,15 +339,17 @@ TEST(FusedLowering, EpilogueLoadsBiasAndResidualPerElement) {
   Graph g = parseGraph(text);
   ASSERT_TRUE(fuseOps(g));
   tir::PrimFunc f = lower::lowerGroup(g, 0, "f");
+  // The pool's plain window nest (nest_search.h): one accumulator per output, the epilogue where
+  // it is stored.
   EXPECT_EQ(tir::print(f), R"(func f(x: f32[1,3,2,2], b: f32[3,1,1], res: f32[1,3,2,2], s: f32[1,3,2,2]) {
-  allocate acc: f32[1]
   for (c, 0, 3) {
     for (oh, 0, 2) {
       for (ow, 0, 2) {
+        allocate acc: f32[1]
         acc[0] = 0.0f
-        for (ih, oh, ((oh + 1) - oh)) {
-          for (iw, ow, ((ow + 1) - ow)) {
-            acc[0] = (acc[0] + x[(((c * 4) + (ih * 2)) + iw)])
+        for (kh, oh, ((oh + 1) - oh)) {
+          for (kw, ow, ((ow + 1) - ow)) {
+            acc[0] = (acc[0] + x[(((c * 4) + (kh * 2)) + kw)])
           }
         }
         s[(((c * 4) + (oh * 2)) + ow)] = (((acc[0] / f32((((oh + 1) - oh) * ((ow + 1) - ow)))) + b[c]) + res[(((c * 4) + (oh * 2)) + ow)])
