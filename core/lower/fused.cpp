@@ -611,11 +611,25 @@ class GroupLowering {
     int64_t axis = normalizeAxis(root.attrs.getInt("axis"), static_cast<int64_t>(outShape.size()));
     std::vector<int64_t> outStrides = contiguousStrides(outShape);
     GroupEvaluator eval(m_graph, m_group, m_params);
+    // A part that is one contiguous range of the output (nothing but ones before the axis), of
+    // values a flat index addresses, is one flat loop.
+    int64_t before = 1;
+    for (int64_t d = 0; d < axis; ++d) before *= outShape[d];
+    const bool flat = before == 1 && canUseFlat(m_graph, m_group, m_group.root());
     std::vector<Stmt> copies;
     int64_t offset = 0;
     for (ValueId v : root.inputs) {
       const Shape& shape = m_graph.type(v).shape;
-      if (m_graph.type(v).numel() == 0) continue;
+      const int64_t numel = m_graph.type(v).numel();
+      if (numel == 0) continue;
+      if (flat) {
+        LoopNest nest({numel}, {"i"}, false);
+        eval.clearMemo();
+        Expr value = eval.valueAt(v, Index{{numel}, {nest[0]}, 1, nullptr, {}, true});
+        copies.push_back(nest.wrap(Store::make(m_outBuffer, nest[0] + offset * outStrides[axis], value)));
+        offset += shape[axis];
+        continue;
+      }
       LoopNest nest(shape, {}, false);
       eval.clearMemo();
       Expr value = eval.valueAt(v, nestIndex(nest, shape));

@@ -452,9 +452,17 @@ void applyConcatNestSketch(Schedule& sched, const std::string& block, const Knob
   // of the parts before it as they were.
   for (size_t k = parts().size(); k-- > 0;) {
     std::vector<std::string> loops;
-    for (Stmt s = parts()[k]; const auto* loop = s.as<For>(); s = loop->body)
+    int64_t elements = 1;
+    for (Stmt s = parts()[k]; const auto* loop = s.as<For>(); s = loop->body) {
       loops.push_back(schedule_detail::loopName(loop));
-    sketchElementLoops(sched, block, loops, knobs);
+      const int64_t* extent = asConstInt(loop->extent);
+      elements *= extent ? *extent : 1;
+    }
+    // A part too small to spread over threads stays serial: a parallel launch per part costs more
+    // than the copy (densenet121's concatenations of one large and many 32-channel parts: 2×).
+    Knobs part = knobs;
+    if (!wantParallel(elements)) part["par"] = 0;
+    sketchElementLoops(sched, block, loops, part);
   }
 }
 

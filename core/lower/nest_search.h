@@ -11,7 +11,8 @@
 //      lowering's LoopNest does for its own nests).
 // Annotation knobs: vl (vector lanes, 1 = scalar), un (1, 2 or 4), par (0 or 1). A concatenation
 // (with the element ops before it) is one such nest per input, each storing its part of the
-// output; the sketch takes the steps above on each of them under the same annotation.
+// output; the sketch takes the steps above on each of them under the same annotation, except that
+// with `par` only the parts with enough elements for threads (wantParallel) run parallel.
 //
 // Tuning. A nest whose inputs and output are f32 has the tuning key "nest:" + its group's
 // workload key (lower.h: the ops, their attributes and types, inputs numbered $0, $1, ...), which
@@ -44,7 +45,8 @@ Knobs elementNestDefaultKnobs(int64_t numel, const LowerOptions& options);
 void applyElementNestSketch(tir::Schedule& sched, const std::string& block, const Knobs& knobs);
 
 /// The sketch on a concatenation's plain form (core/lower/fused.cpp): one perfect nest per input
-/// storing its part of buffer `block`, each taking the steps above under the same `knobs`.
+/// storing its part of buffer `block`, each taking the steps above under the same `knobs` (serial
+/// where a part is too small for threads).
 void applyConcatNestSketch(tir::Schedule& sched, const std::string& block, const Knobs& knobs);
 
 /// The annotations of a nest of `numel` outputs, elementNestDefaultKnobs first (the lowering's

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "../core/kernels_test_util.h"
+#include "../core/lower_test_util.h"
 #include "core/lower/conv_search.h"
 #include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
@@ -218,19 +219,27 @@ TEST(TuneSpace, EveryElementNestAnnotationBuildsAndMatches) {
 }
 
 // A concatenation is one nest per input, each sketched alike: parts of 13 and 7 columns (vectors
-// and their tails) after a relu, and channel blocks of a packed layout.
+// and their tails) after a relu, only the larger of them worth threads; and channel blocks of a
+// packed layout, each one contiguous range of the output (a flat loop).
 TEST(TuneSpace, EveryConcatNestAnnotationBuildsAndMatches) {
   const std::string columns =
-      "nest:fused[relu($0:f32[3,6,13])->f32[3,6,13]; concat{axis=2}(%0,$1:f32[3,6,7])->f32[3,6,20]]";
+      "nest:fused[relu($0:f32[8,40,13])->f32[8,40,13]; concat{axis=2}(%0,$1:f32[8,40,7])->f32[8,40,20]]";
   const std::string blocks =
       "nest:fused[concat{axis=1}($0:f32[1,2,5,7,8],$1:f32[1,3,5,7,8])->f32[1,5,5,7,8]]";
-  EXPECT_DOUBLE_EQ(taskFlops(columns), 3 * 6 * 20);
+  EXPECT_DOUBLE_EQ(taskFlops(columns), 8 * 40 * 20);
   for (const std::string& key : {columns, blocks}) {
     const tir::PrimFunc& f = taskKernel(lowerTask(key, avx2(), nullptr), key);
     EXPECT_EQ(f.attrs.at("ops"), key == columns ? "relu,concat" : "concat");
-    expectEveryNestAnnotationMatches(
-        key, 6);  // vl 8, 4, 1 × par 0, 1 at least (13 and 7 columns unroll no vector)
+    // vl 8, 4, 1 × par 0, 1 at least (13 and 7 columns unroll no vector)
+    expectEveryNestAnnotationMatches(key, key == columns ? 6 : 3);
   }
+  // With par, the part of 4160 elements runs parallel, the part of 2240 serial.
+  auto configs = std::make_shared<lower::ScheduleConfigs>();
+  configs->byKey[columns] = {{"vl", 8}, {"un", 1}, {"par", 1}};
+  lower::LowerOptions options = avx2();
+  options.schedules = configs;
+  const lower::LoweredModule m = lower::lowerGraph(taskGraph(columns), options);
+  EXPECT_EQ(lower::testing::countLoops(taskKernel(m, columns), tir::ForKind::Parallel), 1);
 }
 
 // A row nest (a reduction, a softmax) counts one operation per element read.
@@ -312,6 +321,25 @@ TEST(TuneSpace, EveryRowNestAnnotationBuildsAndMatches) {
   expectEveryNestAnnotationMatches(softmax);
 }
 
+/// Every configuration of pooling key `key`'s space builds a kernel that records its knobs and
+/// computes exactly what the interpreter computes for the untuned one.
+void expectEveryConfigurationPools(const ConfigSpace& space, const std::string& key) {
+  Graph g = taskGraph(key);
+  runtime::Tensor x = lower::testing::randomTensor(g.type(g.inputs()[0]).shape, 5);
+  std::vector<runtime::Tensor> expected = evalGraph(g, {x}, Engine::Interpreter, avx2());
+  for (int64_t i = 0; i < space.size(); ++i) {
+    auto configs = std::make_shared<lower::ScheduleConfigs>();
+    configs->byKey[key] = space.config(i);
+    lower::LowerOptions options = avx2();
+    options.schedules = configs;
+    EXPECT_EQ(taskKernel(lower::lowerGraph(g, options), key).attrs.at("schedule"),
+              lower::knobsText(space.config(i)));
+    std::vector<runtime::Tensor> got = evalGraph(g, {x}, Engine::Jit, options);
+    for (int64_t e = 0; e < got[0].numel(); ++e)
+      ASSERT_EQ(got[0].data<float>()[e], expected[0].data<float>()[e]) << lower::knobsText(space.config(i));
+  }
+}
+
 // A pool counts one operation per tap of every output. Its space is the window nest's annotations,
 // the default first, at every launch granularity; each builds its own schedule and computes what
 // the default does.
@@ -322,20 +350,7 @@ TEST(TuneSpace, EveryPoolAnnotationBuildsAndMatches) {
   EXPECT_EQ(space.config(0), lower::convSketchDefaultKnobs(s, avx2().vectorRegisters));
   EXPECT_EQ(space.size(),
             3 * static_cast<int64_t>(lower::convSketchAnnotations(s, avx2().vectorRegisters).size()));
-  Graph g = taskGraph(kPool);
-  runtime::Tensor x = lower::testing::randomTensor(g.type(g.inputs()[0]).shape, 5);
-  std::vector<runtime::Tensor> expected = evalGraph(g, {x}, Engine::Interpreter, avx2());
-  for (int64_t i = 0; i < space.size(); ++i) {
-    auto configs = std::make_shared<lower::ScheduleConfigs>();
-    configs->byKey[kPool] = space.config(i);
-    lower::LowerOptions options = avx2();
-    options.schedules = configs;
-    EXPECT_EQ(taskKernel(lower::lowerGraph(g, options), kPool).attrs.at("schedule"),
-              lower::knobsText(space.config(i)));
-    std::vector<runtime::Tensor> got = evalGraph(g, {x}, Engine::Jit, options);
-    for (int64_t e = 0; e < got[0].numel(); ++e)
-      ASSERT_EQ(got[0].data<float>()[e], expected[0].data<float>()[e]) << lower::knobsText(space.config(i));
-  }
+  expectEveryConfigurationPools(space, kPool);
 }
 
 // A plain window nest counts one operation per tap of its widest window, for every output. Its
@@ -347,20 +362,7 @@ TEST(TuneSpace, EveryWindowAnnotationBuildsAndMatches) {
   const lower::WindowNestShape s = lower::windowNestShapeOfKey(kWindow);
   EXPECT_EQ(space.config(0), lower::windowNestDefaultKnobs(s));
   EXPECT_EQ(space.size(), 6);  // vl 8, 4, 1 × par 0, 1
-  Graph g = taskGraph(kWindow);
-  runtime::Tensor x = lower::testing::randomTensor(g.type(g.inputs()[0]).shape, 5);
-  std::vector<runtime::Tensor> expected = evalGraph(g, {x}, Engine::Interpreter, avx2());
-  for (int64_t i = 0; i < space.size(); ++i) {
-    auto configs = std::make_shared<lower::ScheduleConfigs>();
-    configs->byKey[kWindow] = space.config(i);
-    lower::LowerOptions options = avx2();
-    options.schedules = configs;
-    EXPECT_EQ(taskKernel(lower::lowerGraph(g, options), kWindow).attrs.at("schedule"),
-              lower::knobsText(space.config(i)));
-    std::vector<runtime::Tensor> got = evalGraph(g, {x}, Engine::Jit, options);
-    for (int64_t e = 0; e < got[0].numel(); ++e)
-      ASSERT_EQ(got[0].data<float>()[e], expected[0].data<float>()[e]) << lower::knobsText(space.config(i));
-  }
+  expectEveryConfigurationPools(space, kWindow);
   EXPECT_THROW(taskFlops("window:fused[relu($0:f32[4])->f32[4]]"), Error);
 }
 
