@@ -329,8 +329,8 @@ TEST_F(SlurmTune, ArrayTasksRecordsAreMergedAndTheBuildUsesThem) {
   ASSERT_EQ(budgets.size(), 2u);
   EXPECT_EQ(searchCount(r0), budgets[0]);
   EXPECT_EQ(searchCount(r1), budgets[1]);
-  EXPECT_EQ(k0.size() + k1.size(), 6u)
-      << "inception_parallel has six tuning tasks: four convolutions, two layout transforms (element nests)";
+  EXPECT_EQ(k0.size() + k1.size(), 7u) << "inception_parallel has seven tuning tasks: four convolutions, two "
+                                          "layout transforms and the concatenation (element nests)";
 
   // The merged file holds exactly what the array tasks measured, grouped by key.
   std::vector<nlohmann::json> merged = records(m_dir / "merged.jsonl");
@@ -380,7 +380,7 @@ TEST_F(SlurmTune, ArrayTasksRecordsAreMergedAndTheBuildUsesThem) {
   ASSERT_EQ(ir.exitCode, 0) << ir.err;
   std::ifstream summary(m_dir / "tune.json");
   nlohmann::json result = nlohmann::json::parse(summary);
-  ASSERT_EQ(result["tasks"].size(), 6u);
+  ASSERT_EQ(result["tasks"].size(), 7u);
   for (const auto& t : result["tasks"]) {
     ASSERT_NE(t["best_knobs"], "") << t.dump();
     EXPECT_NE(ir.out.find("// schedule: " + t["best_knobs"].get<std::string>()), std::string::npos) << t.dump();
