@@ -43,7 +43,8 @@ struct TuneOptions {
   double measureTimeoutSeconds = 10;  // per candidate, in the child process
   int batchSize = 8;         // candidates proposed, compiled and measured per round
   std::string recordsPath;   // JSON-lines records file (read to resume, appended to); "" none
-  // Tune only these kernel names, tuning keys or kinds ("conv2d_nchwc", "nest", "reduce", "pool", "window",
+  // Tune only these kernel names, tuning keys or kinds ("conv2d_nchwc", "conv2d", "nest", "reduce", "pool",
+  // "window",
   // ...) (empty: all).
   std::vector<std::string> onlyTasks;
   uint64_t seed = 1;

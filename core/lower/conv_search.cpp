@@ -9,45 +9,102 @@ namespace kiln::core::lower {
 
 using namespace tir;
 
+namespace {
+
+/// Whether a convolution's attributes are valid (stride, dilation ≥ 1, padding ≥ 0) and its
+/// window (`ws` dims 2, 3 ≥ 1) over the input's height and width (`xs` dims 2, 3) gives the
+/// output's (`ys` dims 2, 3).
+bool windowAgrees(const Shape& xs, const Shape& ws, const Shape& ys, const std::vector<int64_t>& stride,
+                  const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation) {
+  if (stride.size() != 2 || padding.size() != 2 || dilation.size() != 2) return false;
+  for (size_t d = 0; d < 2; ++d) {
+    if (stride[d] < 1 || padding[d] < 0 || dilation[d] < 1 || ws[d + 2] < 1 || ys[d + 2] < 1) return false;
+    if (ys[d + 2] != (xs[d + 2] + 2 * padding[d] - dilation[d] * (ws[d + 2] - 1) - 1) / stride[d] + 1)
+      return false;
+  }
+  return true;
+}
+
+/// `s`'s window: stride, padding, dilation, the input's height and width (`xs` dims 2, 3), the
+/// window (kh, kw) and the output's rows and columns (`ys` dims 2, 3).
+void setWindow(ConvSketchShape& s, const Shape& xs, int64_t kh, int64_t kw, const Shape& ys,
+               const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+               const std::vector<int64_t>& dilation) {
+  s.strideH = stride[0], s.strideW = stride[1];
+  s.inHeight = xs[2], s.inWidth = xs[3];
+  s.kh = kh, s.kw = kw;
+  s.padH = padding[0], s.padW = padding[1];
+  s.dilH = dilation[0], s.dilW = dilation[1];
+  s.rows = ys[2], s.pixels = ys[3];
+}
+
+}  // namespace
+
 std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws, const Shape& ys,
                                                const std::vector<int64_t>& stride,
                                                const std::vector<int64_t>& padding,
                                                const std::vector<int64_t>& dilation, int64_t groups,
                                                bool bias) {
   if (xs.size() != 5 || ws.size() != 6 || ys.size() != 5) return std::nullopt;
-  if (stride.size() != 2 || padding.size() != 2 || dilation.size() != 2) return std::nullopt;
+  if (!windowAgrees(xs, ws, ys, stride, padding, dilation)) return std::nullopt;
   // Depthwise: one channel block per weight block, its taps for each lane.
   const bool depthwise = groups != 1;
   if (depthwise && (groups != xs[1] * xs[4] || ws[0] != xs[1] || ws[1] != 1 || ws[4] != 1 || ws[5] != xs[4] ||
                     ys[1] != xs[1] || ys[4] != xs[4]))
     return std::nullopt;
-  if (stride[0] < 1 || stride[1] < 1 || padding[0] < 0 || padding[1] < 0 || dilation[0] < 1 || dilation[1] < 1)
-    return std::nullopt;
-  if (ws[2] < 1 || ws[3] < 1 || (!depthwise && (ws[1] != xs[1] || ws[4] != xs[4]))) return std::nullopt;
-  auto outExtent = [](int64_t in, int64_t k, int64_t st, int64_t pad, int64_t dil) {
-    return (in + 2 * pad - dil * (k - 1) - 1) / st + 1;
-  };
-  if (ys[2] < 1 || ys[3] < 1 || ys[2] != outExtent(xs[2], ws[2], stride[0], padding[0], dilation[0]) ||
-      ys[3] != outExtent(xs[3], ws[3], stride[1], padding[1], dilation[1]))
-    return std::nullopt;
+  if (!depthwise && (ws[1] != xs[1] || ws[4] != xs[4])) return std::nullopt;
   ConvSketchShape s;
   s.n = xs[0], s.cb = xs[1], s.ib = xs[4];
   s.lanes = ys[4], s.groups = ws[0];
   if (s.lanes < 1 || ws[5] % s.lanes != 0) return std::nullopt;
   s.vectors = ws[5] / s.lanes;
   if (ys[0] != s.n || ys[1] != s.groups * s.vectors) return std::nullopt;
-  s.strideH = stride[0], s.strideW = stride[1];
-  s.inHeight = xs[2], s.inWidth = xs[3];
-  s.kh = ws[2], s.kw = ws[3];
-  s.padH = padding[0], s.padW = padding[1];
-  s.dilH = dilation[0], s.dilW = dilation[1];
+  setWindow(s, xs, ws[2], ws[3], ys, stride, padding, dilation);
   if (depthwise) s.depthwise = true, s.cb = 1, s.ib = 1;
-  if (s.rowed()) {
-    s.rows = ys[2], s.pixels = ys[3];
-  } else {
-    s.rows = 1, s.pixels = xs[2] * xs[3];
-  }
+  if (!s.rowed()) s.rows = 1, s.pixels = xs[2] * xs[3];
   s.bias = bias;
+  return s;
+}
+
+std::optional<ConvSketchShape> planarConvSketchShape(const Shape& xs, const Shape& ws, const Shape& ys,
+                                                     const std::vector<int64_t>& stride,
+                                                     const std::vector<int64_t>& padding,
+                                                     const std::vector<int64_t>& dilation, int64_t groups,
+                                                     bool bias, int64_t vectors, int lanes) {
+  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4 || groups < 1 || vectors < 1 || lanes < 1)
+    return std::nullopt;
+  if (!windowAgrees(xs, ws, ys, stride, padding, dilation)) return std::nullopt;
+  if (xs[1] % groups != 0 || ws[0] % groups != 0 || ws[1] != xs[1] / groups || ys[0] != xs[0] ||
+      ys[1] != ws[0])
+    return std::nullopt;
+  const int64_t perGroup = ws[0] / groups;
+  if (perGroup % vectors != 0 && vectors != 1) return std::nullopt;
+  ConvSketchShape s;
+  s.planar = true;
+  s.n = xs[0], s.cb = ws[1], s.ib = 1;
+  s.groups = ws[0] / vectors, s.vectors = vectors, s.lanes = 1;
+  s.convGroups = groups, s.columnLanes = lanes;
+  setWindow(s, xs, ws[2], ws[3], ys, stride, padding, dilation);
+  s.bias = bias;
+  return s;
+}
+
+ConvSketchShape planarShapeOfRecord(const std::function<std::optional<ConvSketchShape>(int64_t)>& shapeFor,
+                                    const Knobs* tuned, const Knobs& defaults, int registers) {
+  if (tuned && tuned->count("oc_vecs"))
+    if (std::optional<ConvSketchShape> s = shapeFor(tuned->at("oc_vecs"));
+        s && convSketchAnnotationFits(*s, *tuned, registers))
+      return *s;
+  return *shapeFor(defaults.at("oc_vecs"));
+}
+
+std::optional<ConvSketchShape> quantizedPlanarConvSketchShape(
+    const Shape& xs, const Shape& ws, const Shape& ys, const std::vector<int64_t>& stride,
+    const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups,
+    int64_t zeroPoint, int64_t vectors, int lanes) {
+  std::optional<ConvSketchShape> s =
+      planarConvSketchShape(xs, ws, ys, stride, padding, dilation, groups, false, vectors, lanes);
+  if (s) s->bytes = true, s->zeroPoint = zeroPoint;
   return s;
 }
 
@@ -122,12 +179,7 @@ std::optional<ConvSketchShape> poolSketchShape(const Shape& xs, const Shape& ys,
   s.depthwise = true;
   s.n = xs[0], s.cb = 1, s.ib = 1;
   s.groups = xs[1], s.vectors = 1, s.lanes = xs[4];
-  s.strideH = stride[0], s.strideW = stride[1];
-  s.inHeight = xs[2], s.inWidth = xs[3];
-  s.kh = kernel[0], s.kw = kernel[1];
-  s.padH = padding[0], s.padW = padding[1];
-  s.dilH = dilation[0], s.dilW = dilation[1];
-  s.rows = ys[2], s.pixels = ys[3];
+  setWindow(s, xs, kernel[0], kernel[1], ys, stride, padding, dilation);
   return s;
 }
 
@@ -216,7 +268,32 @@ Stmt regionedNest(const ConvSketchShape& s, const Buffer& x, const Buffer& w, co
       const bool bare = rows.noTaps() || cols.noTaps();
       Stmt nest;
       const bool max = s.pool == ConvSketchShape::Pool::Max;
-      if (s.depthwise && bare) {
+      if (s.planar) {
+        // NCHW (see "NCHW"): o = g·V + v reads its convolution group's input channels.
+        Expr v = var("v"), c = var("c"), o = g * s.vectors + v;
+        const int64_t outs = s.groups * s.vectors, perGroup = outs / s.convGroups;
+        Expr group = s.convGroups == 1 ? Expr(i64(0))
+                     : perGroup == 1   ? o
+                     : s.vectors == 1  ? o / perGroup
+                                       : g / (perGroup / s.vectors);
+        Expr yOff = (n * outs + o) * (s.rows * s.pixels) + yRow;
+        Expr start = reductionStart(s, b, y, o, region);
+        if (bare) {
+          nest = serialFor(v, 0, s.vectors, Store::make(y, yOff, start));
+        } else {
+          Expr xOff =
+              ((n * (s.convGroups * s.cb) + group * s.cb + c) * s.inHeight + inRow) * s.inWidth + inCol;
+          Expr wOff = ((o * s.cb + c) * s.kh + th) * s.kw + tw;
+          Expr first = EQ::make(c, i64(0)) && EQ::make(kh, i64(0)) && EQ::make(kw, i64(0));
+          Expr xv = Load::make(x, xOff), wv = Load::make(w, wOff);
+          Expr term = s.bytes ? (cast(Type::i32(), xv) - IntImm::make(Type::i32(), s.zeroPoint)) *
+                                    cast(Type::i32(), wv)
+                              : xv * wv;
+          Stmt update = Store::make(y, yOff, Select::make(first, start, Load::make(y, yOff)) + term);
+          nest = serialFor(kh, 0, rows.hi - rows.lo, serialFor(kw, 0, cols.hi - cols.lo, update));
+          nest = serialFor(v, 0, s.vectors, serialFor(c, 0, s.cb, nest));
+        }
+      } else if (s.depthwise && bare) {
         Expr yOff = ((n * s.groups + g) * (s.rows * s.pixels) + yRow) * s.lanes + l;
         Expr start = max ? lowestValue(y->elemType) : reductionStart(s, b, y, g * s.lanes + l, region);
         nest = serialFor(l, 0, s.lanes, Store::make(y, yOff, start));
@@ -317,6 +394,12 @@ Stmt convSketchPlainNest(const ConvSketchShape& s, const Buffer& x, const Buffer
 }
 
 PrimFunc convSketchPlainFunc(const ConvSketchShape& s) {
+  if (s.bytes && s.planar) {
+    Buffer x = makeBuffer("x", Type::u8(), {s.inputElements()}),
+           w = makeBuffer("w", Type::i8(), {s.weightElements()});
+    Buffer y = makeBuffer("y", Type::i32(), {s.n, s.groups * s.vectors, s.rows, s.pixels});
+    return plainFunc("qnn.conv2d", x, w, nullptr, y, convSketchPlainNest(s, x, w, nullptr, y));
+  }
   if (s.bytes) {
     Buffer x = makeBuffer("x", Type::u8(), {s.inputElements()}),
            w = makeBuffer("w", Type::i8(), {s.weightElements()});
@@ -327,6 +410,11 @@ PrimFunc convSketchPlainFunc(const ConvSketchShape& s) {
   Type elem = Type::f32();
   Buffer x = makeBuffer("x", elem, {s.inputElements()});
   Buffer b = s.bias ? makeBuffer("b", elem, {s.groups * s.vectors * s.lanes}) : nullptr;
+  if (s.planar) {
+    Buffer w = makeBuffer("w", elem, {s.weightElements()});
+    Buffer y = makeBuffer("y", elem, {s.n, s.groups * s.vectors, s.rows, s.pixels});
+    return plainFunc("conv2d", x, w, b, y, convSketchPlainNest(s, x, w, b, y));
+  }
   if (s.pool != ConvSketchShape::Pool::None) {
     Buffer y = makeBuffer("y", elem, {s.n, s.groups, s.rows * s.pixels, s.lanes});
     PrimFunc f;
@@ -342,7 +430,66 @@ PrimFunc convSketchPlainFunc(const ConvSketchShape& s) {
   return plainFunc("conv2d_nchwc", x, w, b, y, convSketchPlainNest(s, x, w, b, y));
 }
 
+namespace {
+
+/// The widest run of output columns whose windows reach some tap (the interior, for a window).
+int64_t widestColumnRun(const ConvSketchShape& s) {
+  int64_t widest = 1;
+  for (const TapRun& run : s.columnRuns())
+    if (!run.noTaps()) widest = std::max(widest, run.count);
+  return widest;
+}
+
+/// The lanes of an NCHW annotation's vectors: vl, or the target's.
+int64_t planarLanes(const ConvSketchShape& s, const Knobs& knobs) { return knob(knobs, "vl", s.columnLanes); }
+
+/// An NCHW annotation (see "NCHW"): mi vectors of vl columns (vl the target's lanes or a half or
+/// quarter of them, at least 4; at most 64 columns: the tail loop's vectorize takes up to 64), V
+/// the nest's, at most mi·V accumulator vectors.
+bool planarAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int registers) {
+  const int64_t mi = knob(knobs, "mi", 0), v = knob(knobs, "oc_vecs", 0), vl = planarLanes(s, knobs);
+  if (knobs.count("po") || knob(knobs, "algo", 0) != 0) return false;
+  if (knobs.count("par_chunks") && parallelChunksOf(&knobs) != knobs.at("par_chunks")) return false;
+  const bool lanes = vl == s.columnLanes || ((vl == s.columnLanes / 2 || vl == s.columnLanes / 4) && vl >= 4);
+  return lanes && v == s.vectors && mi >= 1 && mi * vl <= 64 && mi * v <= tileBudget(registers);
+}
+
+/// The NCHW default: enough vectors to cover a narrow row, else 3 (2 with 16 registers), of the
+/// target's lanes; a window's row narrower than a vector of odd width as vectors of 4 lanes and a
+/// last column of its own (ResNet-18 at -O2: its 3×3 layers' 13-column rows as 4 + 4 + 4 and 1
+/// are 1.2× faster than as one tile of 8 + 4 + 1 lanes, and 5-column rows as 4 and 1 1.1×, while
+/// 12 as 8 + 4 is faster than as 4 + 4 + 4, and MobileNetV2's 1×1 layers at 7×7 are 1.13× faster
+/// as one tile of 4 + 2 + 1); then the most output channels (8, 6, 4, 3, 2, 1) that divide the
+/// group's and whose mi·V vectors fit the registers. A depthwise convolution tiles columns only.
+Knobs planarDefaultKnobs(const ConvSketchShape& s, int registers) {
+  const int64_t budget = tileBudget(registers), widest = widestColumnRun(s);
+  const int64_t perGroup = s.groups * s.vectors / s.convGroups;
+  const bool quarter = widest < s.columnLanes && widest % 2 == 1 && widest > 4 && s.columnLanes >= 8 &&
+                       s.windowed() && perGroup > 1;
+  const int64_t lanes = quarter ? 4 : s.columnLanes;
+  int64_t vecs = quarter ? std::min<int64_t>(3, widest / 4)
+                         : std::clamp<int64_t>((widest + lanes - 1) / lanes, 1, budget >= 24 ? 3 : 2);
+  int64_t block = 1;
+  if (perGroup == 1) {
+    vecs = std::clamp<int64_t>(budget / 3, 1, 64 / lanes);
+  } else {
+    // A narrow row's pieces are not counted: ResNet-18's 27-column rows at -O2 as one tile of 16
+    // + 8 + 2 + 1 lanes by 8 channels (32 accumulators) are 1.19× faster than by 4 channels.
+    for (int64_t b : {8, 6, 4, 3, 2, 1})
+      if (b * vecs <= budget && perGroup % b == 0) {
+        block = b;
+        break;
+      }
+  }
+  Knobs k{{"mi", std::max<int64_t>(1, std::min(vecs, 64 / lanes))}, {"oc_vecs", block}};
+  if (quarter) k["vl"] = lanes;
+  return k;
+}
+
+}  // namespace
+
 bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int registers) {
+  if (s.planar) return planarAnnotationFits(s, knobs, registers);
   int64_t mi = knob(knobs, "mi", 0), po = knob(knobs, "po", -1), v = knob(knobs, "oc_vecs", s.vectors);
   if (knob(knobs, "algo", 0) != 0) return false;  // a Winograd annotation (winograd_search.h)
   if (v != s.vectors || mi < 1 || mi > s.pixels || s.lanes < 1) return false;
@@ -351,6 +498,7 @@ bool convSketchAnnotationFits(const ConvSketchShape& s, const Knobs& knobs, int 
 }
 
 Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers) {
+  if (s.planar) return planarDefaultKnobs(s, registers);
   // A pool's tile is at most 8 columns, the hand-written kernel's it replaced (ResNet-50's stem
   // max pool in the model, fastest of eight runs: 8 at parity with it, 14 about 2 % slower).
   const int64_t cap = s.pool == ConvSketchShape::Pool::None ? 16 : 8;
@@ -374,6 +522,18 @@ Knobs convSketchDefaultKnobs(const ConvSketchShape& s, int registers) {
 
 std::vector<Knobs> convSketchAnnotations(const ConvSketchShape& s, int registers) {
   std::vector<Knobs> out;
+  if (s.planar) {
+    // Tiles wider than the widest run of columns compute the same code as the run's width.
+    for (int64_t vl : {s.columnLanes, s.columnLanes / 2, s.columnLanes / 4}) {
+      const int64_t useful = (widestColumnRun(s) + vl - 1) / std::max<int64_t>(1, vl);
+      for (int64_t mi = 1; mi <= std::min<int64_t>(16, useful); ++mi) {
+        Knobs k{{"mi", mi}, {"oc_vecs", s.vectors}};
+        if (vl != s.columnLanes) k["vl"] = vl;
+        if (planarAnnotationFits(s, k, registers)) out.push_back(std::move(k));
+      }
+    }
+    return out;
+  }
   for (int64_t po : {0, 1})
     for (int64_t mi = 1; mi <= 16; ++mi) {
       Knobs k{{"mi", mi}, {"po", po}, {"oc_vecs", s.vectors}};
@@ -385,6 +545,7 @@ std::vector<Knobs> convSketchAnnotations(const ConvSketchShape& s, int registers
 
 std::optional<Knobs> convAnnotationOf(const ConvSketchShape& s, const Knobs& knobs, int registers) {
   if (knobs.count("mi")) return knobs;
+  if (s.planar) return std::nullopt;  // the NCHW builder had no tuning key, so no records
   if (!knobs.count("ow_block") || knob(knobs, "oc_vecs", s.vectors) != s.vectors) return std::nullopt;
   // The builder ran one parallel loop over rows and weight groups in either order. A regioned
   // nest's po = 0 is a parallel loop per region and weight group instead (on ResNet-50's 7×7
@@ -469,12 +630,77 @@ void applyRegionedSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, 
     for (const std::string& loop : vectorLoops) sched.vectorize(loop);
 }
 
+/// The NCHW sketch in every region (see "NCHW").
+void applyPlanarSketch(Schedule& sched, const ConvSketchShape& s, int64_t mi, int64_t lanes, int registers) {
+  const std::vector<TapRun> rowRuns = s.rowRuns(), columnRuns = s.columnRuns();
+  const RunNames names{rowRuns.size() > 1, columnRuns.size() > 1};
+  const int64_t width = mi * lanes;
+  const bool parallel = wantParallel(s.n * s.rows * s.pixels * s.groups * s.vectors, s.cb * s.kh * s.kw);
+  // A border column's scalar tile: up to 8 rows of V channels in registers.
+  const int64_t tallest = std::clamp<int64_t>(tileBudget(registers) / s.vectors, 1, 8);
+  std::vector<std::string> outerLoops, vectorLoops;
+  for (size_t a = 0; a < rowRuns.size(); ++a)
+    for (size_t b = 0; b < columnRuns.size(); ++b) {
+      auto loop = [&](const char* base, const char* suffix = "") {
+        return names.region(base, a, b) + suffix;
+      };
+      const int64_t rows = rowRuns[a].count, cols = columnRuns[b].count;
+      if (rowRuns[a].noTaps() || columnRuns[b].noTaps()) continue;  // the bias alone, serially
+      // Loops outside the reduction, the reduction, then the register tile.
+      // `inner` unrolled, but for a last loop that is vectorized.
+      auto tile = [&](const char* suffix, std::vector<std::string> order,
+                      const std::vector<std::string>& inner, bool vectorLast) {
+        for (const char* base : {"c", "kh", "kw"}) order.push_back(loop(base, suffix));
+        order.push_back(loop("v", suffix));
+        order.insert(order.end(), inner.begin(), inner.end());
+        sched.reorder(order);
+        if (s.vectors > 1) sched.unroll(loop("v", suffix));
+        for (size_t i = 0; i + (vectorLast ? 1 : 0) < inner.size(); ++i) sched.unroll(inner[i]);
+        sched.cacheWrite(loop("c", suffix));
+      };
+      auto vectorized = [&](const std::string& l, int64_t extent) {
+        if (extent < 2) return;
+        for (const char* suffix : {"", "_r", "_w"}) vectorLoops.push_back(l + suffix);
+      };
+      if (cols == 1 && rows > 1) {
+        // A border column: a scalar tile along its rows, the rest of them a tile of their own.
+        const int64_t height = std::min(tallest, rows);
+        auto [ro, ri] = sched.split(loop("r"), height, TailStrategy::Loop);
+        tile("", {ro, loop("p")}, {ri}, false);
+        if (rows / height >= 2) outerLoops.push_back(ro);
+        if (rows % height != 0) tile("_t", {loop("p", "_t")}, {loop("r", "_t")}, false);
+        continue;
+      }
+      if (rows >= 2) outerLoops.push_back(loop("r"));
+      if (cols < width) {
+        tile("", {}, {loop("p")}, cols >= 2);
+        vectorized(loop("p"), cols);
+        continue;
+      }
+      auto [po, pi] = sched.split(loop("p"), width, TailStrategy::Loop);
+      auto [pio, pii] = sched.split(pi, lanes);
+      tile("", {po}, {pio, pii}, true);
+      vectorized(pii, lanes);
+      if (const int64_t rest = cols % width; rest != 0) {
+        tile("_t", {}, {loop("p", "_t")}, rest >= 2);
+        vectorized(loop("p", "_t"), rest);
+      }
+    }
+  // Weight groups (with the images) in parallel, else each region's rows.
+  if (parallel && s.n * s.groups >= 2)
+    sched.parallel(s.n == 1 ? std::string("g") : s.groups == 1 ? std::string("n") : sched.fuse("n", "g"));
+  else if (parallel)
+    for (const std::string& outer : outerLoops) sched.parallel(outer);
+  for (const std::string& l : vectorLoops) sched.vectorize(l);
+}
+
 }  // namespace
 
 void applyConvSketch(Schedule& sched, const ConvSketchShape& s, const Knobs& knobs, int registers) {
   if (!convSketchAnnotationFits(s, knobs, registers))
     throw Error("conv2d_nchwc sketch: annotation '" + knobsText(knobs) + "' does not fit the shape",
                 ErrorKind::InvalidInput);
+  if (s.planar) return applyPlanarSketch(sched, s, knobs.at("mi"), planarLanes(s, knobs), registers);
   const int64_t mi = knobs.at("mi"), po = knobs.at("po");
   if (s.regioned()) return applyRegionedSketch(sched, s, mi, po);
   const bool vectors = s.lanes > 1, tail = s.pixels % mi != 0, rowed = s.rowed();
@@ -539,8 +765,20 @@ void applyConvSketch(Schedule& sched, const ConvSketchShape& s, const Knobs& kno
 
 std::optional<ConvSketchShape> convSketchShapeOfKey(const std::string& key, int64_t ocVecs, int lanes) {
   TuneKeyParts parts = parseTuneKey(key);
-  if (parts.kind != "conv2d_nchwc") throw Error("tuning key '" + key + "' is not a conv2d_nchwc key", ErrorKind::InvalidInput);
+  if (parts.kind != "conv2d_nchwc" && parts.kind != "conv2d")
+    throw Error("tuning key '" + key + "' is not a convolution's key", ErrorKind::InvalidInput);
   const ConvGeometry g = convGeometryOfKey(parts.params);
+  if (parts.kind == "conv2d") {
+    if (g.groups < 1 || g.c % g.groups != 0) return std::nullopt;
+    // An int8 key's traces do not depend on the zero point.
+    if (parts.dtype == "u8")
+      return quantizedPlanarConvSketchShape({g.n, g.c, g.h, g.w}, {g.o, g.c / g.groups, g.kh, g.kw},
+                                            {g.n, g.o, g.outHeight(), g.outWidth()}, {g.sh, g.sw},
+                                            {g.ph, g.pw}, {g.dh, g.dw}, g.groups, 0, ocVecs, lanes);
+    return planarConvSketchShape({g.n, g.c, g.h, g.w}, {g.o, g.c / g.groups, g.kh, g.kw},
+                                 {g.n, g.o, g.outHeight(), g.outWidth()}, {g.sh, g.sw}, {g.ph, g.pw},
+                                 {g.dh, g.dw}, g.groups, true, ocVecs, lanes);
+  }
   if (parts.dtype == "u8") {
     // qnn.conv2d_nchwc: the blocks are the key's; a weight group is ocVecs output blocks.
     const int64_t ib = knob(parts.params, "ib", 0), ob = knob(parts.params, "ob", 0);

@@ -1,9 +1,10 @@
-// The template-free schedule of direct packed convolutions (conv2d_nchwc, groups 1 or depthwise:
-// pointwise or any window, stride, padding and dilation): a plain loop nest and the sketch rule whose
-// annotations the tuner searches, as core/lower/gemm_search.h has for the GEMMs: the only schedule
-// of these convolutions. Untuned, a convolution takes the sketch's default annotation; a record of
-// the retired hand-written builder's knobs, the annotation it stands for (convAnnotationOf).
-// Packed pooling is the depthwise form without weights (see "pooling" below).
+// The template-free schedule of direct convolutions, packed (conv2d_nchwc, groups 1 or depthwise:
+// pointwise or any window, stride, padding and dilation) and plain NCHW (conv2d, any groups; see
+// "NCHW" below): a plain loop nest and the sketch rule whose annotations the tuner searches, as
+// core/lower/gemm_search.h has for the GEMMs: the only schedule of these convolutions. Untuned, a convolution
+// takes the sketch's default annotation; a record of the retired hand-written builder's knobs, the annotation
+// it stands for (convAnnotationOf). Packed pooling is the depthwise form without weights (see "pooling"
+// below).
 //
 // ## The plain nest
 //
@@ -85,9 +86,31 @@
 // nothing). b holds that share per region (rows of regions in the order of the nest, then the
 // output channels), computed by qnn-alter-layout (quantizedConvShares); the caller requantizes the
 // sums where the kernel stores them. A depthwise int8 nest has no words: i32(x) · i32(w) per lane.
+//
+// ## NCHW (conv2d at O0–O2, and a convolution alter-layout leaves alone: `planar`)
+//
+// The same regions over unpacked buffers, x [N, C, H, W], w [O, C/G, KH, KW] (G groups), y [N, O,
+// OH, OW], always in rows and columns. A weight group g is V = oc_vecs consecutive output channels
+// of one convolution group (V divides O/G, or is 1); in each region:
+//
+//   for r, p, v, c < C/G, kh, kw:                 o = g·V + v, its group's input channels
+//     y[n, o, r0 + r, q0 + p] = select(c = kh = kw = 0, b[o] or 0, y[…])
+//       + x[n, (o / (O/G))·C/G + c, row, col] · w[o, c, kh0 + kh, kw0 + kw]
+//
+// The sketch (annotation mi, oc_vecs) vectorizes output columns, L = the target's lanes, in each
+// region with taps: split(p; mi·L) and split(p_i; L), reorder(p_o, c, kh, kw, v, p_i_o, p_i_i),
+// unroll(v) unroll(p_i_o), cache_write(c), vectorize(p_i_i): a register tile of V channels × mi
+// vectors, the weight broadcast, the input a contiguous (stride 1) or strided load. The split's
+// tail loop is a tile of its own, vectorized in halving widths, and so is a region narrower than
+// mi·L. A region one column wide (a border column) is a scalar tile of up to 8 rows × V channels
+// instead. The weight groups run in parallel (with the images: fuse(n, g)), else each region's rows.
+// The int8 form (qnn.conv2d at O0–O2: u8 x, i8 w) sums (i32(x) − zx) · i32(w) in i32 from 0, zx
+// the input zero point: padding reads zx, so the taps it skips add nothing. Its caller requantizes
+// the sums where the kernel stores them.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -137,12 +160,21 @@ struct ConvSketchShape {
   /// u8 × i8 products summed in i32 (qnn.conv2d_nchwc; see "Int8" above): the bias is the
   /// zero point's share of each region, [regions(), O], subtracted at the reduction's start.
   bool bytes = false;
+  /// A plain NCHW conv2d (see "NCHW" above): x [N, C, H, W], w [O, C/G, KH, KW], y [N, O, OH,
+  /// OW]; lanes 1, weight groups of V = vectors output channels, cb = C/G input channels per
+  /// output, convGroups = G, and the sketch's vectors of columnLanes output columns.
+  bool planar = false;
+  int64_t convGroups = 1, columnLanes = 1;
+  /// A planar int8 nest's input zero point (qnn.conv2d: `bytes`, no bias): it sums
+  /// (i32(x) − zeroPoint) · i32(w) over the taps inside the image into i32.
+  int64_t zeroPoint = 0;
   bool windowed() const { return kh != 1 || kw != 1; }
   bool padded() const { return padH != 0 || padW != 0; }
   /// Nested by runs of rows and columns whose taps inside the image agree (see the file comment).
-  bool regioned() const { return windowed() || padded() || depthwise; }
+  bool regioned() const { return windowed() || padded() || depthwise || planar; }
   /// Elements of the input (a flat row of P pixels when not rowed) and of the packed weight.
   int64_t inputElements() const {
+    if (planar) return n * convGroups * cb * inHeight * inWidth;
     const int64_t in = rowed() ? inHeight * inWidth : pixels;
     return depthwise ? n * groups * in * lanes : n * cb * in * ib;
   }
@@ -176,6 +208,30 @@ std::optional<ConvSketchShape> convSketchShape(const Shape& xs, const Shape& ws,
                                                const std::vector<int64_t>& padding,
                                                const std::vector<int64_t>& dilation, int64_t groups,
                                                bool bias);
+
+/// The shape of a plain NCHW conv2d kernel (`planar`) whose weight groups are `vectors` output
+/// channels, on a target of `lanes`-wide vectors: `xs` [N, C, H, W], `ws` [O, C/groups, KH, KW],
+/// `ys` [N, O, OH, OW]; nullopt when they disagree with each other or the attributes, or V divides
+/// neither the output channels of a group nor is 1.
+std::optional<ConvSketchShape> planarConvSketchShape(const Shape& xs, const Shape& ws, const Shape& ys,
+                                                     const std::vector<int64_t>& stride,
+                                                     const std::vector<int64_t>& padding,
+                                                     const std::vector<int64_t>& dilation, int64_t groups,
+                                                     bool bias, int64_t vectors, int lanes);
+
+/// The planar nest a kernel builds: `shapeFor`'s nest (planarConvSketchShape for the kernel,
+/// given V) with the weight groups of record `tuned` when its annotation fits them, else with
+/// those of the default annotation `defaults` (which must have a nest).
+ConvSketchShape planarShapeOfRecord(const std::function<std::optional<ConvSketchShape>(int64_t)>& shapeFor,
+                                    const Knobs* tuned, const Knobs& defaults, int registers);
+
+/// The shape of a plain NCHW qnn.conv2d kernel (`planar`, `bytes`): u8 `xs` [N, C, H, W] with input
+/// zero point `zeroPoint`, i8 `ws` [O, C/groups, KH, KW], i32 sums `ys` [N, O, OH, OW]; as
+/// planarConvSketchShape otherwise.
+std::optional<ConvSketchShape> quantizedPlanarConvSketchShape(
+    const Shape& xs, const Shape& ws, const Shape& ys, const std::vector<int64_t>& stride,
+    const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups,
+    int64_t zeroPoint, int64_t vectors, int lanes);
 
 /// The shape of a qnn.conv2d_nchwc kernel (`bytes`) whose weight groups are `vectors` output
 /// blocks (V; depthwise 1): `xs` u8 [N, C/ib, H, W, ib], `ws` i8 [O/L, C/4, KH, KW, L, 4]

@@ -691,6 +691,7 @@ Trace sketchTrace(const std::string& key, const Knobs& knobs, int lanes, int reg
   if (parts.kind == "pool") return poolSketchTrace(key, knobs, registers);
   if (parts.kind == "nest" || parts.kind == "reduce" || parts.kind == "window")
     return nestSketchTrace(key, knobs, lanes, registers);
+  if (parts.kind == "conv2d") return convSketchTrace(key, knobs, lanes, registers);
   if (parts.kind == "conv2d_nchwc")
     return knob(knobs, "algo", 0) != 0 ? winogradSketchTrace(key, knobs, lanes, registers)
                                        : convSketchTrace(key, knobs, lanes, registers);

@@ -6,12 +6,13 @@
 // shifted by the output zero point and clamped to [0, 255] (to [zero point, 255] with a fused
 // relu). Quantize multiplies by the f32 reciprocal of the scale (PyTorch's vectorized path).
 //
-// qnn.conv2d here is the plain, layout-free form (every opt level; the reference); qnn.dense is
-// the dense sketch with dot4 steps where it can be (see lowerQnnDense), else plain too.
+// qnn.conv2d here is the NCHW form (every opt level): the planar int8 nest of conv_search.h under
+// its sketch; qnn.dense is the dense sketch with dot4 steps where it can be (see lowerQnnDense),
+// else plain.
 // The packed qnn.conv2d_nchwc (qnn-alter-layout, O3) is the fast one: activations NCHW[x]c with
 // x % 4 == 0, so four consecutive input channels of a pixel are one 32-bit word, and weights
 // packed [O/ob, C/4, KH, KW, ob, 4]; it is the convolution sketch of conv_search.h on its int8
-// nest. Both keyed kernels step with `dot4_u8i8` (core/tir/expr.h, the dot4 schedule primitive):
+// nest. It and the dense sketch step with `dot4_u8i8` (core/tir/expr.h, the dot4 schedule primitive):
 // for every output channel of a vector, acc += Σ x[4 channels] · w[4 channels], one AVX-512 VNNI
 // vpdpbusd per 16 channels and 4 input channels (vpmaddubsw-free, so no i16 saturation); code
 // generation expands it exactly (widening multiplies and adds) on targets without VNNI.
@@ -133,29 +134,43 @@ Stmt lowerQnnAdd(const OpContext& ctx) {
 
 // ---- plain convolution and dense (reference forms) -----------------------------------------------
 
+// qnn.conv2d (NCHW, any groups; every opt level, O3 where qnn-alter-layout does not pack it) is
+// conv_search.h's planar int8 nest ("NCHW"): exact i32 sums of (x − zx)·w over the taps inside the
+// image, scheduled by its sketch under a u8 conv2d key (the f32 NCHW convolution's tile and
+// annotations), requantized where the scheduled kernel stores them.
 Stmt lowerQnnConv2d(const OpContext& ctx) {
   const Shape &xs = ctx.inTypes[0].shape, &ws = ctx.inTypes[1].shape, &ys = ctx.outTypes[0].shape;
-  auto stride = ctx.attrs.getPair("stride", 1), pad = ctx.attrs.getPair("padding", 0),
-       dil = ctx.attrs.getPair("dilation", 1);
-  int64_t groups = ctx.attrs.getInt("groups", 1);
-  int64_t cg = ws[1], og = ys[1] / groups, h = xs[2], w = xs[3];
+  const std::vector<int64_t> stride = ctx.attrs.getPair("stride", 1),
+                             padding = ctx.attrs.getPair("padding", 0),
+                             dilation = ctx.attrs.getPair("dilation", 1);
+  const int64_t groups = ctx.attrs.getInt("groups", 1), zx = ctx.attrs.getInt("input_zero_point");
+  const int lanes = ctx.options.vectorLanes, registers = ctx.options.vectorRegisters;
+  auto shapeFor = [&](int64_t vectors) {
+    return quantizedPlanarConvSketchShape(xs, ws, ys, stride, padding, dilation, groups, zx, vectors, lanes);
+  };
+  std::optional<ConvSketchShape> shape = shapeFor(1);
+  if (!shape) ctx.unsupported("convolution whose buffers disagree with its attributes");
+  const Knobs defaults = convSketchDefaultKnobs(*shape, registers);
+  ctx.tuneKey = tuneKeyOf(ctx.op, ctx.attrs, ctx.inTypes, ctx.outTypes);
+  const Knobs* tuned = ctx.tunedKnobs(ctx.tuneKey);
+  const ConvSketchShape s = planarShapeOfRecord(shapeFor, tuned, defaults, registers);
   const Buffer &x = ctx.in[0], &wt = ctx.in[1], &mult = ctx.in[2], &offset = ctx.in[3];
-  LoopNest nest(ys, {"n", "oc", "oh", "ow"}, wantParallel(ctx.outTypes[0].numel(), cg * ws[2] * ws[3]));
-  Expr n = nest[0], oc = nest[1], oh = nest[2], ow = nest[3];
-  Buffer acc = makeLocal("acc", Type::i32());
-  Expr ic = Var::make("ic"), kh = Var::make("kh"), kw = Var::make("kw");
-  Expr ih = oh * stride[0] - pad[0] + kh * dil[0], iw = ow * stride[1] - pad[1] + kw * dil[1];
-  Expr channel = (oc / og) * cg + ic;
-  Expr xv = toI32(Load::make(x, ((n * xs[1] + channel) * h + ih) * w + iw)) -
-            IntImm::make(Type::i32(), ctx.attrs.getInt("input_zero_point"));
-  Expr wv = toI32(Load::make(wt, ((oc * cg + ic) * ws[2] + kh) * ws[3] + kw));
-  Stmt update = IfThenElse::make(ih >= 0 && ih < h && iw >= 0 && iw < w, storeLocal(acc, loadLocal(acc) + xv * wv));
-  Stmt loops = serialFor(ic, 0, cg, serialFor(kh, 0, ws[2], serialFor(kw, 0, ws[3], update)));
-  Expr y = requantizeAcc(loadLocal(acc), Load::make(mult, oc), Load::make(offset, oc),
-                         ctx.attrs.getInt("output_zero_point"), lowerBound(ctx));
-  Stmt body = Seq::make({storeLocal(acc, IntImm::make(Type::i32(), 0)), loops,
-                         Store::make(ctx.out[0], nest.offset(contiguousStrides(ys)), y)});
-  return nest.wrap(body, {acc});
+  Buffer sums = makeBuffer("sums", Type::i32(), {ys[0], ys[1], ys[2], ys[3]});
+  PrimFunc plain =
+      plainFunc("qnn.conv2d", x, wt, nullptr, sums, convSketchPlainNest(s, x, wt, nullptr, sums));
+  Stmt nest = kernelBySketch(
+      ctx, std::move(plain), tuned, [&](const Knobs& k) { return convSketchAnnotationFits(s, k, registers); },
+      [&](Schedule& sched, const Knobs& k) { applyConvSketch(sched, s, k, registers); },
+      [](const Knobs&) { return std::optional<Knobs>(); }, defaults);
+  const int64_t zy = ctx.attrs.getInt("output_zero_point"), lo = lowerBound(ctx);
+  return storesInto(nest, sums, ctx.out[0], Shape(ys.begin(), ys.end() - 1), ys.back(),
+                    [&](Expr sum, const std::vector<Expr>& index) {
+                      const Expr& oc = index[1];
+                      const int width = sum.type().lanes;
+                      Expr m = Load::make(mult, oc), b = Load::make(offset, oc);
+                      if (width > 1) m = splat(m, width), b = splat(b, width);
+                      return requantizeAcc(std::move(sum), m, b, zy, lo);
+                    });
 }
 
 // qnn.dense sums x·w in i32 and takes off the input zero point's share zx·Σw[j]: the fifth

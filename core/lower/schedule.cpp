@@ -66,9 +66,6 @@ LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features
 
 int vectorRegistersForLanes(int lanes) { return lanes == 8 ? 16 : 32; }
 
-std::string ConvKnobs::str() const { return knobsText({{"oc_block", ocBlock}, {"ow_vecs", owVecs}}); }
-
-
 int accumulatorBudget(const LowerOptions& options) {
   // Keep a few registers for the weight vectors and the broadcast input.
   return std::max(4, options.vectorRegisters - (options.vectorRegisters >= 32 ? 4 : 3));
@@ -135,11 +132,6 @@ std::pair<int64_t, int64_t> WindowAxis::interior() const {
   lo = std::min(lo, out);
   hi = std::clamp(hi, lo, out);
   return {lo, hi};
-}
-
-bool WindowAxis::tapInside(int64_t o, int64_t k) const {
-  int64_t i = o * stride - pad + k * dilation;
-  return i >= 0 && i < in;
 }
 
 Expr WindowAxis::inputIndex(const Expr& o, const Expr& k) const {

@@ -1,15 +1,15 @@
-// Schedule knobs and vector-code helpers of the fast x86 lowerings (conv2d, conv2d_nchwc, dense,
-// matmul, pooling).
+// Target facts and shared choices of the lowerings' schedules: the vector lanes and registers of
+// a target (LowerOptions), the accumulator budget a register tile may use, the channel block
+// alter-layout packs by, the packed convolution's untuned choices that alter-layout must agree on
+// (weight packing, Winograd or direct), parallel launch granularities, Winograd's matrices, the
+// geometry of a window along one axis, and vector-expression helpers.
 //
-// Knobs are the named parameters of a schedule: how many output-channel vectors and output
-// columns a register tile holds, how many rows of a dense weight one tile reads, ... Each op has
-// a small struct of them with a heuristic default chosen from the target (LowerOptions: vector
-// lanes, register count, caches). A lowering records the knobs it used in
-// PrimFunc::attrs["schedule"] as "name=value,..." (the autotuner will search these spaces).
-//
-// Register tiles. The loop IR has no mutable scalars, so a tile of accumulators is a local
-// buffer indexed only by constants; LLVM's SROA promotes it to registers (one vector register
-// per accumulator). Tile loops are therefore unrolled in C++ while building the IR.
+// The schedules themselves are traces of core/tir/schedule.h primitives applied to plain loop
+// nests by the sketches (conv_search.h, winograd_search.h, gemm_search.h, nest_search.h), whose
+// annotations the tuner searches; a lowering records the annotation it used in
+// PrimFunc::attrs["schedule"] ("name=value,...") and the trace in attrs["trace"]. A register tile
+// is a local buffer indexed only by constants once its loops are unrolled; LLVM's SROA promotes
+// it to registers (one vector register per accumulator).
 #pragma once
 
 #include <cstdint>
@@ -38,15 +38,6 @@ LowerOptions lowerOptionsFor(const std::string& cpu, const std::string& features
 int vectorRegistersForLanes(int lanes);
 
 // ---- knobs ----------------------------------------------------------------------------------
-
-/// NCHW direct convolution register tile: `ocBlock` output channels × `owVecs` column vectors.
-/// (The packed convolution's knobs are its sketch's annotation, a schedule_config.h Knobs map: mi,
-/// po, oc_vecs, par_chunks, and algo where Winograd applies.)
-struct ConvKnobs {
-  int ocBlock = 1;
-  int owVecs = 1;
-  std::string str() const;
-};
 
 /// Vector registers that hold accumulators (the rest hold weights and broadcast inputs).
 int accumulatorBudget(const LowerOptions& options);
@@ -127,8 +118,6 @@ struct WindowAxis {
   int64_t in = 0, out = 0, kernel = 1, stride = 1, pad = 0, dilation = 1;
   /// Output positions [lo, hi) whose whole window lies inside [0, in).
   std::pair<int64_t, int64_t> interior() const;
-  /// Whether tap `k` of output position `o` (both constant) reads inside the input.
-  bool tapInside(int64_t o, int64_t k) const;
   /// Input position of tap `k` at output `o`.
   tir::Expr inputIndex(const tir::Expr& o, const tir::Expr& k) const;
   /// The taps [lo, lo + extent) of output `o` that read inside the input, as expressions of `o`

@@ -87,15 +87,26 @@ ConvGeometry convGeometryOfKey(const Knobs& p) {
   return g;
 }
 
-std::string packedConvTuneKey(const ConvGeometry& g, DType dtype) {
+namespace {
+
+/// "kind:n=1,c=64,...,g=1:dtype".
+std::string convTuneKey(const char* kind, const ConvGeometry& g, DType dtype) {
   Knobs p{{"n", g.n},   {"c", g.c},   {"h", g.h},   {"w", g.w},   {"o", g.o},   {"kh", g.kh}, {"kw", g.kw},
           {"sh", g.sh}, {"sw", g.sw}, {"ph", g.ph}, {"pw", g.pw}, {"dh", g.dh}, {"dw", g.dw}, {"g", g.groups}};
   // Parameters in a fixed, readable order (not the map's alphabetical one).
   std::string text;
   for (const char* name : {"n", "c", "h", "w", "o", "kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw", "g"})
     text += (text.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(p[name]);
-  return "conv2d_nchwc:" + text + ":" + std::string(dtypeName(dtype));
+  return std::string(kind) + ":" + text + ":" + std::string(dtypeName(dtype));
 }
+
+}  // namespace
+
+std::string packedConvTuneKey(const ConvGeometry& g, DType dtype) {
+  return convTuneKey("conv2d_nchwc", g, dtype);
+}
+
+std::string planarConvTuneKey(const ConvGeometry& g, DType dtype) { return convTuneKey("conv2d", g, dtype); }
 
 ConvGeometry convGeometry(const std::string& op, const Attrs& attrs, const std::vector<TensorType>& in) {
   const Shape &x = in[0].shape, &w = in[1].shape;
@@ -136,6 +147,8 @@ std::string tuneKeyOf(const std::string& op, const Attrs& attrs, const std::vect
                       const std::vector<TensorType>& out) {
   if (op == "conv2d_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 6)
     return packedConvTuneKey(convGeometry(op, attrs, in), in[0].dtype);
+  if ((op == "conv2d" || op == "qnn.conv2d") && in.size() >= 2 && in[0].rank() == 4 && in[1].rank() == 4)
+    return planarConvTuneKey(convGeometry(op, attrs, in), in[0].dtype);
   if (op == "qnn.conv2d_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 6)
     return quantizedConvTuneKey(convGeometry(op, attrs, in), in[0].shape[4], in[1].shape[4]);
   if (op == "conv2d_winograd_nchwc" && in.size() >= 2 && in[0].rank() == 5 && in[1].rank() == 5)

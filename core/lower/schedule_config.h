@@ -24,6 +24,9 @@
 // (ow_block, oc_outer, flatten, unroll, vec_lanes, par_chunks; no mi) is read as the annotation
 // it stands for: ow_block as mi, oc_outer as po (conv_search.h convAnnotationOf,
 // winograd_search.h winogradAnnotationOf).
+// Knobs of a plain NCHW convolution ("conv2d:n=1,c=64,...:f32", conv_search.h "NCHW"): mi, the
+// vectors of output columns per register tile, and oc_vecs, its output channels (which fix the
+// plain nest's weight groups); par_chunks as above.
 // Knobs of dense ("dense:m=1,k=768,n=768:f32"): mi, nc, par annotate its sketch (gemm_search.h),
 // which is also its default, with the trace stored beside them; a record of the former
 // hand-written tile's rows/cols is read as mi/nc.
@@ -97,6 +100,9 @@ struct TuneKeyParts {
 TuneKeyParts parseTuneKey(std::string_view key);
 
 std::string packedConvTuneKey(const ConvGeometry& g, DType dtype);
+/// A plain NCHW conv2d's key (O0–O2, or a convolution alter-layout leaves alone): the same
+/// parameters, "conv2d:n=1,c=64,...,g=1:f32".
+std::string planarConvTuneKey(const ConvGeometry& g, DType dtype);
 /// A qnn.conv2d_nchwc key: packedConvTuneKey's parameters and its blocks, the input's (ib) and the
 /// output's (ob), "conv2d_nchwc:n=1,c=64,...,g=1,ib=16,ob=16:u8".
 std::string quantizedConvTuneKey(const ConvGeometry& g, int64_t inBlock, int64_t outBlock);

@@ -196,7 +196,9 @@ void registerPasses(Registry& r) {
          flags = "reassoc,nsz,contract,afn";
          return changed;
        });
-  loop("bounds-check", "check every load/store index against its buffer when the kernel runs (debug, --bounds-check)",
+  loop("bounds-check",
+       "check each load/store index the loop ranges do not prove in bounds when the kernel runs (debug, "
+       "--bounds-check)",
        kNoDefaultLevel, [](tir::PrimFunc& f, const PassOptions&) {
          if (tir::hasBoundsChecks(f)) return false;
          f = tir::insertBoundsChecks(f);

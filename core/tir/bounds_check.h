@@ -14,6 +14,15 @@
 // stay unchecked and are counted. All five operands have the index's type; `site` is a constant
 // into the function's attrs["bounds_check"], the comma-separated names of the checked buffers.
 //
+// An access needs no check when the loops around it prove it in bounds (BoundsCheckMode::Unproven,
+// the default): its index is built from constants, the variables of loops with constant bounds
+// and lets of such expressions by + - * / % min max, every intermediate value stays below 2^31 in
+// magnitude, and interval arithmetic over those ranges (schedule_detail::boundsOf) keeps all of
+// its lanes in [0, n). What is left to check at run time is what that does not show: indices
+// under IfThenElse guards that the ranges alone would not keep in bounds, loads inside indices,
+// loops of symbolic extent. Checking what is proven would only cost compile time: LLVM spends
+// minutes in its loop analyses on a kernel whose unrolled tiles each branch on a check.
+//
 // Code generation (codegen/llvm) branches to `kiln_bounds_fail(kernel, buffer, index, extent)`
 // (runtime/kernel_abi.h), which prints one line and aborts; the TIR interpreter
 // (core/lower/interpreter.h) throws InternalError with the same text (kiln::boundsFailureMessage).
@@ -31,12 +40,19 @@ namespace kiln::core::tir {
 
 struct BoundsCheckStats {
   int checked = 0;    // accesses that got a check
+  int proven = 0;     // accesses the loop ranges keep in bounds (BoundsCheckMode::Unproven)
   int unchecked = 0;  // accesses left alone: unknown extent or an index that is not Ramp/Broadcast
 };
 
-/// Returns `func` with every Load/Store index wrapped in bounds_check (see above) and
+enum class BoundsCheckMode {
+  Unproven,  // check the accesses that the ranges of the enclosing loops do not prove in bounds
+  Every,     // check every access
+};
+
+/// Returns `func` with Load/Store indices wrapped in bounds_check (see above) and
 /// attrs["bounds_check"] set. A function that already has the attribute is returned unchanged.
-PrimFunc insertBoundsChecks(const PrimFunc& func, BoundsCheckStats* stats = nullptr);
+PrimFunc insertBoundsChecks(const PrimFunc& func, BoundsCheckStats* stats = nullptr,
+                            BoundsCheckMode mode = BoundsCheckMode::Unproven);
 
 /// True when `func` went through insertBoundsChecks.
 bool hasBoundsChecks(const PrimFunc& func);

@@ -101,6 +101,20 @@ ConfigSpace ConfigSpace::forKey(const std::string& key, const lower::LowerOption
         for (Knobs& k : lower::winogradSketchAnnotations(*s, options.vectorRegisters)) addChunked(k);
       }
     }
+  } else if (parts.kind == "conv2d") {
+    // A plain NCHW convolution (conv_search.h "NCHW"): the default annotation first, then every
+    // annotation of each weight group V, each at every granularity.
+    std::optional<lower::ConvSketchShape> one = lower::convSketchShapeOfKey(key, 1, options.vectorLanes);
+    if (!one) throw Error("tuning key '" + key + "' has no NCHW sketch", ErrorKind::InvalidInput);
+    space.m_seeds.push_back(space.size());
+    addChunked(lower::convSketchDefaultKnobs(*one, options.vectorRegisters));
+    for (int64_t v : {1, 2, 3, 4, 6, 8}) {
+      std::optional<lower::ConvSketchShape> s = lower::convSketchShapeOfKey(key, v, options.vectorLanes);
+      if (!s) continue;
+      const int64_t first = space.size();
+      for (Knobs& k : lower::convSketchAnnotations(*s, options.vectorRegisters)) addChunked(k);
+      if (space.size() > first) space.m_seeds.push_back(first);
+    }
   } else if (parts.kind == "dense") {
     // The default annotation first (what an untuned build runs), then every other that fits
     // (gemm_search.h).
@@ -264,6 +278,35 @@ std::vector<float> ConfigSpace::features(int64_t index) const {
          lg(chunks / threads),                                       // parallel granularity
          static_cast<float>(parallel / std::min(parallel, chunks)),  // iterations per chunk
          static_cast<float>(std::fmod(parallel, std::min(parallel, chunks)))};
+    return f;
+  }
+  if (m_kind == "conv2d") {
+    // A tile of oc_vecs output channels × mi vectors of output columns, the weight broadcast and
+    // the input loaded once per vector; the weight groups (with the images) run in parallel.
+    const lower::ConvGeometry g = lower::convGeometryOfKey(m_params);
+    const int64_t v = k.at("oc_vecs"), mi = k.at("mi"), lanes = m_options.vectorLanes;
+    const int64_t width = mi * lanes, columns = g.outWidth(), tiles = ceilDiv(columns, width);
+    const double chunks =
+        static_cast<double>(knob(k, "par_chunks", lower::defaultParallelChunks())) * threads;
+    const double parallel = static_cast<double>(g.n * (g.o / v));
+    const double cin = static_cast<double>(g.c / g.groups), taps = static_cast<double>(g.kh * g.kw);
+    f = {static_cast<float>(v),
+         static_cast<float>(mi),
+         static_cast<float>(v * mi),                               // accumulators
+         static_cast<float>(v * mi) / static_cast<float>(v + mi),  // FMAs per load
+         static_cast<float>(tiles),
+         static_cast<float>(columns % width) / static_cast<float>(columns),  // columns in the tail tile
+         static_cast<float>(parallel / threads),
+         static_cast<float>(std::fmod(parallel, threads)),
+         lg(cin * taps * static_cast<double>(v) * 4),  // a tile's weights in bytes
+         lg(cin),
+         lg(static_cast<double>(g.o)),
+         lg(static_cast<double>(g.outHeight() * g.outWidth())),
+         static_cast<float>(taps),
+         static_cast<float>(g.sw),
+         static_cast<float>(g.groups == g.c),
+         lg(chunks / threads),
+         static_cast<float>(parallel / std::min(parallel, chunks))};
     return f;
   }
   if (m_kind == "matmul") {

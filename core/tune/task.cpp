@@ -60,34 +60,42 @@ void requireF32(const lower::TuneKeyParts& parts, const std::string& key) {
   if (parts.dtype != "f32") throw Error("tuning key '" + key + "': only f32 tasks are supported", ErrorKind::Unsupported);
 }
 
-/// A quantized dense key's task: qnn.dense over a u8 input, random i8 weights in [-8, 8] and
-/// per-channel multipliers that keep the requantized outputs inside (0, 255) for inputs in [0, 8)
-/// (what a tuning worker feeds a u8 input).
-Graph quantizedDenseGraph(const lower::TuneKeyParts& parts, const std::string& key, uint64_t seed) {
-  lower::DenseShape s = lower::denseShapeOfKey(parts.params, key);
+/// The inputs of a quantized task after its u8 input x: random i8 weights of `weightShape` in
+/// [-8, 8], per-channel multipliers that keep the requantized outputs inside (0, 255) for inputs in
+/// [0, 8) (what a tuning worker feeds a u8 input) over `fanIn` products, and zero offsets; the
+/// scales and zero points into `attrs`.
+std::vector<ValueId> quantizedInputs(Graph& g, ValueId x, const runtime::Shape& weightShape, int64_t fanIn,
+                                     int64_t inputZeroPoint, uint64_t seed, Attrs& attrs) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::uniform_int_distribution<int> weight(-8, 8);
-  runtime::Tensor w = runtime::Tensor::zeros(DType::Int8, {s.n, s.k});
+  runtime::Tensor w = runtime::Tensor::zeros(DType::Int8, weightShape);
   for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(weight(rng));
-  runtime::Tensor multiplier = runtime::Tensor::zeros(DType::Float32, {s.n});
-  runtime::Tensor offset = runtime::Tensor::zeros(DType::Float32, {s.n});
-  for (int64_t j = 0; j < s.n; ++j) multiplier.data<float>()[j] = 4.0f / std::sqrt(static_cast<float>(s.k));
+  const int64_t channels = weightShape[0];
+  runtime::Tensor multiplier = runtime::Tensor::zeros(DType::Float32, {channels});
+  runtime::Tensor offset = runtime::Tensor::zeros(DType::Float32, {channels});
+  for (int64_t j = 0; j < channels; ++j)
+    multiplier.data<float>()[j] = 4.0f / std::sqrt(static_cast<float>(fanIn));
+  attrs.set("input_scale", 1.0);
+  attrs.set("input_zero_point", inputZeroPoint);
+  attrs.set("output_scale", 1.0);
+  attrs.set("output_zero_point", int64_t{128});
+  return {x, g.addConstant("weight", std::move(w)), g.addConstant("multiplier", std::move(multiplier)),
+          g.addConstant("offset", std::move(offset))};
+}
+
+/// A quantized dense key's task: qnn.dense over a u8 input (quantizedInputs).
+Graph quantizedDenseGraph(const lower::TuneKeyParts& parts, const std::string& key, uint64_t seed) {
+  lower::DenseShape s = lower::denseShapeOfKey(parts.params, key);
   Graph g;
   ValueId x = g.addInput("x", TensorType{DType::UInt8, {s.m, s.k}});
   Attrs attrs;
-  attrs.set("input_scale", 1.0);
-  attrs.set("input_zero_point", int64_t{0});
-  attrs.set("output_scale", 1.0);
-  attrs.set("output_zero_point", int64_t{128});
-  std::vector<ValueId> inputs{x, g.addConstant("weight", std::move(w)),
-                              g.addConstant("multiplier", std::move(multiplier)),
-                              g.addConstant("offset", std::move(offset))};
+  std::vector<ValueId> inputs = quantizedInputs(g, x, {s.n, s.k}, s.k, 0, seed, attrs);
   g.setOutputs({g.addNode("qnn.dense", inputs, attrs, {}, "y")[0]});
   return g;
 }
 
 /// A quantized convolution key's task: qnn.conv2d_nchwc itself on a u8 input packed in the key's
-/// block, random packed i8 weights in [-8, 8], multipliers as quantizedDenseGraph's, and random
+/// block, random packed i8 weights in [-8, 8], multipliers as quantizedInputs', and random
 /// zero-point shares (one row per region; the kernel takes any off).
 Graph quantizedConvGraph(const lower::TuneKeyParts& parts, const std::string& key, uint64_t seed) {
   std::optional<lower::ConvSketchShape> s = lower::convSketchShapeOfKey(key, 1, 16);
@@ -127,11 +135,31 @@ Graph quantizedConvGraph(const lower::TuneKeyParts& parts, const std::string& ke
   return g;
 }
 
+/// A quantized NCHW convolution key's task: qnn.conv2d on a u8 input (quantizedInputs) with an
+/// input zero point of 8 (its traces do not depend on it).
+Graph quantizedPlanarConvGraph(const lower::TuneKeyParts& parts, const std::string& key, uint64_t seed) {
+  const lower::ConvGeometry c = lower::convGeometryOfKey(parts.params);
+  if (c.groups <= 0 || c.c % c.groups != 0 || c.o % c.groups != 0)
+    throw Error("tuning key '" + key + "': groups do not divide the channels", ErrorKind::InvalidInput);
+  Graph g;
+  ValueId x = g.addInput("x", TensorType{DType::UInt8, {c.n, c.c, c.h, c.w}});
+  Attrs attrs;
+  attrs.set("stride", std::vector<int64_t>{c.sh, c.sw});
+  attrs.set("padding", std::vector<int64_t>{c.ph, c.pw});
+  attrs.set("dilation", std::vector<int64_t>{c.dh, c.dw});
+  attrs.set("groups", c.groups);
+  std::vector<ValueId> inputs =
+      quantizedInputs(g, x, {c.o, c.c / c.groups, c.kh, c.kw}, c.c / c.groups * c.kh * c.kw, 8, seed, attrs);
+  g.setOutputs({g.addNode("qnn.conv2d", inputs, attrs, {}, "y")[0]});
+  return g;
+}
+
 }  // namespace
 
 double taskFlops(const std::string& key) {
   lower::TuneKeyParts parts = lower::parseTuneKey(key);
-  if (parts.kind == "conv2d_nchwc") return lower::convGeometryOfKey(parts.params).flops();
+  if (parts.kind == "conv2d_nchwc" || parts.kind == "conv2d")
+    return lower::convGeometryOfKey(parts.params).flops();
   if (parts.kind == "dense")
     return 2.0 * static_cast<double>(knob(parts.params, "m", 1)) * static_cast<double>(knob(parts.params, "k", 1)) *
            static_cast<double>(knob(parts.params, "n", 1));
@@ -163,12 +191,15 @@ Graph taskGraph(const std::string& key, uint64_t seed) {
   lower::TuneKeyParts parts = lower::parseTuneKey(key);
   if (parts.kind == "dense" && parts.dtype == "u8") return quantizedDenseGraph(parts, key, seed);
   if (parts.kind == "conv2d_nchwc" && parts.dtype == "u8") return quantizedConvGraph(parts, key, seed);
+  if (parts.kind == "conv2d" && parts.dtype == "u8") return quantizedPlanarConvGraph(parts, key, seed);
   requireF32(parts, key);
   if (parts.kind == "nest" || parts.kind == "reduce" || parts.kind == "pool" || parts.kind == "window")
     return lower::nestTaskGraph(key);
   std::mt19937 rng(static_cast<uint32_t>(seed));
   Graph g;
-  if (parts.kind == "conv2d_nchwc") {
+  // A packed convolution's task is the NCHW conv2d that alter-layout packs (at -O3); a plain one's
+  // the conv2d itself.
+  if (parts.kind == "conv2d_nchwc" || parts.kind == "conv2d") {
     lower::ConvGeometry c = lower::convGeometryOfKey(parts.params);
     if (c.groups <= 0 || c.c % c.groups != 0 || c.o % c.groups != 0)
       throw Error("tuning key '" + key + "': groups do not divide the channels", ErrorKind::InvalidInput);

@@ -20,7 +20,8 @@ namespace kiln::core::tune {
 struct TuneTask {
   std::string name;     // the first kernel with this key ("fused_conv2d_nchwc_add_relu_3")
   std::string key;      // tuning key
-  std::string kind;     // the key's kind: "conv2d_nchwc", "dense", "nest", "reduce", "pool", "window", ...
+  std::string
+      kind;  // the key's kind: "conv2d_nchwc", "conv2d", "dense", "nest", "reduce", "pool", "window", ...
   int weight = 0;       // kernel calls per inference with this key
   double flops = 0;     // per call (element nest: one per output element; row nest: per element read)
   std::string defaultKnobs;  // the heuristic's knobs in the model's build

@@ -13,6 +13,7 @@
 //   KILN_BENCH_TARGET="llvm -mcpu=znver3" build/tests/bench/bench_kernels   (AVX2 schedules)
 //   KILN_BENCH_WINO_KNOBS="oc_vecs=1,mi=7,po=0" ... --benchmark_filter=conv_algo   (other Winograd tiles)
 //   KILN_BENCH_SKETCH_KNOBS="mi=14,po=0" ... --benchmark_filter=conv_packed   (other sketch tiles)
+//   KILN_BENCH_NCHW_KNOBS="mi=2,oc_vecs=4,vl=8" ... --benchmark_filter=conv_nchw   (other NCHW tiles)
 //
 // Each row reports GFLOPS (2·MACs per second) and pct_peak (of the measured single-thread peak
 // times the thread count). Kernels are compiled for the host ("llvm") with LowerOptions from its
@@ -251,7 +252,8 @@ const std::vector<ConvShape>& resnet18Winograd() {
   return shapes;
 }
 
-/// Plain NCHW conv2d (the -O0..-O2 schedule).
+/// Plain NCHW conv2d (the -O0..-O2 schedule): conv_search.h's NCHW sketch with its default
+/// annotation, or with KILN_BENCH_NCHW_KNOBS ("mi=2,oc_vecs=4,vl=8") another.
 Compiled plainConv(const ConvShape& s) {
   int64_t oh = (s.h + 2 * s.pad - s.k) / s.stride + 1, ow = (s.w + 2 * s.pad - s.k) / s.stride + 1;
   Graph g;
@@ -263,7 +265,9 @@ Compiled plainConv(const ConvShape& s) {
               {"groups", s.groups}};
   g.setOutputs({g.add("conv2d", {x, w, b}, attrs)});
   double flops = 2.0 * s.oc * oh * ow * (s.c / s.groups) * s.k * s.k;
-  return compileGraph(g, {filled({1, s.c, s.h, s.w}, 0.f)}, flops);
+  lower::Knobs knobs;
+  if (const char* text = std::getenv("KILN_BENCH_NCHW_KNOBS")) knobs = lower::parseKnobs(text);
+  return compileGraph(g, {filled({1, s.c, s.h, s.w}, 0.f)}, flops, knobs);
 }
 
 /// dense(m, k, n) with bias; `packed`: as -O3 runs it over many rows, its weights packed into

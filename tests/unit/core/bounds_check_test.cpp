@@ -4,6 +4,7 @@
 #include "core/tir/bounds_check.h"
 
 #include <cstdlib>
+#include <functional>
 
 #include "core/compile.h"
 #include "core/ir/parser.h"
@@ -59,8 +60,10 @@ void runJit(const tir::PrimFunc& f, std::vector<float>& in, std::vector<float>& 
 
 TEST(BoundsCheck, WrapsEveryIndexOnce) {
   BoundsCheckStats stats;
-  tir::PrimFunc checked = insertBoundsChecks(shiftedVectorCopy("copy", 32, 0), &stats);
+  tir::PrimFunc checked =
+      insertBoundsChecks(shiftedVectorCopy("copy", 32, 0), &stats, BoundsCheckMode::Every);
   EXPECT_EQ(stats.checked, 2);
+  EXPECT_EQ(stats.proven, 0);
   EXPECT_EQ(stats.unchecked, 0);
   EXPECT_TRUE(hasBoundsChecks(checked));
   EXPECT_EQ(checked.attrs.at("bounds_check"), "in,out");  // in order of first check
@@ -72,6 +75,56 @@ TEST(BoundsCheck, WrapsEveryIndexOnce) {
   BoundsCheckStats again;
   EXPECT_TRUE(insertBoundsChecks(checked, &again).body.same(checked.body));
   EXPECT_EQ(again.checked, 0);
+}
+
+/// out[i] = in[f(i)] for i in [0, n) with an index f the loop's range may or may not bound.
+tir::PrimFunc gather(const std::string& name, int64_t n, const std::function<Expr(Expr)>& f) {
+  Buffer in = makeBuffer("in", Type::f32(), {n});
+  Buffer out = makeBuffer("out", Type::f32(), {n});
+  Expr i = Var::make("i");
+  return makeFunc(name, {in, out},
+                  For::make(i, i64(0), i64(n), ForKind::Serial, Store::make(out, i, Load::make(in, f(i)))));
+}
+
+// By default only what the loop ranges do not prove is checked: the in-bounds copy keeps no check,
+// each lane range and each operation counts, and what interval arithmetic cannot see stays checked.
+TEST(BoundsCheck, ChecksWhatTheLoopRangesDoNotProve) {
+  BoundsCheckStats stats;
+  tir::PrimFunc copy = shiftedVectorCopy("copy", 32, 0);
+  tir::PrimFunc checked = insertBoundsChecks(copy, &stats);
+  EXPECT_EQ(stats.proven, 2);
+  EXPECT_EQ(stats.checked, 0);
+  EXPECT_TRUE(checked.body.same(copy.body));
+  EXPECT_TRUE(hasBoundsChecks(checked));
+  // One past the end in the last lane of the last vector only: in[25 .. 32] of 32.
+  stats = {};
+  insertBoundsChecks(shiftedVectorCopy("copy", 32, 1), &stats);
+  EXPECT_EQ(stats.proven, 1);  // the store
+  EXPECT_EQ(stats.checked, 1);
+  auto counts = [](const tir::PrimFunc& f) {
+    BoundsCheckStats s;
+    insertBoundsChecks(f, &s);
+    return std::make_pair(s.proven, s.checked);
+  };
+  using P = std::pair<int, int>;
+  EXPECT_EQ(counts(gather("rev", 16, [](Expr i) { return i64(15) - i; })), P(2, 0));
+  EXPECT_EQ(counts(gather("rev_over", 16, [](Expr i) { return i64(16) - i; })), P(1, 1));
+  EXPECT_EQ(counts(gather("mod", 16, [](Expr i) { return (i * 7) % 16; })), P(2, 0));
+  EXPECT_EQ(counts(gather("minmax", 16, [](Expr i) { return max(min(i - 3, i64(15)), i64(0)); })), P(2, 0));
+  EXPECT_EQ(counts(gather("unclamped", 16, [](Expr i) { return min(i - 3, i64(15)); })), P(1, 1));
+  // A let of a known range is known; an index that loads (a gather's table) is not.
+  Buffer in = makeBuffer("in", Type::f32(), {16}), out = makeBuffer("out", Type::f32(), {16});
+  Buffer table = makeBuffer("table", Type::i64(), {16});
+  Expr i = Var::make("i"), j = Var::make("j");
+  Stmt let = For::make(i, i64(0), i64(16), ForKind::Serial,
+                       LetStmt::make(j, i64(15) - i, Store::make(out, i, Load::make(in, j))));
+  EXPECT_EQ(counts(makeFunc("let", {in, out}, let)), P(2, 0));
+  Stmt indirect = For::make(i, i64(0), i64(16), ForKind::Serial,
+                            Store::make(out, i, Load::make(in, Load::make(table, i))));
+  EXPECT_EQ(counts(makeFunc("indirect", {in, table, out}, indirect)), P(2, 1));
+  // Values of 2^31 and beyond are never taken as proof (32-bit index arithmetic could wrap).
+  EXPECT_EQ(counts(gather("wide", 16, [](Expr i) { return (i * (int64_t{1} << 31)) / (int64_t{1} << 31); })),
+            P(1, 1));
 }
 
 TEST(BoundsCheck, InterpreterReportsTheAccess) {
@@ -121,7 +174,8 @@ TEST(BoundsCheck, InBoundsKernelsComputeTheSame) {
   std::vector<float> in(n), plain(n, 0.0f), checked(n, 0.0f);
   for (int64_t i = 0; i < n; ++i) in[i] = static_cast<float>(i) * 0.25f - 3.0f;
   runJit(shiftedVectorCopy("vec_plain", n, 0), in, plain);
-  runJit(insertBoundsChecks(shiftedVectorCopy("vec_checked", n, 0)), in, checked);
+  runJit(insertBoundsChecks(shiftedVectorCopy("vec_checked", n, 0), nullptr, BoundsCheckMode::Every), in,
+         checked);
   EXPECT_EQ(plain, checked);
   EXPECT_EQ(plain[9], in[9]);
 }
@@ -153,6 +207,12 @@ TEST(BoundsCheck, LoweredNetworkRunsCleanWithChecks) {
   // Twice is once.
   steps = runLoopPasses(module.funcs, passes::parsePipeline("bounds-check"));
   EXPECT_EQ(steps[0].detail, "0 of " + std::to_string(module.funcs.size()) + " kernels changed");
+  // Every access checked, proven or not: the same results.
+  LoweredModule every = lowerGraph(g);
+  BoundsCheckStats stats;
+  for (auto& f : every.funcs) f = insertBoundsChecks(f, &stats, BoundsCheckMode::Every);
+  EXPECT_GT(stats.checked, 10);
+  EXPECT_EQ(toVector(evalModule(every, inputs, Engine::Jit)[0]), expected);
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // The template-free schedule of direct packed convolutions (core/lower/conv_search.h): every
 // annotation the sketch offers applies, verifies, replays from its trace and computes the
 // convolution (pointwise, windowed and depthwise, strided, padded and dilated; tail pixels, several weight
-// blocks, scalar and vector lanes, with and without a bias); a record selects it in the model's
-// lowering, with the fused epilogue at the tile's stores, in the interpreter and as JIT code.
+// blocks, scalar and vector lanes, with and without a bias; plain NCHW ones, grouped and
+// depthwise); a record selects it in the model's lowering, with the fused epilogue at the tile's
+// stores, in the interpreter and as JIT code.
 #include "core/lower/conv_search.h"
 
 #include <gtest/gtest.h>
@@ -35,6 +36,29 @@ using tir::Trace;
 /// pointwise shape is one row of its pixels).
 std::vector<float> reference(const ConvSketchShape& s, const std::vector<float>& x, const std::vector<float>& w,
                              const std::vector<float>* b) {
+  if (s.planar) {
+    // NCHW: y[n, o, r, q] = b[o] + Σ x[n, group(o)·C/G + c, …] · w[o, c, kh, kw].
+    const int64_t outs = s.groups * s.vectors, perGroup = outs / s.convGroups;
+    std::vector<float> y(static_cast<size_t>(s.n * outs * s.rows * s.pixels));
+    for (int64_t n = 0; n < s.n; ++n)
+      for (int64_t o = 0; o < outs; ++o)
+        for (int64_t r = 0; r < s.rows; ++r)
+          for (int64_t q = 0; q < s.pixels; ++q) {
+            double acc = b ? (*b)[static_cast<size_t>(o)] : 0.0;
+            for (int64_t c = 0; c < s.cb; ++c)
+              for (int64_t kh = 0; kh < s.kh; ++kh)
+                for (int64_t kw = 0; kw < s.kw; ++kw) {
+                  int64_t row = r * s.strideH + kh * s.dilH - s.padH,
+                          col = q * s.strideW + kw * s.dilW - s.padW;
+                  if (row < 0 || row >= s.inHeight || col < 0 || col >= s.inWidth) continue;
+                  const int64_t channel = (n * s.convGroups + o / perGroup) * s.cb + c;
+                  acc += double(x[static_cast<size_t>((channel * s.inHeight + row) * s.inWidth + col)]) *
+                         w[static_cast<size_t>(((o * s.cb + c) * s.kh + kh) * s.kw + kw)];
+                }
+            y[static_cast<size_t>(((n * outs + o) * s.rows + r) * s.pixels + q)] = static_cast<float>(acc);
+          }
+    return y;
+  }
   const int64_t blocks = s.groups * s.vectors, ob = s.vectors * s.lanes, outPixels = s.rows * s.pixels;
   const int64_t height = s.rowed() ? s.inHeight : 1, width = s.rowed() ? s.inWidth : s.pixels;
   std::vector<float> y(static_cast<size_t>(s.n * blocks * outPixels * s.lanes));
@@ -590,6 +614,108 @@ TEST(WindowConvSearch, DepthwiseConvolutionsTakeTheSketch) {
   options.schedules = configs;
   const Knobs itsTile{{"mi", 4}, {"po", 1}, {"oc_vecs", 1}};
   EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.at("trace"), sketchTrace(key, itsTile, 8, 16).str());
+}
+
+// Plain NCHW convolutions (conv_search.h "NCHW"; O0–O2): random shapes, grouped (a channel
+// multiplier too) and depthwise, strided, dilated, padded and padded beyond the window's reach,
+// on 4 and 8 lanes: every annotation of every weight group applies, verifies, replays from its
+// trace and computes the convolution.
+TEST(NchwConvSearch, SketchTracesReplayVerifyAndAgree) {
+  std::mt19937 rng(31);
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int checked = 0, grouped = 0, bare = 0, tails = 0;
+  for (int t = 0; t < 14; ++t) {
+    const int lanes = t % 2 == 0 ? 4 : 8;
+    const int64_t groups = t % 5 == 2 ? 2 : (t % 5 == 4 ? 3 : 1), perGroup = t % 5 == 4 ? 1 : pick(1, 3) * 2;
+    const int64_t cg = t % 5 == 4 ? 1 : pick(1, 3);
+    const int64_t kh = t == 6 ? 7 : pick(1, 3), kw = t == 6 ? 7 : pick(1, 3);
+    const int64_t sh = pick(1, 2), sw = pick(1, 2), dil = t % 4 == 1 ? 2 : 1;
+    const int64_t ph = t == 9 ? (kh - 1) * dil + 1 : pick(0, kh / 2 + 1),
+                  pw = t == 9 ? (kw - 1) * dil + 1 : pick(0, kw / 2);
+    const int64_t n = pick(1, 2), height = (kh - 1) * dil + 1 + pick(0, 4),
+                  width = (kw - 1) * dil + 1 + pick(3, 30);
+    const int64_t oh = (height + 2 * ph - dil * (kh - 1) - 1) / sh + 1,
+                  ow = (width + 2 * pw - dil * (kw - 1) - 1) / sw + 1;
+    const Shape xs{n, groups * cg, height, width}, ws{groups * perGroup, cg, kh, kw},
+        ys{n, groups * perGroup, oh, ow};
+    grouped += groups > 1;
+    for (int64_t v : {1, 2, 3}) {
+      std::optional<ConvSketchShape> shape = planarConvSketchShape(xs, ws, ys, {sh, sw}, {ph, pw}, {dil, dil},
+                                                                   groups, pick(0, 1) != 0, v, lanes);
+      if (perGroup % v != 0 && v != 1) {
+        EXPECT_FALSE(shape.has_value());
+        continue;
+      }
+      ASSERT_TRUE(shape.has_value());
+      ASSERT_TRUE(shape->regioned());
+      for (const std::vector<TapRun>& runs : {shape->rowRuns(), shape->columnRuns()})
+        for (const TapRun& run : runs) bare += run.noTaps();
+      for (const TapRun& run : shape->columnRuns()) tails += run.count % lanes != 0 && run.count > lanes;
+      SCOPED_TRACE("shape " + std::to_string(t) + " V=" + std::to_string(v) + ": " + std::to_string(kh) +
+                   "x" + std::to_string(kw) + " stride " + std::to_string(sh) + "," + std::to_string(sw) +
+                   " pad " + std::to_string(ph) + "," + std::to_string(pw) + " groups " +
+                   std::to_string(groups));
+      checked += checkEveryAnnotation(*shape, 16, static_cast<uint32_t>(130 + 5 * t + static_cast<int>(v)));
+      if (HasFailure()) return;
+    }
+  }
+  EXPECT_GE(checked, 40);
+  EXPECT_GE(grouped, 4);
+  EXPECT_GE(bare, 2);  // shape 9's first row and first column at least
+  EXPECT_GE(tails, 5);
+}
+
+// A padded 3×3 NCHW convolution with a fused relu, grouped and not: its key names it, a record
+// of each annotation makes it the sketch in the interpreter and as JIT code with the trace the
+// tuner builds from the key; untuned (and with a record of a weight group that does not divide its
+// channels) it is the default annotation, no region reading padding.
+TEST(NchwConvSearch, RecordsSelectTheSketchAndTheDefaultIsUntuned) {
+  for (int64_t groups : {1, 2}) {
+    SCOPED_TRACE("groups " + std::to_string(groups));
+    const std::string gs = std::to_string(groups);
+    Graph g = parseGraph("graph(%x: f32[1,4,9,21], %w: f32[12," + std::to_string(4 / groups) +
+                         ",3,3], %b: f32[12]) {\n"
+                         "  %y = conv2d(%x, %w, %b) {groups=" +
+                         gs +
+                         ", padding=[1,1]} : f32[1,12,9,21]\n"
+                         "  %z = relu(%y) : f32[1,12,9,21]\n"
+                         "  return %z\n"
+                         "}\n");
+    g.addGroup("g", 0, 2);
+    const Shape xs{1, 4, 9, 21}, ws{12, 4 / groups, 3, 3}, ys{1, 12, 9, 21};
+    auto s = planarConvSketchShape(xs, ws, ys, {1, 1}, {1, 1}, {1, 1}, groups, true, 1, 8);
+    ASSERT_TRUE(s.has_value());
+    runtime::Tensor xt = randomTensor(xs, 7), wt = randomTensor(ws, 8), bt = randomTensor({12}, 9);
+    std::vector<float> b = toVector(bt);
+    std::vector<float> want = reference(*s, toVector(xt), toVector(wt), &b);
+    for (float& v : want) v = std::max(0.0f, v);
+    const SketchCase c{{xt, wt, bt}, want};
+    LowerOptions options;  // 8 lanes, 16 registers
+    const LoweredModule untuned = lowerGraph(g, options);
+    const std::string key = untuned.funcs[0].attrs.at("tune_key");
+    EXPECT_EQ(key, "conv2d:n=1,c=4,h=9,w=21,o=12,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=" + gs + ":f32");
+    const Knobs defaults = convSketchDefaultKnobs(*s, 16);
+    EXPECT_EQ(untuned.funcs[0].attrs.at("schedule"), knobsText(defaults));
+    EXPECT_EQ(untuned.funcs[0].attrs.at("trace"), sketchTrace(key, defaults, 8, 16).str());
+    EXPECT_EQ(tir::print(untuned.funcs[0]).find("select"), std::string::npos) << tir::print(untuned.funcs[0]);
+    for (Engine e : {Engine::Interpreter, Engine::Jit})
+      EXPECT_TRUE(allClose(evalModule(untuned, c.inputs, e)[0], c.want));
+    std::vector<Knobs> records;
+    for (int64_t v : {1, 2, 3, 6}) {
+      auto sv = planarConvSketchShape(xs, ws, ys, {1, 1}, {1, 1}, {1, 1}, groups, true, v, 8);
+      ASSERT_TRUE(sv.has_value());
+      const std::vector<Knobs> all = convSketchAnnotations(*sv, 16);
+      ASSERT_FALSE(all.empty());
+      records.push_back(all.front());
+      records.push_back(all.back());
+    }
+    expectKeyedSketches(g, c, records);
+    // Five output channels per weight group divide neither a convolution group's 12 nor its 6.
+    auto configs = std::make_shared<ScheduleConfigs>();
+    configs->byKey[key] = Knobs{{"mi", 1}, {"oc_vecs", 5}};
+    options.schedules = configs;
+    EXPECT_EQ(lowerGraph(g, options).funcs[0].attrs.at("schedule"), knobsText(defaults));
+  }
 }
 
 // An int8 convolution's zero-point shares must have one row per region of its output: a 1×1

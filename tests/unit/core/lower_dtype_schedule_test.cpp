@@ -185,14 +185,20 @@ TEST(LowerSchedules, ConvReductionLoopsAreInnermost) {
     return %y
   })");
   std::string text = tir::print(f);
-  // The register-tiled schedule (ops_nn.cpp): no bounds checks anywhere (border taps are
-  // pruned, row taps get bounds from oh), the reduction over ic and kh inside the output tile,
-  // and the schedule's knobs recorded.
+  // The NCHW nest's sketch (conv_search.h "NCHW"): no bounds checks anywhere (each region's taps
+  // are those inside the image), the interior's reduction over c, kh and kw around its register
+  // tile of channels × vectors of columns, its annotation, trace and key recorded.
   EXPECT_EQ(text.find("if ("), std::string::npos) << text;
-  size_t reduction = text.find("for (ic");
+  size_t reduction = text.find("for (c_1_1");
   ASSERT_NE(reduction, std::string::npos) << text;
-  EXPECT_NE(text.find("for (kh", reduction), std::string::npos) << text;
-  EXPECT_EQ(f.attrs["schedule"].rfind("oc_block=", 0), 0u) << f.attrs["schedule"];
+  const size_t kh = text.find("for (kh_1_1", reduction), tile = text.find("unrolled (v_1_1", reduction);
+  ASSERT_NE(kh, std::string::npos) << text;
+  EXPECT_LT(kh, tile) << text;
+  EXPECT_NE(text.find("ramp(", tile), std::string::npos) << text;
+  EXPECT_EQ(f.attrs["schedule"].rfind("mi=", 0), 0u) << f.attrs["schedule"];
+  EXPECT_NE(f.attrs["trace"].find("cache_write(c_1_1)"), std::string::npos) << f.attrs["trace"];
+  EXPECT_EQ(f.attrs["tune_key"],
+            "conv2d:n=1,c=4,h=8,w=8,o=8,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=1:f32");
   EXPECT_EQ(countLoops(f, tir::ForKind::Parallel), 0);
 }
 

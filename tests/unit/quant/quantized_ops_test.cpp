@@ -105,7 +105,8 @@ void expectMatches(const Fixture& f) {
     auto compiled = app::build(model.value(), options);
     ASSERT_TRUE(compiled.ok()) << compiled.error().message;
     // -O3 runs convolutions as the packed int8 kernel (qnn-alter-layout): the convolution sketch
-    // under a u8 key, with dot4 steps unless depthwise; -O0 as the plain one.
+    // under a u8 key, with dot4 steps unless depthwise; -O0 as the NCHW int8 nest under its sketch
+    // (conv_search.h "NCHW"), keyed "conv2d:...:u8", without dot4 steps.
     if (f.name.rfind("q_conv", 0) == 0) {
       bool packed = false;
       for (const core::Node& node : compiled.value()->graph.nodes()) packed = packed || node.op == "qnn.conv2d_nchwc";
@@ -114,6 +115,10 @@ void expectMatches(const Fixture& f) {
       ASSERT_TRUE(ir.ok()) << ir.error().message;
       const bool keyed = ir.value().find("tune_key: conv2d_nchwc:") != std::string::npos;
       EXPECT_EQ(keyed, cfg.opt >= 3) << f.name << " -O" << cfg.opt;
+      const size_t planar = ir.value().find("tune_key: conv2d:");
+      EXPECT_EQ(planar != std::string::npos && ir.value().find(":u8", planar) != std::string::npos,
+                cfg.opt < 3)
+          << f.name << " -O" << cfg.opt;
       const bool dot4 = ir.value().find("// trace: dot4(") != std::string::npos;
       EXPECT_EQ(dot4, cfg.opt >= 3 && f.name.find("depthwise") == std::string::npos)
           << f.name << " -O" << cfg.opt;

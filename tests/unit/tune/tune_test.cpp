@@ -14,6 +14,7 @@
 #include "../core/kernels_test_util.h"
 #include "../core/lower_test_util.h"
 #include "core/lower/conv_search.h"
+#include "core/lower/gemm_search.h"
 #include "core/lower/nest_search.h"
 #include "core/lower/schedule.h"
 #include "core/lower/schedule_config.h"
@@ -58,6 +59,9 @@ const std::string kPool =
 // (nest_search.h).
 const std::string kWindow =
     "window:fused[adaptive_avg_pool2d{output_size=[3,4]}($0:f32[1,2,10,9,8])->f32[1,2,3,4,8]]";
+
+// A grouped NCHW convolution (conv_search.h "NCHW"), as -O2 leaves it: 9 × 13 with padding 1.
+const std::string kNchw = "conv2d:n=1,c=4,h=9,w=13,o=12,kh=3,kw=3,sh=1,sw=1,ph=1,pw=1,dh=1,dw=1,g=2:f32";
 
 /// The task graph after alter-layout with `configs`, lowered.
 lower::LoweredModule lowerTask(const std::string& key, const lower::LowerOptions& base,
@@ -364,6 +368,46 @@ TEST(TuneSpace, EveryWindowAnnotationBuildsAndMatches) {
   EXPECT_EQ(space.size(), 6);  // vl 8, 4, 1 × par 0, 1
   expectEveryConfigurationPools(space, kWindow);
   EXPECT_THROW(taskFlops("window:fused[relu($0:f32[4])->f32[4]]"), Error);
+}
+
+// A plain NCHW convolution's task is the conv2d itself (alter-layout does not pack it), its FLOPs a
+// convolution's. Its space is the default annotation first, then every annotation of each weight
+// group V that divides a group's six output channels (1, 2, 3, 6), with and without vectors of
+// half the lanes, at every launch granularity; each lowers to its own schedule and trace and
+// computes the convolution, in the interpreter and as JIT code.
+TEST(TuneSpace, EveryNchwConvAnnotationBuildsAndMatches) {
+  EXPECT_DOUBLE_EQ(taskFlops(kNchw), 2.0 * 12 * 9 * 13 * 2 * 9);
+  ConfigSpace space = ConfigSpace::forKey(kNchw, avx2());
+  std::optional<lower::ConvSketchShape> one = lower::convSketchShapeOfKey(kNchw, 1, avx2().vectorLanes);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(space.config(0), lower::convSketchDefaultKnobs(*one, avx2().vectorRegisters));
+  Graph g = taskGraph(kNchw);
+  ASSERT_EQ(g.nodes().size(), 1u);
+  EXPECT_EQ(g.nodes()[0].op, "conv2d");
+  std::set<int64_t> groups, lanes;
+  const runtime::Tensor x = lower::testing::randomTensor(g.type(g.inputs()[0]).shape, 5);
+  const std::vector<runtime::Tensor> expected = evalGraph(g, {x}, Engine::Interpreter, avx2());
+  for (int64_t i = 0; i < space.size(); ++i) {
+    const Knobs& k = space.config(i);
+    SCOPED_TRACE(lower::knobsText(k));
+    groups.insert(k.at("oc_vecs"));
+    lanes.insert(lower::knob(k, "vl", 8));
+    auto configs = std::make_shared<lower::ScheduleConfigs>();
+    configs->byKey[kNchw] = k;
+    const lower::LoweredModule module = lowerTask(kNchw, avx2(), configs);
+    const tir::PrimFunc& f = taskKernel(module, kNchw);
+    EXPECT_EQ(f.attrs.at("schedule"), lower::knobsText(k));
+    EXPECT_EQ(f.attrs.at("trace"), lower::sketchTrace(kNchw, k, 8, 16).str());
+    lower::LowerOptions options = avx2();
+    options.schedules = configs;
+    for (Engine e : {Engine::Interpreter, Engine::Jit}) {
+      const std::vector<runtime::Tensor> got = evalGraph(g, {x}, e, options);
+      EXPECT_TRUE(lower::testing::allClose(got[0], lower::testing::toVector(expected[0])));
+    }
+    if (HasFailure()) return;
+  }
+  EXPECT_EQ(groups, (std::set<int64_t>{1, 2, 3, 6}));
+  EXPECT_EQ(lanes, (std::set<int64_t>{4, 8}));
 }
 
 // Apply-best changes the generated schedule: every configuration of the space lowers to a
