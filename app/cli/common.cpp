@@ -55,7 +55,7 @@ void addBuildFlags(CLI::App* cmd, BuildFlags& f) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--records", f.records, "tuning records (JSON lines from kiln tune, or 'store' / a .db session store): use the best schedule per workload");
   cmd->add_flag("--bounds-check", f.boundsCheck,
-                "check every kernel load/store index against its buffer (debug; also KILN_BOUNDS_CHECK=1)");
+                "check each kernel load/store index the loop ranges do not prove in bounds (debug; also KILN_BOUNDS_CHECK=1)");
   cmd->add_option("--winograd", f.winograd,
                   "largest Winograd tile of 3x3 convolutions at -O3: 4 (fastest), 2 (less rounding) or 0 (none)")
       ->check(CLI::IsMember({0, 2, 4}));
